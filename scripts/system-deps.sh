@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Debian packages the tests, demo and benchmark talk to as real peers. Installs what is missing
+# when run as root; otherwise says what is missing and leaves the tests to skip.
+set -euo pipefail
+need=()
+command -v nginx    >/dev/null 2>&1 || need+=(nginx-light)
+command -v haproxy  >/dev/null 2>&1 || need+=(haproxy)
+command -v curl     >/dev/null 2>&1 || need+=(curl)
+command -v wrk      >/dev/null 2>&1 || need+=(wrk)
+command -v openssl  >/dev/null 2>&1 || need+=(openssl)
+command -v ip       >/dev/null 2>&1 || need+=(iproute2)
+command -v iptables >/dev/null 2>&1 || need+=(iptables)
+command -v kubectl  >/dev/null 2>&1 || need+=(kubernetes-client)
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+    echo "system-deps: not root; missing ${need[*]} (tests that need them will skip)" >&2
+    exit 0
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# kubectl is not packaged on every Debian release; its absence only skips the manifest tests.
+for pkg in "${need[@]}"; do
+    apt-get install -y -qq --no-install-recommends "$pkg" >/dev/null || echo "system-deps: could not install $pkg" >&2
+done

@@ -1,0 +1,299 @@
+"""Settings: one dataclass per command, each field a flag and an environment variable.
+
+A field's metadata carries its one-line doc (``help``); the flag is ``--field-name`` and the
+environment variable ``HAIRPIN_FIELD_NAME`` unless the metadata names others. Precedence is
+flag, then environment, then default. ``settings_parser`` and ``settings_from_args`` turn a
+dataclass into argparse arguments and back, so ``--help`` can never drift from the fields.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+ENV_PREFIX = "HAIRPIN_"
+
+T = TypeVar("T")
+
+
+def opt(default: Any, help: str, *, env: str | None = None, flag: str | None = None,
+        positional: bool = False, metavar: str | None = None) -> Any:
+    """Declare a settings field with its one-line doc and, optionally, its own env/flag name."""
+    meta: dict[str, Any] = {"help": help, "env": env, "flag": flag, "positional": positional,
+                            "metavar": metavar}
+    if isinstance(default, list | dict | set):
+        raise TypeError("use a tuple for list defaults")
+    return dataclasses.field(default=default, metadata=meta)
+
+
+class SettingsError(ValueError):
+    """A flag or environment value could not be understood."""
+
+
+def env_name(f: dataclasses.Field[Any]) -> str:
+    return f.metadata.get("env") or ENV_PREFIX + f.name.upper()
+
+
+def flag_name(f: dataclasses.Field[Any]) -> str:
+    return f.metadata.get("flag") or "--" + f.name.replace("_", "-")
+
+
+def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0], True
+    return tp, False
+
+
+def _convert(raw: str, tp: Any, what: str) -> Any:
+    tp, _ = _unwrap_optional(tp)
+    origin = typing.get_origin(tp)
+    try:
+        if tp is bool:
+            low = raw.strip().lower()
+            if low in ("1", "true", "yes", "on"):
+                return True
+            if low in ("0", "false", "no", "off", ""):
+                return False
+            raise ValueError(f"expected true or false, got {raw!r}")
+        if tp is int:
+            return int(raw)
+        if tp is float:
+            return float(raw)
+        if tp is Path:
+            return Path(raw)
+        if origin is Literal:
+            choices = typing.get_args(tp)
+            if raw not in choices:
+                raise ValueError(f"expected one of {', '.join(map(str, choices))}, got {raw!r}")
+            return raw
+        if tp is str:
+            return raw
+    except ValueError as exc:
+        raise SettingsError(f"{what}: {exc}") from None
+    raise TypeError(f"unsupported settings type {tp!r}")
+
+
+def _is_tuple(tp: Any) -> bool:
+    return typing.get_origin(tp) is tuple
+
+
+def _split_list(raw: str) -> list[str]:
+    # Environment lists: whitespace or commas separate items.
+    return [item for item in raw.replace(",", " ").split() if item]
+
+
+def settings_parser(cls: type[Any], parser: argparse.ArgumentParser) -> None:
+    """Add one argument per field of the settings dataclass ``cls`` to ``parser``."""
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        tp = hints[f.name]
+        base, _ = _unwrap_optional(tp)
+        env = env_name(f)
+        default = f.default
+        shown = "" if default in (None, (), "") else f" (default: {_show(default)})"
+        help_text = f"{f.metadata.get('help', '')}{shown} [env: {env}]"
+        kwargs: dict[str, Any] = {"help": help_text, "default": argparse.SUPPRESS}
+        if f.metadata.get("metavar"):
+            kwargs["metavar"] = f.metadata["metavar"]
+        if _is_tuple(tp):
+            item_tp = typing.get_args(tp)[0]
+            if typing.get_origin(item_tp) is Literal:
+                kwargs["choices"] = typing.get_args(item_tp)
+            if f.metadata.get("positional"):
+                parser.add_argument(f.name, nargs="*", **kwargs)
+            else:
+                parser.add_argument(flag_name(f), dest=f.name, action="append", **kwargs)
+            continue
+        if base is bool:
+            parser.add_argument(flag_name(f), dest=f.name, action=argparse.BooleanOptionalAction,
+                                **kwargs)
+            continue
+        if typing.get_origin(base) is Literal:
+            kwargs["choices"] = typing.get_args(base)
+        if f.metadata.get("positional"):
+            parser.add_argument(f.name, nargs="?", **kwargs)
+        else:
+            parser.add_argument(flag_name(f), dest=f.name, **kwargs)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, tuple):
+        return " ".join(str(v) for v in value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def settings_from_args(cls: type[T], args: argparse.Namespace | Mapping[str, Any],
+                       environ: Mapping[str, str] | None = None) -> T:
+    """Build ``cls`` from parsed flags, then the environment, then the defaults."""
+    given = vars(args) if isinstance(args, argparse.Namespace) else dict(args)
+    env = os.environ if environ is None else environ
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        tp = hints[f.name]
+        what = f"{flag_name(f)} / {env_name(f)}"
+        if f.name in given and given[f.name] not in (None, []):
+            raw = given[f.name]
+        elif env.get(env_name(f), "") != "":
+            raw = env[env_name(f)]
+            if _is_tuple(tp):
+                raw = _split_list(raw)
+        else:
+            continue
+        if _is_tuple(tp):
+            item_tp = typing.get_args(tp)[0]
+            items = raw if isinstance(raw, list | tuple) else [raw]
+            values[f.name] = tuple(_convert(str(i), item_tp, what) if isinstance(i, str) else i
+                                   for i in items)
+        elif isinstance(raw, str):
+            values[f.name] = _convert(raw, tp, what)
+        else:
+            values[f.name] = raw
+    return cls(**values)
+
+
+# --------------------------------------------------------------------------- shared groups
+
+HostsFrom = Literal["tls", "rules", "all"]
+LogFormat = Literal["text", "json"]
+ProxyProtocol = Literal["v1", "v2"]
+
+DEFAULT_TARGET_SERVER = "ingress-nginx-controller.ingress-nginx.svc.cluster.local"
+
+
+@dataclasses.dataclass(frozen=True)
+class LogSettings:
+    log_level: Literal["debug", "info", "warning", "error"] = opt("info", "Log level.")
+    log_format: LogFormat = opt("text", "Log line format: text or json (one object per line).")
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicySettings:
+    hosts_from: HostsFrom = opt("tls", "Which Ingress hosts to redirect: tls (spec.tls[].hosts), "
+                                       "rules (spec.rules[].host) or all.")
+    ingress_class: tuple[str, ...] = opt((), "Only Ingresses of this class (repeatable); "
+                                             "empty means every class.")
+    include_namespace: tuple[str, ...] = opt((), "Only Ingresses in this namespace (repeatable); "
+                                                 "empty means all namespaces.")
+    exclude_namespace: tuple[str, ...] = opt((), "Ignore Ingresses in this namespace (repeatable).")
+    domain: tuple[str, ...] = opt((), "Only hosts equal to or under this domain (repeatable); "
+                                      "empty allows every domain.")
+    cluster_domain: str = opt("cluster.local", "The cluster's DNS domain; hosts under it are "
+                                               "never redirected.")
+
+
+@dataclasses.dataclass(frozen=True)
+class KubeSettings:
+    kubeconfig: Path | None = opt(None, "Kubeconfig file (current context); in-cluster service "
+                                        "account when unset.", env="KUBECONFIG")
+    namespace: str = opt("", "Our own namespace (Lease, proxy Service, published hosts); "
+                             "else POD_NAMESPACE, the service account's or the context's.")
+
+
+# --------------------------------------------------------------------------- commands
+
+@dataclasses.dataclass(frozen=True)
+class ProxySettings(LogSettings):
+    listen: tuple[str, ...] = opt((), "Listener ADDR:PORT[=TARGET_HOST:TARGET_PORT][/v1|/v2] "
+                                      "(repeatable); defaults to 0.0.0.0:8080=$TARGET_SERVER:80 "
+                                      "and 0.0.0.0:8443=$TARGET_SERVER:443.")
+    target_server: str = opt(DEFAULT_TARGET_SERVER, "Default upstream host (the ingress "
+                                                    "controller's Service).", env="TARGET_SERVER")
+    proxy_protocol: ProxyProtocol = opt("v1", "PROXY protocol version for listeners that do not "
+                                              "set their own.")
+    admin_listen: str = opt("0.0.0.0:9090", "Address of /healthz, /readyz and /metrics; "
+                                            "empty disables.")
+    connect_timeout: float = opt(5.0, "Seconds to wait for the upstream to accept.")
+    idle_timeout: float = opt(3600.0, "Seconds a connection may pass no bytes either way.")
+    max_connections: int = opt(20000, "Concurrent connections per worker; excess is refused "
+                                      "at once.")
+    grace_period: float = opt(25.0, "Seconds to drain connections after SIGTERM.")
+    workers: int = opt(1, "Worker processes sharing the listeners (SO_REUSEPORT).")
+    loop: Literal["auto", "asyncio", "uvloop"] = opt("auto", "Event loop implementation.")
+
+
+@dataclasses.dataclass(frozen=True)
+class RenderSettings(PolicySettings, LogSettings):
+    corefile: Path | None = opt(None, "Corefile to update (prints the result).")
+    hosts_file: Path | None = opt(None, "Hosts file to update instead of a Corefile.")
+    ingress: tuple[str, ...] = opt((), "Ingress YAML/JSON file or directory (repeatable).",
+                                   metavar="PATH")
+    proxy_ip: tuple[str, ...] = opt((), "Proxy Service address for the hosts file "
+                                        "(repeatable, IPv4 or IPv6).")
+    target: str = opt("", "Rewrite target; default hairpin-proxy.hairpin-proxy.svc."
+                          "<cluster-domain>.")
+    dns_port: int = opt(53, "Port of the server blocks to manage.")
+    diff: bool = opt(False, "Print a unified diff instead of the new file.")
+    check: bool = opt(False, "Print nothing; exit 1 when the file would change.")
+    import_snippet: bool = opt(False, "Print the snippet for a coredns-custom import key.")
+
+
+@dataclasses.dataclass(frozen=True)
+class CorednsTargetSettings:
+    mode: Literal["coredns", "coredns-import"] = opt("coredns", "Edit the Corefile itself or "
+                                                                "write an import ConfigMap key.")
+    configmap_namespace: str = opt("kube-system", "Namespace of the CoreDNS ConfigMap.")
+    configmap_name: str = opt("coredns", "CoreDNS ConfigMap (RKE2: rke2-coredns-rke2-coredns, "
+                                         "LKE: coredns-base).")
+    configmap_key: str = opt("Corefile", "Key of the Corefile in that ConfigMap.")
+    import_configmap_name: str = opt("coredns-custom", "ConfigMap imported by the Corefile "
+                                                       "(coredns-import mode).")
+    import_key: str = opt("hairpin-proxy.override", "Our key in the import ConfigMap.")
+    dns_port: int = opt(53, "Port of the server blocks to manage.")
+
+
+@dataclasses.dataclass(frozen=True)
+class ControllerSettings(CorednsTargetSettings, PolicySettings, KubeSettings, LogSettings):
+    target: str = opt("", "Rewrite target; default <proxy-service>.<namespace>.svc."
+                          "<cluster-domain>.")
+    proxy_service: str = opt("hairpin-proxy", "The proxy Service in our namespace.")
+    publish_configmap: str = opt("hairpin-proxy-hosts", "ConfigMap in our namespace where the "
+                                                        "host list is published for etchosts.")
+    leader_elect: bool = opt(True, "Elect one writer among replicas with a Lease.")
+    lease_name: str = opt("hairpin-proxy-controller", "Name of the leader-election Lease.")
+    lease_duration: float = opt(15.0, "Seconds a leader's Lease stays valid without renewal.")
+    renew_deadline: float = opt(10.0, "Seconds a leader keeps trying to renew before it "
+                                      "stops writing.")
+    retry_period: float = opt(2.0, "Seconds between Lease attempts.")
+    debounce: float = opt(0.2, "Seconds to coalesce bursts of changes into one write.")
+    allow_mass_removal: bool = opt(False, "Apply large drops in the host set at once.")
+    mass_removal_fraction: float = opt(0.5, "A drop of more than this fraction of hosts is "
+                                            "held back.")
+    mass_removal_grace: float = opt(300.0, "Seconds a held-back drop must persist before it "
+                                           "is applied.")
+    admin_listen: str = opt("0.0.0.0:9090", "Address of /healthz, /readyz and /metrics; "
+                                            "empty disables.")
+
+
+@dataclasses.dataclass(frozen=True)
+class CleanupSettings(CorednsTargetSettings, KubeSettings, LogSettings):
+    publish_configmap: str = opt("hairpin-proxy-hosts", "Published hosts ConfigMap to delete.")
+
+
+@dataclasses.dataclass(frozen=True)
+class EtchostsSettings(KubeSettings, LogSettings):
+    hosts_file: Path = opt(Path("/etc/hosts"), "Hosts file to keep in step.")
+    publish_configmap: str = opt("hairpin-proxy-hosts", "ConfigMap the controller publishes "
+                                                        "hosts in.")
+    admin_listen: str = opt("", "Address of /healthz and /metrics; empty disables.")
+
+
+@dataclasses.dataclass(frozen=True)
+class DoctorSettings(PolicySettings, KubeSettings, LogSettings):
+    host: tuple[str, ...] = opt((), "Hosts to check; without any, every host the controller "
+                                    "would manage.", positional=True, env="HAIRPIN_DOCTOR_HOSTS")
+    port: int = opt(80, "HTTP port to probe.")
+    tls_port: int = opt(443, "TLS port to probe.")
+    output: Literal["text", "json"] = opt("text", "Report format.")
+    timeout: float = opt(3.0, "Seconds for each probe.")

@@ -1,0 +1,1 @@
+"""Shared fixtures. Real peers (nginx, HAProxy, curl) live in tests/peers/."""
