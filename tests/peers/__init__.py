@@ -1,0 +1,97 @@
+"""Real network peers for tests (nginx, HAProxy) and the small helpers they share.
+
+Everything listens on loopback only. Processes are started in their own session so that a
+stop can always reach every child, even when the leader died abruptly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+__all__ = [
+    "free_port",
+    "read_text",
+    "require_binary",
+    "stop_process",
+    "wait_for",
+    "wait_for_port",
+]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago (the caller must cope with a rare race)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def wait_for_port(host: str, port: int, timeout: float = 30.0) -> None:
+    """Poll until a TCP connect to host:port succeeds; TimeoutError otherwise.
+
+    Note that a bare connect to a ``proxy_protocol`` listener makes the server log a
+    complaint; the peers below have their own readiness checks that avoid that.
+    """
+    deadline = time.monotonic() + timeout
+    last: OSError | None = None
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=min(2.0, timeout)):
+                return
+        except OSError as exc:
+            last = exc
+            time.sleep(0.05)
+    raise TimeoutError(f"nothing accepted connections on {host}:{port} within {timeout}s: {last}")
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 30.0,
+             what: str = "condition") -> None:
+    """Poll a zero-argument callable until it returns something truthy; TimeoutError otherwise."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"{what} not met within {timeout}s")
+
+
+def require_binary(name: str) -> str:
+    """Absolute path of an executable, or skip the calling test with the reason."""
+    path = shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin:/usr/local/sbin")
+    if path is None:
+        pytest.skip(f"{name!r} is not installed (needed as a real peer for this test)")
+    return path
+
+
+def stop_process(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM,
+                 timeout: float = 15.0) -> None:
+    """Stop a process started with ``start_new_session=True`` and everything in its group."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=timeout)
+    # The group outlives its leader when workers were left behind; make sure none are.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=timeout)
+
+
+def read_text(path: Path) -> str:
+    """A log file's text so far ('' when it does not exist yet)."""
+    try:
+        return path.read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
