@@ -21,7 +21,7 @@ pytest: $(VENV)/.installed
 
 bench: $(VENV)/.installed system-deps
 	$(BIN)/pip install -q -e '.[bench]'
-	$(BIN)/python bench/run.py $(BENCH_ARGS)
+	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
 system-deps:
 	bash scripts/system-deps.sh
