@@ -1,0 +1,836 @@
+"""CoreDNS Corefile: tokenizer, parser and the editor of hairpin-proxy's managed block.
+
+Pure: text in, text out. The tokenizer follows the Caddyfile v1 lexer that CoreDNS uses: a token
+is a run of non-space characters, or a double-quoted string (``\\"`` escapes a quote, newlines
+allowed) when the quote opens the token; ``#`` outside quotes starts a comment that runs to the
+end of the line, even in the middle of a word; ``{`` and ``}`` are braces only as tokens of
+their own. One leniency: a word glued to a trailing ``{`` (``.{``, as the CoreDNS Helm chart
+renders a server without a port) is read as the word and a brace.
+
+The editor keeps one block of ``rewrite`` rules between ``BEGIN_MARKER`` and ``END_MARKER`` in
+each server block for the root zone on the DNS port, and never touches a byte outside it
+except to drop the lines the original hairpin-proxy wrote (``... # Added by hairpin-proxy``).
+A new block goes right after the line that opens the server block: that place exists in every
+layout, does not depend on which plugins are present, and keeps the block in sight at the top.
+Its position is cosmetic: CoreDNS orders plugins by its build's plugin.cfg, not by line.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+BEGIN_MARKER = "# BEGIN hairpin-proxy (managed; do not edit)"
+END_MARKER = "# END hairpin-proxy"
+LEGACY_MARKER = "# Added by hairpin-proxy"
+MAX_CONFIGMAP_BYTES = 1024 * 1024
+
+# Where k3s, AKS, DOKS and Gardener mount the coredns-custom ConfigMap, and where the Corefile
+# itself lives (relative import paths are resolved against it).
+DEFAULT_CUSTOM_DIR = "/etc/coredns/custom"
+DEFAULT_COREFILE_DIR = "/etc/coredns"
+
+DEFAULT_DNS_PORT = 53
+_DEFAULT_PORTS = {"dns": 53, "tls": 853, "quic": 853, "grpc": 443, "https": 443, "https3": 443}
+
+# Go's unicode.IsSpace, which the Caddyfile lexer uses to split tokens (Python's str.isspace
+# also counts U+001C..U+001F, which Go does not).
+_SPACE_CHARS = "\t\n\v\f\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+_SPACE_RUN = re.compile(f"[{_SPACE_CHARS}]+")
+_WORD = re.compile(f"[^{_SPACE_CHARS}#]+")
+_FORBIDDEN_IN_NAME = re.compile(r"[\s{}\"'`#;\\\x00-\x1f\x7f-\x9f]")
+
+
+class CorefileError(ValueError):
+    """The Corefile cannot be read or edited safely; nothing should be written."""
+
+    def __init__(self, reason: str, *, line: int | None = None, column: int | None = None):
+        self.reason = reason
+        self.line = line
+        self.column = column
+        where = f"line {line}, column {column}: " if line is not None else ""
+        super().__init__(f"Corefile: {where}{reason}")
+
+
+# --- tokens ----------------------------------------------------------------------------------
+
+TokenKind = Literal["word", "quoted", "open", "close"]
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    kind: TokenKind
+    text: str  # the value: quotes removed and \" unescaped for quoted tokens
+    start: int  # offsets into the source text, end exclusive
+    end: int
+    line: int  # 1-based; column counts characters from 1
+    column: int
+    end_line: int
+    first_on_line: bool  # no other token ends on this token's first line before it
+
+    def is_word(self, text: str) -> bool:
+        return self.kind == "word" and self.text == text
+
+
+@dataclass(frozen=True, slots=True)
+class Comment:
+    text: str  # from "#" to the end of the line, without the line ending
+    start: int
+    end: int
+    line: int
+    column: int
+    alone: bool  # nothing but blanks before it on its line
+
+
+class _Positions:
+    """Offset → (line, column), by bisecting the offsets where lines start."""
+
+    def __init__(self, text: str):
+        self.starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def at(self, offset: int) -> tuple[int, int]:
+        lo, hi = 0, len(self.starts)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self.starts[mid] <= offset:
+                lo = mid
+            else:
+                hi = mid
+        return lo + 1, offset - self.starts[lo] + 1
+
+
+def tokenize(text: str) -> tuple[list[Token], list[Comment]]:
+    """Split a Corefile into tokens and comments, with their positions."""
+    pos = _Positions(text)
+    tokens: list[Token] = []
+    comments: list[Comment] = []
+    last_end_line = 0
+    i = 1 if text.startswith("\ufeff") else 0
+    n = len(text)
+
+    def add(kind: TokenKind, value: str, start: int, end: int) -> None:
+        nonlocal last_end_line
+        line, column = pos.at(start)
+        end_line = pos.at(max(start, end - 1))[0]
+        tokens.append(Token(kind, value, start, end, line, column, end_line, last_end_line < line))
+        last_end_line = end_line
+
+    while i < n:
+        space = _SPACE_RUN.match(text, i)
+        if space:
+            i = space.end()
+            continue
+        ch = text[i]
+        if ch == "#":
+            eol = text.find("\n", i)
+            eol = n if eol < 0 else eol
+            end = eol - 1 if eol > i and text[eol - 1] == "\r" else eol
+            line, column = pos.at(i)
+            comments.append(Comment(text[i:end], i, end, line, column, last_end_line < line))
+            i = eol
+        elif ch == '"':
+            value, end = _quoted(text, i, pos)
+            add("quoted", value, i, end)
+            i = end
+        else:
+            word = _WORD.match(text, i)
+            assert word is not None  # neither space nor "#": at least one word character
+            value, end = word.group(), word.end()
+            if value == "{":
+                add("open", value, i, end)
+            elif value == "}":
+                add("close", value, i, end)
+            elif value.endswith("{"):
+                add("word", value[:-1], i, end - 1)
+                add("open", "{", end - 1, end)
+            else:
+                add("word", value, i, end)
+            i = end
+    return tokens, comments
+
+
+def _quoted(text: str, start: int, pos: _Positions) -> tuple[str, int]:
+    out: list[str] = []
+    i = start + 1
+    n = len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "\\" and i + 1 < n:
+            nxt = text[i + 1]
+            # Only a quote can be escaped; any other backslash stays as written.
+            out.append('"' if nxt == '"' else "\\" + nxt)
+            i += 2
+        elif ch == '"':
+            return "".join(out), i + 1
+        else:
+            out.append(ch)
+            i += 1
+    line, column = pos.at(start)
+    raise CorefileError("unterminated quoted string", line=line, column=column)
+
+
+# --- syntax tree -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    """One server block key, e.g. ``dns://.:53`` → transport dns, zone ".", port 53."""
+
+    raw: str
+    transport: str
+    zone: str  # lower-case, fully qualified ("." for the root zone)
+    port: int | None  # None: the transport's default
+
+    @property
+    def effective_port(self) -> int | None:
+        return self.port if self.port is not None else _DEFAULT_PORTS.get(self.transport)
+
+    def is_root(self, dns_port: int = DEFAULT_DNS_PORT) -> bool:
+        return self.transport == "dns" and self.zone == "." and self.effective_port == dns_port
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """A brace-delimited block and the directives in it."""
+
+    open: Token
+    close: Token
+    directives: tuple[Directive, ...]
+
+    @property
+    def inner(self) -> tuple[int, int]:
+        return self.open.end, self.close.start
+
+
+@dataclass(frozen=True, slots=True)
+class Directive:
+    name: str
+    args: tuple[str, ...]  # arguments outside any nested block
+    tokens: tuple[Token, ...]  # every token, nested blocks included
+    blocks: tuple[Block, ...]  # nested blocks, e.g. `kubernetes cluster.local { ... }`
+
+    @property
+    def start(self) -> int:
+        return self.tokens[0].start
+
+    @property
+    def end(self) -> int:
+        return self.tokens[-1].end
+
+    @property
+    def line(self) -> int:
+        return self.tokens[0].line
+
+    @property
+    def column(self) -> int:
+        return self.tokens[0].column
+
+
+@dataclass(frozen=True, slots=True)
+class ServerBlock:
+    keys: tuple[str, ...]
+    addresses: tuple[Address, ...]
+    header: tuple[Token, ...]
+    body: Block | None  # None: a brace-less server block running to the end of the file
+    directives: tuple[Directive, ...]
+
+    @property
+    def line(self) -> int:
+        return self.header[0].line
+
+    @property
+    def column(self) -> int:
+        return self.header[0].column
+
+    def is_root(self, dns_port: int = DEFAULT_DNS_PORT) -> bool:
+        return any(a.is_root(dns_port) for a in self.addresses)
+
+    def inner(self, text_length: int) -> tuple[int, int]:
+        """The offsets of the block's contents (between the braces)."""
+        if self.body is not None:
+            return self.body.inner
+        return self.header[-1].end, text_length
+
+
+@dataclass(frozen=True, slots=True)
+class Snippet:
+    name: str
+    body: Block
+
+
+@dataclass(frozen=True, slots=True)
+class Import:
+    """A top-level ``import`` line (it splices in whole server blocks)."""
+
+    pattern: str
+    tokens: tuple[Token, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Corefile:
+    text: str
+    tokens: tuple[Token, ...]
+    comments: tuple[Comment, ...]
+    server_blocks: tuple[ServerBlock, ...]
+    snippets: tuple[Snippet, ...]
+    imports: tuple[Import, ...]
+
+    def root_blocks(self, dns_port: int = DEFAULT_DNS_PORT) -> tuple[ServerBlock, ...]:
+        """The server blocks that answer for the root zone on ``dns_port``."""
+        return tuple(b for b in self.server_blocks if b.is_root(dns_port))
+
+    def snippet(self, name: str) -> Snippet | None:
+        for s in self.snippets:
+            if s.name == name:
+                return s
+        return None
+
+
+def parse_address(key: str) -> Address:
+    """Read a server block key the way CoreDNS does (transport, zone, optional port)."""
+    transport, sep, rest = key.partition("://")
+    if not sep:
+        transport, rest = "dns", key
+    transport = transport.lower()
+    host, port = rest, None
+    colon = rest.rfind(":")
+    if colon >= 0 and re.fullmatch(r"[+-]?[0-9]+", rest[colon + 1:]):
+        host, port = rest[:colon], int(rest[colon + 1:])
+    zone = host.lower()
+    if zone and not zone.endswith("."):
+        zone += "."
+    return Address(key, transport, zone, port)
+
+
+def parse(text: str) -> Corefile:
+    """Parse a Corefile, or raise CorefileError naming the line and column of the problem."""
+    tokens, comments = tokenize(text)
+    return _Parser(text, tokens, comments).parse()
+
+
+def _err(reason: str, token: Token) -> CorefileError:
+    return CorefileError(reason, line=token.line, column=token.column)
+
+
+class _Parser:
+    def __init__(self, text: str, tokens: list[Token], comments: list[Comment]):
+        self.text = text
+        self.tokens = tokens
+        self.comments = comments
+        self.i = 0
+
+    def peek(self) -> Token | None:
+        return self.tokens[self.i] if self.i < len(self.tokens) else None
+
+    def parse(self) -> Corefile:
+        blocks: list[ServerBlock] = []
+        snippets: list[Snippet] = []
+        imports: list[Import] = []
+        while (tok := self.peek()) is not None:
+            if tok.is_word("import") and tok.first_on_line:
+                imports.append(Import(*self._import_line()))
+                continue
+            header = self._header()
+            keys = tuple(t.text.removesuffix(",") for t in header)
+            keys = tuple(k for k in keys if k)
+            if not keys:
+                raise _err("empty server address", header[0])
+            nxt = self.peek()
+            if nxt is not None and nxt.kind == "open":
+                body = self._block(top=True)
+                if len(keys) == 1 and keys[0].startswith("(") and keys[0].endswith(")"):
+                    name = keys[0][1:-1]
+                    if any(s.name == name for s in snippets):
+                        raise _err(f"snippet {name!r} is declared twice", header[0])
+                    snippets.append(Snippet(name, body))
+                    continue
+                blocks.append(ServerBlock(keys, tuple(map(parse_address, keys)), header, body,
+                                          body.directives))
+                continue
+            if keys[0].startswith("("):
+                raise _err(f"snippet {keys[0]} needs a block in braces", header[0])
+            # Caddy lets a lone server block go without braces; it then runs to the end.
+            directives = self._directives(top=True)
+            blocks.append(ServerBlock(keys, tuple(map(parse_address, keys)), header, None,
+                                      directives))
+        return Corefile(self.text, tuple(self.tokens), tuple(self.comments), tuple(blocks),
+                        tuple(snippets), tuple(imports))
+
+    def _import_line(self) -> tuple[str, tuple[Token, ...]]:
+        first = self.tokens[self.i]
+        line_tokens = [first]
+        self.i += 1
+        while (tok := self.peek()) is not None and not tok.first_on_line:
+            line_tokens.append(tok)
+            self.i += 1
+        if len(line_tokens) != 2 or line_tokens[1].kind not in ("word", "quoted"):
+            raise _err("import takes exactly one argument (a file, glob or snippet name)", first)
+        return line_tokens[1].text, tuple(line_tokens)
+
+    def _header(self) -> tuple[Token, ...]:
+        header: list[Token] = []
+        expecting = False  # a key ending in "," continues the list, maybe on the next line
+        while (tok := self.peek()) is not None:
+            if tok.kind == "open":
+                if not header:
+                    raise _err("'{' without a server address before it", tok)
+                if expecting:
+                    raise _err("expected another address after ','", tok)
+                return tuple(header)
+            if tok.kind == "close":
+                raise _err("unexpected '}' (no block is open here)", tok)
+            if header and tok.first_on_line and not expecting:
+                return tuple(header)
+            header.append(tok)
+            expecting = tok.text.endswith(",")
+            self.i += 1
+        if expecting:
+            raise _err("expected another address after ',' at the end of the file", header[-1])
+        return tuple(header)
+
+    def _block(self, *, top: bool) -> Block:
+        open_tok = self.tokens[self.i]
+        self.i += 1
+        directives = self._directives(top=top)
+        close = self.peek()
+        if close is None or close.kind != "close":
+            raise _err("'{' is never closed (unbalanced braces)", open_tok)
+        self.i += 1
+        return Block(open_tok, close, directives)
+
+    def _directives(self, *, top: bool) -> tuple[Directive, ...]:
+        """Directives up to the closing brace of the enclosing block (not consumed) or EOF."""
+        out: list[Directive] = []
+        while (tok := self.peek()) is not None:
+            if tok.kind == "close":
+                return tuple(out)
+            if tok.kind == "open":
+                raise _err("'{' without a directive before it", tok)
+            out.append(self._directive(top=top))
+        return tuple(out)
+
+    def _directive(self, *, top: bool) -> Directive:
+        first = self.tokens[self.i]
+        self.i += 1
+        toks = [first]
+        args: list[str] = []
+        blocks: list[Block] = []
+        while (tok := self.peek()) is not None and not tok.first_on_line:
+            if tok.kind == "open":
+                at = self.i
+                blocks.append(self._block(top=False))
+                toks.extend(self.tokens[at:self.i])
+                continue
+            if tok.kind == "close":
+                if top:
+                    # CoreDNS wants a server block's "}" to start its own line.
+                    raise _err("unexpected '}' after a directive on the same line", tok)
+                break
+            toks.append(tok)
+            args.append(tok.text)
+            self.i += 1
+        if first.is_word("import") and (len(args) != 1 or blocks):
+            raise _err("import takes exactly one argument (a file, glob or snippet name)", first)
+        return Directive(first.text, tuple(args), tuple(toks), tuple(blocks))
+
+
+# --- host names and rules --------------------------------------------------------------------
+
+
+def _check_name(value: str, what: str) -> None:
+    if not isinstance(value, str) or not value:
+        raise CorefileError(f"{what} must be a non-empty string, got {value!r}")
+    bad = _FORBIDDEN_IN_NAME.search(value)
+    if bad:
+        raise CorefileError(f"{what} {value!r} contains {bad.group()!r}, which a Corefile "
+                            "rewrite rule cannot carry")
+
+
+def _check_host(host: str) -> None:
+    _check_name(host, "host")
+    labels = host.split(".")
+    if any(label == "" for label in labels):
+        raise CorefileError(f"host {host!r} has an empty label (leading, trailing or double dot)")
+    if any("*" in label for label in labels[1:]) or (labels[0] != "*" and "*" in labels[0]):
+        raise CorefileError(f"host {host!r}: '*' may only be the whole first label")
+    if labels[0] == "*" and len(labels) < 2:
+        raise CorefileError(f"host {host!r}: a wildcard needs a domain after '*.'")
+
+
+def _hosts(hosts: Iterable[str]) -> list[str]:
+    if isinstance(hosts, str):
+        raise TypeError("hosts must be an iterable of host names, not a single string")
+    unique = sorted(set(hosts))
+    for host in unique:
+        _check_host(host)
+    return unique
+
+
+def _regex_escape(s: str) -> str:
+    # Escape ASCII punctuation only: RE2 (CoreDNS) rejects a backslash before anything else.
+    return "".join("\\" + c if c.isascii() and not c.isalnum() and c not in "-_" else c
+                   for c in s)
+
+
+def wildcard_regex(host: str) -> str:
+    """``*.example.com`` → a regex matching exactly one label in front of ``example.com``."""
+    return r"^[^.]+\." + _regex_escape(host[2:]) + r"\.?$"
+
+
+_WILDCARD_RULE = re.compile(r"\^\[\^\.\]\+\\\.(?P<suffix>.+)\\\.\?\$")
+
+
+def rewrite_rules(hosts: Iterable[str], *, target: str) -> list[str]:
+    """The rule lines (no indentation), sorted by host, one per distinct host."""
+    return _rules(_hosts(hosts), target)
+
+
+def _rules(hosts: Sequence[str], target: str) -> list[str]:
+    _check_name(target, "target")
+    if "*" in target:
+        raise CorefileError(f"target {target!r} must not contain '*'")
+    rules = []
+    for host in hosts:
+        if host.startswith("*."):
+            rules.append(f"rewrite name regex {wildcard_regex(host)} {target} answer auto")
+        else:
+            rules.append(f"rewrite name exact {host} {target}")
+    return rules
+
+
+def _render(rules: Sequence[str], indent: str, nl: str) -> str:
+    return "".join(f"{indent}{line}{nl}" for line in (BEGIN_MARKER, *rules, END_MARKER))
+
+
+def import_snippet(hosts: Iterable[str], *, target: str) -> str:
+    """The content of a ``coredns-custom``-style key: the managed block, unindented."""
+    out = _render(rewrite_rules(hosts, target=target), "", "\n")
+    _check_size(out)
+    # The snippet is spliced into the root server block; it must read as directives there.
+    _managed_in(parse(".:53 {\n" + out + "}\n"), DEFAULT_DNS_PORT)
+    return out
+
+
+# --- locating markers and legacy lines -------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Managed:
+    block: ServerBlock
+    begin: Comment
+    end: Comment
+    span: tuple[int, int]  # from the start of the BEGIN line to after the END line's ending
+    directives: tuple[Directive, ...]
+
+
+def _line_start(text: str, offset: int) -> int:
+    return text.rfind("\n", 0, offset) + 1
+
+
+def _line_end(text: str, offset: int) -> int:
+    """The offset just after the line ending of the line holding ``offset`` (or EOF)."""
+    nl = text.find("\n", offset)
+    return len(text) if nl < 0 else nl + 1
+
+
+def _line_ending(text: str, offset: int) -> str:
+    nl = text.find("\n", offset)
+    if nl < 0:
+        return ""
+    return "\r\n" if nl > 0 and text[nl - 1] == "\r" else "\n"
+
+
+def _container(cf: Corefile, offset: int) -> ServerBlock | None:
+    """The server block whose body holds ``offset`` directly (not in a nested block)."""
+    for block in cf.server_blocks:
+        lo, hi = block.inner(len(cf.text))
+        if not lo <= offset < hi:
+            continue
+        for d in block.directives:
+            for nested in d.blocks:
+                if nested.open.start <= offset < nested.close.end:
+                    return None
+        return block
+    return None
+
+
+def _is_marker(comment: Comment, marker: str) -> bool:
+    return comment.text.rstrip() == marker
+
+
+def _managed_blocks(cf: Corefile) -> list[_Managed]:
+    text = cf.text
+    found: list[_Managed] = []
+    begin: Comment | None = None
+    for c in cf.comments:
+        is_begin, is_end = _is_marker(c, BEGIN_MARKER), _is_marker(c, END_MARKER)
+        if not (is_begin or is_end):
+            if "BEGIN hairpin-proxy" in c.text or "END hairpin-proxy" in c.text:
+                raise CorefileError("damaged hairpin-proxy marker; expected exactly "
+                                    f"{BEGIN_MARKER!r} or {END_MARKER!r}",
+                                    line=c.line, column=c.column)
+            continue
+        if not c.alone:
+            raise CorefileError("a hairpin-proxy marker must be on a line of its own",
+                                line=c.line, column=c.column)
+        if is_begin:
+            if begin is not None:
+                raise CorefileError(f"second BEGIN marker before the END of the one at line "
+                                    f"{begin.line}", line=c.line, column=c.column)
+            begin = c
+            continue
+        if begin is None:
+            raise CorefileError("END marker without a BEGIN marker before it",
+                                line=c.line, column=c.column)
+        block = _container(cf, begin.start)
+        if block is None or _container(cf, c.start) is not block:
+            raise CorefileError("the managed block must sit directly inside one server block",
+                                line=begin.line, column=begin.column)
+        if any(m.block is block for m in found):
+            raise CorefileError(f"second managed block in the server block at line {block.line}",
+                                line=begin.line, column=begin.column)
+        inside = tuple(d for d in block.directives if begin.start < d.start < c.start)
+        found.append(_Managed(block, begin, c, (_line_start(text, begin.start),
+                                                _line_end(text, c.start)), inside))
+        begin = None
+    if begin is not None:
+        raise CorefileError("BEGIN marker without an END marker", line=begin.line,
+                            column=begin.column)
+    return found
+
+
+def _legacy_lines(cf: Corefile, managed: Sequence[_Managed]) -> list[tuple[int, int]]:
+    """Spans of the whole lines the original hairpin-proxy added, outside our own blocks."""
+    text = cf.text
+    spans: list[tuple[int, int]] = []
+    for c in cf.comments:
+        if c.text.rstrip() != LEGACY_MARKER:
+            continue
+        if any(m.span[0] <= c.start < m.span[1] for m in managed):
+            continue
+        start, end = _line_start(text, c.start), _line_end(text, c.start)
+        on_line = [t for t in cf.tokens if t.end > start and t.start < end]
+        if (any(t.kind in ("open", "close") for t in on_line)
+                or any(t.start < start or t.end > end for t in on_line)
+                or _container(cf, c.start) is None):
+            raise CorefileError("cannot remove this line marked 'Added by hairpin-proxy': it is "
+                                "not a plain directive line inside a server block",
+                                line=c.line, column=c.column)
+        spans.append((start, end))
+    return spans
+
+
+# --- the editor ------------------------------------------------------------------------------
+
+
+def _check_size(text: str) -> None:
+    size = len(text.encode("utf-8"))
+    if size > MAX_CONFIGMAP_BYTES:
+        raise CorefileError(f"the result would be {size} bytes, over the ConfigMap limit of "
+                            f"{MAX_CONFIGMAP_BYTES} bytes")
+
+
+def _roots(cf: Corefile, dns_port: int) -> tuple[ServerBlock, ...]:
+    roots = cf.root_blocks(dns_port)
+    if not roots:
+        seen = ", ".join(" ".join(b.keys) for b in cf.server_blocks) or "none"
+        raise CorefileError(f"no server block for the root zone '.' on port {dns_port} "
+                            f"(server blocks found: {seen})")
+    return roots
+
+
+def _indent_unit(text: str) -> str:
+    tabs = len(re.findall(r"(?m)^\t+\S", text))
+    spaces = len(re.findall(r"(?m)^ +\S", text))
+    return "\t" if tabs > spaces else "    "
+
+
+def _insertion(cf: Corefile, block: ServerBlock, skip: Sequence[tuple[int, int]]
+               ) -> tuple[int, str, str]:
+    """Where a new managed block goes in ``block``: (offset, indentation, line ending)."""
+    text = cf.text
+    opener = block.body.open if block.body is not None else block.header[-1]
+    after = [t for t in cf.tokens if t.start >= opener.end]
+    if block.body is not None and after and after[0] is not block.body.close \
+            and not after[0].first_on_line:
+        # A directive shares the opening line; go in front of the closing brace instead.
+        close = block.body.close
+        if not close.first_on_line:
+            raise CorefileError("cannot place the managed block: this root server block opens "
+                                "and closes on one line", line=block.line, column=block.column)
+        offset = _line_start(text, close.start)
+        nl = _line_ending(text, close.start) or _line_ending(text, opener.start)
+    else:
+        nl = _line_ending(text, opener.end)
+        if not nl:
+            raise CorefileError("cannot place the managed block: the server block's opening "
+                                "line is the last line and has no line ending",
+                                line=block.line, column=block.column)
+        offset = _line_end(text, opener.end)
+    indent = None
+    for d in block.directives:
+        if d.tokens[0].first_on_line and not any(lo <= d.start < hi for lo, hi in skip):
+            indent = text[_line_start(text, d.start):d.start]
+            break
+    if indent is None:
+        header_start = _line_start(text, block.header[0].start)
+        header_indent = text[header_start:block.header[0].start]
+        indent = header_indent + _indent_unit(text)
+    return offset, indent, nl
+
+
+def apply(text: str, hosts: Iterable[str], *, target: str, dns_port: int = DEFAULT_DNS_PORT
+          ) -> str:
+    """Return ``text`` with exactly one managed block holding ``hosts`` in each root block.
+
+    An empty host set removes the block. Lines left by the original hairpin-proxy are dropped.
+    Managed blocks in server blocks that are not for the root zone on ``dns_port`` (left behind
+    by a change of port) are removed. Raises CorefileError, and changes nothing, when the text
+    cannot be parsed or edited safely.
+    """
+    wanted = _hosts(hosts)
+    rules = _rules(wanted, target)
+    cf = parse(text)
+    managed = _managed_blocks(cf)
+    legacy = _legacy_lines(cf, managed)
+    roots = _roots(cf, dns_port)
+
+    edits: list[tuple[int, int, str]] = [(lo, hi, "") for lo, hi in legacy]
+    for m in managed:
+        if rules and any(m.block is r for r in roots):
+            indent = text[m.span[0]:m.begin.start]
+            nl = _line_ending(text, m.end.start) or _line_ending(text, m.begin.start) or "\n"
+            edits.append((m.span[0], m.span[1], _render(rules, indent, nl)))
+        else:
+            edits.append((m.span[0], m.span[1], ""))
+    if rules:
+        have = {id(m.block) for m in managed}
+        for block in roots:
+            if id(block) not in have:
+                offset, indent, nl = _insertion(cf, block, legacy)
+                edits.append((offset, offset, _render(rules, indent, nl)))
+
+    out = text
+    # Back to front so earlier offsets stay valid; a deletion starting where an insertion goes
+    # is applied first, so the inserted block lands in front of what follows.
+    for lo, hi, new in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
+        out = out[:lo] + new + out[hi:]
+
+    _check_size(out)
+    result = parse(out)
+    for block in _roots(result, dns_port):
+        if _managed_in(result, dns_port, only=block) != tuple(wanted):
+            raise CorefileError("internal check failed: the edited Corefile does not hold "
+                                "the requested hosts")
+    return out
+
+
+def remove(text: str, *, dns_port: int = DEFAULT_DNS_PORT) -> str:
+    """Return ``text`` without any managed block (or original hairpin-proxy line)."""
+    return apply(text, [], target="unused.invalid.", dns_port=dns_port)
+
+
+def _host_of(d: Directive) -> str:
+    args = d.args
+    if d.name == "rewrite" and not d.blocks and len(args) == 4 and args[:2] == ("name", "exact"):
+        return args[2]
+    if (d.name == "rewrite" and not d.blocks and len(args) == 6
+            and args[:2] == ("name", "regex") and args[4:] == ("answer", "auto")):
+        m = _WILDCARD_RULE.fullmatch(args[2])
+        if m:
+            host = "*." + re.sub(r"\\(.)", r"\1", m["suffix"])
+            if wildcard_regex(host) == args[2]:
+                return host
+    raise CorefileError("the managed block holds a line hairpin-proxy did not write",
+                        line=d.line, column=d.column)
+
+
+def _managed_in(cf: Corefile, dns_port: int, *, only: ServerBlock | None = None
+                ) -> tuple[str, ...]:
+    hosts: set[str] = set()
+    for m in _managed_blocks(cf):
+        if (only is None and m.block.is_root(dns_port)) or m.block is only:
+            hosts.update(_host_of(d) for d in m.directives)
+    return tuple(sorted(hosts))
+
+
+def managed_hosts(text: str, *, dns_port: int = DEFAULT_DNS_PORT) -> tuple[str, ...]:
+    """The hosts in the managed block(s) of the root server block(s), sorted."""
+    cf = parse(text)
+    _roots(cf, dns_port)
+    return _managed_in(cf, dns_port)
+
+
+# --- questions about a Corefile --------------------------------------------------------------
+
+
+def _expanded(cf: Corefile, directives: Sequence[Directive], depth: int = 0
+              ) -> Iterator[Directive]:
+    """Directives of a block, with ``import <snippet>`` replaced by the snippet's."""
+    for d in directives:
+        yield d
+        if d.name == "import" and depth < 10:
+            snippet = cf.snippet(d.args[0])
+            if snippet is not None:
+                yield from _expanded(cf, snippet.body.directives, depth + 1)
+
+
+def has_plugin(text: str, plugin: str, *, dns_port: int = DEFAULT_DNS_PORT) -> bool:
+    """Whether a root server block uses ``plugin``, directly or through an imported snippet.
+
+    Files pulled in by ``import <glob>`` cannot be seen from the text and are not counted.
+    """
+    cf = parse(text)
+    return any(d.name == plugin for b in cf.root_blocks(dns_port)
+               for d in _expanded(cf, b.directives))
+
+
+def _glob_regex(pattern: str) -> re.Pattern[str] | None:
+    # Go's filepath.Match, as Caddy v1 allows it: at most one "*", one "?", no classes.
+    if pattern.count("*") > 1 or pattern.count("?") > 1 or ("[" in pattern and "]" in pattern):
+        return None
+    out = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern):
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        out.append("[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c))
+        i += 1
+    return re.compile("".join(out))
+
+
+def import_matches(pattern: str, key: str, *, custom_dir: str = DEFAULT_CUSTOM_DIR,
+                   corefile_dir: str = DEFAULT_COREFILE_DIR) -> bool:
+    """Whether ``import pattern`` would read the ConfigMap key ``key`` mounted in custom_dir."""
+    path = pattern if pattern.startswith("/") else posixpath.join(corefile_dir, pattern)
+    directory, base = posixpath.split(posixpath.normpath(path))
+    if directory != posixpath.normpath(custom_dir):
+        return False
+    glob = _glob_regex(base)
+    return glob is not None and glob.fullmatch(key) is not None
+
+
+def imports_key(text: str, key: str, *, dns_port: int = DEFAULT_DNS_PORT,
+                custom_dir: str = DEFAULT_CUSTOM_DIR,
+                corefile_dir: str = DEFAULT_COREFILE_DIR) -> bool:
+    """Whether every root server block imports the ConfigMap key ``key`` as directives.
+
+    Checked: an ``import`` directive inside each root block for ``dns_port`` (directly or via an
+    imported snippet) whose path, resolved against ``corefile_dir`` when relative, lies in
+    ``custom_dir`` and whose file-name glob matches ``key`` (``*.override`` matches
+    ``hairpin-proxy.override``). Top-level imports (``*.server``) splice in server blocks, not
+    directives, and do not count. False when there is no root block.
+    """
+    cf = parse(text)
+    roots = cf.root_blocks(dns_port)
+    return bool(roots) and all(
+        any(d.name == "import" and import_matches(d.args[0], key, custom_dir=custom_dir,
+                                                  corefile_dir=corefile_dir)
+            for d in _expanded(cf, b.directives))
+        for b in roots)
