@@ -1,0 +1,147 @@
+"""pytest fixtures and object builders for tests that run against the fake API server.
+
+Register with `pytest_plugins = ["tests.fakeapi.fixtures"]` in the top-level conftest.py, or
+import the fixtures by name into a conftest. Builders return plain dicts with apiVersion/kind,
+ready for `fake_api.create(...)` or for a client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakeapi.server import FakeApiServer
+
+Obj = dict[str, Any]
+
+
+@pytest.fixture
+def fake_api() -> Iterator[FakeApiServer]:
+    """A started fake API server without authentication, stopped after the test."""
+    with FakeApiServer(bookmark_interval=0.5) as server:
+        yield server
+
+
+@pytest.fixture
+def kubeconfig(fake_api: FakeApiServer, tmp_path: Path) -> Path:
+    """A kubeconfig for `fake_api` (context namespace "default")."""
+    return fake_api.write_kubeconfig(tmp_path / "kubeconfig")
+
+
+def _meta(namespace: str | None, name: str, labels: Mapping[str, str] | None,
+          annotations: Mapping[str, str] | None) -> Obj:
+    md: Obj = {"name": name}
+    if namespace is not None:
+        md["namespace"] = namespace
+    if labels:
+        md["labels"] = dict(labels)
+    if annotations:
+        md["annotations"] = dict(annotations)
+    return md
+
+
+def ingress(
+    namespace: str,
+    name: str,
+    *,
+    tls_hosts: Iterable[str] = (),
+    rule_hosts: Iterable[str] = (),
+    class_name: str | None = None,
+    annotations: Mapping[str, str] | None = None,
+    labels: Mapping[str, str] | None = None,
+    backend_service: str = "web",
+    backend_port: int = 80,
+) -> Obj:
+    """A networking.k8s.io/v1 Ingress; each rule host routes / to the backend service."""
+    backend = {"service": {"name": backend_service, "port": {"number": backend_port}}}
+    spec: Obj = {}
+    if class_name is not None:
+        spec["ingressClassName"] = class_name
+    tls = list(tls_hosts)
+    if tls:
+        spec["tls"] = [{"hosts": tls, "secretName": f"{name}-tls"}]
+    rules = [
+        {"host": host, "http": {"paths": [{"path": "/", "pathType": "Prefix",
+                                           "backend": backend}]}}
+        for host in rule_hosts
+    ]
+    if rules:
+        spec["rules"] = rules
+    if not rules and not tls:
+        spec["defaultBackend"] = backend
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "Ingress",
+        "metadata": _meta(namespace, name, labels, annotations),
+        "spec": spec,
+    }
+
+
+def ingress_class(name: str, default: bool = False,
+                  controller: str = "k8s.io/ingress-nginx") -> Obj:
+    annotations = {"ingressclass.kubernetes.io/is-default-class": "true"} if default else None
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "IngressClass",
+        "metadata": _meta(None, name, None, annotations),
+        "spec": {"controller": controller},
+    }
+
+
+def configmap(namespace: str, name: str, data: Mapping[str, str] | None = None,
+              labels: Mapping[str, str] | None = None) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(namespace, name, labels, None),
+        "data": dict(data or {}),
+    }
+
+
+def service(
+    namespace: str,
+    name: str,
+    *,
+    cluster_ips: Sequence[str] | None = None,
+    type: str = "ClusterIP",
+    lb_ingress: Sequence[Mapping[str, Any]] | None = None,
+    ports: Sequence[Mapping[str, Any]] | None = None,
+    selector: Mapping[str, str] | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> Obj:
+    """A v1 Service; `lb_ingress` fills status.loadBalancer.ingress, e.g.
+    [{"ip": "203.0.113.7", "ipMode": "Proxy"}]. Without cluster_ips one is allocated."""
+    spec: Obj = {
+        "type": type,
+        "ports": [dict(p) for p in ports] if ports else [
+            {"name": "http", "port": 80, "protocol": "TCP", "targetPort": 80},
+            {"name": "https", "port": 443, "protocol": "TCP", "targetPort": 443},
+        ],
+    }
+    if cluster_ips:
+        spec["clusterIP"] = cluster_ips[0]
+        spec["clusterIPs"] = list(cluster_ips)
+    if selector:
+        spec["selector"] = dict(selector)
+    status: Obj = {"loadBalancer": {}}
+    if lb_ingress:
+        status["loadBalancer"]["ingress"] = [dict(i) for i in lb_ingress]
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(namespace, name, labels, None),
+        "spec": spec,
+        "status": status,
+    }
+
+
+def corefile_configmap(text: str) -> Obj:
+    """kube-system/coredns with the given Corefile, as kubeadm and most distributions ship it."""
+    return configmap("kube-system", "coredns", {"Corefile": text})
+
+
+__all__ = ["configmap", "corefile_configmap", "fake_api", "ingress", "ingress_class",
+           "kubeconfig", "service"]

@@ -1,0 +1,926 @@
+"""A fake kube-apiserver over real HTTP on loopback, for tests of code that talks to Kubernetes.
+
+`FakeApiServer` runs an aiohttp application on its own event loop in a background thread, so
+synchronous tests and asyncio tests (on their own loop) can both use it. Direct store access
+(`create`, `update`, `patch`, `delete`, `get`, `list`) acts as another writer on the cluster:
+it bumps the resourceVersion and feeds watches exactly as API writes do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import builtins
+import collections
+import contextlib
+import copy
+import json
+import logging
+import re
+import socket
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+import yaml
+from aiohttp import web
+
+from tests.fakeapi import resources as res
+from tests.fakeapi import status as st
+from tests.fakeapi.patches import json_patch, merge_patch
+from tests.fakeapi.resources import ResourceType
+from tests.fakeapi.selectors import matcher, parse_fields, parse_labels
+from tests.fakeapi.status import ApiError
+from tests.fakeapi.store import Obj, Store, Watcher, dumps
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+JSON = "application/json"
+SERVER_VERSION: Obj = {
+    "major": "1", "minor": "31", "gitVersion": "v1.31.0-fake", "gitCommit": "0" * 40,
+    "gitTreeState": "clean", "buildDate": "2024-08-13T00:00:00Z", "goVersion": "go1.22.5",
+    "compiler": "gc", "platform": "linux/amd64",
+}
+ANONYMOUS_PATHS = ("/healthz", "/livez", "/readyz", "/version")
+
+
+@dataclass
+class RequestRecord:
+    """One request as the server saw it; `status` is set once the answer (or stream) starts."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    time: float
+    watch: bool
+    status: int | None = None
+
+
+@dataclass
+class _FailRule:
+    remaining: int
+    status: int
+    method: str | None
+    path_re: re.Pattern[str] | None
+
+
+@dataclass
+class _Hook:
+    fn: Callable[[], object]
+    method: str | None
+    path_re: re.Pattern[str] | None
+
+
+@dataclass
+class _Route:
+    rt: ResourceType
+    namespace: str | None
+    name: str | None = None
+    sub: str | None = None
+
+
+def _json(body: Obj, code: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    # Exactly "application/json", without a charset: some clients compare the header verbatim.
+    return web.Response(body=dumps(body), status=code, headers={"Content-Type": JSON,
+                                                                 **(headers or {})})
+
+
+def _matches(method: str | None, path_re: re.Pattern[str] | None, request: web.Request) -> bool:
+    if method is not None and method.upper() != request.method:
+        return False
+    return path_re is None or path_re.search(request.path_qs) is not None
+
+
+def _encode_continue(rv: int, start: str) -> str:
+    raw = json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": start + "\x00"})
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _decode_continue(token: str) -> tuple[int, str]:
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        data = json.loads(raw)
+        if data.get("v") != "meta.k8s.io/v1":
+            raise ValueError(data.get("v"))
+        return int(data["rv"]), str(data["start"]).rstrip("\x00")
+    except (ValueError, KeyError, TypeError, binascii.Error) as e:
+        raise st.bad_request(f"continue key is not valid: {e}") from e
+
+
+def _parse_rv(value: str) -> int:
+    try:
+        rv = int(value)
+    except ValueError:
+        raise st.bad_request(f"invalid resource version: {value!r}") from None
+    if rv < 0:
+        raise st.bad_request(f"invalid resource version: {value!r}")
+    return rv
+
+
+def _parse_body(raw: bytes, content_type: str) -> Any:
+    try:
+        if "yaml" in content_type:
+            return yaml.safe_load(raw.decode())
+        return json.loads(raw)
+    except (ValueError, yaml.YAMLError) as e:
+        raise st.bad_request(f"couldn't get version/kind; json parse error: {e}") from e
+
+
+def _strip_item(obj: Obj) -> Obj:
+    # Items in a real list answer carry no apiVersion/kind; only the list itself does.
+    return {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+
+
+class FakeApiServer:
+    """A fake API server on 127.0.0.1. Use as a context manager or call start()/stop()."""
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        tokens: Iterable[str] | None = None,
+        history_size: int = 1000,
+        bookmark_interval: float = 1.0,
+        default_watch_timeout: float = 1800.0,
+        seed_namespaces: Iterable[str] = ("default", "kube-system", "kube-public",
+                                          "kube-node-lease"),
+    ) -> None:
+        self.host = host
+        self._port = port
+        self._tokens: frozenset[str] | None = frozenset(tokens) if tokens is not None else None
+        self.bookmark_interval = bookmark_interval
+        self.default_watch_timeout = default_watch_timeout
+        self._seed = tuple(seed_namespaces)
+        self._history_size = history_size
+        self._store: Store | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
+        self._listener: asyncio.AbstractServer | None = None
+        self._unstalled: asyncio.Event | None = None
+        self._log: list[RequestRecord] = []
+        self._fail_rules: list[_FailRule] = []
+        self._hooks: list[_Hook] = []
+        self._concurrent_edits = 0
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    def start(self) -> FakeApiServer:
+        if self._thread is not None:
+            raise RuntimeError("already started")
+        started: collections.deque[BaseException | None] = collections.deque()
+        ready = threading.Event()
+
+        def main() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            try:
+                loop.run_until_complete(self._astart())
+                started.append(None)
+            except BaseException as e:
+                started.append(e)
+                ready.set()
+                loop.close()
+                return
+            ready.set()
+            try:
+                loop.run_forever()
+            finally:
+                loop.run_until_complete(self._astop())
+                loop.close()
+
+        self._thread = threading.Thread(target=main, name="fake-kube-apiserver", daemon=True)
+        self._thread.start()
+        ready.wait(30)
+        err = started.popleft() if started else RuntimeError("fake API server did not start")
+        if err is not None:
+            self._thread.join(5)
+            self._thread = None
+            raise err
+        return self
+
+    def stop(self) -> None:
+        if self._thread is None or self._loop is None:
+            return
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(30)
+        self._thread = None
+
+    def __enter__(self) -> FakeApiServer:
+        return self.start()
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    async def _astart(self) -> None:
+        self._store = Store(history_size=self._history_size)
+        self._unstalled = asyncio.Event()
+        self._unstalled.set()
+        for ns in self._seed:
+            self._store.create(res.resolve("namespaces"), None,
+                               {"apiVersion": "v1", "kind": "Namespace",
+                                "metadata": {"name": ns}}, from_api=False)
+        app = web.Application(middlewares=[self._middleware], client_max_size=8 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
+        await self._runner.setup()
+        await self._listen()
+
+    async def _listen(self) -> None:
+        assert self._runner is not None and self._runner.server is not None
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, self._port))
+        sock.listen(128)
+        sock.setblocking(False)
+        self._port = sock.getsockname()[1]
+        loop = asyncio.get_running_loop()
+        self._listener = await loop.create_server(self._runner.server, sock=sock)
+
+    def _close_connections(self) -> None:
+        assert self._store is not None and self._runner is not None
+        self._store.drop_watchers()
+        if self._runner.server is not None:
+            for handler in self._runner.server.connections:
+                if handler.transport is not None:
+                    handler.transport.abort()
+
+    async def _astop(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        self._close_connections()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self._port}"
+
+    def write_kubeconfig(
+        self,
+        path: str | Path,
+        *,
+        token: str | None = None,
+        token_file: str | Path | None = None,
+        namespace: str = "default",
+    ) -> Path:
+        """Write a kubeconfig (cluster, user, context; current-context set) for this server."""
+        user: Obj = {}
+        if token is not None:
+            user["token"] = token
+        if token_file is not None:
+            user["tokenFile"] = str(token_file)
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "fake-user", "user": user}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake-user",
+                                                      "namespace": namespace}}],
+            "current-context": "fake",
+            "preferences": {},
+        }
+        out = Path(path)
+        out.write_text(yaml.safe_dump(config, sort_keys=False))
+        return out
+
+    def set_tokens(self, tokens: Iterable[str] | None) -> None:
+        """Accept exactly these bearer tokens from now on (None: no authentication)."""
+        self._tokens = frozenset(tokens) if tokens is not None else None
+
+    # --- running things on the server's loop -----------------------------------------------
+
+    def _call(self, fn: Callable[[], T]) -> T:
+        loop = self._loop
+        if loop is None or self._thread is None:
+            raise RuntimeError("fake API server is not running")
+        if threading.current_thread() is self._thread:
+            return fn()
+
+        async def run() -> T:
+            return fn()
+
+        return asyncio.run_coroutine_threadsafe(run(), loop).result(30)
+
+    @property
+    def store(self) -> Store:
+        assert self._store is not None, "fake API server is not running"
+        return self._store
+
+    # --- direct store access (another writer on the cluster) ----------------------------------
+
+    def create(self, obj: Obj) -> Obj:
+        """Create `obj` (a dict with apiVersion/kind) as-is, status included; missing namespaces
+        are created first. Returns the stored object."""
+        rt = self._type_of(obj)
+
+        def run() -> Obj:
+            ns = obj.get("metadata", {}).get("namespace") or "default"
+            if rt.namespaced:
+                self._ensure_namespace(ns)
+            return self.store.create(rt, ns if rt.namespaced else None, obj, from_api=False)
+
+        return self._call(run)
+
+    def _ensure_namespace(self, ns: str) -> None:
+        nsrt = res.resolve("namespaces")
+        if self.store.find(nsrt, None, ns) is None:
+            self.store.create(nsrt, None, {"apiVersion": "v1", "kind": "Namespace",
+                                           "metadata": {"name": ns}}, from_api=False)
+
+    def update(self, obj: Obj) -> Obj:
+        """Replace the object unconditionally (its resourceVersion is ignored), status included."""
+        rt = self._type_of(obj)
+        md = obj.get("metadata", {})
+        return self._call(lambda: self.store.update(
+            rt, md.get("namespace"), md.get("name", ""), obj, from_api=False, check_rv=False)[0])
+
+    def patch(self, kind: str, namespace: str | None, name: str, patch: Obj) -> Obj:
+        """Apply a JSON merge patch as another writer would."""
+        rt = res.resolve(kind)
+
+        def run() -> Obj:
+            cur = self.store.get(rt, namespace, name)
+            new = merge_patch(cur, patch)
+            return self.store.update(rt, namespace, name, new, from_api=False, check_rv=False)[0]
+
+        return self._call(run)
+
+    def delete(self, kind: str, namespace: str | None, name: str) -> Obj:
+        """Delete (or, with finalizers, start deleting) an object; returns its last state."""
+        rt = res.resolve(kind)
+        return self._call(lambda: self.store.delete(rt, namespace, name)[0])
+
+    def get(self, kind: str, namespace: str | None, name: str) -> Obj | None:
+        rt = res.resolve(kind)
+        return self._call(lambda: self.store.find(rt, namespace, name))
+
+    def list(self, kind: str, namespace: str | None = None,
+             label_selector: str | None = None) -> list[Obj]:
+        """Objects of a type (all namespaces when None), sorted by namespace and name."""
+        rt = res.resolve(kind)
+        sel = parse_labels(label_selector)
+
+        def run() -> list[Obj]:
+            snap = self.store.snapshot(rt)
+            return [copy.deepcopy(o) for k, o in sorted(snap.items())
+                    if (namespace is None or k[0] == namespace) and matcher(sel, ())(o)]
+
+        return self._call(run)
+
+    @property
+    def resource_version(self) -> str:
+        return str(self._call(lambda: self.store.rv))
+
+    @property
+    def open_watches(self) -> int:
+        return self._call(lambda: len(self.store.watchers))
+
+    @staticmethod
+    def _type_of(obj: Obj) -> ResourceType:
+        rt = res.by_api_version_kind(str(obj.get("apiVersion")), str(obj.get("kind")))
+        if rt is None:
+            raise KeyError(f"unserved apiVersion/kind {obj.get('apiVersion')}/{obj.get('kind')}")
+        return rt
+
+    def wait_for(self, predicate: Callable[[], object], timeout: float = 10.0,
+                 interval: float = 0.02) -> None:
+        """Poll `predicate` until truthy; raise TimeoutError after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"condition not met within {timeout}s")
+            time.sleep(interval)
+
+    async def async_wait_for(
+        self,
+        predicate: Callable[[], object],
+        timeout: float = 10.0,  # noqa: ASYNC109 - mirrors wait_for; this polls, it never awaits I/O
+        interval: float = 0.02,
+    ) -> None:
+        """As wait_for, without blocking the caller's event loop."""
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"condition not met within {timeout}s")
+            await asyncio.sleep(interval)
+
+    # --- request log -------------------------------------------------------------------------
+
+    def requests(self, method: str | None = None, path_re: str | None = None,
+                 watch: bool | None = None, since: float | None = None,
+                 ) -> builtins.list[RequestRecord]:
+        """Recorded requests, oldest first; `path_re` is searched in path plus query string."""
+        pattern = re.compile(path_re) if path_re is not None else None
+        out = []
+        for r in list(self._log):
+            if method is not None and r.method != method.upper():
+                continue
+            if watch is not None and r.watch != watch:
+                continue
+            if since is not None and r.time < since:
+                continue
+            if pattern is not None:
+                qs = "&".join(f"{k}={v}" for k, v in r.query.items())
+                if not pattern.search(f"{r.path}?{qs}" if qs else r.path):
+                    continue
+            out.append(r)
+        return out
+
+    def count(self, method: str | None = None, path_re: str | None = None,
+              watch: bool | None = None, since: float | None = None) -> int:
+        return len(self.requests(method, path_re, watch, since))
+
+    def clear_requests(self) -> None:
+        self._log.clear()
+
+    # --- fault injection ---------------------------------------------------------------------
+
+    def drop_watches(self) -> None:
+        """Abort every open watch connection mid-stream (no terminating chunk)."""
+        self._call(self.store.drop_watchers)
+
+    def stall_watches(self) -> None:
+        """Keep watch connections open but send nothing (no events, no bookmarks, no timeout
+        close) until unstall_watches(); events are delivered then."""
+        assert self._unstalled is not None
+        self._call(self._unstalled.clear)
+
+    def unstall_watches(self) -> None:
+        assert self._unstalled is not None
+        self._call(self._unstalled.set)
+
+    def fail_requests(self, n: int, status: int = 500, method: str | None = None,
+                      path_re: str | None = None) -> None:
+        """Answer the next `n` matching requests with `status` and a Status body."""
+        rule = _FailRule(n, status, method, re.compile(path_re) if path_re else None)
+        self._call(lambda: self._fail_rules.append(rule))
+
+    def compact(self) -> None:
+        """Forget all history: older resourceVersions now give 410 on watch and on continue."""
+        self._call(self.store.compact)
+
+    def go_down(self) -> None:
+        """Stop listening and cut every connection: clients get connection refused."""
+
+        def run() -> None:
+            if self._listener is not None:
+                self._listener.close()
+                self._listener = None
+            self._close_connections()
+
+        self._call(run)
+
+    def come_up(self) -> None:
+        """Listen again on the same port."""
+        assert self._loop is not None
+        if self._listener is None:
+            asyncio.run_coroutine_threadsafe(self._listen(), self._loop).result(30)
+
+    def before_next_request(self, fn: Callable[[], object], method: str | None = None,
+                            path_re: str | None = None) -> None:
+        """Run `fn` (on the server's thread; it may use the direct store methods) just before
+        the next matching request is handled: the hook for a concurrent edit."""
+        hook = _Hook(fn, method, re.compile(path_re) if path_re else None)
+        self._call(lambda: self._hooks.append(hook))
+
+    def conflict_next_put(self, path_re: str | None = None) -> None:
+        """Make the next matching PUT lose a race: another writer changes the object (an
+        annotation) just before it is applied, so a PUT carrying a resourceVersion gets 409."""
+
+        def edit_target() -> None:
+            req = self._current
+            assert req is not None
+            route = self._route(req.path)
+            if route is None or route.name is None:
+                return
+            obj = self.store.find(route.rt, route.namespace, route.name)
+            if obj is None:
+                return
+            self._concurrent_edits += 1
+            obj["metadata"].setdefault("annotations", {})[
+                "fakeapi.test/concurrent-edit"] = str(self._concurrent_edits)
+            self.store.update(route.rt, route.namespace, route.name, obj, from_api=False,
+                              check_rv=False)
+
+        self.before_next_request(edit_target, "PUT", path_re)
+
+    _current: web.Request | None = None
+
+    # --- HTTP ----------------------------------------------------------------------------------
+
+    @web.middleware
+    async def _middleware(
+        self, request: web.Request,
+        handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+    ) -> web.StreamResponse:
+        q = request.query
+        record = RequestRecord(request.method, request.path, dict(q), time.time(),
+                               q.get("watch") in ("1", "true"))
+        self._log.append(record)
+        request["record"] = record
+        try:
+            resp = await self._guarded(request, handler)
+        except ApiError as e:
+            resp = _json(e.body, e.code, e.headers)
+        except web.HTTPException:
+            raise
+        except Exception as e:
+            log.exception("fake API server failed on %s %s", request.method, request.path_qs)
+            resp = _json(st.status(500, "InternalError", f"Internal error occurred: {e}"), 500)
+        if record.status is None:
+            record.status = resp.status
+        return resp
+
+    async def _guarded(
+        self, request: web.Request,
+        handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+    ) -> web.StreamResponse:
+        for rule in self._fail_rules:
+            if rule.remaining > 0 and _matches(rule.method, rule.path_re, request):
+                rule.remaining -= 1
+                raise st.injected(rule.status)
+        self._fail_rules = [r for r in self._fail_rules if r.remaining > 0]
+        self._authenticate(request)
+        for hook in self._hooks:
+            if _matches(hook.method, hook.path_re, request):
+                self._hooks.remove(hook)
+                self._current = request
+                try:
+                    hook.fn()
+                finally:
+                    self._current = None
+                break
+        return await handler(request)
+
+    def _authenticate(self, request: web.Request) -> None:
+        if self._tokens is None:
+            return
+        header = request.headers.get("Authorization", "")
+        if not header and request.path in ANONYMOUS_PATHS:
+            return
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or token.strip() not in self._tokens:
+            raise st.unauthorized()
+
+    def _route(self, path: str) -> _Route | None:
+        parts = [p for p in path.split("/") if p]
+        if len(parts) >= 2 and parts[0] == "api":
+            group, version, rest = "", parts[1], parts[2:]
+        elif len(parts) >= 3 and parts[0] == "apis":
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            return None
+        ns: str | None = None
+        if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in ("status", "finalize"):
+            ns, rest = rest[1], rest[2:]
+        if not rest or len(rest) > 3:
+            return None
+        rt = res.by_path(group, version, rest[0])
+        if rt is None or (ns is not None and not rt.namespaced):
+            return None
+        name = rest[1] if len(rest) >= 2 else None
+        sub = rest[2] if len(rest) == 3 else None
+        if sub is not None and (sub != "status" or not rt.has_status):
+            return None
+        if name is not None and rt.namespaced and ns is None:
+            return None
+        return _Route(rt, ns, name, sub)
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        path = request.path.rstrip("/") or "/"
+        special = self._discovery(path)
+        if special is not None:
+            if request.method != "GET":
+                raise st.method_not_allowed()
+            return special
+        route = self._route(path)
+        if route is None:
+            raise st.unknown_path()
+        m = request.method
+        if route.name is None:
+            if m == "GET":
+                if request.query.get("watch") in ("1", "true"):
+                    return await self._watch(request, route)
+                return self._list(request, route)
+            if m == "POST" and (route.namespace is not None or not route.rt.namespaced):
+                return await self._create(request, route)
+            if m == "DELETE" and (route.namespace is not None or not route.rt.namespaced):
+                return self._delete_collection(request, route)
+            raise st.method_not_allowed()
+        if m == "GET":
+            return _json(self.store.get(route.rt, route.namespace, route.name))
+        if m == "PUT":
+            return await self._replace(request, route)
+        if m == "PATCH":
+            return await self._patch(request, route)
+        if m == "DELETE" and route.sub is None:
+            return await self._delete(request, route)
+        raise st.method_not_allowed()
+
+    def _discovery(self, path: str) -> web.StreamResponse | None:
+        if path in ("/healthz", "/livez", "/readyz"):
+            return web.Response(text="ok", content_type="text/plain")
+        if path == "/version":
+            return _json(SERVER_VERSION)
+        groups = res.groups()
+        if path == "/api":
+            return _json({"kind": "APIVersions", "versions": groups[""],
+                          "serverAddressByClientCIDRs": [
+                              {"clientCIDR": "0.0.0.0/0", "serverAddress": self.url[7:]}]})
+        if path == "/apis":
+            return _json({"kind": "APIGroupList", "apiVersion": "v1",
+                          "groups": [self._group(g, v) for g, v in groups.items() if g]})
+        parts = path.strip("/").split("/")
+        if len(parts) == 2 and parts[0] == "apis" and parts[1] in groups:
+            return _json({"kind": "APIGroup", "apiVersion": "v1",
+                          **self._group(parts[1], groups[parts[1]])})
+        gv: tuple[str, str] | None = None
+        if len(parts) == 2 and parts[0] == "api":
+            gv = ("", parts[1])
+        elif len(parts) == 3 and parts[0] == "apis":
+            gv = (parts[1], parts[2])
+        if gv is not None and gv[1] in groups.get(gv[0], []):
+            items = []
+            for rt in res.RESOURCES:
+                if (rt.group, rt.version) != gv:
+                    continue
+                verbs = ["create", "delete", "deletecollection", "get", "list", "patch",
+                         "update", "watch"]
+                items.append({"name": rt.plural, "singularName": rt.singular,
+                              "namespaced": rt.namespaced, "kind": rt.kind, "verbs": verbs,
+                              **({"shortNames": list(rt.short_names)} if rt.short_names else {})})
+                if rt.has_status:
+                    items.append({"name": f"{rt.plural}/status", "singularName": "",
+                                  "namespaced": rt.namespaced, "kind": rt.kind,
+                                  "verbs": ["get", "patch", "update"]})
+            return _json({"kind": "APIResourceList", "apiVersion": "v1",
+                          "groupVersion": f"{gv[0]}/{gv[1]}" if gv[0] else gv[1],
+                          "resources": items})
+        return None
+
+    @staticmethod
+    def _group(name: str, versions: builtins.list[str]) -> Obj:
+        vs = [{"groupVersion": f"{name}/{v}", "version": v} for v in versions]
+        return {"name": name, "versions": vs, "preferredVersion": vs[0]}
+
+    def _selection(self, request: web.Request, rt: ResourceType) -> Callable[[Obj], bool]:
+        labels = parse_labels(request.query.get("labelSelector"))
+        fields = parse_fields(request.query.get("fieldSelector"), rt.kind)
+        return matcher(labels, fields)
+
+    def _list(self, request: web.Request, route: _Route) -> web.StreamResponse:
+        q = request.query
+        rt = route.rt
+        match = self._selection(request, rt)
+        selective = bool(q.get("labelSelector") or q.get("fieldSelector"))
+        limit = 0
+        if q.get("limit"):
+            try:
+                limit = max(0, int(q["limit"]))
+            except ValueError:
+                raise st.bad_request(f"invalid limit: {q['limit']!r}") from None
+        token = q.get("continue")
+        start = ""
+        rv_param = q.get("resourceVersion")
+        rv_match = q.get("resourceVersionMatch")
+        if token:
+            if rv_param:
+                raise st.bad_request("specifying resource version is not allowed when using "
+                                     "continue")
+            at, start = _decode_continue(token)
+            self.store.check_continue(rt, at)
+        elif rv_param and rv_param != "0" and rv_match == "Exact":
+            at = _parse_rv(rv_param)
+        else:
+            at = self.store.rv
+            if rv_param and rv_param != "0" and _parse_rv(rv_param) > at:
+                raise ApiError(st.status(
+                    504, "Timeout", f"Too large resource version: {rv_param}, current: {at}",
+                    {"causes": [{"reason": "ResourceVersionTooLarge",
+                                 "message": "Too large resource version"}],
+                     "retryAfterSeconds": 1}))
+        snap = self.store.snapshot(rt, at)
+        keys = sorted(k for k in snap if route.namespace is None or k[0] == route.namespace)
+        if start:
+            start_key = tuple(start.split("/", 1)) if "/" in start else ("", start)
+            keys = [k for k in keys if k > start_key]
+        items: list[Obj] = []
+        meta: Obj = {"resourceVersion": str(at)}
+        for i, k in enumerate(keys):
+            obj = snap[k]
+            if not match(obj):
+                continue
+            items.append(_strip_item(obj))
+            if limit and len(items) == limit:
+                rest = len(keys) - i - 1
+                if rest > 0:
+                    meta["continue"] = _encode_continue(at, f"{k[0]}/{k[1]}" if k[0] else k[1])
+                    if not selective:
+                        meta["remainingItemCount"] = rest
+                break
+        return _json({"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": meta,
+                      "items": items})
+
+    def _bookmark(self, rt: ResourceType, rv: int, initial_end: bool = False) -> Obj:
+        md: Obj = {"resourceVersion": str(rv)}
+        if initial_end:
+            md["annotations"] = {"k8s.io/initial-events-end": "true"}
+        return {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": md}
+
+    async def _watch(self, request: web.Request, route: _Route) -> web.StreamResponse:
+        q = request.query
+        rt = route.rt
+        match = self._selection(request, rt)
+        bookmarks = q.get("allowWatchBookmarks") in ("1", "true")
+        initial = q.get("sendInitialEvents") in ("1", "true")
+        rv_param = q.get("resourceVersion")
+        try:
+            timeout = float(q["timeoutSeconds"]) if q.get("timeoutSeconds") else \
+                self.default_watch_timeout
+        except ValueError:
+            raise st.bad_request(f"invalid timeoutSeconds: {q['timeoutSeconds']!r}") from None
+        if initial and not bookmarks:
+            raise st.invalid(rt, "", [("allowWatchBookmarks", "FieldValueRequired",
+                                       "Required value: allowWatchBookmarks must be true if "
+                                       "sendInitialEvents = true")])
+        since = None if initial or rv_param in (None, "", "0") else _parse_rv(rv_param or "0")
+        resp = web.StreamResponse(status=200, headers={"Content-Type": JSON})
+        resp.enable_chunked_encoding()
+        try:
+            backlog, watcher = self.store.open_watch(rt, route.namespace, match, since)
+        except ApiError as e:
+            # As the watch cache does: a successful stream carrying one ERROR event.
+            await resp.prepare(request)
+            request["record"].status = 200
+            await resp.write(dumps({"type": "ERROR", "object": e.body}) + b"\n")
+            await resp.write_eof()
+            return resp
+        pending: collections.deque[tuple[str, Obj]] = collections.deque(backlog)
+        if initial:
+            pending.append(("BOOKMARK", self._bookmark(rt, self.store.rv, initial_end=True)))
+        try:
+            await resp.prepare(request)
+            request["record"].status = 200
+            await self._stream(request, resp, watcher, pending=pending, seconds=timeout,
+                               bookmarks=bookmarks)
+        except (ConnectionResetError, ConnectionError):
+            pass
+        finally:
+            self.store.close_watch(watcher)
+        return resp
+
+    async def _stream(self, request: web.Request, resp: web.StreamResponse, w: Watcher, *,
+                      pending: collections.deque[tuple[str, Obj]], seconds: float,
+                      bookmarks: bool) -> None:
+        assert self._unstalled is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        next_bookmark = loop.time() + self.bookmark_interval
+        while True:
+            transport = request.transport
+            if w.dropped or transport is None or transport.is_closing():
+                if transport is not None:
+                    transport.abort()
+                return
+            if not self._unstalled.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._unstalled.wait(), 0.1)
+                # The stall also holds back bookmarks that fell due meanwhile.
+                next_bookmark = max(next_bookmark, loop.time() + self.bookmark_interval)
+                continue
+            if pending:
+                type_, obj = pending.popleft()
+                await resp.write(dumps({"type": type_, "object": obj}) + b"\n")
+                continue
+            now = loop.time()
+            if now >= deadline:
+                await resp.write_eof()
+                return
+            if bookmarks and now >= next_bookmark and w.queue.empty():
+                # Every event up to the store's version has reached this watcher's queue
+                # synchronously, and the queue is empty: this version is safe to announce.
+                pending.append(("BOOKMARK", self._bookmark(w.rt, self.store.rv)))
+                next_bookmark = now + self.bookmark_interval
+                continue
+            wake = min(deadline, next_bookmark) if bookmarks else deadline
+            try:
+                item = await asyncio.wait_for(w.queue.get(), max(0.0, min(wake - now, 0.25)))
+            except TimeoutError:
+                continue
+            if item is None:
+                continue  # dropped: handled at the top of the loop
+            pending.append(item)
+
+    async def _read_body(self, request: web.Request, patch: bool = False) -> Any:
+        ctype = request.content_type or JSON
+        if not patch and ctype not in (JSON, "application/yaml", "application/octet-stream"):
+            raise ApiError(st.status(
+                415, "UnsupportedMediaType",
+                f"the body of the request was in an unknown format - accepted media types "
+                f"include: application/json, application/yaml, "
+                f"application/vnd.kubernetes.protobuf (got {ctype})"))
+        raw = await request.read()
+        return _parse_body(raw, ctype)
+
+    @staticmethod
+    def _dry_run(request: web.Request) -> bool:
+        value = request.query.get("dryRun")
+        if value not in (None, "All"):
+            raise st.bad_request(f"Invalid dry run value: {value!r} (only All is supported)")
+        return value == "All"
+
+    async def _create(self, request: web.Request, route: _Route) -> web.StreamResponse:
+        body = await self._read_body(request)
+        obj = self.store.create(route.rt, route.namespace, body, dry_run=self._dry_run(request))
+        return _json(obj, 201)
+
+    async def _replace(self, request: web.Request, route: _Route) -> web.StreamResponse:
+        assert route.name is not None
+        body = await self._read_body(request)
+        obj, created = self.store.update(route.rt, route.namespace, route.name, body,
+                                         subresource=route.sub, dry_run=self._dry_run(request))
+        return _json(obj, 201 if created else 200)
+
+    async def _patch(self, request: web.Request, route: _Route) -> web.StreamResponse:
+        assert route.name is not None
+        ctype = request.content_type
+        patch = await self._read_body(request, patch=True)
+        dry = self._dry_run(request)
+        rt = route.rt
+        if ctype == "application/apply-patch+yaml":
+            if not request.query.get("fieldManager"):
+                raise st.bad_request("PATCH " + request.path + ": fieldManager is required "
+                                     "for apply requests")
+            if not isinstance(patch, dict):
+                raise st.bad_request("apply patch must be an object")
+            cur = self.store.find(rt, route.namespace, route.name)
+            if cur is None:
+                body = copy.deepcopy(patch)
+                body.setdefault("metadata", {})["name"] = route.name
+                return _json(self.store.create(rt, route.namespace, body, dry_run=dry), 201)
+            new = merge_patch(cur, patch)
+        elif ctype in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
+            if not isinstance(patch, dict):
+                raise st.bad_request("json: cannot unmarshal non-object into a merge patch")
+            new = merge_patch(self.store.get(rt, route.namespace, route.name), patch)
+        elif ctype == "application/json-patch+json":
+            new = json_patch(self.store.get(rt, route.namespace, route.name), patch)
+        else:
+            raise ApiError(st.status(
+                415, "UnsupportedMediaType",
+                f"the body of the request was in an unknown format - accepted media types "
+                f"include: application/json-patch+json, application/merge-patch+json, "
+                f"application/apply-patch+yaml, application/strategic-merge-patch+json "
+                f"(got {ctype})"))
+        if not isinstance(new, dict):
+            raise ApiError(st.status(422, "Invalid", "the patch produced a non-object"))
+        obj, _ = self.store.update(rt, route.namespace, route.name, new, subresource=route.sub,
+                                   dry_run=dry)
+        return _json(obj)
+
+    async def _delete(self, request: web.Request, route: _Route) -> web.StreamResponse:
+        assert route.name is not None
+        pre_rv = pre_uid = None
+        if request.can_read_body:
+            opts = _parse_body(await request.read(), JSON)
+            if isinstance(opts, dict):
+                pre = opts.get("preconditions") or {}
+                pre_rv, pre_uid = pre.get("resourceVersion"), pre.get("uid")
+        rt = route.rt
+        obj, gone = self.store.delete(rt, route.namespace, route.name, precondition_rv=pre_rv,
+                                      precondition_uid=pre_uid, dry_run=self._dry_run(request))
+        if not gone:
+            return _json(obj, 202)
+        if rt.delete_returns_object:
+            return _json(obj)
+        details: Obj = {"name": route.name}
+        if rt.group:
+            details["group"] = rt.group
+        details.update({"kind": rt.plural, "uid": obj["metadata"]["uid"]})
+        return _json(st.status(200, "", "", details))
+
+    def _delete_collection(self, request: web.Request, route: _Route) -> web.StreamResponse:
+        rt = route.rt
+        match = self._selection(request, rt)
+        dry = self._dry_run(request)
+        deleted = []
+        for k, obj in sorted(self.store.snapshot(rt).items()):
+            if (route.namespace is None or k[0] == route.namespace) and match(obj):
+                deleted.append(_strip_item(self.store.delete(rt, k[0] or None, k[1],
+                                                             dry_run=dry)[0]))
+        return _json({"kind": f"{rt.kind}List", "apiVersion": rt.api_version,
+                      "metadata": {"resourceVersion": str(self.store.rv)}, "items": deleted})
