@@ -274,6 +274,10 @@ class ControllerSettings(CorednsTargetSettings, PolicySettings, KubeSettings, Lo
                                            "is applied.")
     admin_listen: str = opt("0.0.0.0:9090", "Address of /healthz, /readyz and /metrics; "
                                             "empty disables.")
+    watch_timeout: float = opt(70.0, "Seconds of silence after which a watch is "
+                                     "re-established.")
+    event_interval: float = opt(600.0, "Seconds between repeated Events for the same "
+                                       "rejected Ingress host.")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,611 @@
+"""The controller: watch Ingresses, keep CoreDNS rewrite rules and the published hosts in step.
+
+    reflectors (list+watch) ──▶ caches ──debounce──▶ policy.evaluate ──▶ removal guard
+        ──▶ Corefile block / import key (PUT with resourceVersion, 409 → re-read, re-apply)
+        ──▶ published hosts ConfigMap            rejections ──▶ rate-limited Events
+
+Only the Lease holder writes; standbys keep their caches warm so that a takeover needs no
+relist. Every input change just marks the state dirty; one loop turns "dirty" into at most one
+write per target, so bursts coalesce and nothing is lost when changes arrive mid-write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import signal
+import socket
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any
+
+from hairpin_proxy import corefile
+from hairpin_proxy.admin import AdminServer, Check
+from hairpin_proxy.kube import config as kconfig
+from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
+from hairpin_proxy.kube.events import EventRecorder
+from hairpin_proxy.kube.lease import LeaderElector
+from hairpin_proxy.kube.watch import Backoff, Reflector
+from hairpin_proxy.logs import setup_logging
+from hairpin_proxy.metrics import Registry
+from hairpin_proxy.policy import HostPolicy, PolicyResult, Rejection, default_target, evaluate
+from hairpin_proxy.settings import CleanupSettings, ControllerSettings
+from hairpin_proxy.sinks.configmap import write_configmap
+from hairpin_proxy.sinks.coredns import CorednsSink, SinkError
+from hairpin_proxy.sinks.coredns_import import ImportSink
+from hairpin_proxy.sinks.published import PublishedSink, parse_lines, service_addresses
+
+log = logging.getLogger("hairpin_proxy.controller")
+
+INGRESS_API = "networking.k8s.io/v1"
+
+
+class ControllerMetrics:
+    def __init__(self, registry: Registry) -> None:
+        p = "hairpin_controller_"
+        self.reconciles = registry.counter(p + "reconciles_total", "Reconcile passes by result.",
+                                           ("result",))
+        self.writes = registry.counter(p + "writes_total", "ConfigMap writes by target.",
+                                       ("target",))
+        self.conflicts = registry.counter(p + "conflicts_total",
+                                          "Writes refused with 409 Conflict and retried.")
+        self.watch_restarts = registry.counter(p + "watch_restarts_total",
+                                               "Watches re-established, by kind and reason.",
+                                               ("kind", "reason"))
+        self.hosts_managed = registry.gauge(p + "hosts_managed", "Hosts in the managed rules.")
+        self.hosts_rejected = registry.gauge(p + "hosts_rejected",
+                                             "Ingress hosts refused by the policy.")
+        self.last_sync = registry.gauge(p + "last_successful_sync_timestamp_seconds",
+                                        "Unix time of the last reconcile that left every "
+                                        "target in step.")
+        self.leader = registry.gauge(p + "leader", "1 while this replica holds the Lease.")
+        self.warnings = registry.gauge(p + "warnings", "Configuration warnings found at start "
+                                                       "(1 = present).", ("kind",))
+        self.parse_errors = registry.counter(p + "corefile_errors_total",
+                                             "Reconciles that did not write because the "
+                                             "Corefile could not be edited.")
+        self.held = registry.gauge(p + "mass_removal_held",
+                                   "1 while a large drop in hosts is being held back.")
+        self.events = registry.counter(p + "events_total", "Kubernetes Events recorded.",
+                                       ("reason",))
+        self.requests = registry.counter(p + "api_requests_total",
+                                         "Kubernetes API requests by verb and status code "
+                                         "(0: no answer).", ("verb", "code"))
+        self.duration = registry.histogram(p + "reconcile_duration_seconds",
+                                           "Time from a reconcile's start to its last write.")
+
+
+class RemovalGuard:
+    """Holds back sudden large drops in the host set until they have persisted for ``grace``.
+
+    ``previous`` is what the target holds now. While a drop is held the old hosts stay (new
+    ones are still added); once it has lasted ``grace`` seconds it goes through.
+    """
+
+    def __init__(self, fraction: float, grace: float, allow: bool,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.fraction = fraction
+        self.grace = grace
+        self.allow = allow
+        self.clock = clock
+        self.held_since: float | None = None
+
+    def decide(self, desired: Sequence[str], previous: Iterable[str]) -> tuple[tuple[str, ...],
+                                                                              bool]:
+        """(hosts to write, whether a drop is being held back)."""
+        prev = set(previous)
+        want = tuple(sorted(set(desired)))
+        if self.allow or not prev:
+            self.held_since = None
+            return want, False
+        removed = len(prev - set(want))
+        if want and removed / len(prev) <= self.fraction:
+            self.held_since = None
+            return want, False
+        now = self.clock()
+        if self.held_since is None:
+            self.held_since = now
+        if now - self.held_since >= self.grace:
+            self.held_since = None
+            return want, False
+        return tuple(sorted(prev | set(want))), True
+
+    def release_in(self) -> float:
+        if self.held_since is None:
+            return 0.0
+        return max(0.0, self.held_since + self.grace - self.clock())
+
+
+def identity() -> str:
+    """Pod name plus a random suffix, so a restarted pod is a new candidate."""
+    host = os.environ.get("HOSTNAME") or socket.gethostname()
+    return f"{host}_{secrets.token_hex(4)}"
+
+
+class Controller:
+    def __init__(self, settings: ControllerSettings, client: KubeClient, namespace: str,
+                 metrics: ControllerMetrics) -> None:
+        s = settings
+        self.settings = s
+        self.client = client
+        self.namespace = namespace
+        self.metrics = metrics
+        self.identity = identity()
+        self.target = s.target or default_target(s.cluster_domain, s.proxy_service, namespace)
+        self.policy = HostPolicy.from_settings(s, self.target)
+        self.dirty = asyncio.Event()
+        self.corefile_sink = CorednsSink(s.configmap_namespace, s.configmap_name,
+                                         s.configmap_key, self.target, s.dns_port)
+        self.import_sink = ImportSink(s.configmap_namespace, s.import_configmap_name,
+                                      s.import_key, self.target)
+        self.published = PublishedSink(namespace, s.publish_configmap)
+        self.guard = RemovalGuard(s.mass_removal_fraction, s.mass_removal_grace,
+                                  s.allow_mass_removal)
+        self.events = EventRecorder(client, instance=self.identity, interval=s.event_interval)
+        self.elector: LeaderElector | None = None
+        if s.leader_elect:
+            self.elector = LeaderElector(
+                client, namespace=namespace, name=s.lease_name, identity=self.identity,
+                lease_duration=s.lease_duration, renew_deadline=s.renew_deadline,
+                retry_period=s.retry_period, on_change=self._leader_changed)
+        else:
+            metrics.leader.set(1)
+
+        def reflector(path: str, kind: str, name: str | None = None) -> Reflector:
+            params = {"fieldSelector": f"metadata.name={name}"} if name else {}
+            return Reflector(client, path, kind=kind, params=params, on_change=self.dirty.set,
+                             silence_timeout=s.watch_timeout, on_restart=self._watch_restarted)
+
+        if s.include_namespace:
+            self.ingresses = [reflector(resource_path(INGRESS_API, "ingresses", ns),
+                                        f"ingresses/{ns}") for ns in s.include_namespace]
+        else:
+            self.ingresses = [reflector(resource_path(INGRESS_API, "ingresses"), "ingresses")]
+        self.classes = reflector(resource_path(INGRESS_API, "ingressclasses"), "ingressclasses")
+        self.coredns = reflector(resource_path("v1", "configmaps", s.configmap_namespace),
+                                 "coredns-configmap", s.configmap_name)
+        self.import_cm = reflector(resource_path("v1", "configmaps", s.configmap_namespace),
+                                   "import-configmap", s.import_configmap_name)
+        self.service = reflector(resource_path("v1", "services", namespace), "proxy-service",
+                                 s.proxy_service)
+        self.published_cm = reflector(resource_path("v1", "configmaps", namespace),
+                                      "published-configmap", s.publish_configmap)
+        self.reflectors = [*self.ingresses, self.classes, self.coredns, self.service,
+                           self.published_cm]
+        if s.mode == "coredns-import":
+            self.reflectors.append(self.import_cm)
+        self.synced_once = False
+        self._result: PolicyResult | None = None
+        self._result_key: tuple[int, ...] = ()
+        self._logged: dict[tuple[str, str, str, str], float] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._held_logged = False
+        self._wakeup: asyncio.TimerHandle | None = None
+
+    # ------------------------------------------------------------------ state
+
+    def is_leader(self) -> bool:
+        return self.elector is None or self.elector.is_leader
+
+    def caches_synced(self) -> bool:
+        return all(r.synced.is_set() for r in self.reflectors)
+
+    def _leader_changed(self, leading: bool) -> None:
+        self.metrics.leader.set(1 if leading else 0)
+        if leading:
+            # Write at once: the previous leader may have died with work pending.
+            self.dirty.set()
+
+    def _watch_restarted(self, kind: str, why: str) -> None:
+        self.metrics.watch_restarts.labels(kind, why).inc()
+
+    async def ready(self) -> Check:
+        if not self.caches_synced():
+            waiting = [r.kind for r in self.reflectors if not r.synced.is_set()]
+            return Check(False, "caches not synced: " + ", ".join(waiting))
+        if self.is_leader() and not self.synced_once:
+            return Check(False, "first sync not done")
+        return Check(True, "ok (leader)" if self.is_leader() else "ok (standby)")
+
+    # ------------------------------------------------------------------ loop
+
+    async def run(self) -> None:
+        tasks = [asyncio.create_task(r.run(), name=f"watch {r.kind}") for r in self.reflectors]
+        if self.elector is not None:
+            tasks.append(asyncio.create_task(self.elector.run(), name="leader election"))
+        tasks.append(asyncio.create_task(self._loop(), name="reconcile"))
+        tasks.append(asyncio.create_task(self._startup_warnings(), name="warnings"))
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            for task in done:
+                if not task.cancelled() and task.exception() is not None:
+                    raise task.exception()  # type: ignore[misc]
+        finally:
+            for task in [*tasks, *self._tasks]:
+                task.cancel()
+            await asyncio.gather(*tasks, *self._tasks, return_exceptions=True)
+
+    async def _loop(self) -> None:
+        debounce = max(0.0, self.settings.debounce)
+        # A steady trickle of changes must not postpone the write for ever.
+        cap = max(1.0, 10 * debounce)
+        backoff = Backoff(base=0.5, cap=10.0)
+        loop = asyncio.get_running_loop()
+        while True:
+            await self.dirty.wait()
+            first = loop.time()
+            while True:
+                self.dirty.clear()
+                left = first + cap - loop.time()
+                if debounce <= 0 or left <= 0:
+                    break
+                try:
+                    await asyncio.wait_for(self.dirty.wait(), min(debounce, left))
+                except TimeoutError:
+                    break
+            self.dirty.clear()
+            if await self.reconcile():
+                backoff.reset()
+            else:
+                await asyncio.sleep(backoff.next_delay())
+                self.dirty.set()
+
+    def _evaluate(self) -> PolicyResult:
+        key = (*(r.generation for r in self.ingresses), self.classes.generation)
+        if self._result is None or key != self._result_key:
+            items = [obj for r in self.ingresses for obj in r.cache.values()]
+            self._result = evaluate(items, self.classes.cache.values(), self.policy)
+            self._result_key = key
+        return self._result
+
+    async def reconcile(self) -> bool:
+        """One pass; False when it should be retried after a backoff."""
+        if not self.caches_synced() or not self.is_leader():
+            return True
+        started = time.perf_counter()
+        result = self._evaluate()
+        self.metrics.hosts_rejected.set(len(result.rejections))
+        self._report(result.rejections)
+        try:
+            if self.settings.mode == "coredns":
+                cm = self.coredns.get(f"{self.settings.configmap_namespace}/"
+                                      f"{self.settings.configmap_name}")
+                previous = self.corefile_sink.current_hosts(cm)
+                hosts = self._guarded(result.hosts, previous)
+                what, sink_name = "corefile", self.corefile_sink.where
+                mutate = self.corefile_sink.mutate(hosts)
+                ns, name = self.corefile_sink.namespace, self.corefile_sink.name
+            else:
+                cm = self.import_cm.get(f"{self.settings.configmap_namespace}/"
+                                        f"{self.settings.import_configmap_name}")
+                pub = self.published_cm.get(f"{self.namespace}/{self.settings.publish_configmap}")
+                previous = parse_lines((pub or {}).get("data", {}).get("hosts"))
+                hosts = self._guarded(result.hosts, previous)
+                what, sink_name = "import", self.import_sink.where
+                mutate = self.import_sink.mutate(hosts)
+                ns, name = self.import_sink.namespace, self.import_sink.name
+            if not self.is_leader():
+                return True
+            outcome = await write_configmap(self.client, ns, name, mutate, current=cm,
+                                            on_conflict=self.metrics.conflicts.inc)
+            if outcome != "unchanged":
+                self.metrics.writes.labels(what).inc()
+                added, removed = set(hosts) - set(previous), set(previous) - set(hosts)
+                log.info("rules updated", extra={"target": sink_name, "action": outcome,
+                                                  "hosts": len(hosts), "added": len(added),
+                                                  "removed": len(removed)})
+            svc = self.service.get(f"{self.namespace}/{self.settings.proxy_service}")
+            pub = self.published_cm.get(f"{self.namespace}/{self.settings.publish_configmap}")
+            if not self.is_leader():
+                return True
+            outcome = await write_configmap(
+                self.client, self.published.namespace, self.published.name,
+                self.published.mutate(hosts, service_addresses(svc)), current=pub,
+                on_conflict=self.metrics.conflicts.inc)
+            if outcome != "unchanged":
+                self.metrics.writes.labels("published").inc()
+                log.info("published hosts updated", extra={"configmap": self.published.where,
+                                                           "hosts": len(hosts)})
+        except corefile.CorefileError as exc:
+            # Never write what we cannot parse; the next change to the ConfigMap retries.
+            self.metrics.parse_errors.inc()
+            self.metrics.reconciles.labels("corefile_error").inc()
+            log.error("cannot edit the Corefile; leaving it alone",
+                      extra={"configmap": self.corefile_sink.where, "error": str(exc)})
+            return True
+        except SinkError as exc:
+            self.metrics.reconciles.labels("target_missing").inc()
+            log.error("cannot write the rules", extra={"error": str(exc)})
+            return True
+        except ApiError as exc:
+            self.metrics.reconciles.labels("error").inc()
+            log.warning("reconcile failed; will retry", extra={"error": str(exc)})
+            return False
+        self.metrics.reconciles.labels("ok").inc()
+        self.metrics.hosts_managed.set(len(hosts))
+        self.metrics.last_sync.set(time.time())
+        self.metrics.duration.observe(time.perf_counter() - started)
+        if not self.synced_once:
+            self.synced_once = True
+            log.info("first sync done", extra={"hosts": len(hosts),
+                                               "rejected": len(result.rejections)})
+        return True
+
+    def _guarded(self, desired: Sequence[str], previous: Sequence[str]) -> tuple[str, ...]:
+        hosts, held = self.guard.decide(desired, previous)
+        self.metrics.held.set(1 if held else 0)
+        if held:
+            if not self._held_logged:
+                self._held_logged = True
+                log.warning("large drop in hosts held back; keeping the old rules",
+                            extra={"previous": len(set(previous)), "desired": len(desired),
+                                   "release_in": round(self.guard.release_in(), 1),
+                                   "hint": "--allow-mass-removal applies such drops at once"})
+            if self._wakeup is not None:
+                self._wakeup.cancel()
+            self._wakeup = asyncio.get_running_loop().call_later(
+                self.guard.release_in() + 0.05, self.dirty.set)
+        elif self._held_logged:
+            self._held_logged = False
+            log.info("held-back drop in hosts released or withdrawn",
+                     extra={"hosts": len(hosts)})
+        return hosts
+
+    # ------------------------------------------------------------------ rejections
+
+    def _report(self, rejections: Sequence[Rejection]) -> None:
+        now = time.monotonic()
+        interval = self.settings.event_interval
+        pending: list[tuple[JsonObj, Rejection]] = []
+        for rej in rejections:
+            key = (rej.namespace, rej.name, rej.host, rej.reason)
+            last = self._logged.get(key)
+            if last is not None and now - last < interval:
+                continue
+            self._logged[key] = now
+            log.warning("host rejected", extra={"ingress": f"{rej.namespace}/{rej.name}",
+                                                "host": rej.host, "reason": rej.reason})
+            ingress = self._find_ingress(rej.namespace, rej.name)
+            if ingress is not None:
+                pending.append((ingress, rej))
+        if len(self._logged) > 50_000:
+            self._logged = {k: t for k, t in self._logged.items() if now - t < interval}
+        if pending:
+            self._spawn(self._record(pending))
+
+    def _find_ingress(self, namespace: str, name: str) -> JsonObj | None:
+        for r in self.ingresses:
+            obj = r.get(f"{namespace}/{name}")
+            if obj is not None:
+                return obj
+        return None
+
+    async def _record(self, pending: Sequence[tuple[JsonObj, Rejection]]) -> None:
+        for ingress, rej in pending:
+            what = f"host {rej.host!r}" if rej.host else "Ingress"
+            message = f"{what} not redirected by hairpin-proxy: {rej.reason}"
+            involved = {"apiVersion": INGRESS_API, "kind": "Ingress", **ingress}
+            if await self.events.warn(involved, reason="HostRejected", message=message,
+                                      key=f"{rej.host}|{rej.reason}"):
+                self.metrics.events.labels("HostRejected").inc()
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        async def wrapped() -> None:
+            await coro
+        task = asyncio.create_task(wrapped())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ------------------------------------------------------------------ warnings
+
+    def _warn(self, kind: str, message: str, **fields: Any) -> None:
+        self.metrics.warnings.labels(kind).set(1)
+        log.warning(message, extra={"warning": kind, **fields})
+
+    async def _startup_warnings(self) -> None:
+        """Checks that are worth a line once per start; missing permissions skip them."""
+        await self.coredns.synced.wait()
+        s = self.settings
+        cm = self.coredns.get(f"{s.configmap_namespace}/{s.configmap_name}")
+        try:
+            text = self.corefile_sink.text(cm)
+            if not corefile.has_plugin(text, "reload", dns_port=s.dns_port):
+                self._warn("no-reload", "the Corefile has no reload plugin: CoreDNS will not "
+                           "pick up rule changes until it restarts",
+                           configmap=self.corefile_sink.where)
+            if s.mode == "coredns-import" and not corefile.imports_key(text, s.import_key,
+                                                                       dns_port=s.dns_port):
+                self._warn("import-not-imported", "the Corefile does not import our key; the "
+                           "rules written there have no effect",
+                           configmap=self.corefile_sink.where, key=s.import_key)
+        except (SinkError, corefile.CorefileError) as exc:
+            log.debug("Corefile checks skipped", extra={"error": str(exc)})
+        await self._check_node_local_dns()
+        await self._check_proxy_ip_mode()
+
+    async def _optional_get(self, path: str) -> JsonObj | None:
+        try:
+            return await self.client.get(path)
+        except ApiError as exc:
+            log.debug("optional check skipped", extra={"path": path, "error": str(exc)})
+            return None
+
+    async def _check_node_local_dns(self) -> None:
+        ds = await self._optional_get(resource_path("apps/v1", "daemonsets", "kube-system",
+                                                    "node-local-dns"))
+        cm = None if ds else await self._optional_get(
+            resource_path("v1", "configmaps", "kube-system", "node-local-dns"))
+        if ds or cm:
+            self._warn("node-local-dns", "node-local-dns is present: pods that resolve through "
+                       "it may bypass the CoreDNS rewrite rules (configure it to forward "
+                       "these names to CoreDNS, or use the etchosts agent)")
+
+    async def _check_proxy_ip_mode(self) -> None:
+        try:
+            services, _ = await self.client.list(resource_path("v1", "services"))
+        except ApiError as exc:
+            log.debug("ipMode check skipped", extra={"error": str(exc)})
+            return
+        for svc in services:
+            if (svc.get("spec") or {}).get("type") != "LoadBalancer":
+                continue
+            lb = ((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+            if any(isinstance(i, dict) and i.get("ipMode") == "Proxy" for i in lb):
+                meta = svc.get("metadata") or {}
+                self._warn("ip-mode-proxy", "a LoadBalancer Service reports ipMode Proxy: "
+                           "in-cluster traffic to it goes through the load balancer, so the "
+                           "hairpin problem does not occur for it",
+                           service=f"{meta.get('namespace')}/{meta.get('name')}")
+
+
+# ---------------------------------------------------------------------- entry points
+
+def _settings_error(s: ControllerSettings) -> str:
+    if s.leader_elect and not s.retry_period < s.renew_deadline < s.lease_duration:
+        return "--retry-period < --renew-deadline < --lease-duration is required"
+    if not 0.0 <= s.mass_removal_fraction <= 1.0:
+        return "--mass-removal-fraction must be between 0 and 1"
+    if s.watch_timeout <= 0:
+        return "--watch-timeout must be positive"
+    return ""
+
+
+def _install_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        # Not available off the main thread (in-process runs); the caller stops us then.
+        with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+
+
+def _client(cluster: kconfig.ClusterConfig, metrics: ControllerMetrics | None) -> KubeClient:
+    def count(verb: str, status: int) -> None:
+        if metrics is not None:
+            metrics.requests.labels(verb, str(status)).inc()
+    return KubeClient.from_cluster(cluster, on_response=count)
+
+
+async def _serve(settings: ControllerSettings, cluster: kconfig.ClusterConfig,
+                 stop: asyncio.Event | None = None) -> int:
+    stop = stop or asyncio.Event()
+    _install_signals(stop)
+    registry = Registry()
+    metrics = ControllerMetrics(registry)
+    namespace = kconfig.own_namespace(settings.namespace, cluster)
+    client = _client(cluster, metrics)
+    ctl = Controller(settings, client, namespace, metrics)
+    log.info("controller starting", extra={
+        "server": cluster.server, "config": cluster.source, "namespace": namespace,
+        "mode": settings.mode, "target": ctl.target, "identity": ctl.identity,
+        "configmap": (ctl.corefile_sink.where if settings.mode == "coredns"
+                      else ctl.import_sink.where)})
+    admin: AdminServer | None = None
+    if settings.admin_listen:
+        async def healthy() -> Check:
+            return Check(True)
+        admin = AdminServer(registry, health=healthy, ready=ctl.ready)
+        try:
+            await admin.start(settings.admin_listen)
+        except (OSError, ValueError) as exc:
+            log.error("cannot serve the admin endpoint", extra={
+                "listen": settings.admin_listen, "error": str(exc)})
+            await client.close()
+            return 1
+    main = asyncio.create_task(ctl.run())
+    stopper = asyncio.create_task(stop.wait())
+    code = 0
+    try:
+        await asyncio.wait([main, stopper], return_when=asyncio.FIRST_COMPLETED)
+        if main.done() and not main.cancelled() and main.exception() is not None:
+            log.critical("controller failed", exc_info=main.exception())
+            code = 1
+        else:
+            log.info("stopping")
+    finally:
+        stopper.cancel()
+        main.cancel()
+        await asyncio.gather(main, stopper, return_exceptions=True)
+        if ctl.elector is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(ctl.elector.release(), 5)
+        if admin is not None:
+            await admin.close()
+        await client.close()
+    return code
+
+
+def _setup_logging(level: str, fmt: str) -> None:
+    setup_logging(level, fmt)
+    # The HTTP stack logs every request at INFO and every socket step at DEBUG.
+    for name in ("httpx2", "httpcore2", "httpx", "httpcore"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def run(settings: ControllerSettings) -> int:
+    _setup_logging(settings.log_level, settings.log_format)
+    problem = _settings_error(settings)
+    if problem:
+        log.error("bad settings", extra={"error": problem})
+        return 2
+    try:
+        cluster = kconfig.load(settings.kubeconfig)
+    except kconfig.KubeConfigError as exc:
+        log.error("cannot reach Kubernetes", extra={"error": str(exc)})
+        return 1
+    return asyncio.run(_serve(settings, cluster))
+
+
+async def _cleanup(s: CleanupSettings, client: KubeClient, namespace: str) -> int:
+    if s.mode == "coredns":
+        sink = CorednsSink(s.configmap_namespace, s.configmap_name, s.configmap_key, "",
+                           s.dns_port)
+        try:
+            outcome = await write_configmap(client, sink.namespace, sink.name, sink.removal())
+        except SinkError as exc:
+            log.warning("nothing to remove from CoreDNS", extra={"error": str(exc)})
+            outcome = "absent"
+        log.info("CoreDNS rules removed" if outcome == "updated" else "no CoreDNS rules to "
+                 "remove", extra={"configmap": sink.where})
+    else:
+        isink = ImportSink(s.configmap_namespace, s.import_configmap_name, s.import_key, "")
+        outcome = await write_configmap(client, isink.namespace, isink.name, isink.removal())
+        log.info("import key removed" if outcome == "updated" else "no import key to remove",
+                 extra={"configmap": isink.where})
+        path = resource_path("v1", "configmaps", isink.namespace, isink.name)
+        if ImportSink.ours_and_empty(await client.get(path)) and await client.delete(path):
+            log.info("deleted the import ConfigMap we had created",
+                     extra={"configmap": f"{isink.namespace}/{isink.name}"})
+    published = resource_path("v1", "configmaps", namespace, s.publish_configmap)
+    if await client.delete(published):
+        log.info("deleted the published hosts", extra={
+            "configmap": f"{namespace}/{s.publish_configmap}"})
+    return 0
+
+
+async def _cleanup_main(s: CleanupSettings, cluster: kconfig.ClusterConfig) -> int:
+    client = _client(cluster, None)
+    namespace = kconfig.own_namespace(s.namespace, cluster)
+    try:
+        return await _cleanup(s, client, namespace)
+    except corefile.CorefileError as exc:
+        log.error("cleanup failed: the Corefile cannot be parsed; nothing was changed",
+                  extra={"error": str(exc)})
+    except ApiError as exc:
+        log.error("cleanup failed", extra={"error": str(exc)})
+    finally:
+        await client.close()
+    return 1
+
+
+def run_cleanup(settings: CleanupSettings) -> int:
+    """The uninstall step: our Corefile block (or import key) and the published hosts go."""
+    _setup_logging(settings.log_level, settings.log_format)
+    try:
+        cluster = kconfig.load(settings.kubeconfig)
+    except kconfig.KubeConfigError as exc:
+        log.error("cannot reach Kubernetes", extra={"error": str(exc)})
+        return 1
+    return asyncio.run(_cleanup_main(settings, cluster))

@@ -1,0 +1,1 @@
+"""The Kubernetes side of the controller: client, list+watch, leader election, Events."""

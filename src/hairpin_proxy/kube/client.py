@@ -1,0 +1,176 @@
+"""A small JSON client for the Kubernetes API: plain dicts in, plain dicts out.
+
+The HTTP client (TLS, bearer token re-read from its file on 401, client certificates, exec
+plugins) is built by lightkube's configuration layer. Requests and the watch stream are ours:
+the controller needs exact control over resourceVersions, 409s, 410s and stream silence, and
+works on generic objects (the policy takes mappings).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
+
+import httpx2 as httpx
+from lightkube.config.client_adapter import AsyncClient as _adapter_client
+from lightkube.config.client_adapter import ConnectionParams
+
+from hairpin_proxy.kube.config import ClusterConfig
+
+JsonObj = dict[str, Any]
+
+
+class ApiError(Exception):
+    """A failed API call; ``status`` 0 means the server could not be reached or stopped talking."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}" if status else message)
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+    @property
+    def retriable(self) -> bool:
+        return self.status in (0, 429) or self.status >= 500
+
+
+def resource_path(api: str, plural: str, namespace: str | None = None,
+                  name: str | None = None) -> str:
+    """``/api/v1/...`` for the core group ("v1"), ``/apis/<group>/<version>/...`` otherwise."""
+    out = "/api/v1" if api == "v1" else f"/apis/{api}"
+    if namespace:
+        out += f"/namespaces/{namespace}"
+    out += f"/{plural}"
+    if name:
+        out += f"/{name}"
+    return out
+
+
+def _error_from(resp: httpx.Response, body: bytes) -> ApiError:
+    reason, message = resp.reason_phrase, body[:300].decode("utf-8", "replace")
+    try:
+        status = json.loads(body)
+        if isinstance(status, dict) and status.get("kind") == "Status":
+            reason = str(status.get("reason") or reason)
+            message = str(status.get("message") or message)
+    except ValueError:
+        pass
+    return ApiError(resp.status_code, reason, message)
+
+
+class KubeClient:
+    def __init__(self, http: httpx.AsyncClient, *,
+                 on_response: Callable[[str, int], None] | None = None) -> None:
+        self.http = http
+        # Called with (verb, status) for every request: the requests metric.
+        self.on_response = on_response
+
+    @classmethod
+    def from_cluster(cls, cluster: ClusterConfig, *, timeout: float = 30.0,
+                     on_response: Callable[[str, int], None] | None = None) -> KubeClient:
+        params = ConnectionParams(timeout=httpx.Timeout(timeout))
+        return cls(_adapter_client(cluster.config, params), on_response=on_response)
+
+    async def close(self) -> None:
+        await self.http.aclose()
+
+    def _count(self, verb: str, status: int) -> None:
+        if self.on_response is not None:
+            self.on_response(verb, status)
+
+    async def request(self, method: str, path: str, *, params: Mapping[str, str] | None = None,
+                      body: Mapping[str, Any] | None = None) -> JsonObj:
+        content = None if body is None else json.dumps(body).encode()
+        headers = {"Accept": "application/json"}
+        if content is not None:
+            headers["Content-Type"] = "application/json"
+        try:
+            resp = await self.http.request(method, path, params=dict(params or {}),
+                                           content=content, headers=headers)
+        except httpx.HTTPError as exc:
+            self._count(method, 0)
+            raise ApiError(0, "Unreachable", f"{method} {path}: {exc!r}") from None
+        self._count(method, resp.status_code)
+        if resp.status_code >= 400:
+            raise _error_from(resp, resp.content)
+        try:
+            out = json.loads(resp.content) if resp.content else {}
+        except ValueError:
+            raise ApiError(0, "BadResponse", f"{method} {path}: response is not JSON") from None
+        if not isinstance(out, dict):
+            raise ApiError(0, "BadResponse", f"{method} {path}: response is not an object")
+        return out
+
+    async def get(self, path: str) -> JsonObj | None:
+        """The object, or None when it does not exist."""
+        try:
+            return await self.request("GET", path)
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    async def create(self, path: str, body: Mapping[str, Any]) -> JsonObj:
+        return await self.request("POST", path, body=body)
+
+    async def replace(self, path: str, body: Mapping[str, Any]) -> JsonObj:
+        """PUT; carries body.metadata.resourceVersion, so a stale write gets a 409."""
+        return await self.request("PUT", path, body=body)
+
+    async def delete(self, path: str) -> bool:
+        """True when deleted, False when it was already gone."""
+        try:
+            await self.request("DELETE", path)
+        except ApiError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    async def list(self, path: str, params: Mapping[str, str] | None = None, *,
+                   limit: int = 500) -> tuple[list[JsonObj], str]:
+        """Every item (following ``continue``), and the list's resourceVersion."""
+        items: list[JsonObj] = []
+        query = dict(params or {})
+        query["limit"] = str(limit)
+        while True:
+            page = await self.request("GET", path, params=query)
+            items.extend(page.get("items") or [])
+            meta = page.get("metadata") or {}
+            cont = meta.get("continue")
+            if not cont:
+                return items, str(meta.get("resourceVersion") or "")
+            query["continue"] = cont
+
+    async def watch(self, path: str, params: Mapping[str, str], *,
+                    silence_timeout: float) -> AsyncIterator[JsonObj]:
+        """Yield watch events until the server ends the stream.
+
+        Raises ApiError(0) when the stream falls silent for ``silence_timeout`` seconds or
+        breaks, ApiError(status) when the server refuses the watch.
+        """
+        query = dict(params)
+        query["watch"] = "true"
+        timeout = httpx.Timeout(30.0, read=silence_timeout)
+        try:
+            async with self.http.stream("GET", path, params=query, timeout=timeout,
+                                        headers={"Accept": "application/json"}) as resp:
+                self._count("WATCH", resp.status_code)
+                if resp.status_code >= 400:
+                    raise _error_from(resp, await resp.aread())
+                async for line in resp.aiter_lines():
+                    if not line.strip():
+                        continue
+                    try:
+                        event = json.loads(line)
+                    except ValueError:
+                        raise ApiError(0, "BadResponse", f"watch {path}: bad line") from None
+                    if isinstance(event, dict):
+                        yield event
+        except httpx.ReadTimeout:
+            raise ApiError(0, "Silent", f"watch {path}: no data for {silence_timeout:g}s") \
+                from None
+        except httpx.HTTPError as exc:
+            self._count("WATCH", 0)
+            raise ApiError(0, "Unreachable", f"watch {path}: {exc!r}") from None

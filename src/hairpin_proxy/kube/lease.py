@@ -1,0 +1,167 @@
+"""Leader election on a coordination.k8s.io/v1 Lease, with client-go's semantics.
+
+A candidate takes the Lease when it is free or when its record (holder, renewTime) has not
+changed for leaseDurationSeconds as measured by OUR clock since we first saw it — clocks of
+different nodes are never compared. Every update is a PUT with the resourceVersion read, so of
+two racing candidates one gets a 409. A leader renews every retry period; once it has gone
+``renew_deadline`` (< lease duration) without a successful renewal it stops leading, before
+anybody else may take the Lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
+
+log = logging.getLogger("hairpin_proxy.kube.lease")
+
+
+def micro_time(ts: float | None = None) -> str:
+    """A metav1.MicroTime: RFC 3339 with microseconds, UTC."""
+    dt = datetime.fromtimestamp(time.time() if ts is None else ts, UTC)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaderElector:
+    def __init__(self, client: KubeClient, *, namespace: str, name: str, identity: str,
+                 lease_duration: float, renew_deadline: float, retry_period: float,
+                 on_change: Callable[[bool], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if not retry_period < renew_deadline < lease_duration:
+            raise ValueError("leader election needs retry period < renew deadline < "
+                             "lease duration")
+        self.client = client
+        self.path = resource_path("coordination.k8s.io/v1", "leases", namespace, name)
+        self.collection = resource_path("coordination.k8s.io/v1", "leases", namespace)
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.lease_duration = lease_duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
+        self.on_change = on_change
+        self.clock = clock
+        self._leading = False
+        self._last_renew = float("-inf")
+        self._observed: tuple[str, str] | None = None
+        self._observed_at = 0.0
+        self._resource_version = ""
+        self.holder = ""
+
+    @property
+    def is_leader(self) -> bool:
+        """True only while our last renewal is fresh: a leader cut off stops writing at once."""
+        return self._leading and self.clock() - self._last_renew < self.renew_deadline
+
+    def _set_leading(self, leading: bool) -> None:
+        if leading == self._leading:
+            return
+        self._leading = leading
+        if leading:
+            log.info("became leader", extra={"lease": f"{self.namespace}/{self.name}",
+                                             "identity": self.identity})
+        else:
+            log.warning("stopped leading", extra={"lease": f"{self.namespace}/{self.name}",
+                                                  "identity": self.identity})
+        if self.on_change is not None:
+            self.on_change(leading)
+
+    async def run(self) -> None:
+        while True:
+            # The Lease is valid from when we sent the renewal, not from when it returned.
+            started = self.clock()
+            try:
+                ok = await asyncio.wait_for(self.try_acquire_or_renew(), self.retry_period * 2)
+            except (ApiError, TimeoutError) as exc:
+                ok = False
+                log.debug("lease attempt failed", extra={"error": str(exc) or "timeout"})
+            now = self.clock()
+            if ok:
+                self._last_renew = started
+                self._set_leading(True)
+            elif self._leading and now - self._last_renew >= self.renew_deadline:
+                self._set_leading(False)
+            await asyncio.sleep(self.retry_period)
+
+    async def try_acquire_or_renew(self) -> bool:
+        now_wall = time.time()
+        lease = await self.client.get(self.path)
+        if lease is None:
+            body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "metadata": {"name": self.name, "namespace": self.namespace},
+                    "spec": self._spec(now_wall, now_wall, 0)}
+            try:
+                created = await self.client.create(self.collection, body)
+            except ApiError as exc:
+                if exc.status == 409:
+                    return False
+                raise
+            self._remember(created)
+            return True
+        spec: dict[str, Any] = lease.get("spec") or {}
+        holder = str(spec.get("holderIdentity") or "")
+        record = (holder, str(spec.get("renewTime") or ""))
+        now = self.clock()
+        if record != self._observed:
+            self._observed = record
+            self._observed_at = now
+        self.holder = holder
+        duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
+        if holder and holder != self.identity and now < self._observed_at + duration:
+            return False
+        transitions = int(spec.get("leaseTransitions") or 0)
+        if holder == self.identity:
+            acquire = str(spec.get("acquireTime") or micro_time(now_wall))
+        else:
+            acquire = micro_time(now_wall)
+            transitions += 1
+        new = dict(lease)
+        new["spec"] = {**spec, **self._spec(None, now_wall, transitions)}
+        new["spec"]["acquireTime"] = acquire
+        try:
+            updated = await self.client.replace(self.path, new)
+        except ApiError as exc:
+            if exc.status == 409:
+                return False
+            raise
+        self._remember(updated)
+        return True
+
+    def _spec(self, acquire: float | None, renew: float, transitions: int) -> JsonObj:
+        spec: JsonObj = {"holderIdentity": self.identity,
+                         "leaseDurationSeconds": max(1, round(self.lease_duration)),
+                         "renewTime": micro_time(renew),
+                         "leaseTransitions": transitions}
+        if acquire is not None:
+            spec["acquireTime"] = micro_time(acquire)
+        return spec
+
+    def _remember(self, lease: JsonObj) -> None:
+        spec = lease.get("spec") or {}
+        self._observed = (str(spec.get("holderIdentity") or ""), str(spec.get("renewTime") or ""))
+        self._observed_at = self.clock()
+        self.holder = self._observed[0]
+
+    async def release(self) -> None:
+        """Give the Lease up on a clean shutdown so a standby takes over at once."""
+        if not self._leading:
+            return
+        self._set_leading(False)
+        with contextlib.suppress(ApiError):
+            lease = await self.client.get(self.path)
+            if lease is None:
+                return
+            spec = lease.get("spec") or {}
+            if spec.get("holderIdentity") != self.identity:
+                return
+            lease["spec"] = {**spec, "holderIdentity": "", "leaseDurationSeconds": 1,
+                             "renewTime": micro_time()}
+            await self.client.replace(self.path, lease)
+            log.info("released the lease", extra={"lease": f"{self.namespace}/{self.name}"})

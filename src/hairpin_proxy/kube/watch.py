@@ -1,0 +1,174 @@
+"""The list+watch loop: a local cache of one kind of object kept in step with the API.
+
+List, then watch from the list's resourceVersion with bookmarks; reconnect (from the last
+resourceVersion seen) when a stream ends or falls silent; relist on 410 Gone; back off with
+jitter on errors. After a relist the cache is replaced wholesale, so a deletion that happened
+while the watch was down is not missed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable, Mapping
+
+from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient
+
+log = logging.getLogger("hairpin_proxy.kube.watch")
+
+
+class Backoff:
+    """Exponential backoff with full jitter, reset after a success."""
+
+    def __init__(self, base: float = 0.5, cap: float = 10.0) -> None:
+        self.base = base
+        self.cap = cap
+        self.failures = 0
+
+    def next_delay(self) -> float:
+        self.failures += 1
+        ceiling = min(self.cap, self.base * 2 ** min(self.failures - 1, 20))
+        return random.uniform(ceiling / 2, ceiling)
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+def object_key(obj: Mapping[str, object]) -> str:
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        return ""
+    ns, name = meta.get("namespace") or "", meta.get("name") or ""
+    return f"{ns}/{name}"
+
+
+def _strip(obj: JsonObj) -> JsonObj:
+    # managedFields can be most of an object's size and nothing here reads it.
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj
+
+
+class _Gone(Exception):
+    pass
+
+
+class Reflector:
+    """Keeps ``cache`` (key "namespace/name" → object) in step with one API collection.
+
+    ``on_change`` is called (synchronously, cheaply) after every change to the cache;
+    ``synced`` is set once the first list has been loaded.
+    """
+
+    def __init__(self, client: KubeClient, path: str, *, kind: str,
+                 on_change: Callable[[], None],
+                 params: Mapping[str, str] | None = None,
+                 silence_timeout: float = 70.0,
+                 on_restart: Callable[[str, str], None] | None = None,
+                 backoff: Backoff | None = None) -> None:
+        self.client = client
+        self.path = path
+        self.kind = kind
+        self.params = dict(params or {})
+        self.on_change = on_change
+        self.silence_timeout = silence_timeout
+        # Called with (kind, why) whenever a watch has to be re-established.
+        self.on_restart = on_restart
+        self.backoff = backoff or Backoff()
+        self.cache: dict[str, JsonObj] = {}
+        self.resource_version = ""
+        self.synced = asyncio.Event()
+        self.last_error: str = ""
+        # Bumped on every change to the cache: lets readers skip recomputing from it.
+        self.generation = 0
+
+    def get(self, key: str) -> JsonObj | None:
+        return self.cache.get(key)
+
+    def _restarted(self, why: str) -> None:
+        if self.on_restart is not None:
+            self.on_restart(self.kind, why)
+
+    async def run(self) -> None:
+        need_list = True
+        while True:
+            try:
+                if need_list:
+                    await self._list()
+                    need_list = False
+                await self._watch()
+                self._restarted("closed")
+                log.debug("watch ended; resuming", extra={"kind": self.kind})
+            except _Gone:
+                log.info("watch expired (410); relisting", extra={"kind": self.kind})
+                self._restarted("gone")
+                need_list = True
+            except ApiError as exc:
+                if exc.status == 410:
+                    self._restarted("gone")
+                    need_list = True
+                    continue
+                if exc.reason == "Silent":
+                    # Quiet streams are normal; reconnect at once, no backoff.
+                    log.debug("watch silent; reconnecting", extra={"kind": self.kind})
+                    self._restarted("silent")
+                    continue
+                delay = self.backoff.next_delay()
+                self.last_error = str(exc)
+                level = logging.DEBUG if self.backoff.failures > 3 else logging.WARNING
+                log.log(level, "list/watch failed; retrying",
+                        extra={"kind": self.kind, "error": str(exc),
+                               "retry_in": round(delay, 2)})
+                self._restarted("error")
+                await asyncio.sleep(delay)
+
+    async def _list(self) -> None:
+        items, rv = await self.client.list(self.path, self.params)
+        fresh = {object_key(o): _strip(o) for o in items}
+        changed = fresh != self.cache or not self.synced.is_set()
+        self.cache = fresh
+        self.resource_version = rv
+        self.backoff.reset()
+        self.last_error = ""
+        log.debug("listed", extra={"kind": self.kind, "count": len(fresh),
+                                   "resource_version": rv})
+        self.synced.set()
+        if changed:
+            self.generation += 1
+            self.on_change()
+
+    async def _watch(self) -> None:
+        params = dict(self.params)
+        params["resourceVersion"] = self.resource_version
+        params["allowWatchBookmarks"] = "true"
+        # Let the server end the stream now and then (as client-go does) so that a
+        # half-dead connection is never trusted for long.
+        params["timeoutSeconds"] = str(random.randint(300, 600))
+        async for event in self.client.watch(self.path, params,
+                                             silence_timeout=self.silence_timeout):
+            etype = event.get("type")
+            obj = event.get("object")
+            if not isinstance(obj, dict):
+                continue
+            if etype == "ERROR":
+                if obj.get("code") == 410:
+                    raise _Gone()
+                raise ApiError(int(obj.get("code") or 0), str(obj.get("reason") or "Error"),
+                               str(obj.get("message") or "watch error"))
+            rv = (obj.get("metadata") or {}).get("resourceVersion")
+            if rv:
+                self.resource_version = str(rv)
+            self.backoff.reset()
+            if etype == "BOOKMARK":
+                continue
+            key = object_key(obj)
+            if etype in ("ADDED", "MODIFIED"):
+                self.cache[key] = _strip(obj)
+            elif etype == "DELETED":
+                self.cache.pop(key, None)
+            else:
+                continue
+            self.generation += 1
+            self.on_change()

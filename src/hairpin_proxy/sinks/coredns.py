@@ -1,0 +1,63 @@
+"""Inline mode: our managed block inside the CoreDNS Corefile itself."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hairpin_proxy import corefile
+from hairpin_proxy.kube.client import JsonObj
+from hairpin_proxy.sinks.configmap import Mutate
+
+
+class SinkError(RuntimeError):
+    """The target cannot be written as things stand (missing ConfigMap or key)."""
+
+
+@dataclass(frozen=True)
+class CorednsSink:
+    namespace: str
+    name: str
+    key: str
+    target: str
+    dns_port: int = 53
+
+    @property
+    def where(self) -> str:
+        return f"{self.namespace}/{self.name}[{self.key}]"
+
+    def text(self, cm: JsonObj | None) -> str:
+        if cm is None:
+            raise SinkError(f"CoreDNS ConfigMap {self.namespace}/{self.name} not found")
+        text = (cm.get("data") or {}).get(self.key)
+        if not isinstance(text, str):
+            raise SinkError(f"CoreDNS ConfigMap {self.namespace}/{self.name} has no key "
+                            f"{self.key!r}")
+        return text
+
+    def current_hosts(self, cm: JsonObj | None) -> tuple[str, ...]:
+        """What our managed block holds now (the mass-removal guard's starting point)."""
+        return corefile.managed_hosts(self.text(cm), dns_port=self.dns_port)
+
+    def mutate(self, hosts: Sequence[str]) -> Mutate:
+        def change(cm: JsonObj | None) -> JsonObj | None:
+            text = self.text(cm)
+            new = corefile.apply(text, hosts, target=self.target, dns_port=self.dns_port)
+            if new == text:
+                return None
+            assert cm is not None
+            cm["data"][self.key] = new
+            return cm
+        return change
+
+    def removal(self) -> Mutate:
+        """The uninstall change: our block out, the rest byte for byte as it was."""
+        def change(cm: JsonObj | None) -> JsonObj | None:
+            text = self.text(cm)
+            new = corefile.remove(text, dns_port=self.dns_port)
+            if new == text:
+                return None
+            assert cm is not None
+            cm["data"][self.key] = new
+            return cm
+        return change

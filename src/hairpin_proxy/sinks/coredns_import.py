@@ -1,0 +1,56 @@
+"""Import mode: one key of the ConfigMap the Corefile imports (``coredns-custom``).
+
+Only our key is ever written; the ConfigMap is created when absent (labelled as ours, so that
+cleanup may delete it again when nothing else lives in it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hairpin_proxy import corefile
+from hairpin_proxy.kube.client import JsonObj
+from hairpin_proxy.sinks.configmap import MANAGED_BY, Mutate
+
+
+@dataclass(frozen=True)
+class ImportSink:
+    namespace: str
+    name: str
+    key: str
+    target: str
+
+    @property
+    def where(self) -> str:
+        return f"{self.namespace}/{self.name}[{self.key}]"
+
+    def mutate(self, hosts: Sequence[str]) -> Mutate:
+        snippet = corefile.import_snippet(hosts, target=self.target)
+
+        def change(cm: JsonObj | None) -> JsonObj | None:
+            if cm is None:
+                return {"metadata": {"labels": dict(MANAGED_BY)}, "data": {self.key: snippet}}
+            data = cm.get("data") or {}
+            if data.get(self.key) == snippet:
+                return None
+            cm["data"] = {**data, self.key: snippet}
+            return cm
+        return change
+
+    def removal(self) -> Mutate:
+        def change(cm: JsonObj | None) -> JsonObj | None:
+            if cm is None or self.key not in (cm.get("data") or {}):
+                return None
+            del cm["data"][self.key]
+            return cm
+        return change
+
+    @staticmethod
+    def ours_and_empty(cm: JsonObj | None) -> bool:
+        """A ConfigMap we created and that holds nothing any more: safe to delete."""
+        if cm is None:
+            return False
+        labels = (cm.get("metadata") or {}).get("labels") or {}
+        return (all(labels.get(k) == v for k, v in MANAGED_BY.items())
+                and not cm.get("data") and not cm.get("binaryData"))

@@ -1,0 +1,56 @@
+"""The published host list: a ConfigMap in our namespace that the etchosts node agents watch.
+
+Keys: ``hosts`` (sorted, one per line) and ``addresses`` (the proxy Service's ClusterIPs, one
+per line). Other keys are left alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hairpin_proxy.kube.client import JsonObj
+from hairpin_proxy.sinks.configmap import MANAGED_BY, Mutate
+
+
+def lines(items: Sequence[str]) -> str:
+    return "".join(f"{item}\n" for item in items)
+
+
+def parse_lines(text: object) -> tuple[str, ...]:
+    if not isinstance(text, str):
+        return ()
+    return tuple(line.strip() for line in text.splitlines() if line.strip()
+                 and not line.lstrip().startswith("#"))
+
+
+def service_addresses(svc: JsonObj | None) -> tuple[str, ...]:
+    """The Service's ClusterIPs (both families when dual-stack); none when headless or absent."""
+    if svc is None:
+        return ()
+    spec = svc.get("spec") or {}
+    ips = spec.get("clusterIPs") or [spec.get("clusterIP")]
+    return tuple(ip for ip in ips if isinstance(ip, str) and ip and ip != "None")
+
+
+@dataclass(frozen=True)
+class PublishedSink:
+    namespace: str
+    name: str
+
+    @property
+    def where(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def mutate(self, hosts: Sequence[str], addresses: Sequence[str]) -> Mutate:
+        data = {"hosts": lines(sorted(hosts)), "addresses": lines(addresses)}
+
+        def change(cm: JsonObj | None) -> JsonObj | None:
+            if cm is None:
+                return {"metadata": {"labels": dict(MANAGED_BY)}, "data": data}
+            old = cm.get("data") or {}
+            if all(old.get(k) == v for k, v in data.items()):
+                return None
+            cm["data"] = {**old, **data}
+            return cm
+        return change
