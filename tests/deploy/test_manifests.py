@@ -1,0 +1,411 @@
+"""The Kustomize manifests: schema-valid, hardened, least-privilege, and in step with the CLI.
+
+Every check runs over every render: the base, each overlay, and the base with each component.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from kubernetes_validate import utils as kv_utils
+
+from hairpin_proxy.cli import COMMANDS, build_parser
+from hairpin_proxy.settings import KubeSettings, env_name, settings_from_args
+from tests.deploy.rendering import BASE, DEPLOY, Doc, find, render, workloads
+
+MIN_SCHEMA = (1, 29)
+NONROOT_UID = 65532
+# The one workload that must run as root (it writes the node's /etc/hosts).
+ROOT_ALLOWED = {("DaemonSet", "hairpin-proxy-etchosts")}
+READ_VERBS = {"get", "list", "watch"}
+FORBIDDEN_VERBS = {"*", "escalate", "bind", "impersonate", "deletecollection"}
+
+
+def schema_versions() -> list[str]:
+    """Every Kubernetes minor from 1.29 to the newest the installed package ships."""
+    found = {tuple(int(p) for p in v.split(".")[:2]) for v in kv_utils.all_versions()}
+    return [f"{major}.{minor}" for major, minor in sorted(found) if (major, minor) >= MIN_SCHEMA]
+
+
+def pod_spec(workload: Doc) -> dict[str, Any]:
+    spec: dict[str, Any] = workload["spec"]["template"]["spec"]
+    return spec
+
+
+def subparsers() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    raise AssertionError("the CLI has no subcommands")
+
+
+# --------------------------------------------------------------------------- rendering
+
+def test_every_kustomization_is_rendered(renders: dict[str, list[Doc]]) -> None:
+    assert {"base", "overlays/k3s", "overlays/aks", "overlays/rke2", "overlays/etchosts",
+            "components/traefik", "components/coredns-import", "components/rke2",
+            "components/proxy-v2", "components/etchosts"} <= set(renders)
+    for name, docs in renders.items():
+        assert docs, name
+
+
+def test_rendered_single_file_matches_the_base(kubectl: str) -> None:
+    """deploy/hairpin-proxy.yaml is `kubectl kustomize deploy/base > deploy/hairpin-proxy.yaml`."""
+    committed = [d for d in yaml.safe_load_all((DEPLOY / "hairpin-proxy.yaml").read_text()) if d]
+    assert committed == render(kubectl, BASE), (
+        "deploy/hairpin-proxy.yaml is stale: run `kubectl kustomize deploy/base > "
+        "deploy/hairpin-proxy.yaml`")
+
+
+def test_base_objects(renders: dict[str, list[Doc]]) -> None:
+    docs = renders["base"]
+    kinds = sorted((d["kind"], d["metadata"]["name"]) for d in docs)
+    assert ("Namespace", "hairpin-proxy") in kinds
+    for kind, name in [("Deployment", "hairpin-proxy"), ("Deployment", "hairpin-proxy-controller"),
+                       ("Service", "hairpin-proxy"), ("ServiceAccount", "hairpin-proxy"),
+                       ("ServiceAccount", "hairpin-proxy-controller"),
+                       ("PodDisruptionBudget", "hairpin-proxy")]:
+        find(docs, kind, name, "hairpin-proxy")
+    # Only one namespace of ours; the only foreign one is kube-system (the CoreDNS Role).
+    namespaces = {d["metadata"].get("namespace") for d in docs} - {None}
+    assert namespaces == {"hairpin-proxy", "kube-system"}
+
+
+# --------------------------------------------------------------------------- schemas
+
+def test_schema_versions_cover_129_to_newest() -> None:
+    versions = schema_versions()
+    assert versions[0] == "1.29"
+    assert versions[-1] == ".".join(kubernetes_validate.latest_version().split(".")[:2])
+
+
+def test_every_object_validates_strictly_against_every_schema(
+        renders: dict[str, list[Doc]]) -> None:
+    unique: dict[str, Doc] = {}
+    for docs in renders.values():
+        for d in docs:
+            unique[yaml.safe_dump(d, sort_keys=True)] = d
+    failures = []
+    for version in schema_versions():
+        for d in unique.values():
+            try:
+                kubernetes_validate.validate(d, version, strict=True)
+            except (kubernetes_validate.ValidationError,
+                    kubernetes_validate.SchemaNotFoundError) as exc:
+                failures.append(f"{version} {d['kind']}/{d['metadata']['name']}: {exc}")
+    assert not failures, "\n".join(failures)
+
+
+def test_strict_validation_rejects_unknown_fields(renders: dict[str, list[Doc]]) -> None:
+    """The validator really is strict: a misspelt field fails on every version."""
+    bad = copy.deepcopy(find(renders["base"], "Deployment", "hairpin-proxy"))
+    bad["spec"]["template"]["spec"]["containers"][0]["readOnlyRootFileSystem"] = True
+    for version in schema_versions():
+        with pytest.raises(kubernetes_validate.ValidationError):
+            kubernetes_validate.validate(bad, version, strict=True)
+
+
+# --------------------------------------------------------------------------- hardening
+
+@pytest.mark.parametrize("name", ["base", "overlays/k3s", "overlays/aks", "overlays/rke2",
+                                  "overlays/etchosts", "components/traefik",
+                                  "components/coredns-import", "components/rke2",
+                                  "components/proxy-v2", "components/etchosts"])
+def test_workloads_are_hardened(renders: dict[str, list[Doc]], name: str) -> None:
+    for w in workloads(renders[name]):
+        what = f"{name}: {w['kind']}/{w['metadata']['name']}"
+        spec = pod_spec(w)
+        root_ok = (w["kind"], w["metadata"]["name"]) in ROOT_ALLOWED
+        pod_sc = spec.get("securityContext", {})
+        assert pod_sc.get("seccompProfile", {}).get("type") == "RuntimeDefault", what
+        assert not spec.get("hostNetwork") and not spec.get("hostPID") and not spec.get(
+            "hostIPC"), what
+        for volume in spec.get("volumes", []):
+            if "hostPath" in volume:
+                assert root_ok and volume["hostPath"]["path"] == "/etc", what
+        for c in spec["containers"]:
+            sc = c["securityContext"]
+            cwhat = f"{what} container {c['name']}"
+            assert sc["readOnlyRootFilesystem"] is True, cwhat
+            assert sc["allowPrivilegeEscalation"] is False, cwhat
+            assert sc.get("privileged", False) is False, cwhat
+            assert sc["capabilities"]["drop"] == ["ALL"], cwhat
+            assert not sc["capabilities"].get("add"), cwhat
+            assert sc.get("seccompProfile", pod_sc.get("seccompProfile", {})).get(
+                "type") == "RuntimeDefault", cwhat
+            if root_ok:
+                assert sc["runAsUser"] == 0, cwhat
+            else:
+                for ctx in (pod_sc, sc):
+                    assert ctx["runAsNonRoot"] is True, cwhat
+                    assert ctx["runAsUser"] == NONROOT_UID, cwhat
+            for kind in ("requests", "limits"):
+                assert {"cpu", "memory"} <= set(c["resources"][kind]), f"{cwhat} {kind}"
+            ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+            assert ports.get("admin") == 9090, cwhat
+            live = c["livenessProbe"]["httpGet"]
+            assert (live["path"], live["port"]) == ("/healthz", "admin"), cwhat
+            if w["kind"] == "Deployment":
+                ready = c["readinessProbe"]["httpGet"]
+                assert (ready["path"], ready["port"]) == ("/readyz", "admin"), cwhat
+
+
+def test_etchosts_agent_runs_on_every_node_and_only_it_is_root(
+        renders: dict[str, list[Doc]]) -> None:
+    docs = renders["components/etchosts"]
+    ds = find(docs, "DaemonSet", "hairpin-proxy-etchosts", "hairpin-proxy")
+    assert {"operator": "Exists"} in pod_spec(ds)["tolerations"]
+    mounts = {m["name"]: m["mountPath"] for m in pod_spec(ds)["containers"][0]["volumeMounts"]}
+    host_etc = next(v for v in pod_spec(ds)["volumes"] if v["name"] == "host-etc")
+    # A directory mount, so the agent can rename() a new hosts file into place.
+    assert host_etc["hostPath"] == {"path": "/etc", "type": "Directory"}
+    assert "--hosts-file=" + mounts["host-etc"] + "/hosts" in pod_spec(ds)["containers"][0][
+        "args"]
+    roots = [w["metadata"]["name"] for w in workloads(docs)
+             if pod_spec(w).get("securityContext", {}).get("runAsUser") == 0]
+    assert roots == ["hairpin-proxy-etchosts"]
+    # Root + hostPath is outside every Pod Security level but "privileged".
+    ns = find(docs, "Namespace", "hairpin-proxy")
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert find(renders["base"], "Namespace", "hairpin-proxy")["metadata"]["labels"][
+        "pod-security.kubernetes.io/enforce"] == "restricted"
+
+
+def test_proxy_deployment_service_and_budget(renders: dict[str, list[Doc]]) -> None:
+    docs = renders["base"]
+    deploy = find(docs, "Deployment", "hairpin-proxy", "hairpin-proxy")
+    assert deploy["spec"]["replicas"] == 2
+    spec = pod_spec(deploy)
+    assert spec["automountServiceAccountToken"] is False
+    assert any(t["topologyKey"] == "kubernetes.io/hostname"
+               for t in spec["topologySpreadConstraints"])
+    assert spec["affinity"]["podAntiAffinity"]
+    container = spec["containers"][0]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"http": 8080, "https": 8443, "admin": 9090}
+
+    service = find(docs, "Service", "hairpin-proxy", "hairpin-proxy")
+    assert service["spec"]["type"] == "ClusterIP"
+    assert service["spec"]["selector"] == deploy["spec"]["selector"]["matchLabels"]
+    resolved = {p["port"]: ports[p["targetPort"]] if isinstance(p["targetPort"], str)
+                else p["targetPort"] for p in service["spec"]["ports"]}
+    assert resolved == {80: 8080, 443: 8443}
+
+    for name in ("hairpin-proxy", "hairpin-proxy-controller"):
+        budget = find(docs, "PodDisruptionBudget", name, "hairpin-proxy")
+        target = find(docs, "Deployment", name, "hairpin-proxy")
+        assert budget["spec"]["minAvailable"] == 1
+        assert budget["spec"]["selector"]["matchLabels"] == target["spec"]["selector"][
+            "matchLabels"]
+        assert target["spec"]["replicas"] >= 2
+
+
+def test_controller_elects_a_leader_and_knows_its_namespace(
+        renders: dict[str, list[Doc]]) -> None:
+    ctl = pod_spec(find(renders["base"], "Deployment", "hairpin-proxy-controller"))["containers"][0]
+    assert ctl["args"][:2] == ["controller", "--leader-elect"]
+    env = {e["name"]: e for e in ctl["env"]}
+    assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+
+
+def test_one_image_everywhere(renders: dict[str, list[Doc]]) -> None:
+    images = yaml.safe_load((BASE / "kustomization.yaml").read_text())["images"]
+    assert len(images) == 1
+    expected = f"{images[0]['newName']}:{images[0]['newTag']}"
+    for name, docs in renders.items():
+        for w in workloads(docs):
+            for c in pod_spec(w)["containers"]:
+                assert c["image"] == expected, f"{name}: {w['metadata']['name']}"
+
+
+def test_component_effects(renders: dict[str, list[Doc]]) -> None:
+    def container(render_name: str, deploy: str) -> dict[str, Any]:
+        c: dict[str, Any] = pod_spec(find(renders[render_name], "Deployment", deploy))[
+            "containers"][0]
+        return c
+
+    def target(render_name: str) -> str:
+        env = {e["name"]: e.get("value") for e in container(render_name, "hairpin-proxy")["env"]}
+        return str(env["TARGET_SERVER"])
+
+    assert target("base") == "ingress-nginx-controller.ingress-nginx.svc.cluster.local"
+    assert target("components/traefik") == "traefik.traefik.svc.cluster.local"
+    assert target("overlays/k3s") == "traefik.kube-system.svc.cluster.local"
+    assert "--proxy-protocol=v2" in container("components/proxy-v2", "hairpin-proxy")["args"]
+    assert "--mode=coredns-import" in container("components/coredns-import",
+                                                "hairpin-proxy-controller")["args"]
+    assert "--configmap-name=rke2-coredns-rke2-coredns" in container(
+        "components/rke2", "hairpin-proxy-controller")["args"]
+
+
+# --------------------------------------------------------------------------- CLI consistency
+
+def test_every_container_arg_is_a_real_flag(renders: dict[str, list[Doc]]) -> None:
+    commands = subparsers()
+    by_name = {c.name: c for c in COMMANDS}
+    for name, docs in renders.items():
+        for w in workloads(docs):
+            for c in pod_spec(w)["containers"]:
+                what = f"{name}: {w['metadata']['name']}/{c['name']}"
+                args = list(c.get("args", []))
+                assert not c.get("command"), f"{what}: use args; the entrypoint is the CLI"
+                assert args and args[0] in commands, f"{what}: unknown command {args[:1]}"
+                sub = commands[args[0]]
+                for arg in args[1:]:
+                    if arg.startswith("--"):
+                        flag = arg.split("=", 1)[0]
+                        assert flag in sub._option_string_actions, f"{what}: unknown {flag}"
+                # The whole command line parses, and its values convert into settings.
+                namespace = build_parser().parse_args(args)
+                del namespace.command
+                settings_cls = by_name[args[0]].settings
+                literal_env = {e["name"]: e["value"] for e in c.get("env", []) if "value" in e}
+                settings_from_args(settings_cls, namespace, environ=literal_env)
+                known_env = {env_name(f) for f in dataclasses.fields(settings_cls)}
+                if issubclass(settings_cls, KubeSettings):
+                    known_env.add("POD_NAMESPACE")
+                for e in c.get("env", []):
+                    assert e["name"] in known_env, f"{what}: env {e['name']} is not read"
+
+
+def test_flag_check_catches_a_misspelt_flag() -> None:
+    sub = subparsers()["controller"]
+    assert "--leader-elect" in sub._option_string_actions
+    assert "--leader-election" not in sub._option_string_actions
+
+
+# --------------------------------------------------------------------------- RBAC
+
+def rbac_problems(docs: list[Doc]) -> list[str]:
+    """Everything about the RBAC in one render that breaks least privilege."""
+    problems = []
+    for d in docs:
+        if d["kind"] not in ("Role", "ClusterRole"):
+            continue
+        where = f"{d['kind']}/{d['metadata']['name']}"
+        for rule in d.get("rules", []):
+            for key in ("verbs", "resources", "apiGroups", "resourceNames"):
+                if "*" in rule.get(key, []) or any("*" in v for v in rule.get(key, [])):
+                    problems.append(f"{where}: wildcard in {key}")
+            verbs = set(rule["verbs"])
+            resources = set(rule.get("resources", []))
+            if verbs & FORBIDDEN_VERBS:
+                problems.append(f"{where}: forbidden verbs {sorted(verbs & FORBIDDEN_VERBS)}")
+            if resources & {"secrets", "pods/exec", "serviceaccounts/token", "nodes"}:
+                problems.append(f"{where}: sensitive resources {sorted(resources)}")
+            if rule.get("nonResourceURLs"):
+                problems.append(f"{where}: nonResourceURLs")
+            if "configmaps" in resources and not rule.get("resourceNames") and verbs != {
+                    "create"}:
+                problems.append(f"{where}: configmaps without resourceNames ({sorted(verbs)})")
+            if d["kind"] == "ClusterRole" and not verbs <= READ_VERBS and resources != {
+                    "events"}:
+                problems.append(f"{where}: cluster-wide write on {sorted(resources)}")
+    return problems
+
+
+def test_rbac_is_least_privilege(renders: dict[str, list[Doc]]) -> None:
+    for name, docs in renders.items():
+        assert rbac_problems(docs) == [], name
+
+
+def test_rbac_checker_flags_broad_rules() -> None:
+    role: Doc = {"kind": "ClusterRole", "metadata": {"name": "x"}, "rules": [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "update"]},
+        {"apiGroups": ["*"], "resources": ["ingresses"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
+    ]}
+    problems = rbac_problems([role])
+    assert any("configmaps without resourceNames" in p for p in problems)
+    assert any("wildcard in apiGroups" in p for p in problems)
+    assert any("sensitive" in p for p in problems)
+    assert any("cluster-wide write" in p for p in problems)
+
+
+def allowed(docs: list[Doc], sa: str, namespace: str, group: str,  # noqa: PLR0917 - one
+            resource: str, verb: str, name: str | None = None) -> bool:  # RBAC request's fields
+    """Whether ServiceAccount hairpin-proxy/<sa> may do this, per the rendered bindings."""
+    roles = {(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]): d for d in docs
+             if d["kind"] in ("Role", "ClusterRole")}
+    for b in docs:
+        if b["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
+            continue
+        if not any(s["kind"] == "ServiceAccount" and s["name"] == sa
+                   and s["namespace"] == "hairpin-proxy" for s in b["subjects"]):
+            continue
+        scope = b["metadata"].get("namespace")
+        if scope is not None and scope != namespace:
+            continue
+        ref = b["roleRef"]
+        role = roles.get((ref["kind"], scope if ref["kind"] == "Role" else None, ref["name"]))
+        assert role is not None, f"binding {b['metadata']['name']} points at a missing role"
+        for rule in role["rules"]:
+            if (group in rule["apiGroups"] and resource in rule["resources"]
+                    and verb in rule["verbs"]
+                    and (not rule.get("resourceNames") or name in rule["resourceNames"])):
+                return True
+    return False
+
+
+def controller_flags(docs: list[Doc]) -> dict[str, str]:
+    args = pod_spec(find(docs, "Deployment", "hairpin-proxy-controller"))["containers"][0]["args"]
+    namespace = build_parser().parse_args(args)
+    del namespace.command
+    settings = settings_from_args(next(c.settings for c in COMMANDS if c.name == "controller"),
+                                  namespace, environ={})
+    return {k: str(v) for k, v in dataclasses.asdict(settings).items()}
+
+
+@pytest.mark.parametrize("name", ["base", "overlays/k3s", "overlays/aks", "overlays/rke2",
+                                  "overlays/etchosts", "components/coredns-import",
+                                  "components/rke2"])
+def test_controller_may_do_exactly_what_its_flags_say(
+        renders: dict[str, list[Doc]], name: str) -> None:
+    docs = renders[name]
+    flags = controller_flags(docs)
+    sa, own = "hairpin-proxy-controller", "hairpin-proxy"
+    dns_ns = flags["configmap_namespace"]
+    written = (flags["import_configmap_name"] if flags["mode"] == "coredns-import"
+               else flags["configmap_name"])
+    for verb in ("get", "list", "watch", "update", "patch"):
+        assert allowed(docs, sa, dns_ns, "", "configmaps", verb, written), (name, verb)
+    # ... and no other ConfigMap there may be changed.
+    assert not allowed(docs, sa, dns_ns, "", "configmaps", "update", "kube-root-ca.crt")
+    assert not allowed(docs, sa, dns_ns, "", "configmaps", "delete", written)
+    if flags["mode"] == "coredns-import":
+        assert not allowed(docs, sa, dns_ns, "", "configmaps", "update", flags["configmap_name"])
+        assert allowed(docs, sa, dns_ns, "", "configmaps", "get", flags["configmap_name"])
+    for kind in ("ingresses", "ingressclasses"):
+        for verb in sorted(READ_VERBS):
+            assert allowed(docs, sa, "any-namespace", "networking.k8s.io", kind, verb)
+        assert not allowed(docs, sa, "any-namespace", "networking.k8s.io", kind, "update")
+    assert allowed(docs, sa, "any-namespace", "", "events", "create")
+    assert allowed(docs, sa, own, "coordination.k8s.io", "leases", "create")
+    for verb in ("get", "update"):
+        assert allowed(docs, sa, own, "coordination.k8s.io", "leases", verb, flags["lease_name"])
+        assert not allowed(docs, sa, own, "coordination.k8s.io", "leases", verb, "other")
+    for verb in ("get", "watch", "update", "delete"):
+        assert allowed(docs, sa, own, "", "configmaps", verb, flags["publish_configmap"])
+    assert not allowed(docs, sa, "default", "", "configmaps", "get", flags["publish_configmap"])
+    # The proxy has no API access at all.
+    assert not any(s["name"] == "hairpin-proxy" for b in docs
+                   if b["kind"].endswith("Binding") for s in b["subjects"])
+
+
+def test_etchosts_agent_may_only_read_the_published_hosts(
+        renders: dict[str, list[Doc]]) -> None:
+    docs = renders["components/etchosts"]
+    sa = "hairpin-proxy-etchosts"
+    for verb in sorted(READ_VERBS):
+        assert allowed(docs, sa, "hairpin-proxy", "", "configmaps", verb, "hairpin-proxy-hosts")
+    assert not allowed(docs, sa, "hairpin-proxy", "", "configmaps", "update",
+                       "hairpin-proxy-hosts")
+    assert not allowed(docs, sa, "hairpin-proxy", "", "configmaps", "get", "other")
+    assert not allowed(docs, sa, "any", "networking.k8s.io", "ingresses", "list")
