@@ -1,0 +1,340 @@
+"""One relayed connection: its client and upstream halves, flow control and half-close.
+
+Each half is an asyncio Protocol that writes what it receives straight into the other half's
+transport. When a transport's write buffer passes its high-water mark, the *other* half stops
+reading until it drains, so a slow reader holds at most a bounded buffer per direction. EOF from
+one side becomes a write EOF (shutdown(SHUT_WR)) on the other; the pipe closes once both
+directions have ended. A reset on either side is passed on as a reset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from hairpin_proxy.addresses import format_hostport
+from hairpin_proxy.metrics import CounterChild
+from hairpin_proxy.relay.resolve import ConnectError, Resolver
+from hairpin_proxy.relay.spec import ListenerSpec
+from hairpin_proxy.relay.stats import ListenerStats
+
+log = logging.getLogger("hairpin_proxy.relay")
+
+# Per direction a pipe buffers at most HIGH_WATER plus one read (256 KiB in asyncio and uvloop).
+HIGH_WATER = 256 * 1024
+LOW_WATER = 64 * 1024
+
+HostPort = tuple[str, int]
+Encoder = Callable[[HostPort | None, HostPort | None], bytes]
+
+_LINGER_ZERO = struct.pack("ii", 1, 0)
+
+
+def _hostport(sockaddr: Any) -> HostPort | None:
+    if not isinstance(sockaddr, tuple) or len(sockaddr) < 2:
+        return None
+    # A link-local IPv6 address can carry a zone ("%eth0") that has no place in a header.
+    return str(sockaddr[0]).split("%", 1)[0], int(sockaddr[1])
+
+
+@dataclass
+class Route:
+    """What every connection of one listener shares."""
+
+    spec: ListenerSpec
+    stats: ListenerStats
+    resolver: Resolver
+    encode: Encoder
+    connect_timeout: float
+    max_connections: int
+    live: set[Pipe]
+    limit_log: RateLimit = field(default_factory=lambda: RateLimit(1.0))
+    drained: asyncio.Event | None = None  # set once ``live`` empties, while shutting down
+
+
+class RateLimit:
+    """At most one line per ``interval`` for floods (over-limit refusals); counts the rest."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self.next_at = 0.0
+        self.suppressed = 0
+
+    def allow(self) -> int | None:
+        """None to stay quiet, else how many lines were held back since the last one."""
+        now = time.monotonic()
+        if now < self.next_at:
+            self.suppressed += 1
+            return None
+        self.next_at = now + self.interval
+        held, self.suppressed = self.suppressed, 0
+        return held
+
+
+class Half(asyncio.Protocol):
+    """One side of a pipe; what it reads goes to the other side's transport."""
+
+    __slots__ = ("counter", "eof", "lost", "nbytes", "paused", "peer", "pipe", "role",
+                 "transport", "write")
+
+    def __init__(self, pipe: Pipe, role: str, counter: CounterChild) -> None:
+        self.pipe = pipe
+        self.role = role
+        self.counter = counter
+        self.transport: asyncio.Transport | None = None
+        self.peer: Half | None = None
+        # The peer transport's write; until the peer exists, the pipe holds early data.
+        self.write: Callable[[bytes], None] = pipe.hold
+        self.nbytes = 0
+        self.eof = False
+        self.lost = False
+        self.paused = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports do not subclass asyncio.Transport but have its methods.
+        transport = cast(asyncio.Transport, transport)
+        self.transport = transport
+        transport.set_write_buffer_limits(HIGH_WATER, LOW_WATER)
+        if self.role == "client":
+            self.pipe.client_made()
+        else:
+            self.pipe.upstream_made()
+
+    def data_received(self, data: bytes) -> None:
+        self.write(data)
+        n = len(data)
+        self.nbytes += n
+        self.counter.value += n
+
+    def eof_received(self) -> bool:
+        self.eof = True
+        self.pipe.half_eof(self)
+        return True  # keep our sending direction open until the peer is done
+
+    def pause_writing(self) -> None:
+        peer = self.peer
+        if peer is not None and not peer.paused and not peer.eof and not peer.lost:
+            peer.paused = True
+            peer.transport.pause_reading()  # type: ignore[union-attr]
+
+    def resume_writing(self) -> None:
+        peer = self.peer
+        if peer is not None and peer.paused and not peer.eof and not peer.lost:
+            peer.paused = False
+            peer.transport.resume_reading()  # type: ignore[union-attr]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        self.pipe.half_lost(self, exc)
+
+    def close(self) -> None:
+        if self.transport is not None and not self.lost:
+            self.transport.close()
+
+    def abort(self, reset: bool = False) -> None:
+        if self.transport is None or self.lost:
+            return
+        if reset:
+            # Pass a reset on as a reset rather than an orderly FIN.
+            sock = self.transport.get_extra_info("socket")
+            with contextlib.suppress(OSError, AttributeError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_ZERO)
+        self.transport.abort()
+
+
+class Pipe:
+    """A client connection and the upstream connection made for it."""
+
+    __slots__ = ("accepted_at", "client", "done", "early", "ending", "idle_bytes",
+                 "idle_since", "peername", "route", "sockname", "task", "upstream")
+
+    def __init__(self, route: Route) -> None:
+        self.route = route
+        self.early = b""
+        stats = route.stats
+        self.client = Half(self, "client", stats.bytes_up)
+        self.upstream = Half(self, "upstream", stats.bytes_down)
+        self.task: asyncio.Task[None] | None = None
+        self.peername: HostPort | None = None
+        self.sockname: HostPort | None = None
+        self.done = False
+        self.ending = False  # we decided to close; later losses are not fresh errors
+        self.accepted_at = 0.0
+        self.idle_bytes = 0
+        self.idle_since = 0.0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def client_made(self) -> None:
+        route = self.route
+        transport = self.client.transport
+        assert transport is not None
+        route.stats.total.value += 1
+        if len(route.live) >= route.max_connections:
+            self.done = True
+            self.ending = True
+            transport.abort()
+            route.stats.errors["over_limit"].value += 1
+            held = route.limit_log.allow()
+            if held is not None:
+                log.warning("connection refused: over the connection limit", extra={
+                    "listener": route.spec.name, "cause": "over_limit",
+                    "limit": route.max_connections, "suppressed": held})
+            return
+        route.live.add(self)
+        route.stats.active.value += 1
+        self.peername = _hostport(transport.get_extra_info("peername"))
+        self.sockname = _hostport(transport.get_extra_info("sockname"))
+        # Nothing is read from the client until the upstream has its header.
+        self.client.paused = True
+        transport.pause_reading()
+        loop = asyncio.get_running_loop()
+        self.accepted_at = self.idle_since = loop.time()
+        self.task = loop.create_task(self._connect())
+
+    async def _connect(self) -> None:
+        route = self.route
+        loop = asyncio.get_running_loop()
+        spec = route.spec
+        try:
+            sock = await route.resolver.connect(spec.target_host, spec.target_port,
+                                                route.connect_timeout)
+        except ConnectError as exc:
+            self.fail(exc.cause, exc.detail)
+            return
+        try:
+            await loop.create_connection(lambda: self.upstream, sock=sock)
+        except OSError as exc:
+            sock.close()
+            self.fail("connect_error", f"cannot connect to {spec.target}: {exc}")
+            return
+        except BaseException:
+            sock.close()
+            raise
+        route.stats.connect_seconds.observe(loop.time() - self.accepted_at)
+
+    def upstream_made(self) -> None:
+        client, upstream = self.client, self.upstream
+        assert upstream.transport is not None and client.transport is not None
+        if self.done or self.ending or client.lost:
+            upstream.transport.abort()
+            return
+        try:
+            header = self.route.encode(self.peername, self.sockname)
+        except ValueError as exc:  # an address the header cannot carry; never expected
+            self.fail("connect_error", f"cannot encode a PROXY header: {exc}")
+            upstream.transport.abort()
+            return
+        # The header goes out first and at once: some protocols have the server speak first.
+        upstream.transport.write(header)
+        if self.early:
+            upstream.transport.write(self.early)
+            self.early = b""
+        client.peer, upstream.peer = upstream, client
+        client.write = upstream.transport.write
+        upstream.write = client.transport.write
+        if client.eof:
+            upstream.transport.write_eof()
+            return
+        client.paused = False
+        client.transport.resume_reading()
+
+    def hold(self, data: bytes) -> None:
+        """Keep what the client sent before the upstream was there (uvloop reads once even
+        when told to pause in connection_made); it follows the header."""
+        self.early += data
+        transport = self.client.transport
+        if transport is not None and not self.ending:
+            transport.pause_reading()
+
+    def half_eof(self, half: Half) -> None:
+        peer = half.peer
+        if peer is None and half.role == "client" and not self.ending:
+            return  # passed on once the upstream is connected
+        if peer is None or peer.lost:
+            half.close()
+            return
+        if peer.eof:
+            # Both directions have ended: close, which still flushes what is buffered.
+            self.ending = True
+            half.close()
+            peer.close()
+            return
+        assert peer.transport is not None
+        if peer.transport.can_write_eof():
+            peer.transport.write_eof()
+        else:
+            self.ending = True
+            half.close()
+            peer.close()
+
+    def half_lost(self, half: Half, exc: Exception | None) -> None:
+        peer = half.peer
+        if exc is not None and not self.ending:
+            self.ending = True
+            cause = "reset" if isinstance(exc, ConnectionError) else "connect_error"
+            self.error(cause, f"{half.role} connection lost: {exc}", side=half.role)
+            if peer is not None:
+                peer.abort(reset=True)
+        elif peer is not None and not peer.lost:
+            self.ending = True
+            peer.close()
+        if half.role == "client" and self.task is not None and not self.task.done():
+            self.task.cancel()
+        if self.client.lost and (self.upstream.transport is None or self.upstream.lost):
+            self.finish()
+
+    def finish(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        route = self.route
+        route.live.discard(self)
+        route.stats.active.value -= 1
+        if route.drained is not None and not route.live:
+            route.drained.set()
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("connection closed", extra={
+                "listener": route.spec.name, "client": self.client_text(),
+                "bytes_up": self.client.nbytes, "bytes_down": self.upstream.nbytes})
+
+    # ------------------------------------------------------------------ ending on purpose
+
+    def fail(self, cause: str, detail: str) -> None:
+        """The upstream could not be reached: count, log, and close the client at once."""
+        if self.ending:
+            return
+        self.ending = True
+        self.error(cause, detail)
+        self.client.abort()
+
+    def abort(self, cause: str, detail: str) -> None:
+        """End both sides now (idle timeout, shutdown)."""
+        if not self.ending:
+            self.ending = True
+            self.error(cause, detail)
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+        self.client.abort()
+        self.upstream.abort()
+
+    def error(self, cause: str, detail: str, side: str = "") -> None:
+        route = self.route
+        counter = route.stats.errors.get(cause)
+        if counter is not None:
+            counter.value += 1
+        extra: dict[str, Any] = {"listener": route.spec.name, "client": self.client_text(),
+                                 "target": route.spec.target, "cause": cause}
+        if side:
+            extra["side"] = side
+        log.warning(detail, extra=extra)
+
+    def client_text(self) -> str:
+        return format_hostport(*self.peername) if self.peername else "?"

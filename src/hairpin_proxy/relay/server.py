@@ -1,0 +1,257 @@
+"""The ``proxy`` command: listeners, the admin endpoint, idle sweeping and graceful shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from hairpin_proxy import proxyproto
+from hairpin_proxy.admin import AdminServer, Check
+from hairpin_proxy.logs import setup_logging
+from hairpin_proxy.metrics import Registry
+from hairpin_proxy.relay.pipe import Encoder, Pipe, Route
+from hairpin_proxy.relay.resolve import ConnectError, Resolver
+from hairpin_proxy.relay.spec import ListenerSpec, ListenerSpecError, parse_listeners
+from hairpin_proxy.relay.stats import RelayMetrics
+from hairpin_proxy.settings import ProxySettings
+
+log = logging.getLogger("hairpin_proxy.relay")
+
+BACKLOG = socket.SOMAXCONN
+
+
+ENCODERS: dict[str, Encoder] = {"v1": proxyproto.encode_v1, "v2": proxyproto.encode_v2}
+
+
+class StartupError(Exception):
+    """The relay cannot start (a listener cannot bind, an option cannot work)."""
+
+
+def bind(spec: ListenerSpec) -> list[socket.socket]:
+    """Bound (not yet listening) sockets for a listener; ``[::]`` also accepts IPv4."""
+    try:
+        infos = socket.getaddrinfo(spec.listen_host, spec.listen_port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+    except OSError as exc:
+        raise StartupError(f"cannot listen on {spec.name}: {exc}") from None
+    sockets: list[socket.socket] = []
+    seen: set[Any] = set()
+    try:
+        for family, _, _, _, sockaddr in infos:
+            if sockaddr in seen:
+                continue
+            seen.add(sockaddr)
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                # Dual stack only for the wildcard; IPv4 clients then show up IPv4-mapped,
+                # which the header encodes as TCP4.
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY,
+                                0 if sockaddr[0] == "::" else 1)
+            sock.bind(sockaddr)
+            sock.setblocking(False)
+    except OSError as exc:
+        for sock in sockets:
+            sock.close()
+        raise StartupError(f"cannot listen on {spec.name}: {exc.strerror or exc}") from None
+    return sockets
+
+
+class Relay:
+    """Every listener of one process, the connections they carry and their metrics."""
+
+    def __init__(self, specs: tuple[ListenerSpec, ...], settings: ProxySettings, *,
+                 resolver: Resolver | None = None, registry: Registry | None = None) -> None:
+        self.specs = specs
+        self.settings = settings
+        self.registry = registry or Registry()
+        self.metrics = RelayMetrics(self.registry)
+        self.resolver = resolver or Resolver()
+        self.live: set[Pipe] = set()
+        self.routes = [Route(spec=spec, stats=self.metrics.for_listener(spec.name),
+                             resolver=self.resolver, encode=ENCODERS[spec.version],
+                             connect_timeout=settings.connect_timeout,
+                             max_connections=settings.max_connections, live=self.live)
+                       for spec in specs]
+        self.servers: list[asyncio.Server] = []
+        self.admin: AdminServer | None = None
+        self.draining = False
+        self._sweeper: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        bound = [(route, bind(route.spec)) for route in self.routes]
+        try:
+            for route, socks in bound:
+                for sock in socks:
+                    factory = self._factory(route)
+                    self.servers.append(await loop.create_server(factory, sock=sock,
+                                                                 backlog=BACKLOG))
+                log.info("relaying", extra={"listen": route.spec.name,
+                                            "target": route.spec.target,
+                                            "proxy_protocol": route.spec.version})
+            if self.settings.admin_listen:
+                self.admin = AdminServer(self.registry, ready=self.ready,
+                                         check_timeout=self.settings.connect_timeout + 1.0)
+                try:
+                    await self.admin.start(self.settings.admin_listen)
+                except (OSError, ValueError) as exc:
+                    raise StartupError(f"cannot serve the admin endpoint on "
+                                       f"{self.settings.admin_listen}: {exc}") from None
+                log.info("admin endpoint listening", extra={"listen": self.settings.admin_listen})
+        except BaseException:
+            for server in self.servers:
+                server.close()
+            for _, socks in bound:
+                for sock in socks:
+                    sock.close()
+            raise
+        self._sweeper = loop.create_task(self._sweep_idle())
+
+    @staticmethod
+    def _factory(route: Route) -> Callable[[], asyncio.Protocol]:
+        def make() -> asyncio.Protocol:
+            return Pipe(route).client
+        return make
+
+    async def _sweep_idle(self) -> None:
+        """Close connections that moved no byte for the idle timeout.
+
+        One periodic pass instead of a timer per connection keeps the per-chunk path free
+        of timer work; the timeout is honoured to within a quarter of itself (at most 1 s).
+        """
+        idle = self.settings.idle_timeout
+        if idle <= 0:
+            return
+        loop = asyncio.get_running_loop()
+        period = min(max(idle / 4, 0.05), 1.0)
+        while True:
+            await asyncio.sleep(period)
+            now = loop.time()
+            for pipe in list(self.live):
+                moved = pipe.client.nbytes + pipe.upstream.nbytes
+                if moved != pipe.idle_bytes:
+                    pipe.idle_bytes, pipe.idle_since = moved, now
+                elif now - pipe.idle_since >= idle:
+                    pipe.abort("idle_timeout", f"no data either way for {idle:g}s")
+
+    async def ready(self) -> Check:
+        """Ready when every listener's target resolves and accepts a TCP connection.
+
+        The probe only connects and closes: it sends no header, so it works whatever the
+        target's PROXY settings and gives its logs no malformed request to report.
+        """
+        if self.draining:
+            return Check(False, "draining: shutting down")
+        targets = list(dict.fromkeys((r.spec.target_host, r.spec.target_port, r.spec.target)
+                                     for r in self.routes))
+        results = await asyncio.gather(*(self._probe(h, p) for h, p, _ in targets))
+        failed = [f"target {t} not reachable ({err.cause}): {err.detail}"
+                  for (_, _, t), err in zip(targets, results, strict=True) if err is not None]
+        if failed:
+            return Check(False, "\n".join(failed))
+        return Check(True, "ok: " + ", ".join(t for _, _, t in targets) + " reachable")
+
+    async def _probe(self, host: str, port: int) -> ConnectError | None:
+        try:
+            sock = await self.resolver.connect(host, port, self.settings.connect_timeout,
+                                               rotate=False)
+        except ConnectError as exc:
+            return exc
+        sock.close()
+        return None
+
+    async def drain(self, grace: float) -> None:
+        """Stop accepting, let connections finish for ``grace`` seconds, then close the rest."""
+        self.draining = True
+        self.metrics.draining.set(1)
+        for server in self.servers:
+            server.close()
+        drained = asyncio.Event()
+        for route in self.routes:
+            route.drained = drained
+        if self.live:
+            log.info("draining", extra={"connections": len(self.live), "grace_period": grace})
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(drained.wait(), grace)
+        if self.live:
+            log.warning("grace period over; closing the remaining connections",
+                        extra={"connections": len(self.live)})
+            for pipe in list(self.live):
+                pipe.abort("shutdown", "closed at the end of the grace period")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(drained.wait(), 2.0)
+        await self.close()
+
+    async def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+        for server in self.servers:
+            server.close()
+        for pipe in list(self.live):
+            pipe.abort("shutdown", "relay closed")
+        if self.admin is not None:
+            await self.admin.close()
+
+
+async def serve(specs: tuple[ListenerSpec, ...], settings: ProxySettings) -> int:
+    relay = Relay(specs, settings)
+    try:
+        await relay.start()
+    except StartupError as exc:
+        log.error(str(exc))
+        return 1
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("stopping: no new connections", extra={"grace_period": settings.grace_period})
+    await relay.drain(settings.grace_period)
+    log.info("stopped")
+    return 0
+
+
+def loop_factory(name: str) -> tuple[str, Callable[[], asyncio.AbstractEventLoop] | None]:
+    """The event loop to run: uvloop when asked for, or for ``auto`` when it is installed."""
+    if name == "asyncio":
+        return "asyncio", None
+    try:
+        import uvloop
+    except ImportError:
+        if name == "uvloop":
+            raise StartupError("--loop uvloop: uvloop is not installed "
+                               "(pip install 'hairpin-proxy[fast]')") from None
+        return "asyncio", None
+    new_loop: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return "uvloop", new_loop
+
+
+def run(settings: ProxySettings) -> int:
+    setup_logging(settings.log_level, settings.log_format)
+    try:
+        if settings.workers != 1:
+            raise StartupError(f"--workers {settings.workers}: only 1 worker per process is "
+                               "supported; run more replicas to scale out")
+        for name in ("connect_timeout", "grace_period"):
+            if getattr(settings, name) <= 0:
+                raise StartupError(f"--{name.replace('_', '-')} must be positive")
+        if settings.max_connections < 1:
+            raise StartupError("--max-connections must be at least 1")
+        specs = parse_listeners(settings.listen, target_server=settings.target_server,
+                                default_version=settings.proxy_protocol)
+        loop_name, factory = loop_factory(settings.loop)
+    except (StartupError, ListenerSpecError) as exc:
+        log.error(str(exc))
+        return 2
+    log.debug("event loop", extra={"loop": loop_name})
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(serve(specs, settings))

@@ -1,0 +1,127 @@
+"""Listener specs: ``ADDR:PORT[=TARGET_HOST:TARGET_PORT][/v1|/v2]`` parsed into values. Pure."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from hairpin_proxy.addresses import format_hostport, parse_hostport
+
+Version = Literal["v1", "v2"]
+VERSIONS: tuple[Version, ...] = ("v1", "v2")
+
+# The original tool's two listeners: plain HTTP and TLS passthrough.
+DEFAULT_PORTS = ((8080, 80), (8443, 443))
+
+
+class ListenerSpecError(ValueError):
+    """A listener spec could not be understood; the message names the offending text."""
+
+
+def is_ip_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class ListenerSpec:
+    listen_host: str
+    listen_port: int
+    target_host: str
+    target_port: int
+    version: Version
+
+    @property
+    def name(self) -> str:
+        """The listen address as written in logs and metric labels."""
+        return format_hostport(self.listen_host, self.listen_port)
+
+    @property
+    def target(self) -> str:
+        return format_hostport(self.target_host, self.target_port)
+
+    @property
+    def target_is_ip(self) -> bool:
+        """True when the target needs no name resolution."""
+        return is_ip_literal(self.target_host)
+
+    def __str__(self) -> str:
+        return f"{self.name}={self.target}/{self.version}"
+
+
+def _bare_host(text: str) -> str:
+    host = text.strip()
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not host:
+        raise ListenerSpecError("the target server is empty")
+    if "/" in host or "=" in host or (":" in host and not is_ip_literal(host)):
+        raise ListenerSpecError(f"target server {text!r} must be a host name or an IP address "
+                                "without a port")
+    return host
+
+
+def parse_listener(text: str, *, target_server: str, default_version: Version) -> ListenerSpec:
+    """Parse one spec; without ``=TARGET`` the target is ``target_server`` on the same port.
+
+    ``:PORT`` (no address) listens on every IPv4 address; ``=HOST`` without a port keeps the
+    listen port.
+    """
+    raw = text.strip()
+    if not raw:
+        raise ListenerSpecError("empty listener spec")
+    version = default_version
+    head, slash, suffix = raw.rpartition("/")
+    if slash:
+        if suffix not in VERSIONS:
+            raise ListenerSpecError(f"listener {text!r}: unknown PROXY protocol version "
+                                    f"{suffix!r} (expected v1 or v2)")
+        version = suffix
+        raw = head
+    listen_text, eq, target_text = raw.partition("=")
+    if listen_text.startswith(":"):
+        listen_text = "0.0.0.0" + listen_text
+    try:
+        listen_host, listen_port = parse_hostport(listen_text)
+    except ValueError as exc:
+        raise ListenerSpecError(f"listener {text!r}: {exc}") from None
+    if listen_port == 0:
+        raise ListenerSpecError(f"listener {text!r}: port 0 is not a fixed port")
+    if eq:
+        if not target_text.strip():
+            raise ListenerSpecError(f"listener {text!r}: empty target after '='")
+        try:
+            target_host, target_port = parse_hostport(target_text, default_port=listen_port)
+        except ValueError as exc:
+            raise ListenerSpecError(f"listener {text!r}: target: {exc}") from None
+    else:
+        target_host, target_port = _bare_host(target_server), listen_port
+    if target_port == 0:
+        raise ListenerSpecError(f"listener {text!r}: target port 0 is not a port")
+    return ListenerSpec(listen_host, listen_port, target_host, target_port, version)
+
+
+def default_specs(target_server: str) -> tuple[str, ...]:
+    host = format_hostport(_bare_host(target_server), 1).rsplit(":", 1)[0]
+    return tuple(f"0.0.0.0:{listen}={host}:{target}" for listen, target in DEFAULT_PORTS)
+
+
+def parse_listeners(texts: Iterable[str], *, target_server: str,
+                    default_version: Version) -> tuple[ListenerSpec, ...]:
+    """All listeners (the defaults when ``texts`` is empty); refuses one address used twice."""
+    texts = tuple(texts) or default_specs(target_server)
+    specs = tuple(parse_listener(t, target_server=target_server,
+                                 default_version=default_version) for t in texts)
+    seen: dict[tuple[str, int], ListenerSpec] = {}
+    for spec in specs:
+        key = (spec.listen_host, spec.listen_port)
+        if key in seen:
+            raise ListenerSpecError(f"listen address {spec.name} is given twice "
+                                    f"({seen[key]} and {spec})")
+        seen[key] = spec
+    return specs

@@ -1,0 +1,298 @@
+"""The relay under test (as the CLI runs it) and small Python peers that speak PROXY headers.
+
+Peers use blocking sockets on threads: they are simple, and the relay process keeps its own
+cores busy regardless. Everything binds to loopback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import http.client
+import json
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hairpin_proxy import proxyproto
+from tests.peers import free_port, read_text, stop_process, wait_for
+
+LOOPS = ("asyncio", "uvloop")
+CHUNK = 1 << 20
+
+
+# ----------------------------------------------------------------------------- data streams
+
+def block(seed: int) -> bytes:
+    return random.Random(seed).randbytes(CHUNK)
+
+
+def chunks(total: int, seed: int) -> Iterator[bytes]:
+    """``total`` bytes of deterministic data, one MiB at a time (rotated so chunks differ)."""
+    base = block(seed)
+    sent, i = 0, 0
+    while sent < total:
+        k = (i * 7919) % CHUNK
+        piece = base[k:] + base[:k]
+        piece = piece[: total - sent]
+        yield piece
+        sent += len(piece)
+        i += 1
+
+
+def send_stream(sock: socket.socket, total: int, seed: int) -> str:
+    """Send the stream, then shut down the write side; returns its sha256."""
+    h = hashlib.sha256()
+    for piece in chunks(total, seed):
+        sock.sendall(piece)
+        h.update(piece)
+    sock.shutdown(socket.SHUT_WR)
+    return h.hexdigest()
+
+
+def drain_hash(sock: socket.socket, first: bytes = b"") -> tuple[int, str]:
+    """Read to EOF; (byte count, sha256)."""
+    h = hashlib.sha256(first)
+    n = len(first)
+    buf = bytearray(CHUNK)
+    view = memoryview(buf)
+    while True:
+        got = sock.recv_into(buf)
+        if not got:
+            return n, h.hexdigest()
+        h.update(view[:got])
+        n += got
+
+
+def recv_all(sock: socket.socket) -> bytes:
+    out = bytearray()
+    while chunk := sock.recv(65536):
+        out += chunk
+    return bytes(out)
+
+
+# ----------------------------------------------------------------------------- upstream peer
+
+@dataclass
+class Accepted:
+    """One connection the upstream peer took, after its PROXY header."""
+
+    sock: socket.socket
+    header: proxyproto.ProxyHeader
+    rest: bytes
+
+
+Handler = Callable[[Accepted], None]
+
+
+def read_header(sock: socket.socket) -> tuple[proxyproto.ProxyHeader, bytes]:
+    data = b""
+    while True:
+        try:
+            header, used = proxyproto.decode(data)
+        except proxyproto.IncompleteHeader:
+            chunk = sock.recv(4096)
+            if not chunk:
+                raise ConnectionError(f"EOF inside the PROXY header after {data!r}") from None
+            data += chunk
+            continue
+        return header, data[used:]
+
+
+class Upstream:
+    """A threaded TCP server that demands a PROXY header, then runs ``handler``."""
+
+    def __init__(self, handler: Handler, host: str = "127.0.0.1", port: int = 0,
+                 backlog: int = 128) -> None:
+        self.handler = handler
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.listener = socket.socket(family, socket.SOCK_STREAM)
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind((host, port))
+        self.listener.listen(backlog)
+        self.host = host
+        self.port: int = self.listener.getsockname()[1]
+        self.headers: list[proxyproto.ProxyHeader] = []
+        self.errors: list[BaseException] = []
+        self.accepted = 0
+        self._threads: list[threading.Thread] = []
+        self._closing = False
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while not self._closing:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            t = threading.Thread(target=self._serve, args=(conn,), daemon=True)
+            self._threads.append(t)
+            t.start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            try:
+                header, rest = read_header(conn)
+                self.headers.append(header)
+                self.handler(Accepted(conn, header, rest))
+            except Exception as exc:
+                self.errors.append(exc)
+
+    def close(self) -> None:
+        self._closing = True
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)
+        self.listener.close()
+        self._thread.join(5)
+        for t in self._threads:
+            t.join(5)
+
+    def __enter__(self) -> Upstream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def echo(acc: Accepted) -> None:
+    """Echo everything until EOF, then close."""
+    if acc.rest:
+        acc.sock.sendall(acc.rest)
+    while chunk := acc.sock.recv(CHUNK):
+        acc.sock.sendall(chunk)
+
+
+# ----------------------------------------------------------------------------- the relay
+
+@dataclass
+class Relay:
+    proc: subprocess.Popen[bytes]
+    admin_port: int
+    log_path: Path
+    ports: list[int] = field(default_factory=list)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def get(self, path: str) -> tuple[int, str]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.admin_port, timeout=30)
+        try:
+            conn.request("GET", path)
+            resp = conn.getresponse()
+            return resp.status, resp.read().decode()
+        finally:
+            conn.close()
+
+    def metric(self, name: str, **labels: str) -> float:
+        """The value of one sample on /metrics (0 when absent)."""
+        want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+        for line in self.get("/metrics")[1].splitlines():
+            if line.startswith("#"):
+                continue
+            m = re.fullmatch(r"([a-z_]+)(?:\{(.*)\})? (\S+)", line)
+            if m and m.group(1) == name:
+                got = ",".join(sorted((m.group(2) or "").split(","))) if m.group(2) else ""
+                if got == want:
+                    return float(m.group(3))
+        return 0.0
+
+    def log_text(self) -> str:
+        return read_text(self.log_path)
+
+    def log_records(self) -> list[dict[str, Any]]:
+        out = []
+        for line in self.log_text().splitlines():
+            with contextlib.suppress(ValueError):
+                out.append(json.loads(line))
+        return out
+
+    def fd_count(self) -> int:
+        return sum(1 for _ in Path(f"/proc/{self.pid}/fd").iterdir())
+
+    def rss(self) -> int:
+        """Resident set size in bytes."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        raise RuntimeError("no VmRSS")
+
+    def terminate(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+
+
+def relay_command(listen: list[str], admin_port: int, *args: str,
+                  loop: str = "asyncio") -> list[str]:
+    cmd = [sys.executable, "-m", "hairpin_proxy", "proxy", "--log-format", "json",
+           "--admin-listen", f"127.0.0.1:{admin_port}", "--loop", loop]
+    for spec in listen:
+        cmd += ["--listen", spec]
+    return cmd + list(args)
+
+
+@contextlib.contextmanager
+def run_relay(tmp: Path, listen: list[str], *args: str, loop: str = "asyncio",
+              env: dict[str, str] | None = None) -> Iterator[Relay]:
+    """Start ``hairpin-proxy proxy`` as the CLI would and wait for its admin endpoint.
+
+    ``{port}`` in a listen spec is replaced by a fresh free loopback port (see Relay.ports).
+    """
+    ports: list[int] = []
+    specs = []
+    for text in listen:
+        if "{port}" in text:
+            ports.append(free_port())
+            text = text.replace("{port}", str(ports[-1]))  # noqa: PLW2901
+        specs.append(text)
+    admin_port = free_port()
+    log_path = tmp / f"relay-{admin_port}.log"
+    full_env = dict(os.environ, **(env or {}))
+    with log_path.open("ab") as out:
+        proc = subprocess.Popen(relay_command(specs, admin_port, *args, loop=loop),
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=full_env,
+                                start_new_session=True)
+    relay = Relay(proc, admin_port, log_path, ports)
+    try:
+        def up() -> bool:
+            if proc.poll() is not None:
+                raise RuntimeError(f"relay exited with {proc.returncode}:\n{relay.log_text()}")
+            try:
+                return relay.get("/healthz")[0] == 200
+            except OSError:
+                return False
+        wait_for(up, 30, "relay admin endpoint")
+        yield relay
+    finally:
+        stop_process(proc, timeout=30)
+
+
+def connect(port: int, host: str = "127.0.0.1", timeout: float = 30.0) -> socket.socket:
+    return socket.create_connection((host, port), timeout=timeout)
+
+
+def closed_promptly(sock: socket.socket) -> bool:
+    """True when the relay ends the connection (FIN or reset) without sending data."""
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 30.0, what: str = "") -> None:
+    wait_for(predicate, timeout, what or "condition")
+
+
+def elapsed(since: float) -> float:
+    return time.monotonic() - since
