@@ -1,0 +1,1 @@
+"""Helpers for the hosts-file writer and node-agent tests."""
