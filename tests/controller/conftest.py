@@ -1,0 +1,169 @@
+"""Controller tests: the real CLI in a subprocess against the fake API server over HTTP."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fakeapi.fixtures import corefile_configmap, fake_api, kubeconfig
+from tests.fakeapi.server import FakeApiServer
+
+__all__ = ["fake_api", "kubeconfig"]
+
+NAMESPACE = "hairpin-proxy"
+TARGET = "hairpin-proxy.hairpin-proxy.svc.cluster.local."
+
+# kubeadm's default Corefile.
+COREFILE = """\
+.:53 {
+    errors
+    health {
+       lameduck 5s
+    }
+    ready
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+       pods insecure
+       fallthrough in-addr.arpa ip6.arpa
+       ttl 30
+    }
+    prometheus :9153
+    forward . /etc/resolv.conf {
+       max_concurrent 1000
+    }
+    cache 30
+    loop
+    reload
+    loadbalance
+}
+"""
+
+# Short timings so that elections, debouncing and reconnects happen within a test.
+FAST = ("--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "0.5",
+        "--debounce", "0.1", "--watch-timeout", "5")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 30.0,
+               what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {timeout}s")
+        time.sleep(0.05)
+
+
+def corefile_text(api: FakeApiServer) -> str:
+    cm = api.get("ConfigMap", "kube-system", "coredns")
+    assert cm is not None
+    text: str = cm["data"]["Corefile"]
+    return text
+
+
+def corefile_puts(api: FakeApiServer) -> int:
+    return api.count("PUT", r"/namespaces/kube-system/configmaps/coredns$")
+
+
+class Controller:
+    """One `hairpin-proxy controller` process, started exactly as the CLI runs."""
+
+    def __init__(self, api: FakeApiServer, kubeconfig: Path, log: Path, *args: str,
+                 command: str = "controller") -> None:
+        self.api = api
+        self.port = free_port()
+        self.log_path = log
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("HAIRPIN_", "KUBECONFIG", "POD_NAMESPACE"))}
+        argv = [sys.executable, "-m", "hairpin_proxy", command, "--kubeconfig", str(kubeconfig),
+                "--namespace", NAMESPACE, "--log-format", "json"]
+        if command == "controller":
+            argv += ["--admin-listen", f"127.0.0.1:{self.port}", *FAST]
+        self._log = log.open("ab")
+        self.proc = subprocess.Popen([*argv, *args], stdout=self._log, stderr=self._log, env=env)
+
+    def get(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+        except OSError:
+            return 0, ""
+
+    def ready(self) -> bool:
+        assert self.proc.poll() is None, f"controller exited:\n{self.log()}"
+        return self.get("/readyz")[0] == 200
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        wait_until(self.ready, timeout, "controller ready")
+
+    def metric(self, name: str) -> float:
+        """Sum of a metric's samples whose name-and-labels start with ``name``."""
+        _, body = self.get("/metrics")
+        total = 0.0
+        for line in body.splitlines():
+            if line.startswith(name):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def records(self) -> list[dict[str, object]]:
+        out = []
+        for line in self.log().splitlines():
+            with contextlib.suppress(ValueError):
+                out.append(json.loads(line))
+        return out
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            code = self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait(10)
+        self._log.close()
+        return code
+
+
+@pytest.fixture
+def cluster(fake_api: FakeApiServer) -> FakeApiServer:
+    """The fake API with our namespace and a kubeadm CoreDNS ConfigMap."""
+    fake_api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    fake_api.create(corefile_configmap(COREFILE))
+    return fake_api
+
+
+@pytest.fixture
+def start(cluster: FakeApiServer, kubeconfig: Path,
+          tmp_path: Path) -> Iterator[Callable[..., Controller]]:
+    """Start controllers (``start(*flags)``); every one is stopped after the test."""
+    started: list[Controller] = []
+
+    def run(*args: str, command: str = "controller") -> Controller:
+        ctl = Controller(cluster, kubeconfig, tmp_path / f"{command}-{len(started)}.log", *args,
+                         command=command)
+        started.append(ctl)
+        return ctl
+
+    yield run
+    for ctl in started:
+        ctl.stop()

@@ -1,0 +1,246 @@
+"""The Corefile follows the Ingresses: creates, updates, deletes, bursts, edits by others."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+
+from hairpin_proxy import corefile
+from tests.controller.conftest import (
+    COREFILE,
+    NAMESPACE,
+    TARGET,
+    Controller,
+    corefile_puts,
+    corefile_text,
+    wait_until,
+)
+from tests.fakeapi.fixtures import corefile_configmap, ingress, service
+from tests.fakeapi.server import FakeApiServer
+
+Start = Callable[..., Controller]
+
+
+def managed(api: FakeApiServer) -> tuple[str, ...]:
+    return corefile.managed_hosts(corefile_text(api))
+
+
+def published(api: FakeApiServer) -> dict[str, str]:
+    cm = api.get("ConfigMap", NAMESPACE, "hairpin-proxy-hosts")
+    return dict(cm["data"]) if cm else {}
+
+
+def test_follows_create_update_delete(cluster: FakeApiServer, start: Start) -> None:
+    ctl = start("--allow-mass-removal")
+    ctl.wait_ready()
+    assert managed(cluster) == ()
+
+    cluster.create(ingress("shop", "web", tls_hosts=["shop.example.com"]))
+    wait_until(lambda: managed(cluster) == ("shop.example.com",), what="host added")
+    text = corefile_text(cluster)
+    assert f"shop.example.com {TARGET}" in text
+    # Everything outside our block is as it was.
+    assert corefile.remove(text) == COREFILE
+
+    obj = cluster.get("Ingress", "shop", "web")
+    assert obj is not None
+    obj["spec"]["tls"][0]["hosts"] = ["store.example.com", "shop.example.com"]
+    cluster.update(obj)
+    wait_until(lambda: managed(cluster) == ("shop.example.com", "store.example.com"),
+               what="host list updated")
+
+    cluster.create(ingress("blog", "blog", tls_hosts=["blog.example.org"]))
+    wait_until(lambda: "blog.example.org" in managed(cluster), what="second Ingress")
+    cluster.delete("Ingress", "shop", "web")
+    wait_until(lambda: managed(cluster) == ("blog.example.org",), what="host removed")
+    wait_until(lambda: published(cluster).get("hosts") == "blog.example.org\n",
+               what="published hosts follow")
+    cluster.delete("Ingress", "blog", "blog")
+    wait_until(lambda: managed(cluster) == (), what="last host removed")
+    assert corefile.remove(corefile_text(cluster)) == COREFILE
+    assert ctl.proc.poll() is None
+
+
+def test_ten_thousand_ingresses_at_start_give_one_write(cluster: FakeApiServer,
+                                                        start: Start) -> None:
+    hosts = [f"app{i:05d}.example.com" for i in range(10_000)]
+    for i, host in enumerate(hosts):
+        cluster.create(ingress(f"ns{i % 50}", f"ing{i}", tls_hosts=[host]))
+    ctl = start()
+    ctl.wait_ready(timeout=120)
+    assert managed(cluster) == tuple(sorted(hosts))
+    assert corefile_puts(cluster) == 1
+    # Paged list: the API never had to send 10,000 objects in one response.
+    lists = cluster.requests("GET", r"/apis/networking.k8s.io/v1/ingresses", watch=False)
+    assert len(lists) >= 20
+    assert published(cluster)["hosts"] == "".join(h + "\n" for h in sorted(hosts))
+
+
+def test_burst_of_changes_is_coalesced(cluster: FakeApiServer, start: Start) -> None:
+    ctl = start("--debounce", "0.3")
+    ctl.wait_ready()
+    before = corefile_puts(cluster)
+    for i in range(200):
+        cluster.create(ingress("burst", f"b{i}", tls_hosts=[f"b{i:03d}.example.com"]))
+    wait_until(lambda: len(managed(cluster)) == 200, what="200 hosts")
+    time.sleep(1.0)
+    assert corefile_puts(cluster) - before <= 2
+
+
+def test_published_addresses_follow_the_proxy_service(cluster: FakeApiServer,
+                                                      start: Start) -> None:
+    ctl = start()
+    ctl.wait_ready()
+    cluster.create(ingress("a", "a", tls_hosts=["a.example.com"]))
+    cluster.create(service(NAMESPACE, "hairpin-proxy", cluster_ips=["10.96.7.7", "fd00::7"]))
+    wait_until(lambda: published(cluster).get("addresses") == "10.96.7.7\nfd00::7\n",
+               what="addresses published")
+    assert published(cluster)["hosts"] == "a.example.com\n"
+    writes = cluster.count("PUT", r"/configmaps/hairpin-proxy-hosts$") + \
+        cluster.count("POST", r"/namespaces/hairpin-proxy/configmaps$")
+    # Unrelated changes do not rewrite the published ConfigMap.
+    cluster.create(ingress("b", "b", rule_hosts=["ignored.example.com"]))
+    time.sleep(1.0)
+    assert cluster.count("PUT", r"/configmaps/hairpin-proxy-hosts$") + \
+        cluster.count("POST", r"/namespaces/hairpin-proxy/configmaps$") == writes
+
+
+def test_concurrent_editor_and_controller_both_keep_their_edits(cluster: FakeApiServer,
+                                                               start: Start) -> None:
+    ctl = start()
+    ctl.wait_ready()
+
+    def someone_edits() -> None:
+        # Runs on the server just before our PUT: another manager adds a plugin.
+        cm = cluster.store.find(cluster._type_of(corefile_configmap("")), "kube-system",
+                                "coredns")
+        assert cm is not None
+        cm["data"]["Corefile"] = cm["data"]["Corefile"].replace("    cache 30\n",
+                                                                "    cache 30\n    log\n")
+        cluster.store.update(cluster._type_of(cm), "kube-system", "coredns", cm,
+                             from_api=False, check_rv=False)
+
+    cluster.before_next_request(someone_edits, "PUT", r"/configmaps/coredns$")
+    cluster.create(ingress("a", "a", tls_hosts=["a.example.com"]))
+    wait_until(lambda: managed(cluster) == ("a.example.com",), what="our edit")
+    text = corefile_text(cluster)
+    assert "    log\n" in text
+    conflicts = [r for r in cluster.requests("PUT", r"/configmaps/coredns$") if r.status == 409]
+    assert len(conflicts) == 1
+    wait_until(lambda: ctl.metric("hairpin_controller_conflicts_total") >= 1, what="metric")
+
+
+def test_reverted_configmap_is_repaired(cluster: FakeApiServer, start: Start) -> None:
+    cluster.create(ingress("a", "a", tls_hosts=["a.example.com"]))
+    ctl = start()
+    ctl.wait_ready()
+    wait_until(lambda: managed(cluster) == ("a.example.com",), what="first write")
+    # A Helm upgrade or a k3s restart puts the stock Corefile back.
+    cm = cluster.get("ConfigMap", "kube-system", "coredns")
+    assert cm is not None
+    cm["data"]["Corefile"] = COREFILE
+    cluster.update(cm)
+    wait_until(lambda: managed(cluster) == ("a.example.com",), timeout=15, what="repair")
+
+
+def test_hostile_hosts_give_events_and_never_reach_the_corefile(cluster: FakeApiServer,
+                                                               start: Start) -> None:
+    ctl = start()
+    ctl.wait_ready()
+    bad = ["kubernetes.default.svc.cluster.local", "evil.com }\n    forward . 6.6.6.6"]
+    cluster.create(ingress("team", "mixed", tls_hosts=["good.example.com", *bad]))
+    wait_until(lambda: managed(cluster) == ("good.example.com",), what="good host")
+    obj = cluster.get("Ingress", "team", "mixed")
+    assert obj is not None
+
+    def events() -> list[dict[str, object]]:
+        return [e for e in cluster.list("Event", "team") if e.get("reason") == "HostRejected"]
+
+    wait_until(lambda: len(events()) == 2, what="two Events")
+    for event in events():
+        assert event["type"] == "Warning"
+        involved = event["involvedObject"]
+        assert isinstance(involved, dict)
+        assert involved["kind"] == "Ingress" and involved["name"] == "mixed"
+        assert involved["uid"] == obj["metadata"]["uid"]
+        assert involved["resourceVersion"] == obj["metadata"]["resourceVersion"]
+    text = corefile_text(cluster)
+    assert "6.6.6.6" not in text and "kubernetes.default" not in text
+    assert corefile.remove(text) == COREFILE
+    # A later, unrelated reconcile does not repeat the Events (rate limit per ingress+host).
+    cluster.create(ingress("b", "b", tls_hosts=["b.example.com"]))
+    wait_until(lambda: "b.example.com" in managed(cluster), what="another write")
+    time.sleep(0.5)
+    assert len(events()) == 2
+    assert ctl.metric("hairpin_controller_hosts_rejected") == 2
+    assert any(r.get("msg") == "host rejected" for r in ctl.records())
+
+
+def test_unparsable_corefile_is_never_written(cluster: FakeApiServer, start: Start) -> None:
+    cm = cluster.get("ConfigMap", "kube-system", "coredns")
+    assert cm is not None
+    broken = COREFILE.replace("    reload\n", "    reload {\n")
+    cm["data"]["Corefile"] = broken
+    cluster.update(cm)
+    cluster.create(ingress("a", "a", tls_hosts=["a.example.com"]))
+    ctl = start()
+    wait_until(lambda: ctl.metric("hairpin_controller_corefile_errors_total") >= 1,
+               what="parse error reported")
+    assert corefile_text(cluster) == broken
+    assert corefile_puts(cluster) == 0
+    # Fixed by a person: the controller carries on and writes.
+    cm = cluster.get("ConfigMap", "kube-system", "coredns")
+    assert cm is not None
+    cm["data"]["Corefile"] = COREFILE
+    cluster.update(cm)
+    wait_until(lambda: managed(cluster) == ("a.example.com",), what="write after the fix")
+    assert ctl.proc.poll() is None
+
+
+def test_import_mode_writes_only_its_key(cluster: FakeApiServer, start: Start) -> None:
+    cluster.create({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "coredns-custom", "namespace": "kube-system"},
+                    "data": {"other.server": "example.org:53 {\n    forward . 10.0.0.1\n}\n"}})
+    cluster.create(ingress("a", "a", tls_hosts=["a.example.com"]))
+    ctl = start("--mode", "coredns-import")
+    ctl.wait_ready()
+
+    def custom() -> dict[str, str]:
+        cm = cluster.get("ConfigMap", "kube-system", "coredns-custom")
+        return dict(cm["data"]) if cm else {}
+
+    wait_until(lambda: "a.example.com" in custom().get("hairpin-proxy.override", ""),
+               what="import key written")
+    assert custom()["other.server"] == "example.org:53 {\n    forward . 10.0.0.1\n}\n"
+    assert set(custom()) == {"other.server", "hairpin-proxy.override"}
+    assert custom()["hairpin-proxy.override"] == corefile.import_snippet(["a.example.com"],
+                                                                        target=TARGET)
+    assert corefile_text(cluster) == COREFILE
+    assert corefile_puts(cluster) == 0
+    # The stock Corefile imports nothing: said once, in the log and the metrics.
+    assert ctl.metric('hairpin_controller_warnings{kind="import-not-imported"}') == 1
+
+
+def test_import_mode_creates_the_configmap(cluster: FakeApiServer, start: Start) -> None:
+    cluster.create(ingress("a", "a", tls_hosts=["a.example.com"]))
+    ctl = start("--mode", "coredns-import", "--import-configmap-name", "coredns-extra")
+    ctl.wait_ready()
+    cm = cluster.get("ConfigMap", "kube-system", "coredns-extra")
+    assert cm is not None and set(cm["data"]) == {"hairpin-proxy.override"}
+
+
+def test_admin_endpoint_reports_sync_and_leadership(cluster: FakeApiServer,
+                                                    start: Start) -> None:
+    cluster.create(ingress("a", "a", tls_hosts=["a.example.com", "b.example.com"]))
+    ctl = start()
+    ctl.wait_ready()
+    assert ctl.get("/healthz")[0] == 200
+    _, body = ctl.get("/metrics")
+    assert re.search(r"^hairpin_controller_hosts_managed 2$", body, re.M)
+    assert re.search(r"^hairpin_controller_leader 1$", body, re.M)
+    assert re.search(r'^hairpin_controller_writes_total\{target="corefile"\} 1$', body, re.M)
+    assert ctl.metric("hairpin_controller_last_successful_sync_timestamp_seconds") > 0
+    assert ctl.metric('hairpin_controller_reconciles_total{result="ok"}') >= 1
+    # The stock Corefile has reload; no such warning.
+    assert "no-reload" not in body
