@@ -1,0 +1,399 @@
+"""Host policy: which Ingress host names get redirected to the proxy. Pure.
+
+Whoever may create an Ingress in any namespace controls these strings, and a rewrite rule
+hijacks cluster-wide DNS for the name, so every host is validated as hostile input: anything
+that is not a plain public-looking DNS name (or a one-label wildcard of one) is rejected with
+a reason, and malformed objects become rejections rather than exceptions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from hairpin_proxy.settings import PolicySettings
+
+HOSTS_FROM = ("tls", "rules", "all")
+CLASS_ANNOTATION = "kubernetes.io/ingress.class"
+DEFAULT_CLASS_ANNOTATION = "ingressclass.kubernetes.io/is-default-class"
+# Reverse-lookup zones and loopback names must never be rewritten, whatever the cluster domain.
+RESERVED_ZONES = ("in-addr.arpa", "ip6.arpa", "localhost")
+MAX_NAME = 253
+MAX_LABEL = 63
+
+# The common case (a valid, lower-case, multi-label name) is decided by this one match; only
+# names that fail it pay for the step-by-step diagnosis that finds the reason. The lookaheads
+# bound the length (253, plus an optional root dot) and refuse a numeric last label.
+_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+_FAST = re.compile(rf"(?=.{{1,{MAX_NAME}}}\.?\Z)(?:\*\.)?(?:{_LABEL}\.)+"
+                   rf"(?!(?:[0-9]+|0x[0-9a-f]*)\.?\Z){_LABEL}\.?", re.ASCII)
+_ALLOWED_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-.*")
+# inet_aton() reads "127.1", "0x7f.1" or "10.0.0.1" as addresses, and no real top-level domain
+# is a number, so a numeric last label is refused outright.
+_NUMERIC_TLD = re.compile(r"[0-9]+|0x[0-9a-f]*", re.ASCII)
+_SHOW_MAX = 120
+# dict first: it is what parsed YAML/JSON gives, and the Mapping ABC check is slow.
+_MAPS: Final = (dict, Mapping)
+
+
+def _norm_domain(value: str) -> str:
+    return value.strip().lower().strip(".")
+
+
+def default_target(cluster_domain: str, service: str = "hairpin-proxy",
+                   namespace: str = "hairpin-proxy") -> str:
+    """The proxy Service's fully qualified name, with a trailing dot."""
+    return f"{service}.{namespace}.svc.{_norm_domain(cluster_domain)}."
+
+
+@dataclass(frozen=True)
+class HostPolicy:
+    hosts_from: str = "tls"
+    ingress_classes: tuple[str, ...] = ()
+    include_namespaces: tuple[str, ...] = ()
+    exclude_namespaces: tuple[str, ...] = ()
+    domains: tuple[str, ...] = ()
+    cluster_domain: str = "cluster.local"
+    target: str = "hairpin-proxy.hairpin-proxy.svc.cluster.local."
+    # Derived once per policy so evaluate() compiles and normalises nothing per call.
+    _zones: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    _dotted_zones: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    _target: str = field(init=False, repr=False, compare=False)
+    _protected: frozenset[str] = field(init=False, repr=False, compare=False)
+    _domains: frozenset[str] = field(init=False, repr=False, compare=False)
+    _dotted_domains: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    _classes: frozenset[str] = field(init=False, repr=False, compare=False)
+    _include: frozenset[str] = field(init=False, repr=False, compare=False)
+    _exclude: frozenset[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.hosts_from not in HOSTS_FROM:
+            raise ValueError(f"hosts_from must be one of {', '.join(HOSTS_FROM)}, "
+                             f"got {self.hosts_from!r}")
+        cluster = _norm_domain(self.cluster_domain)
+        if not cluster:
+            raise ValueError("cluster_domain must not be empty")
+        domains = tuple(d for d in (_norm_domain(x).removeprefix("*.") for x in self.domains) if d)
+        zones = (cluster, *RESERVED_ZONES)
+        derived = {
+            "_zones": zones,
+            "_dotted_zones": tuple("." + z for z in zones),
+            "_target": _norm_domain(self.target),
+            "_protected": frozenset(z for z in (*zones, _norm_domain(self.target)) if z),
+            "_domains": frozenset(domains),
+            "_dotted_domains": tuple("." + d for d in domains),
+            "_classes": frozenset(self.ingress_classes),
+            "_include": frozenset(self.include_namespaces),
+            "_exclude": frozenset(self.exclude_namespaces),
+        }
+        for key, value in derived.items():
+            object.__setattr__(self, key, value)
+
+    @classmethod
+    def from_settings(cls, s: PolicySettings, target: str) -> HostPolicy:
+        """The policy for a command's settings; an empty ``target`` means the default one."""
+        return cls(
+            hosts_from=s.hosts_from,
+            ingress_classes=tuple(s.ingress_class),
+            include_namespaces=tuple(s.include_namespace),
+            exclude_namespaces=tuple(s.exclude_namespace),
+            domains=tuple(s.domain),
+            cluster_domain=s.cluster_domain,
+            target=target or default_target(s.cluster_domain),
+        )
+
+
+@dataclass(frozen=True)
+class Rejection:
+    namespace: str
+    name: str
+    host: str
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"{self.namespace}/{self.name}"
+        if self.host:
+            return f"{where}: host {self.host}: {self.reason}"
+        return f"{where}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class PolicyResult:
+    hosts: tuple[str, ...]
+    rejections: tuple[Rejection, ...]
+    # host -> sorted "namespace/name" of every Ingress that asked for it.
+    sources: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    # Valid hosts left out only because of the domain allow-list: configuration, not abuse,
+    # so callers may log them at a lower level than rejections.
+    ignored: tuple[Rejection, ...] = ()
+
+
+def show(value: object) -> str:
+    """A short, log-safe rendering of an untrusted value."""
+    if isinstance(value, str) and value.isascii() and value.isprintable() \
+            and len(value) <= _SHOW_MAX:
+        return value
+    text = repr(value)
+    return text if len(text) <= _SHOW_MAX else text[:_SHOW_MAX] + "…"
+
+
+def _is_ip(text: str) -> bool:
+    candidate = text[1:-1] if text.startswith("[") and text.endswith("]") else text
+    candidate = candidate.removesuffix(".")
+    try:
+        ipaddress.ip_address(candidate)
+    except ValueError:
+        return False
+    return True
+
+
+def _syntax_reason(host: str) -> str:
+    """Why ``host`` (a string failing the fast match) is not a valid name or wildcard."""
+    if not host:
+        return "empty name"
+    if not host.isascii():
+        return "non-ASCII characters (internationalized names must be punycode, xn--)"
+    if _is_ip(host):
+        return "IP address, not a DNS name"
+    for ch in host:
+        if ch.lower() not in _ALLOWED_CHARS:
+            return f"invalid character {ch!r}"
+    name = host.lower().removesuffix(".")
+    if len(name) > MAX_NAME:
+        return f"longer than {MAX_NAME} characters"
+    labels = name.split(".")
+    for i, label in enumerate(labels):
+        if not label:
+            return "empty label"
+        if len(label) > MAX_LABEL:
+            return f"label longer than {MAX_LABEL} characters"
+        if "*" in label and (i != 0 or label != "*"):
+            return "'*' is allowed only as the whole first label"
+        if label.startswith("-") or label.endswith("-"):
+            return f"label {label!r} starts or ends with '-'"
+    if labels[0] == "*" and len(labels) <= 2:
+        return "wildcard too broad (covers a whole top-level domain)"
+    if _NUMERIC_TLD.fullmatch(labels[-1]):
+        return "looks like an IP address (numeric top-level label)"
+    if len(labels) == 1:
+        return "single-label name"
+    return "not a valid DNS name"
+
+
+def _check(host: object, policy: HostPolicy) -> tuple[str | None, str | None, bool]:
+    """(name, None, False) when accepted, else (None, reason, out_of_scope)."""
+    if not isinstance(host, str):
+        return None, f"not a string ({type(host).__name__})", False
+    return _check_str(host, policy)
+
+
+def _check_str(host: str, policy: HostPolicy) -> tuple[str | None, str | None, bool]:
+    # Every operation here runs for each of tens of thousands of hosts on every reconcile:
+    # the accept path is kept to one regex match and a few C-level string tests.
+    lowered = host.lower()
+    # isascii() on the original: lower() maps some non-ASCII letters (the Kelvin sign) to ASCII.
+    if _FAST.fullmatch(lowered) is None or not host.isascii():
+        return None, _syntax_reason(host), False
+    name = lowered[:-1] if lowered[-1] == "." else lowered
+    # A wildcard's base is a suffix of the name, so this also covers "*.<zone>".
+    if name.endswith(policy._dotted_zones) or name in policy._protected:
+        return None, _protected_reason(name, policy), False
+    if name[0] == "*":
+        base = name[2:]
+        # "*.base" matches exactly one more label: refuse if that covers a protected name.
+        for protected in policy._protected:
+            if protected.partition(".")[2] == base:
+                what = "the proxy's own target name" if protected == policy._target else protected
+                return None, f"wildcard covers {what}", False
+    else:
+        base = name
+    if policy._domains and base not in policy._domains \
+            and not base.endswith(policy._dotted_domains):
+        allowed = ", ".join(sorted(policy._domains))
+        return None, f"not under an allowed domain ({allowed})", True
+    return name, None, False
+
+
+def _protected_reason(name: str, policy: HostPolicy) -> str:
+    if name == policy._target:
+        return "the proxy's own target name"
+    zone = next(z for z in policy._zones if name == z or name.endswith("." + z))
+    what = "the cluster domain " if zone == policy._zones[0] else ""
+    return f"at or under {what}{zone}"
+
+
+def check_host(host: object, policy: HostPolicy) -> tuple[str | None, str | None]:
+    """``(normalized host, None)`` when ``host`` may be redirected, else ``(None, reason)``."""
+    name, reason, _ = _check(host, policy)
+    return name, reason
+
+
+def default_ingress_classes(ingress_classes: Iterable[Any]) -> frozenset[str]:
+    """Names of the IngressClasses marked as the cluster default; malformed ones are skipped."""
+    names: set[str] = set()
+    for obj in ingress_classes:
+        if not isinstance(obj, _MAPS):
+            continue
+        meta = obj.get("metadata")
+        if not isinstance(meta, _MAPS):
+            continue
+        annotations = meta.get("annotations")
+        name = meta.get("name")
+        if isinstance(annotations, _MAPS) and isinstance(name, str) \
+                and annotations.get(DEFAULT_CLASS_ANNOTATION) == "true":
+            names.add(name)
+    return frozenset(names)
+
+
+def _namespace(meta: Mapping[Any, Any]) -> str | None:
+    """The Ingress's namespace, or None when the field is malformed."""
+    ns = meta.get("namespace")
+    if ns is None or ns == "":
+        # Manifests without a namespace land in "default" when applied without -n.
+        return "default"
+    return ns if isinstance(ns, str) else None
+
+
+def _selected(meta: Mapping[Any, Any], spec: object, ns: str, policy: HostPolicy,
+              default_classes: frozenset[str]) -> bool:
+    if (policy._include and ns not in policy._include) or ns in policy._exclude:
+        return False
+    if not policy._classes:
+        return True
+    classes: set[str] = set()
+    if isinstance(spec, _MAPS):
+        cls = spec.get("ingressClassName")
+        if isinstance(cls, str) and cls:
+            classes.add(cls)
+    annotations = meta.get("annotations")
+    if isinstance(annotations, _MAPS):
+        cls = annotations.get(CLASS_ANNOTATION)
+        if isinstance(cls, str) and cls:
+            classes.add(cls)
+    if not classes:
+        # An Ingress without a class is served by the default class, if any.
+        return not policy._classes.isdisjoint(default_classes)
+    return not policy._classes.isdisjoint(classes)
+
+
+def ingress_matches(ingress: Mapping[Any, Any], policy: HostPolicy,
+                    default_classes: frozenset[str]) -> bool:
+    """Whether ``ingress`` is selected by the policy's namespace and class filters."""
+    if not isinstance(ingress, _MAPS):
+        return False
+    meta = ingress.get("metadata")
+    if not isinstance(meta, _MAPS):
+        return False
+    ns = _namespace(meta)
+    if ns is None:
+        return False
+    return _selected(meta, ingress.get("spec"), ns, policy, default_classes)
+
+
+def _candidate_hosts(spec: Mapping[Any, Any], hosts_from: str,
+                     problems: list[str]) -> list[object]:
+    """Host values named by ``spec``; structural defects are appended to ``problems``."""
+    found: list[object] = []
+    if hosts_from != "rules":
+        tls = spec.get("tls")
+        if isinstance(tls, list):
+            for i, entry in enumerate(tls):
+                if not isinstance(entry, _MAPS):
+                    problems.append(f"spec.tls[{i}] is not an object")
+                    continue
+                hosts = entry.get("hosts")
+                if isinstance(hosts, list):
+                    found.extend(hosts)
+                elif hosts is not None:
+                    problems.append(f"spec.tls[{i}].hosts is not a list")
+        elif tls is not None:
+            problems.append("spec.tls is not a list")
+    if hosts_from != "tls":
+        rules = spec.get("rules")
+        if isinstance(rules, list):
+            for i, rule in enumerate(rules):
+                if not isinstance(rule, _MAPS):
+                    problems.append(f"spec.rules[{i}] is not an object")
+                    continue
+                host = rule.get("host")
+                # A rule without a host is a catch-all: nothing to redirect.
+                if host is not None and host != "":
+                    found.append(host)
+        elif rules is not None:
+            problems.append("spec.rules is not a list")
+    return found
+
+
+def evaluate(ingresses: Iterable[Mapping[str, Any]], ingress_classes: Iterable[Mapping[str, Any]],
+             policy: HostPolicy) -> PolicyResult:
+    """The hosts to redirect for these Ingresses, and every host refused with its reason.
+
+    Never raises on malformed objects: each defect becomes a Rejection, and one bad host or
+    Ingress never keeps the others out.
+    """
+    defaults = default_ingress_classes(ingress_classes)
+    checked: dict[str, tuple[str | None, str | None, bool]] = {}
+    # Tuples, not lists: tuples of strings drop out of the cyclic GC's sight, which matters
+    # with tens of thousands of hosts.
+    sources: dict[str, tuple[str, ...]] = {}
+    shared: set[str] = set()
+    rejections: list[Rejection] = []
+    ignored: list[Rejection] = []
+    filtering = bool(policy._include or policy._exclude or policy._classes)
+    problems: list[str] = []
+    for ingress in ingresses:
+        if not isinstance(ingress, _MAPS):
+            rejections.append(Rejection("", "", "", "malformed Ingress: not an object"))
+            continue
+        meta = ingress.get("metadata")
+        if not isinstance(meta, _MAPS):
+            rejections.append(Rejection("", "", "", "malformed Ingress: metadata is not an object"))
+            continue
+        raw_name = meta.get("name")
+        name = show(raw_name) if isinstance(raw_name, str) else ""
+        ns = _namespace(meta)
+        if ns is None:
+            rejections.append(Rejection(show(meta.get("namespace")), name, "",
+                                        "malformed Ingress: metadata.namespace is not a string"))
+            continue
+        ns = show(ns)
+        spec = ingress.get("spec")
+        if filtering and not _selected(meta, spec, ns, policy, defaults):
+            continue
+        if not isinstance(spec, _MAPS):
+            rejections.append(Rejection(ns, name, "", "malformed Ingress: spec is not an object"))
+            continue
+        candidates = _candidate_hosts(spec, policy.hosts_from, problems)
+        if problems:
+            for problem in problems:
+                rejections.append(Rejection(ns, name, "", f"malformed Ingress: {problem}"))
+            problems.clear()
+        origin = f"{ns}/{name}"
+        for host in candidates:
+            if isinstance(host, str):
+                result = checked.get(host)
+                if result is None:
+                    result = checked[host] = _check_str(host, policy)
+            else:
+                result = _check(host, policy)
+            accepted = result[0]
+            if accepted is not None:
+                known = sources.get(accepted)
+                if known is None:
+                    sources[accepted] = (origin,)
+                elif origin not in known:
+                    sources[accepted] = (*known, origin)
+                    shared.add(accepted)
+            elif result[2]:
+                ignored.append(Rejection(ns, name, show(host), result[1] or ""))
+            else:
+                rejections.append(Rejection(ns, name, show(host), result[1] or ""))
+    for host in shared:
+        sources[host] = tuple(sorted(sources[host]))
+    return PolicyResult(hosts=tuple(sorted(sources)), rejections=tuple(rejections),
+                        sources=sources, ignored=tuple(ignored))
