@@ -291,6 +291,20 @@ class EtchostsSettings(KubeSettings, LogSettings):
     publish_configmap: str = opt("hairpin-proxy-hosts", "ConfigMap the controller publishes "
                                                         "hosts in.")
     admin_listen: str = opt("", "Address of /healthz and /metrics; empty disables.")
+    remove: bool = opt(False, "Remove our block and exit (the uninstall step).")
+    write_method: Literal["auto", "rename", "in-place"] = opt(
+        "auto", "How to replace the file: rename (atomic; needs the directory), in-place "
+                "(when only the file is mounted), or auto: rename, else in place.")
+    state_dir: Path | None = opt(None, "Directory for the in-place backup and journal; "
+                                       "default: beside the hosts file.")
+    resync_interval: float = opt(60.0, "Seconds between full re-applies (repairs edits by "
+                                       "others).")
+    poll_interval: float = opt(2.0, "Seconds between checks of the file's mtime and size for "
+                                    "outside edits; 0 disables.")
+    remove_on_delete: bool = opt(False, "Remove our block when the published ConfigMap is "
+                                        "deleted; by default the last hosts are kept.")
+    watch_timeout: float = opt(70.0, "Seconds of silence after which the watch is "
+                                     "re-established.")
 
 
 @dataclasses.dataclass(frozen=True)
