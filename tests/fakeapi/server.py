@@ -62,6 +62,9 @@ class RequestRecord:
     status: int | None = None
 
 
+RECORD: web.RequestKey[RequestRecord] = web.RequestKey("fakeapi_record", RequestRecord)
+
+
 @dataclass
 class _FailRule:
     remaining: int
@@ -531,7 +534,7 @@ class FakeApiServer:
         record = RequestRecord(request.method, request.path, dict(q), time.time(),
                                q.get("watch") in ("1", "true"))
         self._log.append(record)
-        request["record"] = record
+        request[RECORD] = record
         try:
             resp = await self._guarded(request, handler)
         except ApiError as e:
@@ -765,7 +768,7 @@ class FakeApiServer:
         except ApiError as e:
             # As the watch cache does: a successful stream carrying one ERROR event.
             await resp.prepare(request)
-            request["record"].status = 200
+            request[RECORD].status = 200
             await resp.write(dumps({"type": "ERROR", "object": e.body}) + b"\n")
             await resp.write_eof()
             return resp
@@ -774,7 +777,7 @@ class FakeApiServer:
             pending.append(("BOOKMARK", self._bookmark(rt, self.store.rv, initial_end=True)))
         try:
             await resp.prepare(request)
-            request["record"].status = 200
+            request[RECORD].status = 200
             await self._stream(request, resp, watcher, pending=pending, seconds=timeout,
                                bookmarks=bookmarks)
         except (ConnectionResetError, ConnectionError):

@@ -40,7 +40,7 @@ def status(code: int, reason: str, message: str, details: Obj | None = None) -> 
     if details is not None:
         body["details"] = details
     if code < 400:
-        del body["message"], body["reason"]
+        del body["message"], body["reason"], body["code"]
     return body
 
 

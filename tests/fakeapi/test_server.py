@@ -1,0 +1,529 @@
+"""The fake API server's wire behaviour, checked over raw HTTP."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+
+from tests.fakeapi.fixtures import configmap, ingress, service
+from tests.fakeapi.server import FakeApiServer
+
+Obj = dict[str, Any]
+CM = "/api/v1/namespaces/default/configmaps"
+ING = "/apis/networking.k8s.io/v1/namespaces/default/ingresses"
+
+
+@pytest.fixture
+def http(fake_api: FakeApiServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=fake_api.url, timeout=httpx.Timeout(10.0)) as client:
+        yield client
+
+
+def events(lines: Iterator[str], n: int) -> list[Obj]:
+    out = []
+    for line in lines:
+        out.append(json.loads(line))
+        if len(out) == n:
+            break
+    return out
+
+
+# --- objects -----------------------------------------------------------------------------
+
+
+def test_create_sets_server_fields_and_answers_201(http: httpx.Client) -> None:
+    r = http.post(ING, json=ingress("default", "web", rule_hosts=["a.example.com"]))
+    assert r.status_code == 201
+    assert r.headers["content-type"] == "application/json"
+    md = r.json()["metadata"]
+    assert isinstance(md["resourceVersion"], str)
+    assert md["uid"] and md["creationTimestamp"].endswith("Z")
+    assert md["generation"] == 1
+    assert md["namespace"] == "default"
+    cm = http.post(CM, json=configmap("default", "c", {"k": "v"})).json()
+    assert "generation" not in cm["metadata"]
+    assert int(cm["metadata"]["resourceVersion"]) > int(md["resourceVersion"])
+
+
+def test_create_fills_missing_kind_and_generates_names(http: httpx.Client) -> None:
+    r = http.post(CM, json={"metadata": {"generateName": "gen-"}, "data": {}})
+    assert r.status_code == 201
+    body = r.json()
+    assert body["kind"] == "ConfigMap" and body["apiVersion"] == "v1"
+    assert body["metadata"]["name"].startswith("gen-") and len(body["metadata"]["name"]) == 9
+
+
+def test_duplicate_create_is_409_already_exists(http: httpx.Client) -> None:
+    http.post(ING, json=ingress("default", "web")).raise_for_status()
+    r = http.post(ING, json=ingress("default", "web"))
+    assert r.status_code == 409
+    assert r.json() == {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": 'ingresses.networking.k8s.io "web" already exists',
+        "reason": "AlreadyExists",
+        "details": {"name": "web", "group": "networking.k8s.io", "kind": "ingresses"},
+        "code": 409,
+    }
+
+
+def test_not_found_shapes(http: httpx.Client) -> None:
+    r = http.get(f"{CM}/missing")
+    assert r.status_code == 404
+    assert r.headers["content-type"] == "application/json"
+    assert r.json()["message"] == 'configmaps "missing" not found'
+    assert r.json()["details"] == {"name": "missing", "kind": "configmaps"}
+    for path in ("/api/v1/widgets", "/apis/example.com/v1/things", "/nope",
+                 "/api/v1/namespaces/default/configmaps/a/b/c"):
+        r = http.get(path)
+        assert r.status_code == 404, path
+        assert r.json()["reason"] == "NotFound"
+    assert http.delete(f"{CM}/missing").status_code == 404
+    assert http.put(f"{CM}/missing", json=configmap("default", "missing")).status_code == 404
+
+
+def test_create_in_missing_namespace_is_404(http: httpx.Client) -> None:
+    r = http.post("/api/v1/namespaces/nowhere/configmaps", json=configmap("nowhere", "c"))
+    assert r.status_code == 404
+    assert r.json()["message"] == 'namespaces "nowhere" not found'
+
+
+@pytest.mark.parametrize(("body", "field", "reason"), [
+    ({"metadata": {}}, "metadata.name", "FieldValueRequired"),
+    ({"metadata": {"name": "Bad_Name"}}, "metadata.name", "FieldValueInvalid"),
+    ({"metadata": {"name": "ok"}, "data": {"bad key": "v"}}, "data[bad key]",
+     "FieldValueInvalid"),
+])
+def test_invalid_objects_are_422(http: httpx.Client, body: Obj, field: str, reason: str) -> None:
+    r = http.post(CM, json={"apiVersion": "v1", "kind": "ConfigMap", **body})
+    assert r.status_code == 422
+    status = r.json()
+    assert status["reason"] == "Invalid"
+    assert status["message"].startswith("ConfigMap ")
+    assert " is invalid: " in status["message"]
+    assert status["details"]["kind"] == "ConfigMap"
+    assert status["details"]["causes"][0]["field"] == field
+    assert status["details"]["causes"][0]["reason"] == reason
+    assert http.get(CM).json()["items"] == []
+
+
+def test_service_names_must_be_dns_1035_labels(http: httpx.Client) -> None:
+    r = http.post("/api/v1/namespaces/default/services", json=service("default", "1abc"))
+    assert r.status_code == 422
+    assert "DNS-1035" in r.json()["message"]
+
+
+def test_wrong_kind_or_bad_json_is_400(http: httpx.Client) -> None:
+    r = http.post(CM, json=service("default", "s"))
+    assert r.status_code == 400
+    assert r.json()["reason"] == "BadRequest"
+    r = http.post(ING, json=configmap("default", "c"))
+    assert r.status_code == 400
+    assert "does not match the expected API version" in r.json()["message"]
+    r = http.post(CM, content=b"{not json", headers={"Content-Type": "application/json"})
+    assert r.status_code == 400
+    assert r.json()["reason"] == "BadRequest"
+    assert http.get(CM).json()["items"] == []
+
+
+def test_put_conflicts_on_stale_version_and_is_unconditional_without(
+    http: httpx.Client,
+) -> None:
+    first = http.post(CM, json=configmap("default", "c", {"k": "1"})).json()
+    stale = json.loads(json.dumps(first))
+    first["data"]["k"] = "2"
+    second = http.put(f"{CM}/c", json=first)
+    assert second.status_code == 200
+    assert second.json()["metadata"]["resourceVersion"] != first["metadata"]["resourceVersion"]
+    stale["data"]["k"] = "3"
+    r = http.put(f"{CM}/c", json=stale)
+    assert r.status_code == 409
+    assert r.json()["reason"] == "Conflict"
+    assert r.json()["message"] == (
+        'Operation cannot be fulfilled on configmaps "c": the object has been modified; '
+        "please apply your changes to the latest version and try again")
+    assert http.get(f"{CM}/c").json()["data"] == {"k": "2"}
+    del stale["metadata"]["resourceVersion"]
+    assert http.put(f"{CM}/c", json=stale).status_code == 200
+    assert http.get(f"{CM}/c").json()["data"] == {"k": "3"}
+
+
+def test_put_keeps_identity_and_rejects_name_mismatch(http: httpx.Client) -> None:
+    created = http.post(CM, json=configmap("default", "c")).json()
+    body = json.loads(json.dumps(created))
+    body["metadata"]["uid"] = created["metadata"]["uid"]
+    body["metadata"]["creationTimestamp"] = "1999-01-01T00:00:00Z"
+    body["data"] = {"x": "y"}
+    updated = http.put(f"{CM}/c", json=body).json()
+    assert updated["metadata"]["creationTimestamp"] == created["metadata"]["creationTimestamp"]
+    r = http.put(f"{CM}/other", json=configmap("default", "c"))
+    assert r.status_code == 400
+
+
+def test_noop_update_keeps_version(http: httpx.Client, fake_api: FakeApiServer) -> None:
+    created = http.post(CM, json=configmap("default", "c", {"k": "v"})).json()
+    before = fake_api.resource_version
+    same = http.put(f"{CM}/c", json=created).json()
+    assert same["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    assert fake_api.resource_version == before
+
+
+def test_generation_tracks_spec_only(http: httpx.Client) -> None:
+    ing = http.post(ING, json=ingress("default", "web", rule_hosts=["a.example.com"])).json()
+    ing["metadata"]["annotations"] = {"note": "x"}
+    ing = http.put(f"{ING}/web", json=ing).json()
+    assert ing["metadata"]["generation"] == 1
+    ing["spec"]["rules"][0]["host"] = "b.example.com"
+    ing = http.put(f"{ING}/web", json=ing).json()
+    assert ing["metadata"]["generation"] == 2
+
+
+def test_status_is_a_subresource(http: httpx.Client) -> None:
+    ing = http.post(ING, json=ingress("default", "web")).json()
+    ing["status"] = {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}
+    after = http.put(f"{ING}/web", json=ing).json()
+    assert after.get("status", {}).get("loadBalancer", {}).get("ingress") is None
+    ing["metadata"]["resourceVersion"] = after["metadata"]["resourceVersion"]
+    ing["metadata"]["labels"] = {"ignored": "yes"}
+    st = http.put(f"{ING}/web/status", json=ing)
+    assert st.status_code == 200
+    assert st.json()["status"]["loadBalancer"]["ingress"] == [{"ip": "203.0.113.7"}]
+    assert "labels" not in st.json()["metadata"]
+    assert http.put(f"{CM}/x/status", json=configmap("default", "x")).status_code == 404
+
+
+def test_delete_answers_status_and_object_kinds(http: httpx.Client) -> None:
+    created = http.post(CM, json=configmap("default", "c")).json()
+    r = http.delete(f"{CM}/c")
+    assert r.status_code == 200
+    assert r.json() == {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                        "status": "Success",
+                        "details": {"name": "c", "kind": "configmaps",
+                                    "uid": created["metadata"]["uid"]}}
+    http.post("/api/v1/namespaces", json={"metadata": {"name": "team"}}).raise_for_status()
+    r = http.delete("/api/v1/namespaces/team")
+    assert r.status_code == 200
+    assert r.json()["kind"] == "Namespace"
+
+
+def test_delete_waits_for_finalizers(http: httpx.Client) -> None:
+    cm = configmap("default", "c")
+    cm["metadata"]["finalizers"] = ["example.com/hold"]
+    http.post(CM, json=cm).raise_for_status()
+    r = http.delete(f"{CM}/c")
+    assert r.status_code == 202
+    held = http.get(f"{CM}/c").json()
+    assert held["metadata"]["deletionTimestamp"]
+    held["metadata"]["finalizers"] = []
+    assert http.put(f"{CM}/c", json=held).status_code == 200
+    assert http.get(f"{CM}/c").status_code == 404
+
+
+def test_delete_precondition_conflicts(http: httpx.Client) -> None:
+    http.post(CM, json=configmap("default", "c")).raise_for_status()
+    r = http.request("DELETE", f"{CM}/c", json={"kind": "DeleteOptions", "apiVersion": "v1",
+                                                "preconditions": {"resourceVersion": "1"}})
+    assert r.status_code == 409
+    assert http.get(f"{CM}/c").status_code == 200
+
+
+def test_dry_run_persists_nothing(http: httpx.Client, fake_api: FakeApiServer) -> None:
+    before = fake_api.resource_version
+    r = http.post(CM, params={"dryRun": "All"}, json=configmap("default", "c"))
+    assert r.status_code == 201
+    assert http.get(f"{CM}/c").status_code == 404
+    assert fake_api.resource_version == before
+
+
+# --- patch ---------------------------------------------------------------------------------
+
+
+def _patch(http: httpx.Client, path: str, body: Any, ctype: str) -> httpx.Response:
+    return http.patch(path, content=json.dumps(body), headers={"Content-Type": ctype})
+
+
+def test_merge_patch_sets_and_removes_keys(http: httpx.Client) -> None:
+    http.post(CM, json=configmap("default", "c", {"a": "1", "b": "2"})).raise_for_status()
+    for ctype in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
+        r = _patch(http, f"{CM}/c", {"data": {"a": None, "c": "3"}}, ctype)
+        assert r.status_code == 200
+        assert r.json()["data"] == {"b": "2", "c": "3"}
+
+
+def test_json_patch_and_its_failures(http: httpx.Client) -> None:
+    http.post(CM, json=configmap("default", "c", {"a": "1"})).raise_for_status()
+    ops = [{"op": "test", "path": "/data/a", "value": "1"},
+           {"op": "replace", "path": "/data/a", "value": "9"},
+           {"op": "add", "path": "/metadata/labels", "value": {"x": "y"}}]
+    r = _patch(http, f"{CM}/c", ops, "application/json-patch+json")
+    assert r.status_code == 200
+    assert r.json()["data"] == {"a": "9"} and r.json()["metadata"]["labels"] == {"x": "y"}
+    failing = [{"op": "test", "path": "/data/a", "value": "1"}]
+    assert _patch(http, f"{CM}/c", failing, "application/json-patch+json").status_code == 422
+    assert _patch(http, f"{CM}/c", {"data": {}}, "text/plain").status_code == 415
+
+
+def test_patch_with_stale_version_conflicts(http: httpx.Client) -> None:
+    http.post(CM, json=configmap("default", "c", {"a": "1"})).raise_for_status()
+    r = _patch(http, f"{CM}/c", {"metadata": {"resourceVersion": "1"}, "data": {"a": "2"}},
+               "application/merge-patch+json")
+    assert r.status_code == 409
+    assert http.get(f"{CM}/c").json()["data"] == {"a": "1"}
+
+
+def test_apply_patch_creates_then_merges(http: httpx.Client) -> None:
+    body = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  a: '1'\n"
+    headers = {"Content-Type": "application/apply-patch+yaml"}
+    assert http.patch(f"{CM}/c", content=body, headers=headers).status_code == 400
+    r = http.patch(f"{CM}/c", content=body, headers=headers, params={"fieldManager": "t"})
+    assert r.status_code == 201
+    r = http.patch(f"{CM}/c", content=body.replace("'1'", "'2'"), headers=headers,
+                   params={"fieldManager": "t"})
+    assert r.status_code == 200 and r.json()["data"] == {"a": "2"}
+
+
+# --- list ----------------------------------------------------------------------------------
+
+
+def test_list_shape(http: httpx.Client, fake_api: FakeApiServer) -> None:
+    fake_api.create(ingress("default", "a"))
+    fake_api.create(ingress("other", "b"))
+    body = http.get("/apis/networking.k8s.io/v1/ingresses").json()
+    assert body["kind"] == "IngressList"
+    assert body["apiVersion"] == "networking.k8s.io/v1"
+    assert body["metadata"] == {"resourceVersion": fake_api.resource_version}
+    assert [(i["metadata"]["namespace"], i["metadata"]["name"]) for i in body["items"]] == [
+        ("default", "a"), ("other", "b")]
+    assert all("kind" not in i and "apiVersion" not in i for i in body["items"])
+    assert [i["metadata"]["name"] for i in http.get(ING).json()["items"]] == ["a"]
+    names = [i["metadata"]["name"]
+             for i in http.get("/apis/networking.k8s.io/v1/ingressclasses").json()["items"]]
+    assert names == []
+
+
+def test_pagination_is_a_consistent_snapshot(http: httpx.Client, fake_api: FakeApiServer) -> None:
+    for i in range(5):
+        fake_api.create(configmap("default", f"c{i}"))
+    page = http.get(CM, params={"limit": 2}).json()
+    assert [i["metadata"]["name"] for i in page["items"]] == ["c0", "c1"]
+    assert page["metadata"]["remainingItemCount"] == 3
+    rv = page["metadata"]["resourceVersion"]
+    fake_api.delete("configmaps", "default", "c3")
+    fake_api.create(configmap("default", "c5"))
+    names: list[str] = []
+    while "continue" in page["metadata"]:
+        page = http.get(CM, params={"limit": 2, "continue": page["metadata"]["continue"]}).json()
+        assert page["metadata"]["resourceVersion"] == rv
+        names += [i["metadata"]["name"] for i in page["items"]]
+    assert names == ["c2", "c3", "c4"]
+    fresh = http.get(CM).json()["items"]
+    assert [i["metadata"]["name"] for i in fresh] == ["c0", "c1", "c2", "c4", "c5"]
+
+
+def test_continue_after_compaction_is_410(http: httpx.Client, fake_api: FakeApiServer) -> None:
+    for i in range(3):
+        fake_api.create(configmap("default", f"c{i}"))
+    page = http.get(CM, params={"limit": 1}).json()
+    fake_api.create(configmap("default", "later"))
+    fake_api.compact()
+    r = http.get(CM, params={"limit": 1, "continue": page["metadata"]["continue"]})
+    assert r.status_code == 410
+    assert r.json()["reason"] == "Expired"
+    assert http.get(CM, params={"continue": "garbage"}).status_code == 400
+
+
+def test_list_at_exact_version(http: httpx.Client, fake_api: FakeApiServer) -> None:
+    fake_api.create(configmap("default", "a"))
+    rv = fake_api.resource_version
+    fake_api.create(configmap("default", "b"))
+    params = {"resourceVersion": rv, "resourceVersionMatch": "Exact"}
+    items = http.get(CM, params=params).json()["items"]
+    assert [i["metadata"]["name"] for i in items] == ["a"]
+    ahead = str(int(fake_api.resource_version) + 100)
+    assert http.get(CM, params={"resourceVersion": ahead}).status_code == 504
+
+
+@pytest.mark.parametrize(("selector", "expected"), [
+    ("app=web", ["a", "b"]),
+    ("app==web,tier=front", ["a"]),
+    ("app!=web", ["c", "d"]),
+    ("app in (web, db)", ["a", "b", "c"]),
+    ("app notin (web)", ["c", "d"]),
+    ("tier", ["a"]),
+    ("!tier", ["b", "c", "d"]),
+])
+def test_label_selectors(http: httpx.Client, fake_api: FakeApiServer, selector: str,
+                         expected: list[str]) -> None:
+    for name, labels in (("a", {"app": "web", "tier": "front"}), ("b", {"app": "web"}),
+                         ("c", {"app": "db"}), ("d", {})):
+        fake_api.create(configmap("default", name, labels=labels))
+    items = http.get(CM, params={"labelSelector": selector}).json()["items"]
+    assert [i["metadata"]["name"] for i in items] == expected
+
+
+def test_field_selectors(http: httpx.Client, fake_api: FakeApiServer) -> None:
+    fake_api.create(configmap("default", "a"))
+    fake_api.create(configmap("other", "a"))
+    fake_api.create(configmap("other", "b"))
+    path = "/api/v1/configmaps"
+    items = http.get(path, params={"fieldSelector": "metadata.name=a"}).json()["items"]
+    assert [i["metadata"]["namespace"] for i in items] == ["default", "other"]
+    sel = "metadata.namespace==other,metadata.name!=a"
+    items = http.get(path, params={"fieldSelector": sel}).json()["items"]
+    assert [i["metadata"]["name"] for i in items] == ["b"]
+    r = http.get(path, params={"fieldSelector": "spec.color=red"})
+    assert r.status_code == 400
+    assert r.json()["message"] == "field label not supported: spec.color"
+    assert http.get(path, params={"labelSelector": "a in b"}).status_code == 400
+
+
+# --- watch ---------------------------------------------------------------------------------
+
+
+def test_watch_sees_every_change_once_in_order(http: httpx.Client,
+                                               fake_api: FakeApiServer) -> None:
+    fake_api.create(configmap("default", "before"))
+    rv = http.get(CM).json()["metadata"]["resourceVersion"]
+    params = {"watch": "true", "resourceVersion": rv}
+    with http.stream("GET", CM, params=params) as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"] == "application/json"
+        assert r.headers["transfer-encoding"] == "chunked"
+        fake_api.create(configmap("default", "x", {"n": "0"}))
+        for n in range(1, 4):
+            fake_api.patch("configmaps", "default", "x", {"data": {"n": str(n)}})
+        fake_api.delete("configmaps", "default", "x")
+        got = events(r.iter_lines(), 5)
+    assert [e["type"] for e in got] == ["ADDED", "MODIFIED", "MODIFIED", "MODIFIED", "DELETED"]
+    assert [e["object"]["data"]["n"] for e in got] == ["0", "1", "2", "3", "3"]
+    versions = [int(e["object"]["metadata"]["resourceVersion"]) for e in got]
+    assert versions == sorted(set(versions)) and versions[0] > int(rv)
+    assert all(e["object"]["kind"] == "ConfigMap" for e in got)
+
+
+def test_watch_without_version_starts_with_synthetic_adds(http: httpx.Client,
+                                                          fake_api: FakeApiServer) -> None:
+    fake_api.create(configmap("default", "a"))
+    fake_api.create(configmap("default", "b"))
+    for rv in (None, "0"):
+        params = {"watch": "1", **({"resourceVersion": rv} if rv else {})}
+        with http.stream("GET", CM, params=params) as r:
+            got = events(r.iter_lines(), 2)
+        assert [(e["type"], e["object"]["metadata"]["name"]) for e in got] == [
+            ("ADDED", "a"), ("ADDED", "b")]
+
+
+def test_watch_replays_history_from_an_old_version(http: httpx.Client,
+                                                   fake_api: FakeApiServer) -> None:
+    rv = fake_api.resource_version
+    fake_api.create(configmap("default", "a"))
+    fake_api.delete("configmaps", "default", "a")
+    with http.stream("GET", CM, params={"watch": "1", "resourceVersion": rv}) as r:
+        got = events(r.iter_lines(), 2)
+    assert [e["type"] for e in got] == ["ADDED", "DELETED"]
+
+
+def test_bookmarks_carry_only_the_version(http: httpx.Client, fake_api: FakeApiServer) -> None:
+    fake_api.create(configmap("default", "a"))
+    rv = fake_api.resource_version
+    # Writes to another type move the global version; the bookmark reports that progress.
+    fake_api.create(ingress("default", "i"))
+    params = {"watch": "1", "resourceVersion": rv, "allowWatchBookmarks": "true"}
+    with http.stream("GET", CM, params=params) as r:
+        got = events(r.iter_lines(), 1)
+    assert got == [{"type": "BOOKMARK", "object": {
+        "kind": "ConfigMap", "apiVersion": "v1",
+        "metadata": {"resourceVersion": fake_api.resource_version}}}]
+    with http.stream("GET", CM, params={"watch": "1", "resourceVersion": rv,
+                                        "timeoutSeconds": "1"}) as r:
+        assert list(r.iter_lines()) == []
+
+
+def test_send_initial_events_ends_with_annotated_bookmark(http: httpx.Client,
+                                                          fake_api: FakeApiServer) -> None:
+    fake_api.create(configmap("default", "a"))
+    params = {"watch": "1", "sendInitialEvents": "true", "allowWatchBookmarks": "true",
+              "resourceVersionMatch": "NotOlderThan"}
+    with http.stream("GET", CM, params=params) as r:
+        got = events(r.iter_lines(), 2)
+    assert got[0]["type"] == "ADDED"
+    assert got[1]["type"] == "BOOKMARK"
+    assert got[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+
+
+def test_watch_from_compacted_version_gets_410_event(http: httpx.Client,
+                                                     fake_api: FakeApiServer) -> None:
+    rv = fake_api.resource_version
+    fake_api.create(configmap("default", "a"))
+    fake_api.compact()
+    with http.stream("GET", CM, params={"watch": "1", "resourceVersion": rv}) as r:
+        assert r.status_code == 200
+        lines = list(r.iter_lines())
+    assert len(lines) == 1
+    event = json.loads(lines[0])
+    assert event["type"] == "ERROR"
+    assert event["object"]["code"] == 410
+    assert event["object"]["reason"] == "Expired"
+    assert event["object"]["message"].startswith(f"too old resource version: {rv} (")
+
+
+def test_bounded_history_expires_old_versions(http: httpx.Client) -> None:
+    with FakeApiServer(history_size=3) as small, httpx.Client(base_url=small.url) as client:
+        rv = small.resource_version
+        for i in range(4):
+            small.create(configmap("default", f"c{i}"))
+        with client.stream("GET", CM, params={"watch": "1", "resourceVersion": rv}) as r:
+            assert json.loads(next(r.iter_lines()))["object"]["code"] == 410
+        recent = small.list("configmaps")[1]["metadata"]["resourceVersion"]
+        with client.stream("GET", CM, params={"watch": "1", "resourceVersion": recent}) as r:
+            got = events(r.iter_lines(), 2)
+        assert [e["object"]["metadata"]["name"] for e in got] == ["c2", "c3"]
+
+
+def test_watch_selectors_turn_leaving_into_deleted(http: httpx.Client,
+                                                   fake_api: FakeApiServer) -> None:
+    rv = fake_api.resource_version
+    params = {"watch": "1", "resourceVersion": rv, "labelSelector": "hairpin=yes"}
+    with http.stream("GET", CM, params=params) as r:
+        fake_api.create(configmap("default", "other"))
+        fake_api.create(configmap("default", "c"))
+        fake_api.patch("configmaps", "default", "c", {"metadata": {"labels": {"hairpin": "yes"}}})
+        fake_api.patch("configmaps", "default", "c", {"data": {"k": "v"}})
+        left = fake_api.patch("configmaps", "default", "c",
+                              {"metadata": {"labels": {"hairpin": "no"}}})
+        got = events(r.iter_lines(), 3)
+    assert [e["type"] for e in got] == ["ADDED", "MODIFIED", "DELETED"]
+    gone = got[2]["object"]
+    assert gone["metadata"]["labels"] == {"hairpin": "yes"}
+    assert gone["metadata"]["resourceVersion"] == left["metadata"]["resourceVersion"]
+
+
+def test_watch_times_out_cleanly(http: httpx.Client) -> None:
+    with http.stream("GET", CM, params={"watch": "1", "timeoutSeconds": "1"}) as r:
+        assert list(r.iter_lines()) == []
+
+
+def test_discovery_and_health(http: httpx.Client) -> None:
+    assert http.get("/healthz").text == "ok"
+    assert http.get("/version").json()["major"] == "1"
+    assert http.get("/api").json()["versions"] == ["v1"]
+    groups = {g["name"] for g in http.get("/apis").json()["groups"]}
+    assert {"networking.k8s.io", "apps", "coordination.k8s.io", "events.k8s.io",
+            "discovery.k8s.io"} <= groups
+    names = {r["name"] for r in http.get("/apis/networking.k8s.io/v1").json()["resources"]}
+    assert {"ingresses", "ingresses/status", "ingressclasses"} <= names
+
+
+def test_request_log_records_every_request(http: httpx.Client, fake_api: FakeApiServer) -> None:
+    http.post(CM, json=configmap("default", "c")).raise_for_status()
+    http.get(f"{CM}/c").raise_for_status()
+    http.get(f"{CM}/nope")
+    assert fake_api.count("POST") == 1
+    assert fake_api.count("GET", path_re=r"/configmaps/nope$") == 1
+    statuses = [(r.method, r.status) for r in fake_api.requests()]
+    assert statuses == [("POST", 201), ("GET", 200), ("GET", 404)]
+    fake_api.clear_requests()
+    assert fake_api.count() == 0
