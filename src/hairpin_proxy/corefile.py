@@ -653,10 +653,10 @@ def _insertion(cf: Corefile, block: ServerBlock, skip: Sequence[tuple[int, int]]
     """Where a new managed block goes in ``block``: (offset, indentation, line ending)."""
     text = cf.text
     opener = block.body.open if block.body is not None else block.header[-1]
-    after = [t for t in cf.tokens if t.start >= opener.end]
-    if block.body is not None and after and after[0] is not block.body.close \
-            and not after[0].first_on_line:
-        # A directive shares the opening line; go in front of the closing brace instead.
+    at = cf.tokens.index(opener) + 1
+    following = cf.tokens[at] if at < len(cf.tokens) else None
+    if block.body is not None and following is not None and not following.first_on_line:
+        # Something shares the opening line; go in front of the closing brace instead.
         close = block.body.close
         if not close.first_on_line:
             raise CorefileError("cannot place the managed block: this root server block opens "
