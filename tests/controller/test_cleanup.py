@@ -1,0 +1,83 @@
+"""`hairpin-proxy cleanup`: the uninstall step."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from hairpin_proxy import corefile
+from tests.controller.conftest import COREFILE, NAMESPACE, Controller, corefile_text, wait_until
+from tests.fakeapi.fixtures import ingress
+from tests.fakeapi.server import FakeApiServer
+
+Start = Callable[..., Controller]
+
+
+def test_cleanup_restores_the_corefile_byte_for_byte(cluster: FakeApiServer,
+                                                     start: Start) -> None:
+    cluster.create(ingress("a", "a", tls_hosts=["a.example.com", "b.example.com"]))
+    ctl = start()
+    ctl.wait_ready()
+    assert corefile.managed_hosts(corefile_text(cluster)) == ("a.example.com", "b.example.com")
+    assert cluster.get("ConfigMap", NAMESPACE, "hairpin-proxy-hosts") is not None
+    assert ctl.stop() == 0
+    cleanup = start(command="cleanup")
+    assert cleanup.proc.wait(30) == 0, cleanup.log()
+    assert corefile_text(cluster) == COREFILE
+    assert cluster.get("ConfigMap", NAMESPACE, "hairpin-proxy-hosts") is None
+    # Idempotent: a second run finds nothing to do and still succeeds.
+    again = start(command="cleanup")
+    assert again.proc.wait(30) == 0, again.log()
+    assert corefile_text(cluster) == COREFILE
+
+
+def test_cleanup_in_import_mode_removes_only_our_key(cluster: FakeApiServer,
+                                                     start: Start) -> None:
+    other = {"other.server": "example.org:53 {\n    forward . 10.0.0.1\n}\n"}
+    cluster.create({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "coredns-custom", "namespace": "kube-system"},
+                    "data": dict(other)})
+    cluster.create(ingress("a", "a", tls_hosts=["a.example.com"]))
+    ctl = start("--mode", "coredns-import", "--import-configmap-name", "coredns-custom")
+    ctl.wait_ready()
+    assert ctl.stop() == 0
+    cleanup = start("--mode", "coredns-import", command="cleanup")
+    assert cleanup.proc.wait(30) == 0, cleanup.log()
+    cm = cluster.get("ConfigMap", "kube-system", "coredns-custom")
+    assert cm is not None and cm["data"] == other
+    assert corefile_text(cluster) == COREFILE
+
+
+def test_cleanup_deletes_an_import_configmap_it_created(cluster: FakeApiServer,
+                                                        start: Start) -> None:
+    cluster.create(ingress("a", "a", tls_hosts=["a.example.com"]))
+    ctl = start("--mode", "coredns-import")
+    ctl.wait_ready()
+    assert cluster.get("ConfigMap", "kube-system", "coredns-custom") is not None
+    assert ctl.stop() == 0
+    cleanup = start("--mode", "coredns-import", command="cleanup")
+    assert cleanup.proc.wait(30) == 0, cleanup.log()
+    assert cluster.get("ConfigMap", "kube-system", "coredns-custom") is None
+
+
+def test_cleanup_fails_clearly_and_changes_nothing(cluster: FakeApiServer,
+                                                   start: Start) -> None:
+    cm = cluster.get("ConfigMap", "kube-system", "coredns")
+    assert cm is not None
+    broken = COREFILE + "}\n"
+    cm["data"]["Corefile"] = broken
+    cluster.update(cm)
+    cleanup = start(command="cleanup")
+    assert cleanup.proc.wait(30) == 1
+    assert "cleanup failed" in cleanup.log()
+    assert corefile_text(cluster) == broken
+
+
+def test_cleanup_reports_an_unreachable_api(cluster: FakeApiServer, start: Start) -> None:
+    cluster.go_down()
+    try:
+        cleanup = start(command="cleanup")
+        wait_until(lambda: cleanup.proc.poll() is not None, timeout=60, what="exit")
+        assert cleanup.proc.returncode == 1
+        assert "cleanup failed" in cleanup.log()
+    finally:
+        cluster.come_up()

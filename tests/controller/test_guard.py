@@ -1,0 +1,99 @@
+"""The mass-removal guard: pure decisions, then end to end against the API."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from hairpin_proxy import corefile
+from hairpin_proxy.controller import RemovalGuard
+from tests.controller.conftest import Controller, corefile_text, wait_until
+from tests.fakeapi.fixtures import ingress
+from tests.fakeapi.server import FakeApiServer
+
+Start = Callable[..., Controller]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_small_drops_and_growth_pass() -> None:
+    guard = RemovalGuard(0.5, 60, False, Clock())
+    assert guard.decide(["a", "b", "c"], []) == (("a", "b", "c"), False)
+    assert guard.decide(["a", "b"], ["a", "b", "c", "d"]) == (("a", "b"), False)
+    assert guard.decide(["a", "x"], ["a", "b"]) == (("a", "x"), False)
+
+
+def test_drop_to_empty_is_held_until_the_grace_period() -> None:
+    clock = Clock()
+    guard = RemovalGuard(0.5, 60, False, clock)
+    assert guard.decide([], ["a", "b"]) == (("a", "b"), True)
+    clock.now += 59
+    assert guard.decide([], ["a", "b"]) == (("a", "b"), True)
+    assert 0 < guard.release_in() <= 1
+    clock.now += 1
+    assert guard.decide([], ["a", "b"]) == ((), False)
+
+
+def test_large_drop_keeps_old_hosts_but_adds_new_ones() -> None:
+    clock = Clock()
+    guard = RemovalGuard(0.5, 60, False, clock)
+    assert guard.decide(["a", "new"], ["a", "b", "c", "d"]) == (("a", "b", "c", "d", "new"),
+                                                                True)
+
+
+def test_withdrawn_drop_resets_the_timer() -> None:
+    clock = Clock()
+    guard = RemovalGuard(0.5, 60, False, clock)
+    assert guard.decide([], ["a"])[1]
+    clock.now += 50
+    assert guard.decide(["a"], ["a"]) == (("a",), False)
+    clock.now += 20
+    assert guard.decide([], ["a"]) == (("a",), True)
+
+
+def test_allow_mass_removal_applies_at_once() -> None:
+    assert RemovalGuard(0.5, 60, True, Clock()).decide([], ["a", "b"]) == ((), False)
+
+
+def test_guard_holds_then_releases_end_to_end(cluster: FakeApiServer, start: Start) -> None:
+    for name in ("a", "b", "c", "d"):
+        cluster.create(ingress(name, name, tls_hosts=[f"{name}.example.com"]))
+    everything = ("a.example.com", "b.example.com", "c.example.com", "d.example.com")
+    ctl = start("--mass-removal-grace", "4")
+    ctl.wait_ready()
+    wait_until(lambda: corefile.managed_hosts(corefile_text(cluster)) == everything,
+               what="four hosts")
+    for name in ("a", "b", "c"):
+        cluster.delete("Ingress", name, name)
+    dropped = time.monotonic()
+    wait_until(lambda: ctl.metric("hairpin_controller_mass_removal_held") == 1,
+               what="drop held")
+    assert corefile.managed_hosts(corefile_text(cluster)) == everything
+    assert any(str(r.get("msg")).startswith("large drop in hosts held back")
+               for r in ctl.records())
+    wait_until(lambda: corefile.managed_hosts(corefile_text(cluster)) == ("d.example.com",),
+               timeout=30, what="drop released")
+    assert time.monotonic() - dropped >= 4
+    assert ctl.metric("hairpin_controller_mass_removal_held") == 0
+
+
+def test_guard_starts_from_what_the_block_holds(cluster: FakeApiServer, start: Start) -> None:
+    cluster.create(ingress("a", "a", tls_hosts=["a.example.com"]))
+    cluster.create(ingress("b", "b", tls_hosts=["b.example.com"]))
+    first = start()
+    first.wait_ready()
+    assert first.stop() == 0
+    # Restarted while every Ingress is gone (say, a broken list filter): nothing is removed.
+    cluster.delete("Ingress", "a", "a")
+    cluster.delete("Ingress", "b", "b")
+    ctl = start()
+    ctl.wait_ready()
+    wait_until(lambda: ctl.metric("hairpin_controller_mass_removal_held") == 1,
+               what="drop held at start")
+    assert corefile.managed_hosts(corefile_text(cluster)) == ("a.example.com", "b.example.com")

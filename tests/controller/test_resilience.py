@@ -1,0 +1,95 @@
+"""Broken watches and an unreachable API: recovered from, with no change missed."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from hairpin_proxy import corefile
+from tests.controller.conftest import Controller, corefile_text, wait_until
+from tests.fakeapi.fixtures import ingress
+from tests.fakeapi.server import FakeApiServer
+
+Start = Callable[..., Controller]
+INGRESS_WATCH = r"/apis/networking.k8s.io/v1/ingresses"
+
+
+def managed(api: FakeApiServer) -> tuple[str, ...]:
+    return corefile.managed_hosts(corefile_text(api))
+
+
+def test_dropped_watch_resumes_without_missing_a_change(cluster: FakeApiServer,
+                                                        start: Start) -> None:
+    ctl = start()
+    ctl.wait_ready()
+    watches = cluster.count("GET", INGRESS_WATCH, watch=True)
+    cluster.drop_watches()
+    # Changed while no watch is open: must arrive through the resumed watch.
+    cluster.create(ingress("a", "a", tls_hosts=["a.example.com"]))
+    wait_until(lambda: managed(cluster) == ("a.example.com",), what="change after drop")
+    assert cluster.count("GET", INGRESS_WATCH, watch=True) > watches
+    wait_until(lambda: ctl.metric("hairpin_controller_watch_restarts_total") >= 1,
+               what="restart counted")
+
+
+def test_stalled_watch_is_reconnected(cluster: FakeApiServer, start: Start) -> None:
+    ctl = start("--watch-timeout", "1")
+    ctl.wait_ready()
+    watches = cluster.count("GET", INGRESS_WATCH, watch=True)
+    cluster.stall_watches()
+    try:
+        cluster.create(ingress("a", "a", tls_hosts=["a.example.com"]))
+        # Silence is noticed: the controller keeps opening new watches.
+        wait_until(lambda: cluster.count("GET", INGRESS_WATCH, watch=True) >= watches + 2,
+                   timeout=20, what="reconnects during the stall")
+    finally:
+        cluster.unstall_watches()
+    wait_until(lambda: managed(cluster) == ("a.example.com",), what="change after the stall")
+    assert 'reason="silent"' in ctl.get("/metrics")[1]
+
+
+def test_gone_watch_relists(cluster: FakeApiServer, start: Start) -> None:
+    cluster.create(ingress("old", "old", tls_hosts=["old.example.com"]))
+    ctl = start("--allow-mass-removal")
+    ctl.wait_ready()
+    wait_until(lambda: managed(cluster) == ("old.example.com",), what="first write")
+    lists = cluster.count("GET", INGRESS_WATCH, watch=False)
+    cluster.compact()
+    cluster.drop_watches()
+    # Both a deletion and an addition happen while the watch is down and history is gone.
+    cluster.delete("Ingress", "old", "old")
+    cluster.create(ingress("new", "new", tls_hosts=["new.example.com"]))
+    wait_until(lambda: managed(cluster) == ("new.example.com",), what="relisted state")
+    assert cluster.count("GET", INGRESS_WATCH, watch=False) > lists
+    assert 'reason="gone"' in ctl.get("/metrics")[1]
+
+
+def test_failing_requests_are_retried(cluster: FakeApiServer, start: Start) -> None:
+    ctl = start()
+    ctl.wait_ready()
+    cluster.fail_requests(3, status=500, method="PUT")
+    cluster.create(ingress("a", "a", tls_hosts=["a.example.com"]))
+    wait_until(lambda: managed(cluster) == ("a.example.com",), what="write after 500s")
+    assert ctl.metric('hairpin_controller_reconciles_total{result="error"}') >= 1
+    assert ctl.proc.poll() is None
+
+
+@pytest.mark.slow
+def test_api_down_for_thirty_seconds_is_survived(cluster: FakeApiServer, start: Start) -> None:
+    cluster.create(ingress("a", "a", tls_hosts=["a.example.com"]))
+    ctl = start()
+    ctl.wait_ready()
+    wait_until(lambda: managed(cluster) == ("a.example.com",), what="first write")
+    cluster.go_down()
+    try:
+        cluster.create(ingress("b", "b", tls_hosts=["b.example.com"]))
+        time.sleep(30)
+        assert ctl.proc.poll() is None, ctl.log()
+    finally:
+        cluster.come_up()
+    wait_until(lambda: managed(cluster) == ("a.example.com", "b.example.com"), timeout=60,
+               what="converged after the outage")
+    assert ctl.proc.poll() is None
+    assert ctl.get("/readyz")[0] == 200
