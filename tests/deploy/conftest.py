@@ -17,10 +17,11 @@ def kubectl() -> str:
 
 @pytest.fixture(scope="session")
 def renders(kubectl: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Doc]]:
-    """Name → rendered documents, for the base, each overlay and base + each component."""
+    """Name → rendered documents: base, overlays, cleanup Jobs, base + each component."""
     out: dict[str, list[Doc]] = {"base": render(kubectl, BASE)}
-    for overlay in kustomization_dirs(DEPLOY / "overlays"):
-        out[f"overlays/{overlay.name}"] = render(kubectl, overlay)
+    for group in ("overlays", "cleanup"):
+        for directory in kustomization_dirs(DEPLOY / group):
+            out[f"{group}/{directory.name}"] = render(kubectl, directory)
     for component in kustomization_dirs(DEPLOY / "components"):
         work = tmp_path_factory.mktemp(f"component-{component.name}")
         # kustomize refuses absolute paths; relative ones may leave the root.

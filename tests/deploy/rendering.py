@@ -1,7 +1,8 @@
 """Helpers to render the kustomizations under deploy/ with the real `kubectl kustomize`.
 
-Renders: the base, every overlay, and every component applied alone on top of the base (from a
-throwaway kustomization in a temporary directory, so nothing is written into the checkout).
+Renders: the base, every overlay, every cleanup Job, and every component applied alone on top of
+the base (from a throwaway kustomization in a temporary directory, so nothing is written into
+the checkout).
 """
 
 from __future__ import annotations
@@ -61,4 +62,5 @@ def find(docs: list[Doc], kind: str, name: str, namespace: str | None = None) ->
 
 
 def workloads(docs: list[Doc]) -> list[Doc]:
-    return [d for d in docs if d["kind"] in ("Deployment", "DaemonSet")]
+    """Everything with a pod template."""
+    return [d for d in docs if d["kind"] in ("Deployment", "DaemonSet", "Job")]

@@ -25,6 +25,13 @@ NONROOT_UID = 65532
 ROOT_ALLOWED = {("DaemonSet", "hairpin-proxy-etchosts")}
 READ_VERBS = {"get", "list", "watch"}
 FORBIDDEN_VERBS = {"*", "escalate", "bind", "impersonate", "deletecollection"}
+ALL_RENDERS = ["base", "overlays/k3s", "overlays/aks", "overlays/rke2", "overlays/etchosts",
+               "cleanup/default", "cleanup/coredns-import", "cleanup/rke2",
+               "components/traefik", "components/coredns-import", "components/rke2",
+               "components/proxy-v2", "components/etchosts", "components/image"]
+# Each cleanup Job runs with the controller's service account as installed by this render.
+CLEANUP_FOR = {"cleanup/default": "base", "cleanup/coredns-import": "overlays/k3s",
+               "cleanup/rke2": "overlays/rke2"}
 
 
 def schema_versions() -> list[str]:
@@ -49,9 +56,7 @@ def subparsers() -> dict[str, argparse.ArgumentParser]:
 # --------------------------------------------------------------------------- rendering
 
 def test_every_kustomization_is_rendered(renders: dict[str, list[Doc]]) -> None:
-    assert {"base", "overlays/k3s", "overlays/aks", "overlays/rke2", "overlays/etchosts",
-            "components/traefik", "components/coredns-import", "components/rke2",
-            "components/proxy-v2", "components/etchosts"} <= set(renders)
+    assert set(ALL_RENDERS) <= set(renders)
     for name, docs in renders.items():
         assert docs, name
 
@@ -114,10 +119,7 @@ def test_strict_validation_rejects_unknown_fields(renders: dict[str, list[Doc]])
 
 # --------------------------------------------------------------------------- hardening
 
-@pytest.mark.parametrize("name", ["base", "overlays/k3s", "overlays/aks", "overlays/rke2",
-                                  "overlays/etchosts", "components/traefik",
-                                  "components/coredns-import", "components/rke2",
-                                  "components/proxy-v2", "components/etchosts"])
+@pytest.mark.parametrize("name", ALL_RENDERS)
 def test_workloads_are_hardened(renders: dict[str, list[Doc]], name: str) -> None:
     for w in workloads(renders[name]):
         what = f"{name}: {w['kind']}/{w['metadata']['name']}"
@@ -148,6 +150,8 @@ def test_workloads_are_hardened(renders: dict[str, list[Doc]], name: str) -> Non
                     assert ctx["runAsUser"] == NONROOT_UID, cwhat
             for kind in ("requests", "limits"):
                 assert {"cpu", "memory"} <= set(c["resources"][kind]), f"{cwhat} {kind}"
+            if w["kind"] == "Job":
+                continue
             ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
             assert ports.get("admin") == 9090, cwhat
             live = c["livenessProbe"]["httpGet"]
@@ -216,7 +220,8 @@ def test_controller_elects_a_leader_and_knows_its_namespace(
 
 
 def test_one_image_everywhere(renders: dict[str, list[Doc]]) -> None:
-    images = yaml.safe_load((BASE / "kustomization.yaml").read_text())["images"]
+    images = yaml.safe_load((DEPLOY / "components" / "image" / "kustomization.yaml")
+                            .read_text())["images"]
     assert len(images) == 1
     expected = f"{images[0]['newName']}:{images[0]['newTag']}"
     for name, docs in renders.items():
@@ -354,13 +359,38 @@ def allowed(docs: list[Doc], sa: str, namespace: str, group: str,  # noqa: PLR09
     return False
 
 
-def controller_flags(docs: list[Doc]) -> dict[str, str]:
-    args = pod_spec(find(docs, "Deployment", "hairpin-proxy-controller"))["containers"][0]["args"]
+def flags_of(docs: list[Doc], kind: str, name: str) -> dict[str, str]:
+    """The settings a workload's command line produces, as strings."""
+    args = pod_spec(find(docs, kind, name))["containers"][0]["args"]
     namespace = build_parser().parse_args(args)
     del namespace.command
-    settings = settings_from_args(next(c.settings for c in COMMANDS if c.name == "controller"),
+    settings = settings_from_args(next(c.settings for c in COMMANDS if c.name == args[0]),
                                   namespace, environ={})
     return {k: str(v) for k, v in dataclasses.asdict(settings).items()}
+
+
+def controller_flags(docs: list[Doc]) -> dict[str, str]:
+    return flags_of(docs, "Deployment", "hairpin-proxy-controller")
+
+
+@pytest.mark.parametrize("job", sorted(CLEANUP_FOR))
+def test_cleanup_job_matches_its_install(renders: dict[str, list[Doc]], job: str) -> None:
+    """The cleanup Job targets the ConfigMap its install writes, and may change it."""
+    installed = renders[CLEANUP_FOR[job]]
+    ctl = controller_flags(installed)
+    cleanup = flags_of(renders[job], "Job", "hairpin-proxy-cleanup")
+    for key in ("mode", "configmap_namespace", "configmap_name", "configmap_key",
+                "import_configmap_name", "import_key", "publish_configmap"):
+        assert cleanup[key] == ctl[key], (job, key)
+    spec = pod_spec(find(renders[job], "Job", "hairpin-proxy-cleanup"))
+    assert spec["serviceAccountName"] == "hairpin-proxy-controller"
+    assert spec["restartPolicy"] == "Never"
+    written = (cleanup["import_configmap_name"] if cleanup["mode"] == "coredns-import"
+               else cleanup["configmap_name"])
+    assert allowed(installed, "hairpin-proxy-controller", cleanup["configmap_namespace"], "",
+                   "configmaps", "update", written)
+    assert allowed(installed, "hairpin-proxy-controller", "hairpin-proxy", "", "configmaps",
+                   "delete", cleanup["publish_configmap"])
 
 
 @pytest.mark.parametrize("name", ["base", "overlays/k3s", "overlays/aks", "overlays/rke2",
@@ -378,10 +408,20 @@ def test_controller_may_do_exactly_what_its_flags_say(
         assert allowed(docs, sa, dns_ns, "", "configmaps", verb, written), (name, verb)
     # ... and no other ConfigMap there may be changed.
     assert not allowed(docs, sa, dns_ns, "", "configmaps", "update", "kube-root-ca.crt")
-    assert not allowed(docs, sa, dns_ns, "", "configmaps", "delete", written)
     if flags["mode"] == "coredns-import":
+        # cleanup deletes the import ConfigMap when it created it and it is left empty.
+        assert allowed(docs, sa, dns_ns, "", "configmaps", "create")
+        assert allowed(docs, sa, dns_ns, "", "configmaps", "delete", written)
         assert not allowed(docs, sa, dns_ns, "", "configmaps", "update", flags["configmap_name"])
         assert allowed(docs, sa, dns_ns, "", "configmaps", "get", flags["configmap_name"])
+    else:
+        assert not allowed(docs, sa, dns_ns, "", "configmaps", "delete", written)
+        assert not allowed(docs, sa, dns_ns, "", "configmaps", "create")
+    # Optional checks: node-local-dns (DaemonSet or ConfigMap), LoadBalancer ipMode.
+    assert allowed(docs, sa, "kube-system", "apps", "daemonsets", "get", "node-local-dns")
+    assert allowed(docs, sa, "kube-system", "", "configmaps", "get", "node-local-dns")
+    for verb in sorted(READ_VERBS):
+        assert allowed(docs, sa, "any-namespace", "", "services", verb)
     for kind in ("ingresses", "ingressclasses"):
         for verb in sorted(READ_VERBS):
             assert allowed(docs, sa, "any-namespace", "networking.k8s.io", kind, verb)
