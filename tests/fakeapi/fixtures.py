@@ -55,7 +55,8 @@ def ingress(
     backend_service: str = "web",
     backend_port: int = 80,
 ) -> Obj:
-    """A networking.k8s.io/v1 Ingress; each rule host routes / to the backend service."""
+    """A networking.k8s.io/v1 Ingress; each rule host routes / to the backend service (without
+    rule hosts the service becomes the default backend)."""
     backend = {"service": {"name": backend_service, "port": {"number": backend_port}}}
     spec: Obj = {}
     if class_name is not None:
@@ -70,7 +71,8 @@ def ingress(
     ]
     if rules:
         spec["rules"] = rules
-    if not rules and not tls:
+    if not rules:
+        # The API rejects an Ingress with neither rules nor a default backend.
         spec["defaultBackend"] = backend
     return {
         "apiVersion": "networking.k8s.io/v1",

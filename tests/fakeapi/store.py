@@ -12,7 +12,6 @@ import copy
 import ipaddress
 import json
 import random
-import re
 import uuid
 from collections import deque
 from collections.abc import Callable
@@ -23,33 +22,13 @@ from typing import Any
 from tests.fakeapi import status as st
 from tests.fakeapi.resources import RESOURCES, ResourceType, resolve
 from tests.fakeapi.status import ApiError
+from tests.fakeapi.validation import validate
 
 Obj = dict[str, Any]
 Key = tuple[str, str]  # (namespace or "", name)
 Match = Callable[[Obj], bool]
 
-_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LABEL_1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_LABEL_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-CONFIGMAP_MAX_BYTES = 1024 * 1024
-
-MSG_SUBDOMAIN = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
-    "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used "
-    "for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-)
-MSG_1123 = (
-    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
-    "must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex "
-    "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
-)
-MSG_1035 = (
-    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
-    "alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or "
-    "'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
-)
 
 
 def now_rfc3339() -> str:
@@ -229,63 +208,6 @@ class Store:
             if w.rt == rt:
                 w.offer(ev)
 
-    def _validate(self, rt: ResourceType, obj: Obj) -> None:
-        md = obj["metadata"]
-        name = md.get("name") or ""
-        causes: list[tuple[str, str, str]] = []
-        if not name:
-            causes.append(("metadata.name", "FieldValueRequired",
-                           "Required value: name or generateName is required"))
-        else:
-            if rt.plural == "namespaces":
-                ok, msg = bool(_LABEL_1123.match(name)) and len(name) <= 63, MSG_1123
-            elif rt.plural == "services":
-                ok, msg = bool(_LABEL_1035.match(name)) and len(name) <= 63, MSG_1035
-            else:
-                ok, msg = bool(_SUBDOMAIN.match(name)) and len(name) <= 253, MSG_SUBDOMAIN
-            if not ok:
-                causes.append(("metadata.name", "FieldValueInvalid",
-                               f'Invalid value: "{name}": {msg}'))
-        for what in ("labels", "annotations"):
-            value = md.get(what)
-            if value is None:
-                continue
-            if not isinstance(value, dict) or not all(
-                isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-            ):
-                raise st.bad_request(
-                    f"{rt.kind} in version \"{rt.version}\" cannot be handled as a {rt.kind}: "
-                    f"json: cannot unmarshal into Go struct field ObjectMeta.metadata.{what} "
-                    "of type map[string]string"
-                )
-        if rt.plural == "configmaps":
-            total = 0
-            for what in ("data", "binaryData"):
-                value = obj.get(what)
-                if value is None:
-                    continue
-                if not isinstance(value, dict) or not all(
-                    isinstance(v, str) for v in value.values()
-                ):
-                    raise st.bad_request(
-                        f'ConfigMap in version "v1" cannot be handled as a ConfigMap: json: '
-                        f"cannot unmarshal into Go struct field ConfigMap.{what} of type "
-                        "map[string]string"
-                    )
-                for k, v in value.items():
-                    total += len(k) + len(v.encode())
-                    if not _CONFIG_KEY.match(k) or len(k) > 253:
-                        causes.append((f"{what}[{k}]", "FieldValueInvalid",
-                                       f'Invalid value: "{k}": a valid config key must consist '
-                                       "of alphanumeric characters, '-', '_' or '.' (e.g. "
-                                       "'key.name',  or 'KEY_NAME',  or 'key-name', regex used "
-                                       "for validation is '[-._a-zA-Z0-9]+')"))
-            if total > CONFIGMAP_MAX_BYTES:
-                causes.append(("", "FieldValueTooLong",
-                               f"Too long: must have at most {CONFIGMAP_MAX_BYTES} bytes"))
-        if causes:
-            raise st.invalid(rt, name, causes)
-
     def _check_body(self, rt: ResourceType, obj: Any) -> Obj:
         if not isinstance(obj, dict):
             raise st.bad_request("the object provided is unrecognized: not a JSON object")
@@ -339,7 +261,7 @@ class Store:
         if not md.get("name") and md.get("generateName"):
             suffix = "".join(random.choice(_GENERATE_ALPHABET) for _ in range(5))
             md["name"] = f"{md['generateName']}{suffix}"
-        self._validate(rt, obj)
+        validate(rt, obj)
         if key_of(obj) in self._objects[rt]:
             raise st.already_exists(rt, md["name"])
         for server_owned in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp",
@@ -433,7 +355,7 @@ class Store:
                 nmd[immutable] = old["metadata"][immutable]
             else:
                 nmd.pop(immutable, None)
-        self._validate(rt, new)
+        validate(rt, new, old)
         if rt.has_generation and new.get("spec") != old.get("spec"):
             nmd["generation"] = int(old["metadata"].get("generation", 0)) + 1
         if rt.plural == "services":
