@@ -56,11 +56,16 @@ def test_gone_watch_relists(cluster: FakeApiServer, start: Start) -> None:
     ctl.wait_ready()
     wait_until(lambda: managed(cluster) == ("old.example.com",), what="first write")
     lists = cluster.count("GET", INGRESS_WATCH, watch=False)
-    cluster.compact()
-    cluster.drop_watches()
-    # Both a deletion and an addition happen while the watch is down and history is gone.
-    cluster.delete("Ingress", "old", "old")
-    cluster.create(ingress("new", "new", tls_hosts=["new.example.com"]))
+    # A deletion and an addition the open watch never delivers, then history is forgotten:
+    # resuming gets 410 Gone, and only a relist can reveal the deletion.
+    cluster.stall_watches()
+    try:
+        cluster.delete("Ingress", "old", "old")
+        cluster.create(ingress("new", "new", tls_hosts=["new.example.com"]))
+        cluster.compact()
+        cluster.drop_watches()
+    finally:
+        cluster.unstall_watches()
     wait_until(lambda: managed(cluster) == ("new.example.com",), what="relisted state")
     assert cluster.count("GET", INGRESS_WATCH, watch=False) > lists
     assert 'reason="gone"' in ctl.get("/metrics")[1]

@@ -58,8 +58,10 @@ def load(kubeconfig: Path | None, *, service_account: Path = SERVICE_ACCOUNT_DIR
 
 
 def _from_file(path: Path) -> ClusterConfig:
+    if not path.expanduser().is_file():
+        raise KubeConfigError(f"kubeconfig {path}: no such file")
     try:
-        cfg = KubeConfig.from_file(path).get()
+        cfg = KubeConfig.from_file(path.expanduser()).get()
     except FileNotFoundError:
         raise KubeConfigError(f"kubeconfig {path}: no such file") from None
     except (ConfigError, KeyError, TypeError, ValueError) as exc:

@@ -1,0 +1,101 @@
+"""The JSON client over real HTTP: errors, paging, and a rotated bearer token."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from hairpin_proxy.kube import config as kconfig
+from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
+from tests.fakeapi.fixtures import configmap
+from tests.fakeapi.server import FakeApiServer
+
+
+def test_resource_paths() -> None:
+    assert resource_path("v1", "configmaps", "kube-system", "coredns") == \
+        "/api/v1/namespaces/kube-system/configmaps/coredns"
+    assert resource_path("networking.k8s.io/v1", "ingresses") == \
+        "/apis/networking.k8s.io/v1/ingresses"
+
+
+def test_get_create_replace_delete(fake_api: FakeApiServer, kubeconfig: Path) -> None:
+    async def main() -> None:
+        client = KubeClient.from_cluster(kconfig.load(kubeconfig))
+        path = resource_path("v1", "configmaps", "default", "x")
+        try:
+            assert await client.get(path) is None
+            made = await client.create(resource_path("v1", "configmaps", "default"),
+                                       configmap("default", "x", {"k": "1"}))
+            stale = dict(made)
+            made["data"] = {"k": "2"}
+            await client.replace(path, made)
+            stale["data"] = {"k": "3"}
+            with pytest.raises(ApiError) as info:
+                await client.replace(path, stale)
+            assert info.value.status == 409 and info.value.reason == "Conflict"
+            assert await client.delete(path) is True
+            assert await client.delete(path) is False
+        finally:
+            await client.close()
+
+    asyncio.run(main())
+
+
+def test_list_follows_continue(fake_api: FakeApiServer, kubeconfig: Path) -> None:
+    for i in range(7):
+        fake_api.create(configmap("default", f"cm{i}"))
+
+    async def main() -> None:
+        client = KubeClient.from_cluster(kconfig.load(kubeconfig))
+        try:
+            items, rv = await client.list(resource_path("v1", "configmaps", "default"), limit=3)
+        finally:
+            await client.close()
+        assert {i["metadata"]["name"] for i in items} >= {f"cm{i}" for i in range(7)}
+        assert rv
+
+    asyncio.run(main())
+    assert fake_api.count("GET", r"/configmaps", watch=False) >= 3
+
+
+def test_unreachable_server_is_status_zero(tmp_path: Path, fake_api: FakeApiServer) -> None:
+    path = fake_api.write_kubeconfig(tmp_path / "kc")
+    fake_api.go_down()
+
+    async def main() -> None:
+        client = KubeClient.from_cluster(kconfig.load(path))
+        try:
+            with pytest.raises(ApiError) as info:
+                await client.get("/api/v1/namespaces")
+            assert info.value.status == 0 and info.value.retriable
+        finally:
+            await client.close()
+
+    try:
+        asyncio.run(main())
+    finally:
+        fake_api.come_up()
+
+
+def test_rotated_token_file_is_reread(fake_api: FakeApiServer, tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("first\n")
+    fake_api.set_tokens({"first"})
+    path = fake_api.write_kubeconfig(tmp_path / "kc", token_file=token)
+
+    async def main() -> None:
+        client = KubeClient.from_cluster(kconfig.load(path))
+        try:
+            assert await client.get(resource_path("v1", "namespaces", None, "default"))
+            # The kubelet rotates the projected token; the old one stops working.
+            token.write_text("second\n")
+            fake_api.set_tokens({"second"})
+            assert await client.get(resource_path("v1", "namespaces", None, "default"))
+        finally:
+            await client.close()
+
+    asyncio.run(main())
+    assert [r.status for r in fake_api.requests("GET", r"/namespaces/default$")] == \
+        [200, 401, 200]

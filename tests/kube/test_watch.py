@@ -1,0 +1,139 @@
+"""The list+watch loop against a real (fake) API server over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from hairpin_proxy.kube import config as kconfig
+from hairpin_proxy.kube.client import KubeClient, resource_path
+from hairpin_proxy.kube.watch import Backoff, Reflector
+from tests.fakeapi.fixtures import configmap
+from tests.fakeapi.server import FakeApiServer
+
+
+async def until(predicate: Callable[[], object], limit: float = 20.0) -> None:
+    deadline = asyncio.get_running_loop().time() + limit
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, "condition not met"
+        await asyncio.sleep(0.02)
+
+
+def with_reflector(kubeconfig: Path, body: Callable[[Reflector], Awaitable[None]], *,
+                   name: str | None = None, silence: float = 10.0) -> list[int]:
+    changes: list[int] = []
+
+    async def main() -> None:
+        client = KubeClient.from_cluster(kconfig.load(kubeconfig))
+        params = {"fieldSelector": f"metadata.name={name}"} if name else {}
+        refl = Reflector(client, resource_path("v1", "configmaps", "default"), kind="cm",
+                         params=params, on_change=lambda: changes.append(1),
+                         silence_timeout=silence, backoff=Backoff(0.05, 0.2))
+        task = asyncio.create_task(refl.run())
+        try:
+            await asyncio.wait_for(refl.synced.wait(), 20)
+            await body(refl)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await client.close()
+
+    asyncio.run(main())
+    return changes
+
+
+def names(refl: Reflector) -> set[str]:
+    return {k.split("/", 1)[1] for k in refl.cache}
+
+
+def test_list_then_watch_follows_changes(fake_api: FakeApiServer, kubeconfig: Path) -> None:
+    fake_api.create(configmap("default", "one", {"v": "1"}))
+
+    async def body(refl: Reflector) -> None:
+        assert names(refl) == {"one"}
+        await asyncio.to_thread(fake_api.create, configmap("default", "two"))
+        await until(lambda: names(refl) == {"one", "two"})
+        obj = fake_api.get("ConfigMap", "default", "one")
+        assert obj is not None
+        obj["data"] = {"v": "2"}
+        await asyncio.to_thread(fake_api.update, obj)
+        await until(lambda: (refl.get("default/one") or {}).get("data") == {"v": "2"})
+        await asyncio.to_thread(fake_api.delete, "ConfigMap", "default", "two")
+        await until(lambda: names(refl) == {"one"})
+
+    changes = with_reflector(kubeconfig, body)
+    assert len(changes) >= 4
+    watches = fake_api.requests("GET", r"/configmaps", watch=True)
+    assert watches and watches[0].query.get("allowWatchBookmarks") == "true"
+
+
+def test_field_selector_limits_to_one_object(fake_api: FakeApiServer,
+                                             kubeconfig: Path) -> None:
+    fake_api.create(configmap("default", "coredns"))
+    fake_api.create(configmap("default", "other"))
+
+    async def body(refl: Reflector) -> None:
+        assert names(refl) == {"coredns"}
+        await asyncio.to_thread(fake_api.create, configmap("default", "third"))
+        obj = fake_api.get("ConfigMap", "default", "coredns")
+        assert obj is not None
+        obj["data"] = {"x": "y"}
+        await asyncio.to_thread(fake_api.update, obj)
+        await until(lambda: (refl.get("default/coredns") or {}).get("data") == {"x": "y"})
+        assert names(refl) == {"coredns"}
+
+    with_reflector(kubeconfig, body, name="coredns")
+
+
+def test_relist_after_gone_forgets_deleted_objects(fake_api: FakeApiServer,
+                                                   kubeconfig: Path) -> None:
+    fake_api.create(configmap("default", "doomed"))
+
+    async def body(refl: Reflector) -> None:
+        assert names(refl) == {"doomed"}
+        # Changes the open watch never delivers, then history forgotten: resuming from our
+        # resourceVersion gets 410 and only a relist can tell that "doomed" is gone.
+        await asyncio.to_thread(fake_api.stall_watches)
+        await asyncio.to_thread(fake_api.delete, "ConfigMap", "default", "doomed")
+        await asyncio.to_thread(fake_api.create, configmap("default", "born"))
+        await asyncio.to_thread(fake_api.compact)
+        await asyncio.to_thread(fake_api.drop_watches)
+        await asyncio.to_thread(fake_api.unstall_watches)
+        await until(lambda: names(refl) == {"born"})
+
+    with_reflector(kubeconfig, body)
+    assert fake_api.count("GET", r"/configmaps", watch=False) >= 2
+
+
+def test_silent_watch_is_replaced(fake_api: FakeApiServer, kubeconfig: Path) -> None:
+    async def body(refl: Reflector) -> None:
+        before = fake_api.count("GET", r"/configmaps", watch=True)
+        await asyncio.to_thread(fake_api.stall_watches)
+        try:
+            await until(lambda: fake_api.count("GET", r"/configmaps", watch=True) >= before + 2)
+        finally:
+            await asyncio.to_thread(fake_api.unstall_watches)
+        await asyncio.to_thread(fake_api.create, configmap("default", "later"))
+        await until(lambda: names(refl) == {"later"})
+
+    with_reflector(kubeconfig, body, silence=0.5)
+
+
+def test_errors_back_off_and_recover(fake_api: FakeApiServer, kubeconfig: Path) -> None:
+    async def body(refl: Reflector) -> None:
+        await asyncio.to_thread(fake_api.fail_requests, 4, 503, "GET")
+        await asyncio.to_thread(fake_api.drop_watches)
+        await asyncio.to_thread(fake_api.create, configmap("default", "after"))
+        await until(lambda: names(refl) == {"after"})
+
+    with_reflector(kubeconfig, body)
+
+
+def test_backoff_grows_to_its_cap() -> None:
+    b = Backoff(base=1.0, cap=8.0)
+    delays = [b.next_delay() for _ in range(8)]
+    assert all(0.5 <= d <= 8.0 for d in delays)
+    assert delays[-1] >= 4.0
+    b.reset()
+    assert b.next_delay() <= 1.0
