@@ -6,7 +6,6 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx2 as httpx
@@ -17,12 +16,6 @@ from tests.fakeapi.fixtures import configmap
 from tests.fakeapi.server import FakeApiServer
 
 CM = "/api/v1/namespaces/default/configmaps"
-
-
-@pytest.fixture
-def http(fake_api: FakeApiServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=fake_api.url, timeout=httpx.Timeout(10.0)) as client:
-        yield client
 
 
 def test_drop_watches_cuts_streams_mid_body(http: httpx.Client, fake_api: FakeApiServer) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,12 +16,6 @@ from tests.fakeapi.server import FakeApiServer
 Obj = dict[str, Any]
 CM = "/api/v1/namespaces/default/configmaps"
 ING = "/apis/networking.k8s.io/v1/namespaces/default/ingresses"
-
-
-@pytest.fixture
-def http(fake_api: FakeApiServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=fake_api.url, timeout=httpx.Timeout(10.0)) as client:
-        yield client
 
 
 def events(lines: Iterator[str], n: int) -> list[Obj]:
@@ -427,6 +422,7 @@ def test_watch_replays_history_from_an_old_version(http: httpx.Client,
 
 
 def test_bookmarks_carry_only_the_version(http: httpx.Client, fake_api: FakeApiServer) -> None:
+    fake_api.bookmark_interval = 0.1
     fake_api.create(configmap("default", "a"))
     rv = fake_api.resource_version
     # Writes to another type move the global version; the bookmark reports that progress.
@@ -437,9 +433,15 @@ def test_bookmarks_carry_only_the_version(http: httpx.Client, fake_api: FakeApiS
     assert got == [{"type": "BOOKMARK", "object": {
         "kind": "ConfigMap", "apiVersion": "v1",
         "metadata": {"resourceVersion": fake_api.resource_version}}}]
-    with http.stream("GET", CM, params={"watch": "1", "resourceVersion": rv,
-                                        "timeoutSeconds": "1"}) as r:
-        assert list(r.iter_lines()) == []
+
+
+def test_no_bookmarks_unless_asked(http: httpx.Client, fake_api: FakeApiServer) -> None:
+    fake_api.bookmark_interval = 0.05
+    with http.stream("GET", CM, params={"watch": "1", "resourceVersion": "0"}) as r:
+        fake_api.wait_for(lambda: fake_api.open_watches == 1)
+        time.sleep(0.3)  # six bookmark intervals: proving an absence needs the time to pass
+        fake_api.create(configmap("default", "a"))
+        assert events(r.iter_lines(), 1)[0]["type"] == "ADDED"
 
 
 def test_send_initial_events_ends_with_annotated_bookmark(http: httpx.Client,

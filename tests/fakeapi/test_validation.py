@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx2 as httpx
@@ -15,12 +14,6 @@ from tests.fakeapi.status import ApiError
 Obj = dict[str, Any]
 ING = "/apis/networking.k8s.io/v1/namespaces/default/ingresses"
 CM = "/api/v1/namespaces/default/configmaps"
-
-
-@pytest.fixture
-def http(fake_api: FakeApiServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=fake_api.url, timeout=httpx.Timeout(10.0)) as client:
-        yield client
 
 
 def _causes(r: httpx.Response) -> list[str]:
