@@ -607,7 +607,8 @@ def _legacy_lines(cf: Corefile, managed: Sequence[_Managed]) -> list[tuple[int, 
     text = cf.text
     spans: list[tuple[int, int]] = []
     for c in cf.comments:
-        if c.text.rstrip() != LEGACY_MARKER:
+        # The original tool dropped every line that, stripped, ended with its marker.
+        if not c.text.rstrip().endswith(LEGACY_MARKER):
             continue
         if any(m.span[0] <= c.start < m.span[1] for m in managed):
             continue
