@@ -1,0 +1,333 @@
+"""The etchosts node agent: decisions, applying to a real file, and the CLI against a fake API."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hairpin_proxy import hostsfile
+from hairpin_proxy.etchosts import (
+    REMOVED,
+    Agent,
+    EtchostsMetrics,
+    Published,
+    block_inputs,
+    desired_state,
+)
+from hairpin_proxy.metrics import Registry
+from hairpin_proxy.safefile import SafeFile
+from hairpin_proxy.settings import EtchostsSettings
+from tests.etchosts.agent import NAMESPACE, EtchostsProcess, wait_until
+from tests.fakeapi.fixtures import configmap, fake_api, kubeconfig
+from tests.fakeapi.server import FakeApiServer
+
+__all__ = ["fake_api", "kubeconfig"]
+
+FOREIGN = ("127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n"
+           "# The following line was added by an administrator\n192.0.2.50 nas.lan\n")
+ORIGINAL_TOOL = "10.96.0.99 legacy.example.com # Added by hairpin-proxy\n"
+CM_NAME = "hairpin-proxy-hosts"
+
+
+def published(hosts: list[str], addresses: list[str]) -> dict[str, Any]:
+    return configmap(NAMESPACE, CM_NAME, {"hosts": "".join(h + "\n" for h in sorted(hosts)),
+                                          "addresses": "".join(a + "\n" for a in addresses)})
+
+
+def managed(path: Path) -> tuple[str, ...]:
+    return hostsfile.managed_hosts(path.read_text())
+
+
+def block_lines(text: str) -> list[str]:
+    lines = text.splitlines()
+    begin = next(i for i, line in enumerate(lines) if line.startswith("# BEGIN hairpin-proxy"))
+    end = next(i for i, line in enumerate(lines) if line.startswith("# END hairpin-proxy"))
+    return lines[begin + 1:end]
+
+
+def foreign_kept(text: str) -> bool:
+    return all(line in text.splitlines() for line in FOREIGN.splitlines())
+
+
+# ---------------------------------------------------------------------- pure decisions
+
+def test_published_configmap_is_parsed_line_by_line() -> None:
+    cm = {"data": {"hosts": "a.example.com\n\n  b.example.com \n# note\n",
+                   "addresses": "10.96.0.10\nfd00::10\n"}}
+    assert Published.from_configmap(cm) == Published(("a.example.com", "b.example.com"),
+                                                     ("10.96.0.10", "fd00::10"))
+    assert Published.from_configmap({}) == REMOVED
+    assert Published.from_configmap({"data": {"hosts": 7}}) == REMOVED
+
+
+def test_a_deleted_configmap_keeps_the_last_state_unless_told() -> None:
+    last = Published(("a.example.com",), ("10.96.0.10",))
+    cm = {"data": {"hosts": "b.example.com\n", "addresses": "10.96.0.10\n"}}
+    assert desired_state(cm, last, remove_on_delete=False) == Published(("b.example.com",),
+                                                                        ("10.96.0.10",))
+    assert desired_state(None, last, remove_on_delete=False) == last
+    assert desired_state(None, None, remove_on_delete=False) is None
+    assert desired_state(None, last, remove_on_delete=True) == REMOVED
+    assert desired_state(None, None, remove_on_delete=True) == REMOVED
+
+
+def test_hosts_without_an_address_empty_the_block() -> None:
+    assert block_inputs(Published(("a.example.com",), ())) == ((), ())
+    assert block_inputs(Published(("a.example.com",), ("10.96.0.10",))) == (
+        ("a.example.com",), ("10.96.0.10",))
+
+
+# ---------------------------------------------------------------------- the agent, in process
+
+def settings(path: Path, **kw: Any) -> EtchostsSettings:
+    return EtchostsSettings(hosts_file=path, **kw)
+
+
+def make_agent(path: Path, *, hook: Callable[[str], None] | None = None,
+               **kw: Any) -> tuple[Agent, EtchostsMetrics]:
+    metrics = EtchostsMetrics(Registry())
+    s = settings(path, **kw)
+    writer = SafeFile(path, method=s.write_method, hook=hook)
+    return Agent(s, writer, metrics), metrics
+
+
+CM = {"data": {"hosts": "a.example.com\nb.example.com\n", "addresses": "10.96.0.10\n"}}
+
+
+def test_apply_writes_the_block_keeps_foreign_lines_and_migrates_the_original(
+        tmp_path: Path) -> None:
+    path = tmp_path / "hosts"
+    path.write_text(FOREIGN + ORIGINAL_TOOL)
+    agent, metrics = make_agent(path)
+    agent.published_changed(CM)
+    assert asyncio.run(agent.apply("published"))
+    text = path.read_text()
+    assert managed(path) == ("a.example.com", "b.example.com")
+    assert foreign_kept(text)
+    assert "Added by hairpin-proxy" not in text and "legacy.example.com" not in text
+    assert all("10.96.0.10" in line for line in block_lines(text))
+    assert metrics.writes.value("rename") == 1
+    assert metrics.hosts.value() == 2
+
+
+def test_an_unchanged_state_is_not_written_again(tmp_path: Path) -> None:
+    path = tmp_path / "hosts"
+    path.write_text(FOREIGN)
+    agent, metrics = make_agent(path)
+    agent.published_changed(CM)
+    assert asyncio.run(agent.apply("published"))
+    before = path.stat()
+    for _ in range(3):
+        assert asyncio.run(agent.apply("resync"))
+    after = path.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert metrics.writes.value("rename") == 1
+    assert metrics.applies.value("resync", "ok") == 3
+
+
+def test_wildcards_are_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "hosts"
+    path.write_text(FOREIGN)
+    agent, metrics = make_agent(path)
+    agent.published_changed({"data": {"hosts": "*.apps.example.com\na.example.com\n",
+                                      "addresses": "10.96.0.10\n"}})
+    assert asyncio.run(agent.apply("published"))
+    assert managed(path) == ("a.example.com",)
+    assert "*" not in path.read_text()
+    assert metrics.hosts.value() == 1
+
+
+def test_a_block_that_cannot_be_edited_safely_is_refused_and_the_file_kept(
+        tmp_path: Path) -> None:
+    path = tmp_path / "hosts"
+    broken = FOREIGN + "# BEGIN hairpin-proxy (managed; do not edit)\n10.96.0.10 a.example.com\n"
+    path.write_text(broken)
+    with pytest.raises(hostsfile.HostsFileError):
+        hostsfile.apply(broken, ["a.example.com"], ["10.96.0.10"])
+    agent, metrics = make_agent(path)
+    agent.published_changed(CM)
+    assert not asyncio.run(agent.apply("published"))
+    assert path.read_text() == broken
+    assert metrics.applies.value("published", "refused") == 1
+    assert not asyncio.run(agent.ready()).ok
+
+
+def test_an_editors_line_added_between_read_and_write_survives(tmp_path: Path) -> None:
+    path = tmp_path / "hosts"
+    path.write_text(FOREIGN)
+    edited = False
+
+    def editor(point: str) -> None:
+        nonlocal edited
+        if point == "temp-written" and not edited:
+            edited = True
+            with path.open("a") as f:
+                f.write("192.0.2.77 printer.lan\n")
+
+    agent, _ = make_agent(path, hook=editor)
+    agent.published_changed(CM)
+    assert asyncio.run(agent.apply("published"))
+    text = path.read_text()
+    assert "192.0.2.77 printer.lan" in text.splitlines()
+    assert managed(path) == ("a.example.com", "b.example.com")
+    assert foreign_kept(text)
+
+
+def _run_agent(agent: Agent, body: Callable[[], None]) -> None:
+    """Run the agent's loop while ``body`` (blocking; run in a thread) looks at the file."""
+    async def main() -> None:
+        task = asyncio.create_task(agent.run())
+        try:
+            await asyncio.to_thread(body)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    asyncio.run(main())
+
+
+def test_outside_edits_are_merged_and_our_block_repaired(tmp_path: Path) -> None:
+    path = tmp_path / "hosts"
+    path.write_text(FOREIGN)
+    agent, metrics = make_agent(path, poll_interval=0.05, resync_interval=3600.0)
+    agent.published_changed(CM)
+
+    def body() -> None:
+        wait_until(lambda: managed(path) == ("a.example.com", "b.example.com"), 10, "block")
+        # An editor that rewrites the whole file and drops our block (as some tools do).
+        tmp = tmp_path / "hosts.new"
+        tmp.write_text(FOREIGN + "192.0.2.9 added-later.lan\n")
+        tmp.replace(path)
+        wait_until(lambda: managed(path) == ("a.example.com", "b.example.com"), 10, "repair")
+        assert "192.0.2.9 added-later.lan" in path.read_text().splitlines()
+        # Tampering inside the block is repaired too.
+        path.write_text(path.read_text().replace("b.example.com", "evil.example.com"))
+        wait_until(lambda: managed(path) == ("a.example.com", "b.example.com"), 10, "repair 2")
+        wait_until(lambda: metrics.applies.value("file-changed", "ok") >= 2, 10, "counted")
+
+    _run_agent(agent, body)
+    assert foreign_kept(path.read_text())
+
+
+def test_the_periodic_resync_applies_without_any_event(tmp_path: Path) -> None:
+    path = tmp_path / "hosts"
+    path.write_text(FOREIGN)
+    agent, metrics = make_agent(path, poll_interval=0.0, resync_interval=1.0)
+    agent.desired = Published(("a.example.com",), ("10.96.0.10",))  # no wake-up
+
+    def body() -> None:
+        wait_until(lambda: metrics.applies.value("resync", "ok") >= 1, 15, "resync")
+
+    _run_agent(agent, body)
+    assert managed(path) == ("a.example.com",)
+
+
+def test_remove_takes_out_our_block_and_the_original_lines_only(tmp_path: Path) -> None:
+    path = tmp_path / "hosts"
+    text = hostsfile.apply(FOREIGN, ["a.example.com"], ["10.96.0.10"]).text
+    path.write_text(text + ORIGINAL_TOOL)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HAIRPIN_", "KUBECONFIG"))}
+    proc = subprocess.run([sys.executable, "-m", "hairpin_proxy", "etchosts", "--remove",
+                           "--hosts-file", str(path)], capture_output=True, text=True,
+                          timeout=60, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr
+    after = path.read_text()
+    assert managed(path) == ()
+    assert "hairpin-proxy" not in after
+    assert foreign_kept(after)
+    again = subprocess.run([sys.executable, "-m", "hairpin_proxy", "etchosts", "--remove",
+                            "--hosts-file", str(path)], capture_output=True, text=True,
+                           timeout=60, env=env, check=False)
+    assert again.returncode == 0 and "no block to remove" in again.stderr
+
+
+# ---------------------------------------------------------------------- end to end
+
+@pytest.fixture
+def agents(kubeconfig: Path, tmp_path: Path) -> Iterator[Callable[..., EtchostsProcess]]:
+    started: list[EtchostsProcess] = []
+
+    def start(hosts_file: Path, *args: str) -> EtchostsProcess:
+        p = EtchostsProcess(kubeconfig, hosts_file, tmp_path / f"etchosts-{len(started)}.log",
+                            *args)
+        started.append(p)
+        return p
+
+    yield start
+    for p in started:
+        p.stop()
+
+
+def test_end_to_end_the_file_follows_the_published_configmap(
+        fake_api: FakeApiServer, agents: Callable[..., EtchostsProcess], tmp_path: Path) -> None:
+    path = tmp_path / "hosts"
+    path.write_text(FOREIGN + ORIGINAL_TOOL)
+    fake_api.create(configmap(NAMESPACE, "unrelated", {"hosts": "x.example.com\n"}))
+    agent = agents(path)
+    # Listed, nothing published: ready, and the file is left exactly as it was.
+    wait_until(agent.ready, 30, "agent ready")
+    assert path.read_text() == FOREIGN + ORIGINAL_TOOL
+
+    fake_api.create(published(["a.example.com", "b.example.com"], ["10.96.0.10"]))
+    wait_until(lambda: managed(path) == ("a.example.com", "b.example.com"), 30, "first apply")
+    text = path.read_text()
+    assert foreign_kept(text) and "Added by hairpin-proxy" not in text
+
+    fake_api.update(published(["a.example.com", "c.example.com", "*.apps.example.com"],
+                              ["10.96.0.11"]))
+    wait_until(lambda: managed(path) == ("a.example.com", "c.example.com"), 30, "update")
+    assert all("10.96.0.11" in line for line in block_lines(path.read_text()))
+
+    # Someone appends a line and mangles our block: merged and repaired.
+    with path.open("a") as f:
+        f.write("192.0.2.60 late.lan\n")
+    path.write_text(path.read_text().replace("c.example.com", "d.example.com"))
+    wait_until(lambda: managed(path) == ("a.example.com", "c.example.com"), 30, "repair")
+    assert "192.0.2.60 late.lan" in path.read_text().splitlines()
+
+    # Deleted: the last state is kept.
+    fake_api.delete("ConfigMap", NAMESPACE, CM_NAME)
+    wait_until(lambda: agent.metric("hairpin_etchosts_published_present") == 0, 30, "deleted")
+    assert managed(path) == ("a.example.com", "c.example.com")
+
+    # Only our ConfigMap is ever asked for.
+    watched = [r for r in fake_api.requests("GET", r"/configmaps")
+               if r.query.get("watch") == "true" or "limit" in r.query]
+    assert watched
+    assert all(r.query.get("fieldSelector") == f"metadata.name={CM_NAME}" for r in watched)
+    assert all(f"/namespaces/{NAMESPACE}/configmaps" in r.path for r in watched)
+
+    # SIGTERM: exit 0, the block stays.
+    assert agent.stop() == 0
+    assert managed(path) == ("a.example.com", "c.example.com")
+    assert foreign_kept(path.read_text())
+
+
+def test_end_to_end_in_place_and_remove_on_delete(
+        fake_api: FakeApiServer, agents: Callable[..., EtchostsProcess], tmp_path: Path) -> None:
+    path = tmp_path / "hosts"
+    path.write_text(FOREIGN)
+    ino = path.stat().st_ino
+    fake_api.create(published(["a.example.com"], ["10.96.0.10", "fd00::10"]))
+    agent = agents(path, "--write-method", "in-place", "--remove-on-delete")
+    wait_until(lambda: managed(path) == ("a.example.com",), 30, "first apply")
+    block = block_lines(path.read_text())
+    assert any("10.96.0.10" in line for line in block) and any("fd00::10" in line
+                                                               for line in block)
+    fake_api.update(published(["a.example.com", "b.example.com"], ["10.96.0.10"]))
+    wait_until(lambda: managed(path) == ("a.example.com", "b.example.com"), 30, "update")
+    fake_api.delete("ConfigMap", NAMESPACE, CM_NAME)
+    wait_until(lambda: managed(path) == (), 30, "removed on delete")
+    assert path.read_text().startswith(FOREIGN)
+    assert foreign_kept(path.read_text())
+    assert path.stat().st_ino == ino
+    assert (tmp_path / "hosts.hairpin-proxy.bak").exists()
+    assert not (tmp_path / "hosts.hairpin-proxy.journal").exists()
+    assert agent.metric('hairpin_etchosts_writes_total{method="in-place"}') == 3
+    assert agent.stop() == 0
