@@ -1,0 +1,147 @@
+"""Kubernetes objects from YAML/JSON files and directories, for the offline commands.
+
+A path is a file, a directory (walked recursively in sorted order, ``.yaml``/``.yml``/
+``.json`` files only, hidden entries skipped) or ``-`` for standard input. Multi-document
+YAML, ``kind: List`` and the ``*List`` kinds are flattened. Only the safe YAML loader is used.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+
+SUFFIXES = (".yaml", ".yml", ".json")
+INGRESS_GROUPS = frozenset({"networking.k8s.io", "extensions"})
+STDIN = "-"
+
+
+class ManifestError(ValueError):
+    """A path could not be read or parsed; the message names the file and the object."""
+
+
+@dataclass(frozen=True)
+class Manifests:
+    ingresses: tuple[dict[str, Any], ...]
+    ingress_classes: tuple[dict[str, Any], ...]
+    files: tuple[str, ...]  # every file read, in order
+
+
+def manifest_files(path: Path) -> list[Path]:
+    """``path`` itself if it is a file, else the manifest files under it in sorted order."""
+    if not path.exists():
+        raise ManifestError(f"{path}: no such file or directory")
+    if not path.is_dir():
+        return [path]
+    found: list[Path] = []
+    _walk(path, found)
+    return found
+
+
+def _walk(directory: Path, found: list[Path]) -> None:
+    try:
+        entries = sorted(directory.iterdir(), key=lambda p: p.name)
+    except OSError as exc:
+        raise ManifestError(f"{directory}: cannot list: {exc.strerror or exc}") from None
+    for entry in entries:
+        if entry.name.startswith("."):
+            continue  # .git and editor droppings
+        # Symlinked directories are not followed: a link back up would loop forever.
+        if entry.is_dir() and not entry.is_symlink():
+            _walk(entry, found)
+        elif entry.suffix.lower() in SUFFIXES and entry.is_file():
+            found.append(entry)
+
+
+def _documents(text: str, where: str, as_json: bool) -> list[Any]:
+    if as_json:
+        try:
+            return [json.loads(text)]
+        except json.JSONDecodeError as exc:
+            raise ManifestError(f"{where}: invalid JSON at line {exc.lineno}, column "
+                                f"{exc.colno}: {exc.msg}") from None
+    try:
+        return list(yaml.safe_load_all(text))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        what = exc.problem or exc.context or "parse error"
+        raise ManifestError(f"{where}: invalid YAML{at}: {what}") from None
+    except yaml.YAMLError as exc:
+        raise ManifestError(f"{where}: invalid YAML: {exc}") from None
+
+
+def _flatten(obj: Any, where: str) -> Iterator[dict[str, Any]]:
+    if not isinstance(obj, dict):
+        raise ManifestError(f"{where}: not a Kubernetes object (a {type(obj).__name__})")
+    kind = obj.get("kind")
+    if isinstance(kind, str) and kind.endswith("List") and "items" in obj:
+        items = obj.get("items")
+        if items is None:
+            return
+        if not isinstance(items, list):
+            raise ManifestError(f"{where} ({kind}): items is not a list")
+        for i, item in enumerate(items):
+            yield from _flatten(item, f"{where} items[{i}]")
+        return
+    yield obj
+
+
+def load_text(text: str, where: str, *, as_json: bool = False) -> list[dict[str, Any]]:
+    """Every object in one file's text, Lists flattened; ``where`` names it in errors."""
+    objects: list[dict[str, Any]] = []
+    for n, doc in enumerate(_documents(text, where, as_json), 1):
+        if doc is None:
+            continue  # an empty document, as between "---" separators
+        objects.extend(_flatten(doc, f"{where}: document {n}"))
+    return objects
+
+
+def _read(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ManifestError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ManifestError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+
+
+def _group(obj: dict[str, Any]) -> str:
+    api = obj.get("apiVersion")
+    if not isinstance(api, str) or "/" not in api:
+        return ""
+    return api.split("/", 1)[0]
+
+
+def load(paths: Iterable[str | Path], *, stdin: TextIO | None = None) -> Manifests:
+    """The Ingresses and IngressClasses in ``paths``; other objects are ignored."""
+    ingresses: list[dict[str, Any]] = []
+    classes: list[dict[str, Any]] = []
+    files: list[str] = []
+    sources: list[tuple[str, str, bool]] = []
+    for raw in paths:
+        if str(raw) == STDIN:
+            stream = stdin if stdin is not None else sys.stdin
+            try:
+                sources.append(("<stdin>", stream.read(), False))
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ManifestError(f"<stdin>: cannot read: {exc}") from None
+            continue
+        for path in manifest_files(Path(raw)):
+            sources.append((str(path), _read(path), path.suffix.lower() == ".json"))
+    for where, text, as_json in sources:
+        files.append(where)
+        for obj in load_text(text, where, as_json=as_json):
+            kind, group = obj.get("kind"), _group(obj)
+            if kind == "Ingress" and group in INGRESS_GROUPS:
+                ingresses.append(obj)
+            elif kind == "IngressClass" and group == "networking.k8s.io":
+                classes.append(obj)
+    return Manifests(tuple(ingresses), tuple(classes), tuple(files))

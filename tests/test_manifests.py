@@ -1,0 +1,144 @@
+"""Loading Kubernetes objects from files, directories and standard input."""
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from hairpin_proxy.manifests import ManifestError, load, load_text, manifest_files
+
+FIXTURES = Path(__file__).parent / "manifests"
+CLUSTER = FIXTURES / "cluster"
+
+INGRESS = """\
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: %s, namespace: ns}
+spec: {tls: [{hosts: [%s.example.com]}]}
+"""
+
+
+def names(objs: tuple[dict[str, object], ...]) -> list[object]:
+    return [o["metadata"]["name"] for o in objs]  # type: ignore[index]
+
+
+def test_fixture_directory_is_walked_in_sorted_order() -> None:
+    files = manifest_files(CLUSTER)
+    assert [f.relative_to(CLUSTER).as_posix() for f in files] == [
+        "apps/api.yml", "apps/list.json", "ingresses.yaml"]  # no README.md, no .ignored.yaml
+    m = load([CLUSTER])
+    assert names(m.ingresses) == ["api", "grafana", "web", "blog", "sneaky"]
+    assert names(m.ingress_classes) == ["nginx", "traefik"]
+    assert m.files == tuple(str(f) for f in files)
+
+
+def test_an_explicit_file_is_read_whatever_its_name(tmp_path: Path) -> None:
+    path = tmp_path / "ingress.txt"
+    path.write_text(INGRESS % ("a", "a"))
+    assert names(load([path]).ingresses) == ["a"]
+
+
+def test_multi_document_yaml_lists_and_empty_documents(tmp_path: Path) -> None:
+    (tmp_path / "all.yaml").write_text(
+        "---\n" + INGRESS % ("a", "a") + "---\n---\n# only a comment\n---\n"
+        "apiVersion: v1\nkind: List\nitems:\n"
+        "- apiVersion: networking.k8s.io/v1\n  kind: IngressList\n  items:\n"
+        "  - {apiVersion: networking.k8s.io/v1, kind: Ingress, metadata: {name: b}}\n"
+        "- {apiVersion: v1, kind: ConfigMap, metadata: {name: c}}\n"
+        "---\napiVersion: v1\nkind: List\nitems: null\n")
+    assert names(load([tmp_path]).ingresses) == ["a", "b"]
+
+
+def test_only_ingress_groups_count(tmp_path: Path) -> None:
+    objs = [
+        {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": {"name": "v1"}},
+        {"apiVersion": "networking.k8s.io/v1beta1", "kind": "Ingress",
+         "metadata": {"name": "beta"}},
+        {"apiVersion": "extensions/v1beta1", "kind": "Ingress", "metadata": {"name": "ext"}},
+        {"apiVersion": "example.com/v1", "kind": "Ingress", "metadata": {"name": "crd"}},
+        {"apiVersion": "v1", "kind": "Ingress", "metadata": {"name": "core"}},
+        {"kind": "Ingress", "metadata": {"name": "noapi"}},
+        {"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
+         "metadata": {"name": "cls"}},
+    ]
+    (tmp_path / "objs.json").write_text(json.dumps({"kind": "List", "items": objs}))
+    m = load([tmp_path])
+    assert names(m.ingresses) == ["v1", "beta", "ext"]
+    assert names(m.ingress_classes) == ["cls"]
+
+
+def test_standard_input(tmp_path: Path) -> None:
+    (tmp_path / "b.yaml").write_text(INGRESS % ("b", "b"))
+    m = load(["-", tmp_path], stdin=io.StringIO(INGRESS % ("a", "a")))
+    assert names(m.ingresses) == ["a", "b"]
+    assert m.files[0] == "<stdin>"
+
+
+def test_utf8_bom_is_accepted(tmp_path: Path) -> None:
+    (tmp_path / "bom.yaml").write_bytes(b"\xef\xbb\xbf" + (INGRESS % ("a", "a")).encode())
+    assert names(load([tmp_path]).ingresses) == ["a"]
+
+
+def test_symlinked_directories_are_not_followed(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text(INGRESS % ("a", "a"))
+    (tmp_path / "loop").symlink_to(tmp_path, target_is_directory=True)
+    (tmp_path / "link.yaml").symlink_to(tmp_path / "a.yaml")
+    assert names(load([tmp_path]).ingresses) == ["a", "a"]
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("a: [unclosed\n", r"bad\.yaml: invalid YAML at line 2, column 1: expected ',' or ']'"),
+    ("a: 1\n  b: 2\n", r"bad\.yaml: invalid YAML at line 2, column 4"),
+    ("!!python/object/apply:os.system [\"true\"]\n",
+     r"bad\.yaml: invalid YAML at line 1, column 1: could not determine a constructor"),
+    ("- 1\n- 2\n", r"bad\.yaml: document 1: not a Kubernetes object \(a list\)"),
+    ("just text\n", r"bad\.yaml: document 1: not a Kubernetes object \(a str\)"),
+    (INGRESS % ("a", "a") + "---\nkind: List\nitems: {a: 1}\n",
+     r"bad\.yaml: document 2 \(List\): items is not a list"),
+    ("kind: List\nitems: [{kind: Ingress}, 7]\n",
+     r"bad\.yaml: document 1 items\[1\]: not a Kubernetes object \(a int\)"),
+])
+def test_bad_yaml_names_the_file_and_the_object(tmp_path: Path, content: str,
+                                                message: str) -> None:
+    (tmp_path / "bad.yaml").write_text(content)
+    with pytest.raises(ManifestError, match=message):
+        load([tmp_path])
+
+
+def test_unsafe_tags_never_execute(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    (tmp_path / "evil.yaml").write_text(
+        f"!!python/object/apply:os.system [\"touch {marker}\"]\n")
+    with pytest.raises(ManifestError):
+        load([tmp_path])
+    assert not marker.exists()
+
+
+def test_bad_json(tmp_path: Path) -> None:
+    (tmp_path / "x.json").write_text('{"kind": "List",\n "items": [}\n')
+    with pytest.raises(ManifestError, match=r"x\.json: invalid JSON at line 2, column 12"):
+        load([tmp_path])
+
+
+def test_missing_unreadable_and_binary_files(tmp_path: Path) -> None:
+    with pytest.raises(ManifestError, match=r"nope\.yaml: no such file or directory"):
+        load([tmp_path / "nope.yaml"])
+    binary = tmp_path / "bin.yaml"
+    binary.write_bytes(b"kind: \xff\xfe\n")
+    with pytest.raises(ManifestError, match=r"bin\.yaml: not UTF-8 text \(byte 6\)"):
+        load([binary])
+    if os.geteuid() != 0:  # root reads everything
+        locked = tmp_path / "locked.yaml"
+        locked.write_text(INGRESS % ("a", "a"))
+        locked.chmod(0)
+        with pytest.raises(ManifestError, match=r"locked\.yaml: cannot read"):
+            load([locked])
+
+
+def test_load_text_reports_its_own_name() -> None:
+    with pytest.raises(ManifestError, match=r"^inline: document 1"):
+        load_text("[1]", "inline")
+    assert load_text("", "inline") == []

@@ -1,0 +1,300 @@
+"""`hairpin-proxy render`: the real CLI on real files, every mode and error path."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hairpin_proxy import corefile, hostsfile
+from hairpin_proxy.cli import main
+from tests.corefiles import SAMPLES, Sample
+
+FIXTURES = Path(__file__).parent / "manifests"
+CLUSTER = FIXTURES / "cluster"
+COREFILE = FIXTURES / "Corefile"
+HOSTS = FIXTURES / "hosts"
+TARGET = "hairpin-proxy.hairpin-proxy.svc.cluster.local."
+BIN = Path(sys.executable).parent / "hairpin-proxy"
+
+# What the fixture cluster yields with the default policy (hosts from spec.tls).
+EXPECTED = ("*.blog.example.org", "api.example.com", "blog.example.org", "grafana.example.com",
+            "shop.example.com", "tenant.example.com", "www.shop.example.com")
+
+
+def render(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
+    code = main(["render", *(str(a) for a in args)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def copy(src: Path, tmp_path: Path, name: str | None = None) -> Path:
+    dst = tmp_path / (name or src.name)
+    shutil.copyfile(src, dst)
+    return dst
+
+
+# --------------------------------------------------------------------------- Corefile
+
+def test_corefile_mode_prints_the_edited_corefile(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = render(capsys, "--corefile", COREFILE, "--ingress", CLUSTER)
+    assert code == 0
+    assert out == corefile.apply(COREFILE.read_text(), EXPECTED, target=TARGET)
+    assert corefile.managed_hosts(out) == EXPECTED
+    # Rejections are reported with their Ingress and reason, and are not an error.
+    lines = [line for line in err.splitlines() if "rejected host" in line]
+    assert len(lines) == 2
+    assert "ingress=tenant/sneaky host=kubernetes.default.svc.cluster.local " \
+           "reason=at or under the cluster domain cluster.local" in lines[0]
+    assert "ingress=tenant/sneaky host=10.0.0.1 reason=IP address, not a DNS name" in lines[1]
+
+
+def test_rendering_does_not_touch_the_file(capsys: pytest.CaptureFixture[str],
+                                           tmp_path: Path) -> None:
+    path = copy(COREFILE, tmp_path)
+    before = path.read_bytes()
+    assert render(capsys, "--corefile", path, "--ingress", CLUSTER)[0] == 0
+    assert path.read_bytes() == before
+
+
+def test_check_exit_codes(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = copy(COREFILE, tmp_path)
+    code, out, _ = render(capsys, "--corefile", path, "--ingress", CLUSTER, "--check")
+    assert (code, out) == (1, "")
+    code, rendered, _ = render(capsys, "--corefile", path, "--ingress", CLUSTER)
+    path.write_text(rendered)
+    code, out, _ = render(capsys, "--corefile", path, "--ingress", CLUSTER, "--check")
+    assert (code, out) == (0, "")
+    # One Ingress fewer: the file would change again.
+    code, out, _ = render(capsys, "--corefile", path, "--ingress", CLUSTER / "ingresses.yaml",
+                          "--check")
+    assert (code, out) == (1, "")
+
+
+def test_diff_applies_with_patch(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = copy(COREFILE, tmp_path)
+    _, rendered, _ = render(capsys, "--corefile", path, "--ingress", CLUSTER)
+    code, diff, _ = render(capsys, "--corefile", path, "--ingress", CLUSTER, "--diff")
+    assert code == 0
+    assert diff.startswith(f"--- {path}\n+++ {path}\n@@ ")
+    assert "+    # BEGIN hairpin-proxy (managed; do not edit)\n" in diff
+    subprocess.run(["patch", "-s", str(path)], input=diff, text=True, check=True, timeout=60)
+    assert path.read_text() == rendered
+    # Now in step: an empty diff.
+    assert render(capsys, "--corefile", path, "--ingress", CLUSTER, "--diff")[:2] == (0, "")
+
+
+def test_diff_with_check(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = render(capsys, "--corefile", COREFILE, "--ingress", CLUSTER, "--diff",
+                          "--check")
+    assert code == 1
+    assert out.startswith("--- ")
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=lambda s: s.name)
+def test_diff_round_trips_over_the_corefile_corpus(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, sample: Sample) -> None:
+    path = tmp_path / "Corefile"
+    path.write_bytes(sample.path.read_bytes())
+    args: list[str | Path] = ["--corefile", path, "--ingress", CLUSTER,
+                              "--dns-port", str(sample.dns_port)]
+    code, rendered, err = render(capsys, *args)
+    assert code == 0, err
+    assert corefile.managed_hosts(rendered, dns_port=sample.dns_port) == EXPECTED
+    code, diff, _ = render(capsys, *args, "--diff")
+    assert code == 0
+    subprocess.run(["patch", "-s", "--binary", str(path)], input=diff.encode(), check=True,
+                   timeout=60)
+    assert path.read_bytes().decode() == rendered
+    assert render(capsys, *args, "--check")[:2] == (0, "")
+
+
+def test_policy_flags_reach_the_policy(capsys: pytest.CaptureFixture[str]) -> None:
+    def hosts(*flags: str) -> tuple[str, ...]:
+        code, out, _ = render(capsys, "--corefile", COREFILE, "--ingress", CLUSTER, *flags)
+        assert code == 0
+        return corefile.managed_hosts(out)
+
+    assert hosts("--ingress-class", "traefik") == ("grafana.example.com",)
+    assert hosts("--ingress-class", "nginx") == tuple(h for h in EXPECTED if "grafana" not in h)
+    assert hosts("--include-namespace", "shop") == ("api.example.com", "shop.example.com",
+                                                    "www.shop.example.com")
+    assert hosts("--exclude-namespace", "shop", "--exclude-namespace", "tenant") == (
+        "*.blog.example.org", "blog.example.org", "grafana.example.com")
+    assert hosts("--domain", "example.org") == ("*.blog.example.org", "blog.example.org")
+    assert hosts("--hosts-from", "rules") == ("plain.example.com", "shop.example.com")
+    assert "plain.example.com" in hosts("--hosts-from", "all")
+
+
+def test_target_and_cluster_domain(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = render(capsys, "--corefile", COREFILE, "--ingress", CLUSTER,
+                          "--cluster-domain", "corp.internal")
+    assert code == 0
+    assert "rewrite name exact shop.example.com " \
+           "hairpin-proxy.hairpin-proxy.svc.corp.internal.\n" in out
+    code, out, _ = render(capsys, "--corefile", COREFILE, "--ingress", CLUSTER,
+                          "--target", "proxy.infra.svc.cluster.local.")
+    assert "rewrite name exact shop.example.com proxy.infra.svc.cluster.local.\n" in out
+
+
+def test_environment_variables_work_like_flags(monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("HAIRPIN_INGRESS", str(CLUSTER))
+    monkeypatch.setenv("HAIRPIN_INGRESS_CLASS", "traefik")
+    code, out, _ = render(capsys, "--corefile", COREFILE)
+    assert code == 0
+    assert corefile.managed_hosts(out) == ("grafana.example.com",)
+
+
+def test_import_snippet(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = render(capsys, "--import-snippet", "--ingress", CLUSTER)
+    assert code == 0
+    assert out == corefile.import_snippet(EXPECTED, target=TARGET)
+
+
+def test_json_logs(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = render(capsys, "--import-snippet", "--ingress", CLUSTER,
+                          "--log-format", "json")
+    assert code == 0
+    records = [json.loads(line) for line in err.splitlines()]
+    assert [(r["ingress"], r["host"]) for r in records] == [
+        ("tenant/sneaky", "kubernetes.default.svc.cluster.local"),
+        ("tenant/sneaky", "10.0.0.1")]
+
+
+# --------------------------------------------------------------------------- hosts file
+
+def test_hosts_file_mode(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = render(capsys, "--hosts-file", HOSTS, "--proxy-ip", "10.43.0.10",
+                            "--proxy-ip", "fd00::10", "--ingress", CLUSTER)
+    assert code == 0
+    assert out == hostsfile.apply(HOSTS.read_text(), EXPECTED, ["10.43.0.10", "fd00::10"]).text
+    assert out.startswith(HOSTS.read_text())
+    assert hostsfile.managed_hosts(out) == EXPECTED[1:]
+    assert "skipped=*.blog.example.org" in err
+
+
+def test_hosts_file_check_and_diff(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = copy(HOSTS, tmp_path)
+    args: list[str | Path] = ["--hosts-file", path, "--proxy-ip", "10.43.0.10",
+                              "--ingress", CLUSTER]
+    assert render(capsys, *args, "--check")[:2] == (1, "")
+    _, rendered, _ = render(capsys, *args)
+    _, diff, _ = render(capsys, *args, "--diff")
+    subprocess.run(["patch", "-s", str(path)], input=diff, text=True, check=True, timeout=60)
+    assert path.read_text() == rendered
+    assert render(capsys, *args, "--check")[:2] == (0, "")
+
+
+@pytest.mark.parametrize("ip", ["10.43.0", "proxy.example.com", "fe80::1%eth0", "", "10.0.0.1 x"])
+def test_invalid_proxy_ip(capsys: pytest.CaptureFixture[str], ip: str) -> None:
+    code, out, err = render(capsys, "--hosts-file", HOSTS, "--proxy-ip", ip,
+                            "--ingress", CLUSTER)
+    assert (code, out) == (2, "")
+    assert f"--proxy-ip {ip!r} is not an IPv4 or IPv6 address" in err
+
+
+def test_broken_hosts_file_markers(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "hosts"
+    path.write_text(HOSTS.read_text() + corefile.BEGIN_MARKER + "\n")
+    code, out, err = render(capsys, "--hosts-file", path, "--proxy-ip", "10.43.0.10",
+                            "--ingress", CLUSTER)
+    assert (code, out) == (2, "")
+    assert f"{path}: line 5: BEGIN marker without an END marker" in err
+
+
+# --------------------------------------------------------------------------- errors
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--ingress", CLUSTER], "give exactly one of --corefile FILE, --hosts-file FILE or "
+                             "--import-snippet"),
+    (["--corefile", COREFILE, "--import-snippet", "--ingress", CLUSTER],
+     "(got --corefile, --import-snippet)"),
+    (["--corefile", COREFILE, "--hosts-file", HOSTS, "--proxy-ip", "10.0.0.1",
+      "--ingress", CLUSTER], "(got --corefile, --hosts-file)"),
+    (["--import-snippet", "--check", "--ingress", CLUSTER], "--diff and --check compare"),
+    (["--hosts-file", HOSTS, "--ingress", CLUSTER], "--hosts-file needs at least one --proxy-ip"),
+    (["--corefile", COREFILE, "--proxy-ip", "10.0.0.1", "--ingress", CLUSTER],
+     "--proxy-ip is only meaningful with --hosts-file"),
+    (["--corefile", COREFILE], "give at least one --ingress PATH"),
+    (["--corefile", COREFILE, "--ingress", CLUSTER, "--dns-port", "70000"], "not a port number"),
+    (["--corefile", COREFILE, "--ingress", CLUSTER, "--cluster-domain", "."],
+     "cluster_domain must not be empty"),
+    (["--corefile", FIXTURES / "missing", "--ingress", CLUSTER],
+     "missing: cannot read: No such file or directory"),
+    (["--corefile", FIXTURES, "--ingress", CLUSTER], "cannot read: Is a directory"),
+    (["--corefile", COREFILE, "--ingress", FIXTURES / "nowhere"],
+     "nowhere: no such file or directory"),
+    (["--corefile", COREFILE, "--ingress", CLUSTER, "--ingress", FIXTURES / "broken"],
+     "broken/bad.yaml: invalid YAML at line 6, column 1"),
+    (["--import-snippet", "--ingress", FIXTURES / "broken" / "unsafe.yaml"],
+     "unsafe.yaml: invalid YAML at line 1, column 1: could not determine a constructor"),
+])
+def test_errors_exit_2_and_print_nothing(capsys: pytest.CaptureFixture[str],
+                                         args: list[str | Path], message: str) -> None:
+    code, out, err = render(capsys, *args)
+    assert (code, out) == (2, "")
+    assert message in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (".:53 {\n    errors\n", "Corefile:"),
+    (".:53 {\n    # BEGIN hairpin-proxy (managed; do not edit)\n    errors\n}\n",
+     "BEGIN marker without an END marker"),
+])
+def test_bad_corefile(capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str,
+                      message: str) -> None:
+    path = tmp_path / "Corefile"
+    path.write_text(text)
+    for extra in ([], ["--diff"], ["--check"]):
+        code, out, err = render(capsys, "--corefile", path, "--ingress", CLUSTER, *extra)
+        assert (code, out) == (2, "")
+        assert str(path) in err and message in err
+
+
+def test_corefile_without_a_root_block_for_the_port(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = render(capsys, "--corefile", COREFILE, "--ingress", CLUSTER,
+                            "--dns-port", "5353")
+    assert (code, out) == (2, "")
+    assert str(COREFILE) in err
+
+
+# --------------------------------------------------------------------------- the real binary
+
+def test_console_script_with_stdin_and_pipes(tmp_path: Path) -> None:
+    path = copy(COREFILE, tmp_path)
+    stdin = (CLUSTER / "ingresses.yaml").read_text()
+    proc = subprocess.run([str(BIN), "render", "--corefile", str(path), "--ingress", "-",
+                           "--ingress", str(CLUSTER / "apps")],
+                          input=stdin, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert corefile.managed_hosts(proc.stdout) == EXPECTED
+    assert "ingress=tenant/sneaky" in proc.stderr
+    check = subprocess.run([str(BIN), "render", "--corefile", str(path), "--ingress",
+                            str(CLUSTER), "--check"],
+                           capture_output=True, text=True, timeout=120, check=False)
+    assert (check.returncode, check.stdout) == (1, "")
+
+
+def test_console_script_error_and_closed_pipe(tmp_path: Path) -> None:
+    proc = subprocess.run([str(BIN), "render", "--corefile", str(COREFILE), "--ingress",
+                           str(FIXTURES / "broken")],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert "bad.yaml: invalid YAML" in proc.stderr
+    # A reader that goes away early is no reason for a traceback.
+    many = tmp_path / "many.yaml"
+    many.write_text("".join(
+        f"---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: i{i}}}\n"
+        f"spec: {{tls: [{{hosts: [h{i}.example.com]}}]}}\n" for i in range(3000)))
+    pipeline = subprocess.run(
+        f"'{BIN}' render --import-snippet --ingress '{many}' | head -c 10 >/dev/null; "
+        "echo ${PIPESTATUS[0]}",
+        shell=True, executable="/bin/bash", capture_output=True, text=True, timeout=120,
+        check=False)
+    assert "Traceback" not in pipeline.stderr
+    assert pipeline.stdout.strip() == "0"
