@@ -17,7 +17,7 @@ from hairpin_proxy.proxyproto import (
     encode_v1,
     encode_v2,
 )
-from tests.peers import free_port
+from tests.peers import free_port, has_ipv6_loopback
 from tests.peers.haproxy import run_haproxy
 
 PAYLOAD = b"hello through haproxy\n"
@@ -26,6 +26,8 @@ PAYLOAD = b"hello through haproxy\n"
 def _capture(tmp_path: Path, *, v2: bool, family: int) -> tuple[bytes, tuple[str, int],
                                                                   tuple[str, int]]:
     """Send PAYLOAD through HAProxy; return (header bytes, client endpoint, frontend endpoint)."""
+    if family == socket.AF_INET6 and not has_ipv6_loopback():
+        pytest.skip("IPv6 loopback (::1) is not available here")
     loop = "::1" if family == socket.AF_INET6 else "127.0.0.1"
     client_ip = "::1" if family == socket.AF_INET6 else "127.0.0.2"
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:

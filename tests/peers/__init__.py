@@ -20,6 +20,7 @@ import pytest
 
 __all__ = [
     "free_port",
+    "has_ipv6_loopback",
     "read_text",
     "require_binary",
     "stop_process",
@@ -35,6 +36,16 @@ def free_port(host: str = "127.0.0.1") -> int:
         s.bind((host, 0))
         port: int = s.getsockname()[1]
         return port
+
+
+def has_ipv6_loopback() -> bool:
+    """Whether ::1 can be bound here (IPv6 may be disabled in a container)."""
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+            s.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
 
 
 def wait_for_port(host: str, port: int, timeout: float = 30.0) -> None:

@@ -19,6 +19,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
+import socket
 import subprocess
 import time
 import urllib.request
@@ -27,7 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.peers import free_port, read_text, require_binary, stop_process
+import pytest
+
+from tests.peers import free_port, has_ipv6_loopback, read_text, require_binary, stop_process
 from tests.peers.tls import make_cert
 
 ECHO_MODULE = Path("/usr/lib/nginx/modules/ngx_http_echo_module.so")
@@ -98,8 +102,6 @@ class Nginx:
 
     def get_direct(self, path: str = "/", timeout: float = 30.0) -> dict[str, Any]:
         """GET over the plain listener with a v1 header stating 127.0.0.1 talks to it."""
-        import socket  # noqa: PLC0415
-
         with socket.create_connection(("127.0.0.1", self.port), timeout=timeout) as s:
             lport = s.getsockname()[1]
             hdr = f"PROXY TCP4 127.0.0.1 127.0.0.1 {lport} {self.port}\r\n".encode()
@@ -116,7 +118,7 @@ class Nginx:
 
 def _conf(workdir: Path, *, port: int, tls_port: int, ipv6_port: int | None,
           proxy_protocol: bool, cert: Path, key: Path, echo: bool, extra_conf: str,
-          workers: int) -> str:
+          workers: int, worker_connections: int = 4096) -> str:
     pp = " proxy_protocol" if proxy_protocol else ""
     w = workdir
     listeners = [f"listen 127.0.0.1:{port}{pp};", f"listen 127.0.0.1:{tls_port} ssl{pp};"]
@@ -132,16 +134,22 @@ def _conf(workdir: Path, *, port: int, tls_port: int, ipv6_port: int | None,
     log_body = _JSON_BODY.removesuffix("\\n")
     listen = "\n        ".join(listeners)
     root_user = "user root root;" if os.geteuid() == 0 else ""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    nofile = 2 * worker_connections + 64
+    if hard != resource.RLIM_INFINITY:
+        nofile = min(nofile, hard)
+    worker_connections = min(worker_connections, nofile // 2)
     return f"""\
 {f"load_module {ECHO_MODULE};" if echo else ""}
 {root_user}
 daemon off;
 master_process on;
 worker_processes {workers};
+worker_rlimit_nofile {nofile};
 pid {w}/nginx.pid;
 lock_file {w}/nginx.lock;
 error_log {w}/error.log info;
-events {{ worker_connections 4096; }}
+events {{ worker_connections {worker_connections}; }}
 http {{
     client_body_temp_path {w}/tmp/body;
     proxy_temp_path {w}/tmp/proxy;
@@ -174,7 +182,7 @@ http {{
 @contextlib.contextmanager
 def run_nginx(workdir: Path, *, proxy_protocol: bool = True, tls: bool = False,
               ipv6: bool = False, extra_conf: str = "", workers: int = 1,
-              start_timeout: float = 30.0) -> Iterator[Nginx]:
+              worker_connections: int = 4096, start_timeout: float = 30.0) -> Iterator[Nginx]:
     """Run nginx (foreground, own session) with its config, logs and temp files in ``workdir``.
 
     The TLS listener always exists (``tls`` is accepted for readability at call sites); its
@@ -183,6 +191,8 @@ def run_nginx(workdir: Path, *, proxy_protocol: bool = True, tls: bool = False,
     process grabbed one between choosing and binding.
     """
     del tls
+    if ipv6 and not has_ipv6_loopback():
+        pytest.skip("IPv6 loopback (::1) is not available here")
     binary = require_binary("nginx")
     workdir.mkdir(parents=True, exist_ok=True)
     for sub in ("tmp", "www"):
@@ -197,7 +207,8 @@ def run_nginx(workdir: Path, *, proxy_protocol: bool = True, tls: bool = False,
         ipv6_port = free_port("::1") if ipv6 else None
         conf_path.write_text(_conf(workdir, port=port, tls_port=tls_port, ipv6_port=ipv6_port,
                                    proxy_protocol=proxy_protocol, cert=cert, key=key, echo=echo,
-                                   extra_conf=extra_conf, workers=workers))
+                                   extra_conf=extra_conf, workers=workers,
+                                   worker_connections=worker_connections))
         pid_path.unlink(missing_ok=True)
         log_mark = len(read_text(workdir / "error.log"))
         with (workdir / "stderr.log").open("ab") as stderr:

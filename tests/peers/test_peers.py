@@ -97,8 +97,6 @@ def test_tls_from_python_ssl(tmp_path: Path) -> None:
 
 
 def test_ipv6_listener_and_bulk_bytes(tmp_path: Path) -> None:
-    if not socket.has_ipv6:
-        pytest.skip("no IPv6 on this host")
     with run_nginx(tmp_path, ipv6=True) as nginx:
         assert nginx.ipv6_port is not None
         proc = curl("--haproxy-protocol", f"http://[::1]:{nginx.ipv6_port}/")
