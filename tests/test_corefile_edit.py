@@ -250,6 +250,11 @@ def test_block_in_a_non_root_server_block_is_removed() -> None:
     assert after == "x.org {\n    whoami\n}\n.:53 {\n}\n"
 
 
+@pytest.mark.parametrize("port", [0, -1, 65536])
+def test_impossible_dns_port_is_refused(port: int) -> None:
+    assert_refused(".:53 {\n}\n", "not a TCP/UDP port", dns_port=port)
+
+
 def test_one_line_root_block_is_refused() -> None:
     assert_refused(".:53 { }\n", "opens and closes on one line", line=1)
     # ... but removing nothing from it is fine.

@@ -127,6 +127,7 @@ def test_has_plugin() -> None:
     assert not has_plugin(text, "log")  # in another server block
     assert not has_plugin(text, "prefetch")  # an option of cache, not a plugin
     assert not has_plugin(text, "reload", dns_port=5353)
+    assert not has_plugin(".:53 {\n  hosts /etc/hosts {\n    reload 15s\n  }\n}\n", "reload")
     cyclic = "(a) {\n  import b\n}\n(b) {\n  import a\n}\n.:53 {\n  import a\n}\n"
     assert not has_plugin(cyclic, "reload")
     with pytest.raises(CorefileError):

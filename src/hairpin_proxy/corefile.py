@@ -635,6 +635,8 @@ def _check_size(text: str) -> None:
 
 
 def _roots(cf: Corefile, dns_port: int) -> tuple[ServerBlock, ...]:
+    if not 0 < dns_port < 65536:
+        raise CorefileError(f"DNS port {dns_port} is not a TCP/UDP port")
     roots = cf.root_blocks(dns_port)
     if not roots:
         seen = ", ".join(" ".join(b.keys) for b in cf.server_blocks) or "none"
@@ -782,7 +784,9 @@ def _expanded(cf: Corefile, directives: Sequence[Directive], depth: int = 0
 def has_plugin(text: str, plugin: str, *, dns_port: int = DEFAULT_DNS_PORT) -> bool:
     """Whether a root server block uses ``plugin``, directly or through an imported snippet.
 
-    Files pulled in by ``import <glob>`` cannot be seen from the text and are not counted.
+    Only the block's own directives count (``reload`` inside ``hosts { }`` is an option of
+    hosts). Files pulled in by ``import <glob>`` cannot be seen from the text and are not
+    counted. Raises CorefileError when the text cannot be parsed.
     """
     cf = parse(text)
     return any(d.name == plugin for b in cf.root_blocks(dns_port)
@@ -826,7 +830,8 @@ def imports_key(text: str, key: str, *, dns_port: int = DEFAULT_DNS_PORT,
     imported snippet) whose path, resolved against ``corefile_dir`` when relative, lies in
     ``custom_dir`` and whose file-name glob matches ``key`` (``*.override`` matches
     ``hairpin-proxy.override``). Top-level imports (``*.server``) splice in server blocks, not
-    directives, and do not count. False when there is no root block.
+    directives, and do not count. False when there is no root block; raises CorefileError
+    when the text cannot be parsed.
     """
     cf = parse(text)
     roots = cf.root_blocks(dns_port)
