@@ -529,3 +529,44 @@ def test_request_log_records_every_request(http: httpx.Client, fake_api: FakeApi
     assert statuses == [("POST", 201), ("GET", 200), ("GET", 404)]
     fake_api.clear_requests()
     assert fake_api.count() == 0
+
+
+def test_cluster_scoped_and_all_namespace_paths(http: httpx.Client) -> None:
+    classes = "/apis/networking.k8s.io/v1/ingressclasses"
+    r = http.post(classes, json={"metadata": {"name": "nginx", "namespace": "ignored"},
+                                 "spec": {"controller": "k8s.io/ingress-nginx"}})
+    assert r.status_code == 201
+    assert "namespace" not in r.json()["metadata"]
+    assert http.get(f"{classes}/nginx").status_code == 200
+    assert http.get("/apis/networking.k8s.io/v1/namespaces/default/ingressclasses").status_code \
+        == 404
+    assert http.post("/api/v1/configmaps", json=configmap("default", "c")).status_code == 405
+
+
+def test_services_get_cluster_ips(http: httpx.Client) -> None:
+    svcs = "/api/v1/namespaces/default/services"
+    a = http.post(svcs, json=service("default", "a")).json()
+    b = http.post(svcs, json=service("default", "b")).json()
+    assert a["spec"]["clusterIP"] != b["spec"]["clusterIP"]
+    assert a["spec"]["clusterIPs"] == [a["spec"]["clusterIP"]]
+    fixed = http.post(svcs, json=service("default", "c", cluster_ips=["10.96.0.10"])).json()
+    assert fixed["spec"]["clusterIP"] == "10.96.0.10"
+    assert fixed["status"] == {"loadBalancer": {}}
+
+
+def test_delete_collection_honours_selectors(http: httpx.Client,
+                                             fake_api: FakeApiServer) -> None:
+    fake_api.create(configmap("default", "a", labels={"x": "1"}))
+    fake_api.create(configmap("default", "b"))
+    r = http.delete(CM, params={"labelSelector": "x=1"})
+    assert r.status_code == 200
+    assert [i["metadata"]["name"] for i in r.json()["items"]] == ["a"]
+    assert [o["metadata"]["name"] for o in fake_api.list("configmaps")] == ["b"]
+
+
+def test_both_event_apis_are_separate_types(fake_api: FakeApiServer) -> None:
+    fake_api.create({"apiVersion": "v1", "kind": "Event",
+                     "metadata": {"name": "e1", "namespace": "default"},
+                     "involvedObject": {"kind": "Ingress", "name": "web"}, "reason": "R"})
+    assert [e["metadata"]["name"] for e in fake_api.list("events")] == ["e1"]
+    assert fake_api.list("events.events.k8s.io") == []

@@ -91,6 +91,11 @@ def test_core_events(http: httpx.Client) -> None:
     path = "/api/v1/namespaces/default/events"
     assert http.post(path, json=_core_event("default")).status_code == 201
     assert _causes(http.post(path, json=_core_event("other"))) == ["involvedObject.namespace"]
+    http.post("/api/v1/namespaces", json={"metadata": {"name": "shop"}}).raise_for_status()
+    elsewhere = _core_event("")
+    elsewhere["metadata"]["namespace"] = "shop"
+    r = http.post("/api/v1/namespaces/shop/events", json=elsewhere)
+    assert _causes(r) == ["involvedObject.namespace"]
     assert _causes(http.post(path, json=_core_event("default", type="Bad"))) == ["type"]
     r = http.post(path, json=_core_event("default", eventTime="2024-05-01T10:00:00.000000Z"))
     assert set(_causes(r)) == {"reportingComponent", "reportingInstance", "action"}

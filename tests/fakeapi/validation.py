@@ -184,7 +184,8 @@ def _event_causes(rt: ResourceType, obj: Obj) -> list[Cause]:
     events_api = rt.group == "events.k8s.io"
     involved = "regarding" if events_api else "involvedObject"
     target_ns = _get(obj, f"{involved}.namespace") or ""
-    if target_ns and target_ns != ns:
+    # An event about a cluster-scoped object lives in "default"; otherwise namespaces must match.
+    if (target_ns and target_ns != ns) or (not target_ns and ns not in ("", "default")):
         causes.append((f"{involved}.namespace", "FieldValueInvalid",
                        f'Invalid value: "{target_ns}": does not match event.namespace'))
     etype = obj.get("type")
