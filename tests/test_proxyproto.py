@@ -30,6 +30,7 @@ from hairpin_proxy.proxyproto import (
     encode_v2,
     parse_ssl_tlv,
 )
+from tests.peers import has_ipv6_loopback
 
 # Other suites load this machine too: no per-example deadline.
 relaxed = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -290,6 +291,17 @@ def test_v4_mapped_addresses_are_sent_as_ipv4() -> None:
     v2 = encode_v2(("::ffff:1.2.3.4", 1000), ("::ffff:10.0.0.1", 443))
     assert v2 == V2_SIGNATURE + b"\x21\x11\x00\x0c" + bytes([1, 2, 3, 4, 10, 0, 0, 1]) + \
         (1000).to_bytes(2, "big") + (443).to_bytes(2, "big")
+
+
+def test_socket_address_tuples_are_accepted_as_they_are() -> None:
+    if not has_ipv6_loopback():
+        pytest.skip("IPv6 loopback (::1) is not available here")
+    with socket.socket(socket.AF_INET6) as s:
+        s.bind(("::1", 0))
+        name = s.getsockname()
+    assert len(name) == 4
+    assert encode_v1(name, name) == f"PROXY TCP6 ::1 ::1 {name[1]} {name[1]}\r\n".encode()
+    assert decode(encode_v2(name, name))[0].source == ("::1", name[1])
 
 
 def test_mixed_families_fall_back_to_unknown() -> None:

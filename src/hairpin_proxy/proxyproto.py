@@ -327,11 +327,15 @@ class ProxyHeader:
 
 def encode_v1(source: Endpoint | None, destination: Endpoint | None) -> bytes:
     """A v1 line: TCP4 when both ends are IPv4 (or IPv4-mapped), TCP6 when both are IPv6,
-    ``PROXY UNKNOWN`` when an end is unknown or the families differ."""
+    ``PROXY UNKNOWN`` when an end is unknown or the families differ.
+
+    Like ``encode_v2`` it reads only the first two items of each endpoint, so the 4-tuples
+    ``getpeername()`` gives for IPv6 sockets can be passed as they are.
+    """
     if source is None or destination is None:
         return _V1_UNKNOWN
-    s_ip, s_port = source
-    d_ip, d_port = destination
+    s_ip, s_port = source[0], source[1]
+    d_ip, d_port = destination[0], destination[1]
     _check_port(s_port)
     _check_port(d_port)
     s4, sp = _classify(s_ip)
