@@ -48,6 +48,7 @@ SERVER_VERSION: Obj = {
     "compiler": "gc", "platform": "linux/amd64",
 }
 ANONYMOUS_PATHS = ("/healthz", "/livez", "/readyz", "/version")
+MAX_BODY = 3 * 1024 * 1024  # the real server's request body limit
 
 
 @dataclass
@@ -231,7 +232,7 @@ class FakeApiServer:
             self._store.create(res.resolve("namespaces"), None,
                                {"apiVersion": "v1", "kind": "Namespace",
                                 "metadata": {"name": ns}}, from_api=False)
-        app = web.Application(middlewares=[self._middleware], client_max_size=8 * 1024 * 1024)
+        app = web.Application(middlewares=[self._middleware], client_max_size=MAX_BODY)
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
         self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
         await self._runner.setup()
@@ -387,6 +388,19 @@ class FakeApiServer:
     @property
     def resource_version(self) -> str:
         return str(self._call(lambda: self.store.rv))
+
+    def changes(self, kind: str, namespace: str | None = None,
+                name: str | None = None) -> builtins.list[tuple[str, Obj]]:
+        """Retained history of a type, oldest first, as (ADDED|MODIFIED|DELETED, object): what a
+        watcher from the oldest retained version would see (history_size bounds it)."""
+        rt = res.resolve(kind)
+
+        def run() -> builtins.list[tuple[str, Obj]]:
+            return [(ev.type, copy.deepcopy(ev.obj)) for ev in self.store.history(rt)
+                    if (namespace is None or ev.obj["metadata"].get("namespace") == namespace)
+                    and (name is None or ev.obj["metadata"]["name"] == name)]
+
+        return self._call(run)
 
     @property
     def open_watches(self) -> int:
@@ -836,7 +850,11 @@ class FakeApiServer:
                 f"the body of the request was in an unknown format - accepted media types "
                 f"include: application/json, application/yaml, "
                 f"application/vnd.kubernetes.protobuf (got {ctype})"))
-        raw = await request.read()
+        try:
+            raw = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            raise ApiError(st.status(413, "RequestEntityTooLarge",
+                                     f"Request entity too large: limit is {MAX_BODY}")) from None
         return _parse_body(raw, ctype)
 
     @staticmethod

@@ -133,6 +133,9 @@ class Store:
                 objs[key] = ev.prev
         return objs
 
+    def history(self, rt: ResourceType) -> list[Event]:
+        return list(self._history[rt])
+
     def check_continue(self, rt: ResourceType, at_rv: int) -> None:
         if at_rv < self._compacted[rt]:
             raise st.expired(

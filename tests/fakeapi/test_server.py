@@ -570,3 +570,22 @@ def test_both_event_apis_are_separate_types(fake_api: FakeApiServer) -> None:
                      "involvedObject": {"kind": "Ingress", "name": "web"}, "reason": "R"})
     assert [e["metadata"]["name"] for e in fake_api.list("events")] == ["e1"]
     assert fake_api.list("events.events.k8s.io") == []
+
+
+def test_changes_lists_retained_history(http: httpx.Client, fake_api: FakeApiServer) -> None:
+    created = http.post(CM, json=configmap("default", "c", {"k": "1"})).json()
+    created["data"] = {"k": "2"}
+    http.put(f"{CM}/c", json=created).raise_for_status()
+    http.put(f"{CM}/c", json=http.get(f"{CM}/c").json()).raise_for_status()  # no-op
+    fake_api.create(configmap("default", "other"))
+    http.delete(f"{CM}/c").raise_for_status()
+    changes = fake_api.changes("configmaps", "default", "c")
+    assert [t for t, _ in changes] == ["ADDED", "MODIFIED", "DELETED"]
+    assert changes[1][1]["data"] == {"k": "2"}
+
+
+def test_oversized_bodies_are_413(http: httpx.Client) -> None:
+    body = json.dumps(configmap("default", "c", {"k": "x" * (3 * 1024 * 1024)}))
+    r = http.post(CM, content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 413
+    assert r.json()["reason"] == "RequestEntityTooLarge"
