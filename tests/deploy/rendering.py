@@ -7,6 +7,7 @@ the checkout).
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import shutil
@@ -16,6 +17,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from hairpin_proxy.cli import build_parser
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -64,3 +67,11 @@ def find(docs: list[Doc], kind: str, name: str, namespace: str | None = None) ->
 def workloads(docs: list[Doc]) -> list[Doc]:
     """Everything with a pod template."""
     return [d for d in docs if d["kind"] in ("Deployment", "DaemonSet", "Job")]
+
+
+def subparsers() -> dict[str, argparse.ArgumentParser]:
+    """The CLI's subcommand parsers, by name."""
+    for action in build_parser()._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    raise AssertionError("the CLI has no subcommands")

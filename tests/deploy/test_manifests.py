@@ -5,7 +5,6 @@ Every check runs over every render: the base, each overlay, and the base with ea
 
 from __future__ import annotations
 
-import argparse
 import copy
 import dataclasses
 from typing import Any
@@ -17,7 +16,7 @@ from kubernetes_validate import utils as kv_utils
 
 from hairpin_proxy.cli import COMMANDS, build_parser
 from hairpin_proxy.settings import KubeSettings, env_name, settings_from_args
-from tests.deploy.rendering import BASE, DEPLOY, Doc, find, render, workloads
+from tests.deploy.rendering import BASE, DEPLOY, Doc, find, render, subparsers, workloads
 
 MIN_SCHEMA = (1, 29)
 NONROOT_UID = 65532
@@ -43,14 +42,6 @@ def schema_versions() -> list[str]:
 def pod_spec(workload: Doc) -> dict[str, Any]:
     spec: dict[str, Any] = workload["spec"]["template"]["spec"]
     return spec
-
-
-def subparsers() -> dict[str, argparse.ArgumentParser]:
-    parser = build_parser()
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return dict(action.choices)
-    raise AssertionError("the CLI has no subcommands")
 
 
 # --------------------------------------------------------------------------- rendering

@@ -1,0 +1,56 @@
+"""The install and platform docs point at files that exist and flags the CLI accepts."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from hairpin_proxy.cli import build_parser
+from tests.deploy.rendering import REPO, subparsers
+
+DOCS = sorted([REPO / "docs" / "install.md", REPO / "docs" / "still-needed.md",
+               *(REPO / "docs" / "platforms").glob("*.md")])
+# `--flag` or `--flag=value` standing alone in a code span, or appended as a container arg
+# (`value: --flag` in YAML, `"value":"--flag"` in JSON patches).
+FLAG = re.compile(r'`(--[a-z][a-z0-9-]*)(?:=[^`\s]*)?`|"?value"?:\s*"?(--[a-z][a-z0-9-]*)')
+DEPLOY_PATH = re.compile(r"(?<![\w/])(deploy/[A-Za-z0-9_./-]*[A-Za-z0-9_-])")
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def all_flags() -> set[str]:
+    flags = set(build_parser()._option_string_actions)
+    for sub in subparsers().values():
+        flags |= set(sub._option_string_actions)
+    return flags
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.relative_to(REPO).as_posix())
+def test_doc_references_are_real(doc: Path) -> None:
+    text = doc.read_text()
+    known = all_flags()
+    for match in FLAG.finditer(text):
+        flag = match[1] or match[2]
+        assert flag in known, f"{doc.name}: {flag} is not a hairpin-proxy flag"
+    for path in DEPLOY_PATH.findall(text):
+        assert (REPO / path).exists(), f"{doc.name}: {path} does not exist"
+    for target in LINK.findall(text):
+        if "://" in target:
+            continue
+        assert (doc.parent / target).resolve().exists(), f"{doc.name}: broken link {target}"
+
+
+def test_reference_patterns_find_what_the_docs_use() -> None:
+    """The checks above are not vacuous: the docs' flags and paths are actually matched."""
+    text = (REPO / "docs" / "install.md").read_text()
+    flags = {m[1] or m[2] for m in FLAG.finditer(text)}
+    assert {"--remove-on-delete", "--write-method", "--mode"} <= flags
+    assert "--no-such-flag" not in all_flags()
+    assert {"deploy/hairpin-proxy.yaml", "deploy/cleanup/default",
+            "deploy/overlays/k3s"} <= set(DEPLOY_PATH.findall(text))
+
+
+def test_docs_exist_for_every_platform() -> None:
+    names = {p.stem for p in (REPO / "docs" / "platforms").glob("*.md")}
+    assert {"kubeadm", "k3s", "rke2", "aks", "eks", "doks", "lke", "bare-metal-metallb"} <= names
