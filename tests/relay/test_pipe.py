@@ -1,0 +1,346 @@
+"""Relay semantics against Python peers, with the relay run as the CLI runs it.
+
+Every test runs on both event loops the relay offers (asyncio and uvloop).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from hairpin_proxy import proxyproto
+from tests.peers import free_port
+from tests.relay.helpers import (
+    LOOPS,
+    Accepted,
+    Upstream,
+    chunks,
+    closed_promptly,
+    connect,
+    drain_hash,
+    echo,
+    elapsed,
+    recv_all,
+    run_relay,
+    send_stream,
+    wait_until,
+)
+
+pytestmark = pytest.mark.parametrize("loop", LOOPS)
+
+
+def to(up: Upstream) -> str:
+    return f"127.0.0.1:{{port}}=127.0.0.1:{up.port}"
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_header_carries_the_client_and_the_address_it_connected_to(
+        tmp_path: Path, loop: str, version: str) -> None:
+    with Upstream(echo) as up, run_relay(tmp_path, [to(up)], "--proxy-protocol", version,
+                                         loop=loop) as relay, connect(relay.ports[0]) as s:
+        s.sendall(b"ping")
+        s.shutdown(socket.SHUT_WR)
+        assert recv_all(s) == b"ping"
+        header = up.headers[0]
+        assert header.version == int(version[1])
+        assert header.family == "TCP4"
+        assert header.source == s.getsockname()
+        assert header.destination == ("127.0.0.1", relay.ports[0])
+
+
+def test_per_listener_version_and_dual_stack_wildcard(tmp_path: Path, loop: str) -> None:
+    port = free_port("::1")
+    with Upstream(echo) as up, run_relay(
+            tmp_path, [f"[::]:{port}=127.0.0.1:{up.port}/v2"], "--proxy-protocol", "v1",
+            loop=loop):
+        for host, family in (("::1", "TCP6"), ("127.0.0.1", "TCP4")):
+            with connect(port, host) as s:
+                s.sendall(b"x")
+                s.shutdown(socket.SHUT_WR)
+                assert recv_all(s) == b"x"
+                header = up.headers[-1]
+                assert (header.version, header.family) == (2, family)
+                assert header.source == s.getsockname()[:2]
+                assert header.destination == (host, port)
+
+
+def test_header_precedes_everything_when_the_server_speaks_first(
+        tmp_path: Path, loop: str) -> None:
+    def greeter(acc: Accepted) -> None:
+        acc.sock.sendall(b"220 hello\r\n")
+        acc.sock.sendall(acc.rest + recv_all(acc.sock))
+
+    with Upstream(greeter) as up, run_relay(tmp_path, [to(up)], loop=loop) as relay, \
+            connect(relay.ports[0]) as s:
+        # The client waits for the greeting before it says anything.
+        assert s.recv(64) == b"220 hello\r\n"
+        s.sendall(b"EHLO x\r\n")
+        s.shutdown(socket.SHUT_WR)
+        assert recv_all(s) == b"EHLO x\r\n"
+        assert up.errors == []
+
+
+def test_half_close_the_late_reply_still_arrives(tmp_path: Path, loop: str) -> None:
+    def late(acc: Accepted) -> None:
+        request = acc.rest + recv_all(acc.sock)  # to the client's EOF
+        time.sleep(0.5)
+        acc.sock.sendall(b"reply to " + request)
+
+    with Upstream(late) as up, run_relay(tmp_path, [to(up)], loop=loop) as relay, \
+            connect(relay.ports[0]) as s:
+        s.sendall(b"question")
+        s.shutdown(socket.SHUT_WR)
+        assert recv_all(s) == b"reply to question"
+
+
+def test_half_close_from_the_server_side_keeps_the_client_direction(
+        tmp_path: Path, loop: str) -> None:
+    got: list[bytes] = []
+
+    def closes_first(acc: Accepted) -> None:
+        acc.sock.sendall(b"banner")
+        acc.sock.shutdown(socket.SHUT_WR)
+        got.append(acc.rest + recv_all(acc.sock))
+
+    with Upstream(closes_first) as up, run_relay(tmp_path, [to(up)], loop=loop) as relay, \
+            connect(relay.ports[0]) as s:
+        assert recv_all(s) == b"banner"  # the server's EOF reached us
+        time.sleep(0.3)
+        s.sendall(b"still talking")
+        s.shutdown(socket.SHUT_WR)
+        wait_until(lambda: got, 30, "the server to read to EOF")
+    assert got == [b"still talking"]
+
+
+def test_backend_down_closes_promptly_and_readyz_names_the_cause(
+        tmp_path: Path, loop: str) -> None:
+    dead = free_port()
+    with run_relay(tmp_path, [f"127.0.0.1:{{port}}=127.0.0.1:{dead}"], "--connect-timeout",
+                   "20", loop=loop) as relay:
+        status, body = relay.get("/readyz")
+        assert status == 503
+        assert f"127.0.0.1:{dead}" in body and "connect_refused" in body
+        assert relay.get("/healthz")[0] == 200
+        started = time.monotonic()
+        with connect(relay.ports[0]) as s:
+            s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            assert closed_promptly(s)
+        assert elapsed(started) < 5  # refused is answered at once, not after the timeout
+        listener = f"127.0.0.1:{relay.ports[0]}"
+        assert relay.metric("hairpin_proxy_errors_total", listener=listener,
+                            cause="connect_refused") == 1
+        assert relay.metric("hairpin_proxy_connections_active", listener=listener) == 0
+    errors = [r for r in relay.log_records() if r.get("cause") == "connect_refused"]
+    assert len(errors) == 1 and errors[0]["target"] == f"127.0.0.1:{dead}"
+
+
+def test_readyz_reports_a_name_that_does_not_resolve(tmp_path: Path, loop: str) -> None:
+    with run_relay(tmp_path, ["127.0.0.1:{port}=no-such-host.invalid:80"], "--connect-timeout",
+                   "3", loop=loop) as relay:
+        status, body = relay.get("/readyz")
+    assert status == 503
+    assert "no-such-host.invalid:80" in body and "(dns)" in body
+
+
+def black_hole() -> tuple[socket.socket, list[socket.socket]]:
+    """A listener that never accepts, its queue full: further SYNs go unanswered."""
+    hole = socket.socket()
+    hole.bind(("127.0.0.1", 0))
+    hole.listen(0)
+    fillers = []
+    for _ in range(4):
+        f = socket.socket()
+        f.setblocking(False)
+        f.connect_ex(hole.getsockname())
+        fillers.append(f)
+    return hole, fillers
+
+
+def test_connect_timeout(tmp_path: Path, loop: str) -> None:
+    hole, fillers = black_hole()
+    try:
+        with run_relay(tmp_path, [f"127.0.0.1:{{port}}=127.0.0.1:{hole.getsockname()[1]}"],
+                       "--connect-timeout", "1", loop=loop) as relay:
+            started = time.monotonic()
+            with connect(relay.ports[0]) as s:
+                assert closed_promptly(s)
+            took = elapsed(started)
+            assert 0.9 <= took < 10
+            listener = f"127.0.0.1:{relay.ports[0]}"
+            assert relay.metric("hairpin_proxy_errors_total", listener=listener,
+                                cause="connect_timeout") == 1
+            status, body = relay.get("/readyz")
+            assert status == 503 and "timed out" in body
+    finally:
+        for s in [hole, *fillers]:
+            s.close()
+
+
+def test_idle_timeout(tmp_path: Path, loop: str) -> None:
+    with Upstream(echo) as up, run_relay(tmp_path, [to(up)], "--idle-timeout", "1",
+                                         loop=loop) as relay, connect(relay.ports[0]) as s:
+        # Activity keeps it open past the timeout ...
+        for _ in range(6):
+            s.sendall(b"x")
+            assert s.recv(1) == b"x"
+            time.sleep(0.3)
+        # ... silence ends it.
+        started = time.monotonic()
+        assert closed_promptly(s)
+        assert 0.9 <= elapsed(started) < 10
+        listener = f"127.0.0.1:{relay.ports[0]}"
+        assert relay.metric("hairpin_proxy_errors_total", listener=listener,
+                            cause="idle_timeout") == 1
+
+
+def test_max_connections_refuses_the_excess_at_once(tmp_path: Path, loop: str) -> None:
+    with Upstream(echo) as up, run_relay(tmp_path, [to(up)], "--max-connections", "2",
+                                         loop=loop) as relay:
+        held = [connect(relay.ports[0]) for _ in range(2)]
+        for s in held:  # both are relayed
+            s.sendall(b"a")
+            assert s.recv(1) == b"a"
+        started = time.monotonic()
+        with connect(relay.ports[0]) as extra:
+            assert closed_promptly(extra)
+        assert elapsed(started) < 5
+        listener = f"127.0.0.1:{relay.ports[0]}"
+        assert relay.metric("hairpin_proxy_errors_total", listener=listener,
+                            cause="over_limit") == 1
+        assert relay.metric("hairpin_proxy_connections_active", listener=listener) == 2
+        held.pop().close()
+        wait_until(lambda: relay.metric("hairpin_proxy_connections_active",
+                                        listener=listener) == 1, 30, "a slot to free up")
+        with connect(relay.ports[0]) as again:
+            again.sendall(b"b")
+            assert again.recv(1) == b"b"
+        for s in held:
+            s.close()
+    assert any(r.get("cause") == "over_limit" for r in relay.log_records())
+
+
+def test_a_client_reset_is_passed_on(tmp_path: Path, loop: str) -> None:
+    seen: list[str] = []
+
+    def reader(acc: Accepted) -> None:
+        try:
+            recv_all(acc.sock)
+            seen.append("eof")
+        except ConnectionResetError:
+            seen.append("reset")
+
+    with Upstream(reader) as up, run_relay(tmp_path, [to(up)], loop=loop) as relay:
+        s = connect(relay.ports[0])
+        s.sendall(b"partial")
+        wait_until(lambda: up.accepted, 30, "the upstream connection")
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        s.close()
+        wait_until(lambda: seen, 30, "the upstream to notice")
+        listener = f"127.0.0.1:{relay.ports[0]}"
+        wait_until(lambda: relay.metric("hairpin_proxy_errors_total", listener=listener,
+                                        cause="reset") == 1, 30, "the reset to be counted")
+    assert seen == ["reset"]
+
+
+def test_sigterm_drains_in_flight_and_refuses_new(tmp_path: Path, loop: str) -> None:
+    size = 8 << 20
+
+    def slow_source(acc: Accepted) -> None:
+        for piece in chunks(size, seed=7):
+            for i in range(0, len(piece), 256 << 10):
+                acc.sock.sendall(piece[i:i + (256 << 10)])
+                time.sleep(0.05)
+
+    want = hashlib.sha256(b"".join(chunks(size, seed=7))).hexdigest()
+    with Upstream(slow_source) as up, run_relay(tmp_path, [to(up)], "--grace-period", "60",
+                                                loop=loop) as relay:
+        s = connect(relay.ports[0])
+        first = s.recv(65536)
+        assert first
+        relay.terminate()
+
+        def refused() -> bool:
+            try:
+                connect(relay.ports[0], timeout=2).close()
+            except ConnectionRefusedError:
+                return True
+            return False
+
+        wait_until(refused, 30, "new connections to be refused")
+        assert relay.get("/readyz")[0] == 503
+        n, digest = drain_hash(s, first)
+        s.close()
+        assert (n, digest) == (size, want)
+        assert relay.proc.wait(30) == 0
+
+
+def test_sigterm_closes_what_outlives_the_grace_period(tmp_path: Path, loop: str) -> None:
+    with Upstream(echo) as up, run_relay(tmp_path, [to(up)], "--grace-period", "1",
+                                         loop=loop) as relay, connect(relay.ports[0]) as s:
+        s.sendall(b"x")
+        assert s.recv(1) == b"x"
+        started = time.monotonic()
+        relay.terminate()
+        assert relay.proc.wait(30) == 0
+        assert 0.9 <= elapsed(started) < 15
+        assert closed_promptly(s)
+    assert any(r.get("cause") == "shutdown" for r in relay.log_records())
+
+
+def test_a_slow_reader_keeps_relay_memory_bounded(tmp_path: Path, loop: str) -> None:
+    size = 512 << 20
+    sent: list[str] = []
+
+    def source(acc: Accepted) -> None:
+        sent.append(send_stream(acc.sock, size, seed=3))
+
+    with Upstream(source) as up, run_relay(tmp_path, [to(up)], loop=loop) as relay:
+        baseline = relay.rss()
+        with connect(relay.ports[0]) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)
+            h = hashlib.sha256()
+            n = 0
+            peak = 0
+            deadline = time.monotonic() + 3
+            while time.monotonic() < deadline:  # about 3 MiB/s for 3 s
+                piece = s.recv(16 << 10)
+                h.update(piece)
+                n += len(piece)
+                peak = max(peak, relay.rss())
+                time.sleep(0.005)
+            rest, _ = 0, None
+            buf = bytearray(1 << 20)
+            while got := s.recv_into(buf):
+                h.update(memoryview(buf)[:got])
+                rest += got
+        assert n + rest == size
+        wait_until(lambda: sent, 60, "the source to finish")
+        assert h.hexdigest() == sent[0]
+    # Without flow control the relay would buffer most of 512 MiB while the reader dawdles.
+    assert peak - baseline < 48 << 20, (baseline, peak)
+
+
+def test_ipv4_mapped_clients_and_threads_do_not_mix_up_headers(tmp_path: Path, loop: str) -> None:
+    with Upstream(echo) as up, run_relay(tmp_path, [to(up)], loop=loop) as relay:
+        results: list[bool] = []
+
+        def one() -> None:
+            for _ in range(20):
+                with connect(relay.ports[0]) as s:
+                    s.sendall(b"k")
+                    s.shutdown(socket.SHUT_WR)
+                    results.append(recv_all(s) == b"k")
+        threads = [threading.Thread(target=one) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert results == [True] * 80
+        sources = {h.source for h in up.headers}
+        assert len(sources) == 80  # each connection's own client port
+        assert all(isinstance(h, proxyproto.ProxyHeader) for h in up.headers)
