@@ -202,6 +202,19 @@ def test_proxy_deployment_service_and_budget(renders: dict[str, list[Doc]]) -> N
         assert target["spec"]["replicas"] >= 2
 
 
+def test_proxy_shutdown_fits_the_grace_period(renders: dict[str, list[Doc]]) -> None:
+    """preStop delay + the proxy's own drain (--grace-period) end before the kubelet's SIGKILL."""
+    for name in ("base", "components/proxy-v2", "components/traefik"):
+        deploy = find(renders[name], "Deployment", "hairpin-proxy")
+        spec = pod_spec(deploy)
+        container = spec["containers"][0]
+        sleep = container["lifecycle"]["preStop"]["exec"]["command"]
+        assert sleep[0] == "sleep"
+        flags = flags_of(renders[name], "Deployment", "hairpin-proxy")
+        drain = float(flags["grace_period"])
+        assert int(sleep[1]) + drain + 5 <= spec["terminationGracePeriodSeconds"], name
+
+
 def test_controller_elects_a_leader_and_knows_its_namespace(
         renders: dict[str, list[Doc]]) -> None:
     ctl = pod_spec(find(renders["base"], "Deployment", "hairpin-proxy-controller"))["containers"][0]
