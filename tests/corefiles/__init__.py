@@ -39,6 +39,7 @@ SAMPLES: tuple[Sample, ...] = (
     Sample("aks", imports_override=True),
     Sample("eks"),
     Sample("multi-block"),
+    Sample("stub-zone"),
     Sample("legacy", legacy_lines=2),
     Sample("crlf"),
     Sample("tabs"),
