@@ -219,3 +219,31 @@ def test_dropped_watch_surfaces_as_transport_error(fake_api: FakeApiServer,
             await task
 
     run(kubeconfig, body)
+
+
+def test_watch_resumes_after_server_timeout_without_repeats(fake_api: FakeApiServer,
+                                                            kubeconfig: Path) -> None:
+    fake_api.create(configmap("default", "a"))
+    seen: list[tuple[str, str]] = []
+
+    async def body(c: AsyncClient) -> None:
+        async def watch() -> None:
+            async for kind, obj in c.watch(ConfigMap, server_timeout=1):
+                assert obj.metadata and obj.metadata.name
+                seen.append((kind, obj.metadata.name))
+                if len(seen) == 2:
+                    return
+
+        task = asyncio.create_task(watch())
+        # The first stream ends after a second; the client reopens it from the last version.
+        await fake_api.async_wait_for(lambda: fake_api.count(watch=True) == 2)
+        fake_api.create(configmap("default", "b"))
+        await task
+
+    run(kubeconfig, body)
+    assert seen == [("ADDED", "a"), ("ADDED", "b")]
+    first, second = fake_api.requests(watch=True)[:2]
+    a = fake_api.get("configmaps", "default", "a")
+    assert a is not None
+    assert "resourceVersion" not in first.query
+    assert second.query["resourceVersion"] == a["metadata"]["resourceVersion"]
