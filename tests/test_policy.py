@@ -535,3 +535,12 @@ def test_a_bad_host_never_removes_a_good_one(good_side: list[str], extra: list[s
     expected_rejections = sum(1 for h in [*good_side, *extra, *extra]
                               if check_host(h, POLICY)[0] is None)
     assert len(mixed.rejections) == expected_rejections + 1
+
+
+def test_filters_compare_raw_namespaces_and_reports_show_them_escaped() -> None:
+    odd = "team\x1b[31m"
+    policy = HostPolicy(include_namespaces=(odd,))
+    result = evaluate([tls_ingress("a.example.com", "10.0.0.1", namespace=odd)], [], policy)
+    assert result.hosts == ("a.example.com",)
+    assert result.rejections[0].namespace == repr(odd)
+    assert result.sources["a.example.com"] == (f"{odd!r}/web",)

@@ -346,6 +346,7 @@ def evaluate(ingresses: Iterable[Mapping[str, Any]], ingress_classes: Iterable[M
     ignored: list[Rejection] = []
     filtering = bool(policy._include or policy._exclude or policy._classes)
     problems: list[str] = []
+    shown: dict[str, str] = {}  # namespaces are few; render each once
     for ingress in ingresses:
         if not isinstance(ingress, _MAPS):
             rejections.append(Rejection("", "", "", "malformed Ingress: not an object"))
@@ -356,15 +357,17 @@ def evaluate(ingresses: Iterable[Mapping[str, Any]], ingress_classes: Iterable[M
             continue
         raw_name = meta.get("name")
         name = show(raw_name) if isinstance(raw_name, str) else ""
-        ns = _namespace(meta)
-        if ns is None:
+        raw_ns = _namespace(meta)
+        if raw_ns is None:
             rejections.append(Rejection(show(meta.get("namespace")), name, "",
                                         "malformed Ingress: metadata.namespace is not a string"))
             continue
-        ns = show(ns)
         spec = ingress.get("spec")
-        if filtering and not _selected(meta, spec, ns, policy, defaults):
+        if filtering and not _selected(meta, spec, raw_ns, policy, defaults):
             continue
+        ns = shown.get(raw_ns)
+        if ns is None:
+            ns = shown[raw_ns] = show(raw_ns)
         if not isinstance(spec, _MAPS):
             rejections.append(Rejection(ns, name, "", "malformed Ingress: spec is not an object"))
             continue
