@@ -1,7 +1,7 @@
-"""CoreDNS Corefile: tokenizer, parser and the editor of hairpin-proxy's managed block.
+r"""CoreDNS Corefile: tokenizer, parser and the editor of hairpin-proxy's managed block.
 
 Pure: text in, text out. The tokenizer follows the Caddyfile v1 lexer that CoreDNS uses: a token
-is a run of non-space characters, or a double-quoted string (``\\"`` escapes a quote, newlines
+is a run of non-space characters, or a double-quoted string (``\"`` escapes a quote, newlines
 allowed) when the quote opens the token; ``#`` outside quotes starts a comment that runs to the
 end of the line, even in the middle of a word; ``{`` and ``}`` are braces only as tokens of
 their own. One leniency: a word glued to a trailing ``{`` (``.{``, as the CoreDNS Helm chart
@@ -13,6 +13,12 @@ except to drop the lines the original hairpin-proxy wrote (``... # Added by hair
 A new block goes right after the line that opens the server block: that place exists in every
 layout, does not depend on which plugins are present, and keeps the block in sight at the top.
 Its position is cosmetic: CoreDNS orders plugins by its build's plugin.cfg, not by line.
+Lines between the markers belong to hairpin-proxy and are rewritten wholesale.
+
+A host becomes ``rewrite name exact HOST TARGET`` (CoreDNS maps the answer of an exact rule
+back to the asked name); a wildcard ``*.example.com`` becomes ``rewrite name regex
+^[^.]+\.example\.com\.?$ TARGET answer auto``: exactly one label in front of the domain, as an
+Ingress wildcard means, with the answer mapped back by ``answer auto``.
 """
 
 from __future__ import annotations
@@ -114,7 +120,8 @@ def tokenize(text: str) -> tuple[list[Token], list[Comment]]:
     def add(kind: TokenKind, value: str, start: int, end: int) -> None:
         nonlocal last_end_line
         line, column = pos.at(start)
-        end_line = pos.at(max(start, end - 1))[0]
+        # Only a quoted string can run over several lines.
+        end_line = pos.at(end - 1)[0] if kind == "quoted" else line
         tokens.append(Token(kind, value, start, end, line, column, end_line, last_end_line < line))
         last_end_line = end_line
 
