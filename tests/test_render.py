@@ -149,6 +149,17 @@ def test_environment_variables_work_like_flags(monkeypatch: pytest.MonkeyPatch,
     assert corefile.managed_hosts(out) == ("grafana.example.com",)
 
 
+def test_no_ingresses_found_is_warned_about(capsys: pytest.CaptureFixture[str],
+                                            tmp_path: Path) -> None:
+    path = tmp_path / "Corefile"
+    path.write_text(corefile.apply(COREFILE.read_text(), EXPECTED, target=TARGET))
+    (tmp_path / "empty").mkdir()
+    code, out, err = render(capsys, "--corefile", path, "--ingress", tmp_path / "empty")
+    assert code == 0
+    assert out == COREFILE.read_text()  # every rule dropped, as asked
+    assert "no Ingress objects found files=0" in err
+
+
 def test_import_snippet(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = render(capsys, "--import-snippet", "--ingress", CLUSTER)
     assert code == 0

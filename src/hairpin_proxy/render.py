@@ -118,6 +118,9 @@ def render(s: RenderSettings, out: TextIO) -> int:
         manifests = load(s.ingress)
     except ManifestError as exc:
         raise RenderError(str(exc)) from None
+    if not manifests.ingresses:
+        # Most likely a wrong path; the output would drop every rule.
+        log.warning("no Ingress objects found", extra={"files": len(manifests.files)})
     result = evaluate(manifests.ingresses, manifests.ingress_classes, policy)
     _report(result)
     log.debug("evaluated", extra={"files": len(manifests.files),

@@ -225,10 +225,10 @@ class ProxySettings(LogSettings):
 
 @dataclasses.dataclass(frozen=True)
 class RenderSettings(PolicySettings, LogSettings):
-    corefile: Path | None = opt(None, "Corefile to update (prints the result).")
-    hosts_file: Path | None = opt(None, "Hosts file to update instead of a Corefile.")
-    ingress: tuple[str, ...] = opt((), "Ingress YAML/JSON file or directory (repeatable).",
-                                   metavar="PATH")
+    corefile: Path | None = opt(None, "Corefile to render (only read; the result is printed).")
+    hosts_file: Path | None = opt(None, "Hosts file to render instead of a Corefile (only read).")
+    ingress: tuple[str, ...] = opt((), "Ingress YAML/JSON file, directory, or - for standard "
+                                       "input (repeatable).", metavar="PATH")
     proxy_ip: tuple[str, ...] = opt((), "Proxy Service address for the hosts file "
                                         "(repeatable, IPv4 or IPv6).")
     target: str = opt("", "Rewrite target; default hairpin-proxy.hairpin-proxy.svc."
