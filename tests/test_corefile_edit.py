@@ -240,7 +240,12 @@ def test_bad_markers_are_refused(text: str, line: int, match: str) -> None:
 def test_foreign_lines_in_the_block_are_reported_and_overwritten() -> None:
     text = f".:53 {{\n  {B}\n  rewrite name regex ^a.*$ {TARGET} answer auto\n  {E}\n}}\n"
     with pytest.raises(CorefileError, match=r"line 3, column 3: .*did not write"):
-        managed_hosts(text)
+        managed_hosts(text, strict=True)
+    assert managed_hosts(text) == ()
+    mixed = f".:53 {{\n  {B}\n  {rule('a.b')}\n  whoami\n  {E}\n}}\n"
+    assert managed_hosts(mixed) == ("a.b",)
+    with pytest.raises(CorefileError, match=r"line 4, column 3: .*did not write"):
+        managed_hosts(mixed, strict=True)
     # The markers say "do not edit": the next apply puts back exactly the wanted rules.
     assert apply(text, ["a.b"], target=TARGET) == f".:53 {{\n  {B}\n  {rule('a.b')}\n  {E}\n}}\n"
     assert remove(text) == ".:53 {\n}\n"

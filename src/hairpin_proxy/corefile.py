@@ -743,35 +743,48 @@ def remove(text: str, *, dns_port: int = DEFAULT_DNS_PORT) -> str:
     return apply(text, [], target="unused.invalid.", dns_port=dns_port)
 
 
-def _host_of(d: Directive) -> str:
+def _host_of(d: Directive) -> str | None:
+    """The host of a rule line as hairpin-proxy writes it; None for any other line."""
     args = d.args
-    if d.name == "rewrite" and not d.blocks and len(args) == 4 and args[:2] == ("name", "exact"):
+    if d.name != "rewrite" or d.blocks:
+        return None
+    if len(args) == 4 and args[:2] == ("name", "exact"):
         return args[2]
-    if (d.name == "rewrite" and not d.blocks and len(args) == 6
-            and args[:2] == ("name", "regex") and args[4:] == ("answer", "auto")):
+    if len(args) == 6 and args[:2] == ("name", "regex") and args[4:] == ("answer", "auto"):
         m = _WILDCARD_RULE.fullmatch(args[2])
         if m:
             host = "*." + re.sub(r"\\(.)", r"\1", m["suffix"])
             if wildcard_regex(host) == args[2]:
                 return host
-    raise CorefileError("the managed block holds a line hairpin-proxy did not write",
-                        line=d.line, column=d.column)
+    return None
 
 
-def _managed_in(cf: Corefile, dns_port: int, *, only: ServerBlock | None = None
-                ) -> tuple[str, ...]:
+def _managed_in(cf: Corefile, dns_port: int, *, only: ServerBlock | None = None,
+                strict: bool = True) -> tuple[str, ...]:
     hosts: set[str] = set()
     for m in _managed_blocks(cf):
         if (only is None and m.block.is_root(dns_port)) or m.block is only:
-            hosts.update(_host_of(d) for d in m.directives)
+            for d in m.directives:
+                host = _host_of(d)
+                if host is not None:
+                    hosts.add(host)
+                elif strict:
+                    raise CorefileError("the managed block holds a line hairpin-proxy did not "
+                                        "write", line=d.line, column=d.column)
     return tuple(sorted(hosts))
 
 
-def managed_hosts(text: str, *, dns_port: int = DEFAULT_DNS_PORT) -> tuple[str, ...]:
-    """The hosts in the managed block(s) of the root server block(s), sorted."""
+def managed_hosts(text: str, *, dns_port: int = DEFAULT_DNS_PORT, strict: bool = False
+                  ) -> tuple[str, ...]:
+    """The hosts in the managed block(s) of the root server block(s), sorted.
+
+    Lines in the block that hairpin-proxy did not write are skipped (the next apply replaces
+    them), or raise CorefileError with ``strict``. Raises CorefileError when the text cannot
+    be parsed, its markers are broken, or there is no root server block.
+    """
     cf = parse(text)
     _roots(cf, dns_port)
-    return _managed_in(cf, dns_port)
+    return _managed_in(cf, dns_port, strict=strict)
 
 
 # --- questions about a Corefile --------------------------------------------------------------
