@@ -140,10 +140,43 @@ def service(
     }
 
 
+def namespace(name: str, labels: Mapping[str, str] | None = None) -> Obj:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(None, name, labels, None)}
+
+
+def _workload(kind: str, namespace: str, name: str, image: str,
+              labels: Mapping[str, str] | None) -> Obj:
+    pod_labels = dict(labels or {"app.kubernetes.io/name": name})
+    return {
+        "apiVersion": "apps/v1",
+        "kind": kind,
+        "metadata": _meta(namespace, name, pod_labels, None),
+        "spec": {
+            "selector": {"matchLabels": pod_labels},
+            "template": {
+                "metadata": {"labels": pod_labels},
+                "spec": {"containers": [{"name": name, "image": image}]},
+            },
+        },
+    }
+
+
+def deployment(namespace: str, name: str, image: str = "registry.example/app:1",
+               replicas: int = 1, labels: Mapping[str, str] | None = None) -> Obj:
+    obj = _workload("Deployment", namespace, name, image, labels)
+    obj["spec"]["replicas"] = replicas
+    return obj
+
+
+def daemonset(namespace: str, name: str, image: str = "registry.example/agent:1",
+              labels: Mapping[str, str] | None = None) -> Obj:
+    return _workload("DaemonSet", namespace, name, image, labels)
+
+
 def corefile_configmap(text: str) -> Obj:
     """kube-system/coredns with the given Corefile, as kubeadm and most distributions ship it."""
     return configmap("kube-system", "coredns", {"Corefile": text})
 
 
-__all__ = ["configmap", "corefile_configmap", "fake_api", "ingress", "ingress_class",
-           "kubeconfig", "service"]
+__all__ = ["configmap", "corefile_configmap", "daemonset", "deployment", "fake_api", "ingress",
+           "ingress_class", "kubeconfig", "namespace", "service"]

@@ -514,24 +514,33 @@ class FakeApiServer:
         hook = _Hook(fn, method, re.compile(path_re) if path_re else None)
         self._call(lambda: self._hooks.append(hook))
 
+    def touch(self, kind: str, namespace: str | None, name: str) -> Obj:
+        """Change an object trivially (an annotation), as an unrelated writer would: a new
+        resourceVersion and a MODIFIED event. A write that changes nothing does neither."""
+        rt = res.resolve(kind)
+
+        def run() -> Obj:
+            obj = self.store.get(rt, namespace, name)
+            self._concurrent_edits += 1
+            annotations = obj["metadata"].get("annotations") or {}
+            annotations["fakeapi.test/touched"] = str(self._concurrent_edits)
+            obj["metadata"]["annotations"] = annotations
+            return self.store.update(rt, namespace, name, obj, from_api=False,
+                                     check_rv=False)[0]
+
+        return self._call(run)
+
     def conflict_next_put(self, path_re: str | None = None) -> None:
-        """Make the next matching PUT lose a race: another writer changes the object (an
-        annotation) just before it is applied, so a PUT carrying a resourceVersion gets 409."""
+        """Make the next matching PUT lose a race: another writer touches the object just
+        before the PUT is applied, so a PUT carrying a resourceVersion gets 409."""
 
         def edit_target() -> None:
             req = self._current
             assert req is not None
             route = self._route(req.path)
-            if route is None or route.name is None:
-                return
-            obj = self.store.find(route.rt, route.namespace, route.name)
-            if obj is None:
-                return
-            self._concurrent_edits += 1
-            obj["metadata"].setdefault("annotations", {})[
-                "fakeapi.test/concurrent-edit"] = str(self._concurrent_edits)
-            self.store.update(route.rt, route.namespace, route.name, obj, from_api=False,
-                              check_rv=False)
+            if route is not None and route.name is not None and \
+                    self.store.find(route.rt, route.namespace, route.name) is not None:
+                self.touch(route.rt.qualified, route.namespace, route.name)
 
         self.before_next_request(edit_target, "PUT", path_re)
 

@@ -126,10 +126,19 @@ def test_conflict_next_put_makes_one_put_lose(http: httpx.Client,
     r = http.put(f"{CM}/c", json=mine)
     assert r.status_code == 409 and r.json()["reason"] == "Conflict"
     fresh = http.get(f"{CM}/c").json()
-    assert fresh["metadata"]["annotations"]["fakeapi.test/concurrent-edit"] == "1"
+    assert fresh["metadata"]["annotations"]["fakeapi.test/touched"] == "1"
     fresh["data"] = {"k": "mine"}
     assert http.put(f"{CM}/c", json=fresh).status_code == 200
     assert [r.status for r in fake_api.requests(method="PUT")] == [409, 200]
+
+
+def test_touch_always_makes_a_new_version(fake_api: FakeApiServer) -> None:
+    created = fake_api.create(configmap("default", "c", {"k": "v"}))
+    same = fake_api.update(created)
+    assert same["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    touched = fake_api.touch("cm", "default", "c")
+    assert touched["metadata"]["resourceVersion"] != created["metadata"]["resourceVersion"]
+    assert [t for t, _ in fake_api.changes("configmaps")] == ["ADDED", "MODIFIED"]
 
 
 def test_before_next_request_runs_a_concurrent_edit(http: httpx.Client,

@@ -10,11 +10,21 @@ import httpx2 as httpx
 import pytest
 from lightkube import ApiError, AsyncClient, KubeConfig
 from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.resources.core_v1 import ConfigMap, Service
+from lightkube.resources.apps_v1 import DaemonSet, Deployment
+from lightkube.resources.core_v1 import ConfigMap, Namespace, Service
 from lightkube.resources.networking_v1 import Ingress, IngressClass
 from lightkube.types import PatchType
 
-from tests.fakeapi.fixtures import configmap, corefile_configmap, ingress, ingress_class, service
+from tests.fakeapi.fixtures import (
+    configmap,
+    corefile_configmap,
+    daemonset,
+    deployment,
+    ingress,
+    ingress_class,
+    namespace,
+    service,
+)
 from tests.fakeapi.server import FakeApiServer
 
 
@@ -77,6 +87,24 @@ def test_list_get_create_replace_patch_delete(fake_api: FakeApiServer, kubeconfi
     run(kubeconfig, body)
     assert fake_api.count("PUT") == 1
     assert fake_api.count("PATCH") == 3
+
+
+def test_builders_decode_as_lightkube_models(fake_api: FakeApiServer, kubeconfig: Path) -> None:
+    fake_api.create(namespace("hairpin-proxy", labels={"team": "net"}))
+    fake_api.create(deployment("hairpin-proxy", "hairpin-proxy", replicas=2))
+    fake_api.create(daemonset("hairpin-proxy", "hairpin-proxy-etchosts"))
+
+    async def body(c: AsyncClient) -> None:
+        ns = await c.get(Namespace, "hairpin-proxy")
+        assert ns.metadata and ns.metadata.labels == {"team": "net"}
+        assert ns.status and ns.status.phase == "Active"
+        dep = await c.get(Deployment, "hairpin-proxy", namespace="hairpin-proxy")
+        assert dep.spec and dep.spec.replicas == 2
+        assert dep.metadata and dep.metadata.generation == 1
+        ds = [d async for d in c.list(DaemonSet, namespace="hairpin-proxy")]
+        assert ds[0].metadata and ds[0].metadata.name == "hairpin-proxy-etchosts"
+
+    run(kubeconfig, body)
 
 
 def test_conflicts_surface_as_api_errors(fake_api: FakeApiServer, kubeconfig: Path) -> None:
