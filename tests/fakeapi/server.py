@@ -95,10 +95,16 @@ def _json(body: Obj, code: int = 200, headers: dict[str, str] | None = None) -> 
                                                                  **(headers or {})})
 
 
+def _target(path: str, query: dict[str, str]) -> str:
+    """What `path_re` patterns are searched in: the path plus the decoded query string."""
+    qs = "&".join(f"{k}={v}" for k, v in query.items())
+    return f"{path}?{qs}" if qs else path
+
+
 def _matches(method: str | None, path_re: re.Pattern[str] | None, request: web.Request) -> bool:
     if method is not None and method.upper() != request.method:
         return False
-    return path_re is None or path_re.search(request.path_qs) is not None
+    return path_re is None or path_re.search(_target(request.path, dict(request.query))) is not None
 
 
 def _encode_continue(rv: int, start: str) -> str:
@@ -450,10 +456,8 @@ class FakeApiServer:
                 continue
             if since is not None and r.time < since:
                 continue
-            if pattern is not None:
-                qs = "&".join(f"{k}={v}" for k, v in r.query.items())
-                if not pattern.search(f"{r.path}?{qs}" if qs else r.path):
-                    continue
+            if pattern is not None and not pattern.search(_target(r.path, r.query)):
+                continue
             out.append(r)
         return out
 
@@ -562,7 +566,8 @@ class FakeApiServer:
             resp = await self._guarded(request, handler)
         except ApiError as e:
             resp = _json(e.body, e.code, e.headers)
-        except web.HTTPException:
+        except web.HTTPException as e:
+            record.status = e.status
             raise
         except Exception as e:
             log.exception("fake API server failed on %s %s", request.method, request.path_qs)

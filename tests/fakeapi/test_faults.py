@@ -169,3 +169,14 @@ def test_kubeconfig_points_at_the_server(fake_api: FakeApiServer, tmp_path: Path
     assert config["clusters"][0]["cluster"]["server"] == fake_api.url
     assert config["users"][0]["user"] == {"token": "abc"}
     assert config["contexts"][0]["context"]["namespace"] == "team"
+
+
+def test_fail_requests_can_target_watches_by_query(http: httpx.Client,
+                                                   fake_api: FakeApiServer) -> None:
+    fake_api.fail_requests(1, status=503, path_re=r"watch=(1|true)")
+    assert http.get(CM).status_code == 200
+    with http.stream("GET", CM, params={"watch": "true", "labelSelector": "a=b"}) as r:
+        assert r.status_code == 503
+    assert fake_api.count(path_re=r"labelSelector=a=b") == 1
+    with http.stream("GET", CM, params={"watch": "true", "timeoutSeconds": "1"}) as r:
+        assert r.status_code == 200
