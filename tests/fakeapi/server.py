@@ -946,7 +946,7 @@ class FakeApiServer:
         if rt.group:
             details["group"] = rt.group
         details.update({"kind": rt.plural, "uid": obj["metadata"]["uid"]})
-        return _json(st.status(200, "", "", details))
+        return _json(st.success(details))
 
     def _delete_collection(self, request: web.Request, route: _Route) -> web.StreamResponse:
         rt = route.rt

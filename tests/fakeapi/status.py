@@ -28,20 +28,25 @@ REASONS: dict[int, str] = {
 
 
 def status(code: int, reason: str, message: str, details: Obj | None = None) -> Obj:
+    """A failure Status."""
     body: Obj = {
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},
-        "status": "Success" if code < 400 else "Failure",
+        "status": "Failure",
         "message": message,
         "reason": reason,
         "code": code,
     }
     if details is not None:
         body["details"] = details
-    if code < 400:
-        del body["message"], body["reason"], body["code"]
     return body
+
+
+def success(details: Obj) -> Obj:
+    """The Status a delete answers: no message, reason or code, unlike failures."""
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+            "details": details}
 
 
 class ApiError(Exception):

@@ -21,7 +21,6 @@ from typing import Any
 
 from tests.fakeapi import status as st
 from tests.fakeapi.resources import RESOURCES, ResourceType, resolve
-from tests.fakeapi.status import ApiError
 from tests.fakeapi.validation import validate
 
 Obj = dict[str, Any]
@@ -427,4 +426,4 @@ def dumps(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
 
 
-__all__ = ["ApiError", "Event", "Store", "Watcher", "dumps"]
+__all__ = ["Event", "Store", "Watcher", "dumps"]
