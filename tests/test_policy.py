@@ -544,3 +544,9 @@ def test_filters_compare_raw_namespaces_and_reports_show_them_escaped() -> None:
     assert result.hosts == ("a.example.com",)
     assert result.rejections[0].namespace == repr(odd)
     assert result.sources["a.example.com"] == (f"{odd!r}/web",)
+
+
+def test_a_wildcard_covering_several_protected_names_names_the_target_first() -> None:
+    policy = HostPolicy(cluster_domain="k8s.example.com", target="proxy.example.com.")
+    assert check_host("*.example.com", policy) == (
+        None, "wildcard covers the proxy's own target name")

@@ -65,6 +65,7 @@ class HostPolicy:
     _dotted_zones: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _target: str = field(init=False, repr=False, compare=False)
     _protected: frozenset[str] = field(init=False, repr=False, compare=False)
+    _protected_order: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _domains: frozenset[str] = field(init=False, repr=False, compare=False)
     _dotted_domains: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _classes: frozenset[str] = field(init=False, repr=False, compare=False)
@@ -80,11 +81,14 @@ class HostPolicy:
             raise ValueError("cluster_domain must not be empty")
         domains = tuple(d for d in (_norm_domain(x).removeprefix("*.") for x in self.domains) if d)
         zones = (cluster, *RESERVED_ZONES)
+        target = _norm_domain(self.target)
+        protected = tuple(z for z in (target, *zones) if z)
         derived = {
             "_zones": zones,
             "_dotted_zones": tuple("." + z for z in zones),
-            "_target": _norm_domain(self.target),
-            "_protected": frozenset(z for z in (*zones, _norm_domain(self.target)) if z),
+            "_target": target,
+            "_protected": frozenset(protected),
+            "_protected_order": protected,
             "_domains": frozenset(domains),
             "_dotted_domains": tuple("." + d for d in domains),
             "_classes": frozenset(self.ingress_classes),
@@ -206,7 +210,7 @@ def _check_str(host: str, policy: HostPolicy) -> tuple[str | None, str | None, b
     if name[0] == "*":
         base = name[2:]
         # "*.base" matches exactly one more label: refuse if that covers a protected name.
-        for protected in policy._protected:
+        for protected in policy._protected_order:
             if protected.partition(".")[2] == base:
                 what = "the proxy's own target name" if protected == policy._target else protected
                 return None, f"wildcard covers {what}", False
