@@ -62,12 +62,17 @@ class Resolver:
                 unique.append(addr)
         return unique
 
-    def _rotate(self, host: str, port: int, addrs: list[Address]) -> list[Address]:
-        key = (host, port)
+    def _rotate(self, key: tuple[str, int], addrs: list[Address]) -> list[Address]:
         turn = self._turn.get(key, 0)
         self._turn[key] = turn + 1
         start = turn % len(addrs)
         return addrs[start:] + addrs[:start]
+
+    def _skipped(self, key: tuple[str, int], count: int) -> None:
+        # Move the turn past addresses that failed, so the one after a dead address does
+        # not get the dead one's share too.
+        if count:
+            self._turn[key] = self._turn.get(key, 0) + count
 
     async def connect(self, host: str, port: int, within: float, *,
                       rotate: bool = True) -> socket.socket:
@@ -89,8 +94,10 @@ class Resolver:
             raise ConnectError("dns", f"cannot resolve {host}: {why}") from None
         if not addrs:
             raise ConnectError("dns", f"{host} has no addresses")
-        if rotate and len(addrs) > 1:
-            addrs = self._rotate(host, port, addrs)
+        key = (host, port)
+        rotate = rotate and len(addrs) > 1
+        if rotate:
+            addrs = self._rotate(key, addrs)
         failures: list[tuple[str, str]] = []
         for i, addr in enumerate(addrs):
             left = deadline - loop.time()
@@ -114,6 +121,8 @@ class Resolver:
                 sock.close()
                 raise
             else:
+                if rotate:
+                    self._skipped(key, i)
                 return sock
         causes = {cause for cause, _ in failures}
         if not failures:

@@ -1,0 +1,157 @@
+"""The relay process as a whole: round-robin targets, command line, environment, startup errors."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hairpin_proxy.relay.resolve import Address, Resolver
+from hairpin_proxy.relay.server import Relay
+from hairpin_proxy.relay.spec import parse_listeners
+from hairpin_proxy.settings import ProxySettings
+from tests.peers import free_port
+from tests.relay.helpers import Upstream, connect, echo, recv_all, run_relay
+
+
+@contextlib.contextmanager
+def relay_in_thread(specs: list[str], resolver: Resolver) -> Iterator[Relay]:
+    """A Relay on its own event loop in a background thread (for an injected resolver)."""
+    parsed = parse_listeners(specs, target_server="unused.test", default_version="v1")
+    relay = Relay(parsed, ProxySettings(admin_listen="", connect_timeout=10), resolver=resolver)
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+
+    def main() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(relay.start())
+        started.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=main, daemon=True)
+    thread.start()
+    assert started.wait(30)
+    try:
+        yield relay
+    finally:
+        asyncio.run_coroutine_threadsafe(relay.close(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(30)
+        loop.close()
+
+
+def test_round_robin_over_several_addresses_skipping_one_that_refuses() -> None:
+    first = Upstream(echo, host="127.0.0.2")
+    second = Upstream(echo, host="127.0.0.3", port=first.port)
+    asked: list[str] = []
+
+    async def dns(host: str, port: int) -> list[Address]:
+        asked.append(host)
+        # 127.0.0.4 has nothing listening: it refuses and is skipped.
+        return [(socket.AF_INET, (ip, port)) for ip in ("127.0.0.2", "127.0.0.4", "127.0.0.3")]
+
+    port = free_port()
+    with first, second, relay_in_thread([f"127.0.0.1:{port}=ingress.test:{first.port}"],
+                                        Resolver(dns)) as relay:
+        for i in range(12):
+            with connect(port) as s:
+                s.sendall(b"%d" % i)
+                s.shutdown(socket.SHUT_WR)
+                assert recv_all(s) == b"%d" % i
+        errors = relay.metrics.errors
+    assert Counter({"a": first.accepted, "b": second.accepted}) == Counter(a=6, b=6)
+    assert asked == ["ingress.test"] * 12
+    assert sum(errors.value(f"127.0.0.1:{port}", c) for c in ("connect_refused", "reset")) == 0
+
+
+def test_a_real_name_is_resolved_by_the_system_resolver(tmp_path: Path) -> None:
+    with Upstream(echo) as up, run_relay(tmp_path, [f"127.0.0.1:{{port}}=localhost:{up.port}"]
+                                         ) as relay, connect(relay.ports[0]) as s:
+        s.sendall(b"named")
+        s.shutdown(socket.SHUT_WR)
+        assert recv_all(s) == b"named"
+        assert relay.get("/readyz") == (200, f"ok: localhost:{up.port} reachable\n")
+
+
+def test_listeners_from_the_environment(tmp_path: Path) -> None:
+    with Upstream(echo) as a, Upstream(echo) as b:
+        p1, p2 = free_port(), free_port()
+        env = {"HAIRPIN_LISTEN": f"127.0.0.1:{p1}=127.0.0.1:{a.port}, "
+                                 f"127.0.0.1:{p2}=127.0.0.1:{b.port}/v2"}
+        with run_relay(tmp_path, [], env=env):
+            for port in (p1, p2):
+                with connect(port) as s:
+                    s.sendall(b"e")
+                    s.shutdown(socket.SHUT_WR)
+                    assert recv_all(s) == b"e"
+        assert [h.version for h in a.headers + b.headers] == [1, 2]
+
+
+def test_target_server_fills_in_listeners_without_a_target(tmp_path: Path) -> None:
+    with Upstream(echo) as up, run_relay(tmp_path, [f"127.0.0.2:{up.port}"],
+                                         env={"TARGET_SERVER": "127.0.0.1"}) as relay, \
+            connect(up.port, "127.0.0.2") as s:
+        s.sendall(b"t")
+        s.shutdown(socket.SHUT_WR)
+        assert recv_all(s) == b"t"
+        assert relay.get("/readyz")[0] == 200
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hairpin_proxy", "proxy", *args],
+                          capture_output=True, text=True, timeout=60, check=False,
+                          env=dict(os.environ, **(env or {})))
+
+
+@pytest.mark.parametrize(("args", "code", "needle"), [
+    (["--workers", "2"], 2, "only 1 worker"),
+    (["--listen", "127.0.0.1:8080/v9"], 2, "unknown PROXY protocol version"),
+    (["--listen", "127.0.0.1"], 2, "missing port"),
+    (["--connect-timeout", "0"], 2, "must be positive"),
+    (["--proxy-protocol", "v3"], 2, "invalid choice"),
+])
+def test_bad_options_are_refused_clearly(args: list[str], code: int, needle: str) -> None:
+    result = cli(*args, "--admin-listen", "")
+    assert result.returncode == code
+    assert needle in result.stderr
+
+
+def test_a_taken_port_is_a_startup_error() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        result = cli("--listen", f"127.0.0.1:{port}=127.0.0.1:1", "--admin-listen", "")
+    assert result.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert "Address already in use" in result.stderr
+
+
+def test_help_documents_flags_and_environment() -> None:
+    out = cli("--help").stdout
+    for needle in ("--listen", "HAIRPIN_LISTEN", "TARGET_SERVER", "--proxy-protocol",
+                   "--admin-listen", "--connect-timeout", "--idle-timeout", "--max-connections",
+                   "--grace-period", "--workers", "--loop", "--log-format"):
+        assert needle in out
+
+
+def test_text_logs_carry_the_cause(tmp_path: Path) -> None:
+    dead = free_port()
+    with run_relay(tmp_path, [f"127.0.0.1:{{port}}=127.0.0.1:{dead}"], "--log-format",
+                   "text") as relay:
+        with connect(relay.ports[0]) as s:
+            s.recv(1)
+        relay.terminate()
+        relay.proc.wait(30)
+    lines = [line for line in relay.log_text().splitlines() if "WARNING" in line]
+    assert len(lines) == 1
+    assert "cause=connect_refused" in lines[0] and f"target=127.0.0.1:{dead}" in lines[0]
