@@ -124,8 +124,13 @@ def test_lease_times_must_parse(http: httpx.Client) -> None:
              "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15,
                       "renewTime": "2024-05-01T10:00:00.000000Z"}}
     assert http.put(f"{path}/hairpin-proxy", json=lease).status_code == 201  # create on update
-    lease["spec"]["renewTime"] = "2024-05-01 10:00:00"
-    assert http.put(f"{path}/hairpin-proxy", json=lease).status_code == 400
+    for bad in ("2024-05-01 10:00:00", "2024-05-01T10:00:00Z", "2024-05-01T10:00:00.123Z"):
+        lease["spec"]["renewTime"] = bad
+        r = http.put(f"{path}/hairpin-proxy", json=lease)
+        assert r.status_code == 400, bad
+        assert r.json()["message"].startswith('Lease in version "v1" cannot be handled as a Lease')
+    lease["spec"]["renewTime"] = "2024-05-01T10:00:00.000001+00:00"
+    assert http.put(f"{path}/hairpin-proxy", json=lease).status_code == 200
 
 
 def test_direct_writes_are_validated_too(fake_api: FakeApiServer) -> None:

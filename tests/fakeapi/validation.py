@@ -1,12 +1,14 @@
 """The subset of the real API server's validation that code under test can trip over.
 
-Decode-level problems (wrong JSON types, malformed timestamps) answer 400 as the real server's
-decoder does; semantic problems answer 422 Invalid with one cause per field.
+Decode-level problems (wrong JSON types, malformed timestamps; MicroTime fields need exactly six
+fractional digits) answer 400 as the real server's decoder does; semantic problems answer 422
+Invalid with one cause per field.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 from typing import Any
 
@@ -24,6 +26,8 @@ LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 QUALIFIED = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$")
+# metav1.MicroTime parses with exactly six fractional digits: "...T10:00:00Z" is refused.
+MICRO_TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}(Z|[+-]\d{2}:\d{2})$")
 CONFIGMAP_MAX_BYTES = 1024 * 1024
 ANNOTATIONS_MAX_BYTES = 256 * 1024
 
@@ -71,11 +75,13 @@ def _get(obj: Any, path: str) -> Any:
     return cur
 
 
-def _check_timestamps(rt: ResourceType, obj: Obj, paths: tuple[str, ...]) -> None:
+def _check_timestamps(rt: ResourceType, obj: Obj, paths: tuple[str, ...], micro: bool) -> None:
+    pattern, layout = (MICRO_TIMESTAMP, "2006-01-02T15:04:05.000000Z07:00") if micro else \
+        (TIMESTAMP, "2006-01-02T15:04:05Z07:00")
     for path in paths:
         value = _get(obj, path)
-        if value is not None and (not isinstance(value, str) or not TIMESTAMP.match(value)):
-            raise _undecodable(rt, f"parsing time {value!r} as \"2006-01-02T15:04:05Z07:00\": "
+        if value is not None and (not isinstance(value, str) or not pattern.match(value)):
+            raise _undecodable(rt, f"parsing time {json.dumps(value)} as \"{layout}\": "
                                    f"cannot parse (field {path})")
 
 
@@ -248,8 +254,10 @@ def validate(rt: ResourceType, obj: Obj, old: Obj | None = None) -> None:
     labels = _string_map(rt, obj, "metadata.labels")
     annotations = _string_map(rt, obj, "metadata.annotations")
     _check_timestamps(rt, obj, ("spec.acquireTime", "spec.renewTime", "eventTime",
-                                "firstTimestamp", "lastTimestamp", "deprecatedFirstTimestamp",
-                                "deprecatedLastTimestamp"))
+                                "series.lastObservedTime"), micro=True)
+    _check_timestamps(rt, obj, ("firstTimestamp", "lastTimestamp", "deprecatedFirstTimestamp",
+                                "deprecatedLastTimestamp", "metadata.creationTimestamp"),
+                      micro=False)
     causes = _name_causes(rt, name)
     causes += _label_causes(labels or {})
     if annotations and sum(len(k) + len(v) for k, v in annotations.items()) > \
