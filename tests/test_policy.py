@@ -443,8 +443,10 @@ def test_evaluate_accepts_generators_and_iterates_once() -> None:
 # --------------------------------------------------------------------------- properties
 
 LABEL_ALPHABET = "abcAZ019-*."
-host_like = st.text(alphabet=LABEL_ALPHABET, max_size=40) | st.text(max_size=20) | st.from_regex(
-    r"\A(\*\.)?([a-z0-9]([a-z0-9-]{0,5}[a-z0-9])?\.){1,4}[a-z]{2,6}\.?\Z")
+long_names = st.lists(st.text(alphabet="ab1-", min_size=50, max_size=70), min_size=1,
+                      max_size=5).map(lambda labels: ".".join([*labels, "com"]))
+host_like = (st.text(alphabet=LABEL_ALPHABET, max_size=40) | st.text(max_size=20) | long_names
+             | st.from_regex(r"\A(\*\.)?([a-z0-9]([a-z0-9-]{0,5}[a-z0-9])?\.){1,4}[a-z]{2,6}\.?\Z"))
 
 _REF_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?")
 
