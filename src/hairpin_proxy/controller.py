@@ -33,7 +33,7 @@ from hairpin_proxy.logs import setup_logging
 from hairpin_proxy.metrics import Registry
 from hairpin_proxy.policy import HostPolicy, PolicyResult, Rejection, default_target, evaluate
 from hairpin_proxy.settings import CleanupSettings, ControllerSettings
-from hairpin_proxy.sinks.configmap import write_configmap
+from hairpin_proxy.sinks.configmap import WriteResult, write_configmap
 from hairpin_proxy.sinks.coredns import CorednsSink, SinkError
 from hairpin_proxy.sinks.coredns_import import ImportSink
 from hairpin_proxy.sinks.published import PublishedSink, parse_lines, service_addresses
@@ -119,6 +119,10 @@ class RemovalGuard:
         return max(0.0, self.held_since + self.grace - self.clock())
 
 
+def _rv(obj: JsonObj) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
 def identity() -> str:
     """Pod name plus a random suffix, so a restarted pod is a new candidate."""
     host = os.environ.get("HOSTNAME") or socket.gethostname()
@@ -184,6 +188,7 @@ class Controller:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._held_logged = False
         self._wakeup: asyncio.TimerHandle | None = None
+        self._written: dict[str, tuple[str, JsonObj]] = {}
 
     # ------------------------------------------------------------------ state
 
@@ -271,17 +276,18 @@ class Controller:
         self._report(result.rejections)
         try:
             if self.settings.mode == "coredns":
-                cm = self.coredns.get(f"{self.settings.configmap_namespace}/"
-                                      f"{self.settings.configmap_name}")
+                cm = self._current(self.coredns, self.settings.configmap_namespace,
+                                   self.settings.configmap_name)
                 previous = self.corefile_sink.current_hosts(cm)
                 hosts = self._guarded(result.hosts, previous)
                 what, sink_name = "corefile", self.corefile_sink.where
                 mutate = self.corefile_sink.mutate(hosts)
                 ns, name = self.corefile_sink.namespace, self.corefile_sink.name
             else:
-                cm = self.import_cm.get(f"{self.settings.configmap_namespace}/"
-                                        f"{self.settings.import_configmap_name}")
-                pub = self.published_cm.get(f"{self.namespace}/{self.settings.publish_configmap}")
+                cm = self._current(self.import_cm, self.settings.configmap_namespace,
+                                   self.settings.import_configmap_name)
+                pub = self._current(self.published_cm, self.published.namespace,
+                                    self.published.name)
                 previous = parse_lines((pub or {}).get("data", {}).get("hosts"))
                 hosts = self._guarded(result.hosts, previous)
                 what, sink_name = "import", self.import_sink.where
@@ -289,23 +295,27 @@ class Controller:
                 ns, name = self.import_sink.namespace, self.import_sink.name
             if not self.is_leader():
                 return True
-            outcome = await write_configmap(self.client, ns, name, mutate, current=cm,
+            written = await write_configmap(self.client, ns, name, mutate, current=cm,
                                             on_conflict=self.metrics.conflicts.inc)
-            if outcome != "unchanged":
+            self._remember(written)
+            if written.changed:
                 self.metrics.writes.labels(what).inc()
                 added, removed = set(hosts) - set(previous), set(previous) - set(hosts)
-                log.info("rules updated", extra={"target": sink_name, "action": outcome,
+                log.info("rules updated", extra={"target": sink_name,
+                                                  "action": written.outcome,
                                                   "hosts": len(hosts), "added": len(added),
                                                   "removed": len(removed)})
             svc = self.service.get(f"{self.namespace}/{self.settings.proxy_service}")
-            pub = self.published_cm.get(f"{self.namespace}/{self.settings.publish_configmap}")
+            pub = self._current(self.published_cm, self.published.namespace,
+                                self.published.name)
             if not self.is_leader():
                 return True
-            outcome = await write_configmap(
+            written = await write_configmap(
                 self.client, self.published.namespace, self.published.name,
                 self.published.mutate(hosts, service_addresses(svc)), current=pub,
                 on_conflict=self.metrics.conflicts.inc)
-            if outcome != "unchanged":
+            self._remember(written)
+            if written.changed:
                 self.metrics.writes.labels("published").inc()
                 log.info("published hosts updated", extra={"configmap": self.published.where,
                                                            "hosts": len(hosts)})
@@ -321,6 +331,7 @@ class Controller:
             log.error("cannot write the rules", extra={"error": str(exc)})
             return True
         except ApiError as exc:
+            self._written.clear()
             self.metrics.reconciles.labels("error").inc()
             log.warning("reconcile failed; will retry", extra={"error": str(exc)})
             return False
@@ -333,6 +344,29 @@ class Controller:
             log.info("first sync done", extra={"hosts": len(hosts),
                                                "rejected": len(result.rejections)})
         return True
+
+    def _current(self, reflector: Reflector, namespace: str, name: str) -> JsonObj | None:
+        """The freshest copy we know: our own last write until the watch has delivered it.
+
+        While the cache still shows the version our write replaced, it lags behind us; once
+        it shows anything else it has caught up (watch events arrive in order).
+        """
+        key = f"{namespace}/{name}"
+        cached = reflector.get(key)
+        entry = self._written.get(key)
+        if entry is None:
+            return cached
+        replaced, ours = entry
+        if (cached is None and not replaced) or (cached is not None and _rv(cached) == replaced):
+            return ours
+        del self._written[key]
+        return cached
+
+    def _remember(self, written: WriteResult) -> None:
+        if written.changed and written.obj is not None:
+            meta = written.obj.get("metadata") or {}
+            key = f"{meta.get('namespace')}/{meta.get('name')}"
+            self._written[key] = (written.replaced, written.obj)
 
     def _guarded(self, desired: Sequence[str], previous: Sequence[str]) -> tuple[str, ...]:
         hosts, held = self.guard.decide(desired, previous)
@@ -563,7 +597,8 @@ async def _cleanup(s: CleanupSettings, client: KubeClient, namespace: str) -> in
         sink = CorednsSink(s.configmap_namespace, s.configmap_name, s.configmap_key, "",
                            s.dns_port)
         try:
-            outcome = await write_configmap(client, sink.namespace, sink.name, sink.removal())
+            outcome = (await write_configmap(client, sink.namespace, sink.name,
+                                             sink.removal())).outcome
         except SinkError as exc:
             log.warning("nothing to remove from CoreDNS", extra={"error": str(exc)})
             outcome = "absent"
@@ -571,7 +606,8 @@ async def _cleanup(s: CleanupSettings, client: KubeClient, namespace: str) -> in
                  "remove", extra={"configmap": sink.where})
     else:
         isink = ImportSink(s.configmap_namespace, s.import_configmap_name, s.import_key, "")
-        outcome = await write_configmap(client, isink.namespace, isink.name, isink.removal())
+        outcome = (await write_configmap(client, isink.namespace, isink.name,
+                                         isink.removal())).outcome
         log.info("import key removed" if outcome == "updated" else "no import key to remove",
                  extra={"configmap": isink.where})
         path = resource_path("v1", "configmaps", isink.namespace, isink.name)

@@ -19,6 +19,13 @@ def test_explicit_kubeconfig_uses_its_current_context(fake_api: FakeApiServer,
     assert cfg.context_namespace == "team"
 
 
+def test_kubeconfig_path_list_uses_the_first_existing(fake_api: FakeApiServer,
+                                                       tmp_path: Path) -> None:
+    path = fake_api.write_kubeconfig(tmp_path / "kc", namespace="team")
+    cfg = kconfig.load(Path(f"{tmp_path / 'absent'}:{path}"))
+    assert cfg.server == fake_api.url
+
+
 def test_missing_or_broken_kubeconfig_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(kconfig.KubeConfigError, match="no such file"):
         kconfig.load(tmp_path / "absent")

@@ -42,7 +42,10 @@ def load(kubeconfig: Path | None, *, service_account: Path = SERVICE_ACCOUNT_DIR
     """An explicit kubeconfig wins; else the in-cluster service account; else ~/.kube/config."""
     env = os.environ if environ is None else environ
     if kubeconfig is not None:
-        return _from_file(kubeconfig)
+        # KUBECONFIG may list several files; like kubectl's first, use the first that exists.
+        parts = [Path(p) for p in str(kubeconfig).split(os.pathsep) if p]
+        existing = [p for p in parts if p.expanduser().is_file()]
+        return _from_file(existing[0] if existing else kubeconfig)
     if (service_account / "token").is_file() and env.get("KUBERNETES_SERVICE_HOST"):
         try:
             cfg = KubeConfig.from_service_account(service_account).get()

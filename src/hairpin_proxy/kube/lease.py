@@ -54,6 +54,7 @@ class LeaderElector:
         self._observed_at = 0.0
         self._resource_version = ""
         self.holder = ""
+        self._lease: JsonObj | None = None
 
     @property
     def is_leader(self) -> bool:
@@ -92,6 +93,19 @@ class LeaderElector:
 
     async def try_acquire_or_renew(self) -> bool:
         now_wall = time.time()
+        if self._leading and self._lease is not None:
+            # Renewing: our copy is current unless someone else wrote, which the PUT's
+            # resourceVersion check reveals (409) — one request instead of two.
+            renewed = dict(self._lease)
+            renewed["spec"] = {**(self._lease.get("spec") or {}),
+                               "renewTime": micro_time(now_wall)}
+            try:
+                self._remember(await self.client.replace(self.path, renewed))
+                return True
+            except ApiError as exc:
+                if exc.status not in (404, 409):
+                    raise
+                self._lease = None
         lease = await self.client.get(self.path)
         if lease is None:
             body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
@@ -144,6 +158,7 @@ class LeaderElector:
         return spec
 
     def _remember(self, lease: JsonObj) -> None:
+        self._lease = lease
         spec = lease.get("spec") or {}
         self._observed = (str(spec.get("holderIdentity") or ""), str(spec.get("renewTime") or ""))
         self._observed_at = self.clock()
