@@ -308,10 +308,17 @@ class EtchostsSettings(KubeSettings, LogSettings):
 
 
 @dataclasses.dataclass(frozen=True)
-class DoctorSettings(PolicySettings, KubeSettings, LogSettings):
+class DoctorSettings(CorednsTargetSettings, PolicySettings, KubeSettings, LogSettings):
     host: tuple[str, ...] = opt((), "Hosts to check; without any, every host the controller "
                                     "would manage.", positional=True, env="HAIRPIN_DOCTOR_HOSTS")
-    port: int = opt(80, "HTTP port to probe.")
-    tls_port: int = opt(443, "TLS port to probe.")
+    port: int = opt(80, "HTTP port to probe; 0 skips it.")
+    tls_port: int = opt(443, "TLS port to probe; 0 skips it.")
     output: Literal["text", "json"] = opt("text", "Report format.")
-    timeout: float = opt(3.0, "Seconds for each probe.")
+    timeout: float = opt(3.0, "Seconds for each probe connection (and each DNS lookup).")
+    proxy_service: str = opt("hairpin-proxy", "The proxy Service in our namespace.")
+    proxy_address: tuple[str, ...] = opt((), "An address that counts as the proxy Service's, "
+                                             "besides its ClusterIPs (repeatable).")
+    resolve: tuple[str, ...] = opt((), "HOST:ADDR, like curl's --resolve: use ADDR for HOST "
+                                       "instead of the resolver (repeatable; a diagnostic aid).")
+    api: bool = opt(True, "Ask the Kubernetes API for cluster facts; --no-api probes DNS and "
+                          "the ports only.")

@@ -1,0 +1,317 @@
+"""What the doctor gathers, as values, and pure readings of API objects. Pure.
+
+The I/O modules (``probe``, ``cluster``) fill these in; ``verdict`` and ``report`` only read
+them. Readings of Kubernetes objects (PROXY-protocol annotations, ``ipMode``, image tags,
+EndpointSlice readiness) live here so they can be tested without a cluster.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+# What one probe connection saw.
+Outcome = Literal["http", "empty", "reset", "refused", "timeout", "unreachable", "tls-error",
+                  "garbage", "error"]
+AddressKind = Literal["lb", "proxy", "other"]
+
+# CoreDNS answers rewritten names correctly (the answer carries the asked name) from 1.8.4 on
+# (`rewrite ... answer auto`); older versions hand out the target's name and clients drop it.
+MIN_COREDNS = (1, 8, 4)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One connection: ``outcome`` and, for ``http``, the status code."""
+    outcome: Outcome
+    status: int | None = None
+    detail: str = ""
+
+    @property
+    def answered(self) -> bool:
+        return self.outcome == "http"
+
+    def describe(self) -> str:
+        if self.outcome == "http":
+            return f"HTTP {self.status}"
+        text = {"empty": "empty reply", "reset": "connection reset", "refused":
+                "connection refused", "timeout": "timed out", "unreachable": "unreachable",
+                "tls-error": "TLS handshake failed", "garbage": "not an HTTP reply",
+                "error": "error"}[self.outcome]
+        return f"{text} ({self.detail})" if self.detail else text
+
+
+@dataclass(frozen=True)
+class PortProbe:
+    """A port probed three times: bare, after a PROXY v1 header, after a PROXY v2 header."""
+    scheme: Literal["http", "tls"]
+    address: str
+    port: int
+    bare: Attempt
+    v1: Attempt
+    v2: Attempt
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """The host's addresses in resolver order, or why there are none."""
+    addresses: tuple[str, ...] = ()
+    error: str = ""
+    # True when --resolve supplied the answer instead of the resolver.
+    overridden: bool = False
+
+
+@dataclass(frozen=True)
+class LbEntry:
+    """One ``status.loadBalancer.ingress`` entry of a LoadBalancer Service."""
+    service: str  # namespace/name
+    ip: str
+    hostname: str
+    ip_mode: str  # "VIP", "Proxy" or "" when not reported
+
+
+@dataclass(frozen=True)
+class ProxyProtocolSetting:
+    """A cloud controller's PROXY-protocol annotation found on a Service."""
+    provider: str
+    annotation: str
+    value: str
+    enabled: bool | None  # None: a value we cannot read (e.g. a list of ports)
+
+
+@dataclass(frozen=True)
+class LbService:
+    name: str  # namespace/name
+    entries: tuple[LbEntry, ...]
+    proxy_protocol: tuple[ProxyProtocolSetting, ...]
+
+    @property
+    def hostname_only(self) -> bool:
+        return bool(self.entries) and all(e.hostname and not e.ip for e in self.entries)
+
+
+@dataclass(frozen=True)
+class ClusterFacts:
+    """Cluster-wide facts; a None field means it could not be found out (see ``problems``)."""
+    lb_services: tuple[LbService, ...] | None = None
+    proxy_service_found: bool | None = None
+    proxy_addresses: tuple[str, ...] = ()
+    proxy_ready_endpoints: int | None = None
+    # Hosts (and wildcards) whose rewrite rule is in effect; None when the Corefile is unknown.
+    rule_hosts: tuple[str, ...] | None = None
+    reload_plugin: bool | None = None
+    node_local_dns: bool | None = None
+    coredns_image: str | None = None
+    coredns_version: tuple[int, int, int] | None = None
+    # host -> "ip or hostname" entries from the status of the Ingresses that name it.
+    ingress_addresses: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()
+
+    @property
+    def coredns_ok(self) -> bool | None:
+        return None if self.coredns_version is None else self.coredns_version >= MIN_COREDNS
+
+
+# --------------------------------------------------------------------------- readings
+
+# PROXY-protocol annotations of the cloud controllers, as their documentation gives them.
+# Values: "true"/"false" flags, a version ("v1"/"v2"/"none"), or "*"/a port list for AWS and
+# Scaleway (any non-empty value other than "false" turns it on for some port).
+PP_ANNOTATIONS: tuple[tuple[str, str], ...] = (
+    ("AWS (in-tree / CLB)", "service.beta.kubernetes.io/aws-load-balancer-proxy-protocol"),
+    ("AWS Load Balancer Controller",
+     "service.beta.kubernetes.io/aws-load-balancer-target-group-attributes"),
+    ("DigitalOcean", "service.beta.kubernetes.io/do-loadbalancer-enable-proxy-protocol"),
+    ("Hetzner Cloud", "load-balancer.hetzner.cloud/uses-proxyprotocol"),
+    ("Linode / Akamai", "service.beta.kubernetes.io/linode-loadbalancer-default-proxy-protocol"),
+    ("Linode / Akamai", "service.beta.kubernetes.io/linode-loadbalancer-proxy-protocol"),
+    ("OpenStack", "loadbalancer.openstack.org/proxy-protocol"),
+    ("Scaleway", "service.beta.kubernetes.io/scw-loadbalancer-proxy-protocol-v1"),
+    ("Scaleway", "service.beta.kubernetes.io/scw-loadbalancer-proxy-protocol-v2"),
+    ("Oracle (OKE network load balancer)",
+     "oci-network-load-balancer.oraclecloud.com/is-ppv2-enabled"),
+)
+
+_OFF = {"", "false", "no", "0", "none", "off", "disabled"}
+_ON = {"true", "yes", "1", "on", "enabled", "*", "v1", "v2"}
+_PORTS = re.compile(r"\s*\d{1,5}(\s*,\s*\d{1,5})*\s*")
+_TG_PP2 = re.compile(r"(?:^|,)\s*proxy_protocol_v2\.enabled\s*=\s*(\w+)")
+
+
+def _flag(value: str) -> bool | None:
+    low = value.strip().lower()
+    if low in _OFF:
+        return False
+    if low in _ON or _PORTS.fullmatch(low):
+        return True
+    return None
+
+
+def proxy_protocol_settings(annotations: Mapping[str, Any]) -> tuple[ProxyProtocolSetting, ...]:
+    """The PROXY-protocol annotations present, each read as on, off or unreadable."""
+    out = []
+    for provider, key in PP_ANNOTATIONS:
+        raw = annotations.get(key)
+        if not isinstance(raw, str):
+            continue
+        if key.endswith("target-group-attributes"):
+            m = _TG_PP2.search(raw)
+            if m is None:
+                continue  # other attributes only: says nothing about the PROXY protocol
+            enabled = _flag(m[1])
+        else:
+            enabled = _flag(raw)
+        out.append(ProxyProtocolSetting(provider, key, raw, enabled))
+    return tuple(out)
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _str(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def object_name(obj: Mapping[str, Any]) -> str:
+    meta = _mapping(obj.get("metadata"))
+    ns, name = _str(meta.get("namespace")), _str(meta.get("name"))
+    return f"{ns}/{name}" if ns else name
+
+
+def lb_service(svc: Mapping[str, Any]) -> LbService | None:
+    """A LoadBalancer Service's status entries and PROXY-protocol annotations; None otherwise."""
+    if _mapping(svc.get("spec")).get("type") != "LoadBalancer":
+        return None
+    name = object_name(svc)
+    raw = _mapping(_mapping(svc.get("status")).get("loadBalancer")).get("ingress")
+    entries = tuple(
+        LbEntry(name, _str(e.get("ip")), _str(e.get("hostname")), _str(e.get("ipMode")))
+        for e in (raw if isinstance(raw, list) else []) if isinstance(e, Mapping))
+    annotations = _mapping(_mapping(svc.get("metadata")).get("annotations"))
+    return LbService(name, entries, proxy_protocol_settings(annotations))
+
+
+def ready_endpoints(slices: Iterable[Mapping[str, Any]]) -> int:
+    """Ready endpoints over EndpointSlices; an unset ``ready`` counts as ready, as the API says."""
+    count = 0
+    for s in slices:
+        eps = s.get("endpoints")
+        for ep in eps if isinstance(eps, list) else []:
+            if not isinstance(ep, Mapping):
+                continue
+            ready = _mapping(ep.get("conditions")).get("ready")
+            if ready is None or ready is True:
+                count += 1
+    return count
+
+
+_VERSION = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
+
+
+def image_version(image: str) -> tuple[int, int, int] | None:
+    """The x.y.z version in an image reference's tag (``coredns/coredns:v1.11.1``,
+    ``.../eks/coredns:v1.11.1-eksbuild.4``); None without a tag or without a version in it."""
+    ref = image.split("@", 1)[0]
+    last = ref.rsplit("/", 1)[-1]
+    if ":" not in last:
+        return None
+    m = _VERSION.match(last.split(":", 1)[1])
+    if m is None:
+        return None
+    return int(m[1]), int(m[2]), int(m[3])
+
+
+def coredns_image(deployment: Mapping[str, Any]) -> str | None:
+    """The image of the container named coredns (else the first container)."""
+    spec = _mapping(_mapping(_mapping(deployment.get("spec")).get("template")).get("spec"))
+    containers = [c for c in spec.get("containers") or [] if isinstance(c, Mapping)]
+    if not containers:
+        return None
+    chosen = next((c for c in containers if c.get("name") == "coredns"), containers[0])
+    image = chosen.get("image")
+    return image if isinstance(image, str) else None
+
+
+NODE_LOCAL_DNS_NAMES = frozenset({"node-local-dns", "nodelocaldns"})
+
+
+def is_node_local_dns(daemonset: Mapping[str, Any]) -> bool:
+    """The NodeLocal DNSCache add-on, by its usual names (upstream, GKE: node-local-dns;
+    kubespray: nodelocaldns) or its k8s-app label."""
+    meta = _mapping(daemonset.get("metadata"))
+    labels = _mapping(meta.get("labels"))
+    return (_str(meta.get("name")) in NODE_LOCAL_DNS_NAMES
+            or _str(labels.get("k8s-app")) in NODE_LOCAL_DNS_NAMES)
+
+
+def ingress_hosts_and_status(ingress: Mapping[str, Any]) -> tuple[tuple[str, ...],
+                                                                   tuple[str, ...]]:
+    """Every host an Ingress names (rules and tls) and its status addresses (ip or hostname)."""
+    spec = _mapping(ingress.get("spec"))
+    hosts: list[str] = []
+    for rule in spec.get("rules") or []:
+        if isinstance(rule, Mapping) and isinstance(rule.get("host"), str):
+            hosts.append(rule["host"].lower())
+    for tls in spec.get("tls") or []:
+        if isinstance(tls, Mapping):
+            hosts.extend(h.lower() for h in tls.get("hosts") or [] if isinstance(h, str))
+    raw = _mapping(_mapping(ingress.get("status")).get("loadBalancer")).get("ingress")
+    addresses = tuple(_str(e.get("ip")) or _str(e.get("hostname"))
+                      for e in (raw if isinstance(raw, list) else []) if isinstance(e, Mapping))
+    return tuple(dict.fromkeys(hosts)), tuple(a for a in addresses if a)
+
+
+def rule_covers(host: str, rule_hosts: Sequence[str]) -> bool:
+    """Whether a rewrite rule for one of ``rule_hosts`` applies to ``host`` (a ``*.`` wildcard
+    covers exactly one more label, as the generated regex does)."""
+    name = host.lower().rstrip(".")
+    for rule in rule_hosts:
+        r = rule.lower().rstrip(".")
+        if r == name:
+            return True
+        if r.startswith("*."):
+            label, _, rest = name.partition(".")
+            if label and rest == r[2:]:
+                return True
+    return False
+
+
+def normalize_address(address: str) -> str:
+    """IPv6 text without brackets and in lower case, so answers and API values compare."""
+    return address.strip().strip("[]").lower()
+
+
+def classify_address(address: str, lb_addresses: Mapping[str, LbEntry],
+                     proxy_addresses: Iterable[str]) -> AddressKind:
+    a = normalize_address(address)
+    if a in {normalize_address(p) for p in proxy_addresses}:
+        return "proxy"
+    if a in lb_addresses:
+        return "lb"
+    return "other"
+
+
+def lb_address_index(services: Iterable[LbService]) -> dict[str, LbEntry]:
+    """IP (normalised) -> its status entry, over every LoadBalancer Service."""
+    out: dict[str, LbEntry] = {}
+    for svc in services:
+        for e in svc.entries:
+            if e.ip:
+                out.setdefault(normalize_address(e.ip), e)
+    return out
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """Everything found out about one host."""
+    host: str
+    resolution: Resolution
+    kinds: tuple[AddressKind, ...] = ()  # one per resolved address
+    http: PortProbe | None = None  # None: the port was skipped (or DNS failed)
+    tls: PortProbe | None = None
+    # The LoadBalancer Service this host is served by (from its answers or its Ingress status).
+    lb: LbService | None = None
+    cluster: ClusterFacts | None = None  # None: the API was not asked or not reachable

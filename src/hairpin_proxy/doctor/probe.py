@@ -1,0 +1,183 @@
+"""DNS resolution and the HTTP/TLS probes, bare and behind a PROXY header.
+
+Resolution goes through the system resolver (getaddrinfo), as an application in the pod would.
+Each probe is one short connection that asks for a random ACME HTTP-01 challenge path with the
+host's Host header (and SNI on the TLS port, certificates unverified: reachability is the
+question, not trust) and reads only the status line. Every step is bounded by ``timeout``.
+"""
+
+from __future__ import annotations
+
+import errno
+import secrets
+import socket
+import ssl
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Literal
+
+from hairpin_proxy import proxyproto
+from hairpin_proxy.doctor.facts import Attempt, PortProbe, Resolution
+
+Header = Literal["", "v1", "v2"]
+HEADERS: tuple[Header, ...] = ("", "v1", "v2")
+USER_AGENT = "hairpin-proxy-doctor"
+_MAX_STATUS_LINE = 4096
+
+
+def parse_overrides(items: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """``HOST:ADDR`` items (IPv6 as ``HOST:[::1]`` or ``HOST:::1``) to host -> addresses."""
+    out: dict[str, list[str]] = {}
+    for item in items:
+        host, sep, addr = item.partition(":")
+        addr = addr.strip().strip("[]")
+        if not sep or not host or not addr:
+            raise ValueError(f"--resolve {item!r}: expected HOST:ADDR")
+        try:
+            socket.inet_pton(socket.AF_INET6 if ":" in addr else socket.AF_INET, addr)
+        except OSError:
+            raise ValueError(f"--resolve {item!r}: {addr!r} is not an IP address") from None
+        out.setdefault(host.lower().rstrip("."), []).append(addr)
+    return {h: tuple(a) for h, a in out.items()}
+
+
+def start_resolve(host: str, overrides: Mapping[str, tuple[str, ...]], timeout: float,
+                  pool: ThreadPoolExecutor) -> Callable[[], Resolution]:
+    """Start looking up A and AAAA answers; the returned call waits for them (resolver order,
+    duplicates dropped)."""
+    given = overrides.get(host.lower().rstrip("."))
+    if given is not None:
+        result = Resolution(given, overridden=True)
+        return lambda: result
+
+    def lookup() -> tuple[str, ...]:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+        return tuple(dict.fromkeys(str(info[4][0]) for info in infos))
+
+    fut: Future[tuple[str, ...]] = pool.submit(lookup)
+    # The resolver has its own retries; give it a few probe timeouts before giving up.
+    limit = max(3 * timeout, 5.0)
+    started = time.monotonic()
+
+    def wait() -> Resolution:
+        try:
+            return Resolution(fut.result(timeout=max(0.0, started + limit - time.monotonic())))
+        except socket.gaierror as exc:
+            return Resolution(error=exc.strerror or str(exc))
+        except TimeoutError:
+            return Resolution(error=f"no answer within {limit:g}s")
+        except (OSError, UnicodeError) as exc:
+            return Resolution(error=str(exc))
+    return wait
+
+
+def challenge_path() -> str:
+    return f"/.well-known/acme-challenge/{secrets.token_urlsafe(24)}"
+
+
+def _request(host: str, path: str) -> bytes:
+    return (f"GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: {USER_AGENT}\r\n"
+            "Accept: */*\r\nConnection: close\r\n\r\n").encode("ascii", "replace")
+
+
+def _header(sock: socket.socket, version: Header) -> bytes:
+    src, dst = sock.getsockname(), sock.getpeername()
+    if version == "v1":
+        return proxyproto.encode_v1(src, dst)
+    return proxyproto.encode_v2(src, dst)
+
+
+def _is_ip(text: str) -> bool:
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            socket.inet_pton(family, text)
+            return True
+        except OSError:
+            pass
+    return False
+
+
+def _tls_context() -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.set_alpn_protocols(["http/1.1"])
+    return ctx
+
+
+def _read_status(sock: socket.socket | ssl.SSLSocket, deadline: float) -> Attempt:
+    data = b""
+    while b"\r\n" not in data and len(data) < _MAX_STATUS_LINE:
+        sock.settimeout(max(0.01, deadline - time.monotonic()))
+        chunk = sock.recv(_MAX_STATUS_LINE)
+        if not chunk:
+            break
+        data += chunk
+    if not data:
+        return Attempt("empty")
+    line = data.split(b"\r\n", 1)[0]
+    parts = line.split(b" ", 2)
+    if len(parts) >= 2 and parts[0].startswith(b"HTTP/") and parts[1].isdigit() \
+            and len(parts[1]) == 3:
+        return Attempt("http", int(parts[1]))
+    return Attempt("garbage", detail=repr(line[:40])[2:-1])
+
+
+def attempt(address: str, port: int, *, host: str, path: str, tls: bool, header: Header,
+            timeout: float) -> Attempt:
+    """One connection to address:port; never raises for network trouble."""
+    deadline = time.monotonic() + timeout
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    conn: socket.socket | ssl.SSLSocket = sock
+    stage = "connect"
+    try:
+        sock.settimeout(timeout)
+        sock.connect((address, port))
+        if header:
+            sock.settimeout(max(0.01, deadline - time.monotonic()))
+            sock.sendall(_header(sock, header))
+        if tls:
+            stage = "tls"
+            sock.settimeout(max(0.01, deadline - time.monotonic()))
+            conn = _tls_context().wrap_socket(
+                sock, server_hostname=None if _is_ip(host) else host)
+        stage = "request"
+        conn.settimeout(max(0.01, deadline - time.monotonic()))
+        conn.sendall(_request(host, path))
+        stage = "reply"
+        return _read_status(conn, deadline)
+    except TimeoutError:
+        return Attempt("timeout", detail=f"{stage}, {timeout:g}s")
+    except ConnectionRefusedError:
+        return Attempt("refused")
+    except ConnectionResetError:
+        return Attempt("reset", detail=stage)
+    except BrokenPipeError:
+        return Attempt("reset", detail=f"{stage}, broken pipe")
+    except ssl.SSLEOFError:
+        return Attempt("empty", detail="closed during the TLS handshake")
+    except ssl.SSLError as exc:
+        return Attempt("tls-error", detail=exc.reason or str(exc))
+    except OSError as exc:
+        if exc.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH, errno.EADDRNOTAVAIL):
+            return Attempt("unreachable", detail=exc.strerror or "")
+        return Attempt("error", detail=f"{stage}: {exc.strerror or exc}")
+    finally:
+        conn.close()
+        sock.close()
+
+
+def start_probe(address: str, port: int, *, host: str, tls: bool, timeout: float,
+                pool: ThreadPoolExecutor) -> Callable[[], PortProbe]:
+    """Start the three attempts side by side; the returned call waits for them."""
+    path = challenge_path()
+    futures = {h: pool.submit(attempt, address, port, host=host, path=path, tls=tls, header=h,
+                              timeout=timeout)
+               for h in HEADERS}
+
+    def wait() -> PortProbe:
+        r = {h: f.result() for h, f in futures.items()}
+        return PortProbe("tls" if tls else "http", address, port, r[""], r["v1"], r["v2"])
+    return wait

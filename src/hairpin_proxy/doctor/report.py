@@ -1,0 +1,195 @@
+"""The doctor's output: a text report with a block per host, or the same facts as JSON. Pure."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from hairpin_proxy.doctor.facts import (
+    Attempt,
+    ClusterFacts,
+    HostFacts,
+    LbService,
+    PortProbe,
+    rule_covers,
+)
+from hairpin_proxy.doctor.verdict import Verdict, port_state
+
+
+@dataclass(frozen=True)
+class HostReport:
+    facts: HostFacts
+    verdict: Verdict
+
+
+@dataclass(frozen=True)
+class Report:
+    hosts: tuple[HostReport, ...]
+    cluster: ClusterFacts | None = None
+    # Why there are no cluster facts ("" when there are).
+    api_note: str = ""
+    notes: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return all(h.verdict.ok for h in self.hosts)
+
+
+def _yes(value: bool | None) -> str:
+    return "unknown" if value is None else "yes" if value else "no"
+
+
+def _attempt_json(a: Attempt) -> dict[str, Any]:
+    out: dict[str, Any] = {"outcome": a.outcome}
+    if a.status is not None:
+        out["status"] = a.status
+    if a.detail:
+        out["detail"] = a.detail
+    return out
+
+
+def _probe_json(p: PortProbe | None) -> dict[str, Any] | None:
+    if p is None:
+        return None
+    return {"address": p.address, "port": p.port, "state": port_state(p),
+            "bare": _attempt_json(p.bare), "proxy_v1": _attempt_json(p.v1),
+            "proxy_v2": _attempt_json(p.v2)}
+
+
+def _lb_json(svc: LbService) -> dict[str, Any]:
+    return {
+        "service": svc.name,
+        "ingress": [{"ip": e.ip, "hostname": e.hostname, "ipMode": e.ip_mode}
+                    for e in svc.entries],
+        "proxy_protocol": [{"provider": p.provider, "annotation": p.annotation,
+                            "value": p.value, "enabled": p.enabled}
+                           for p in svc.proxy_protocol],
+    }
+
+
+def _cluster_json(c: ClusterFacts) -> dict[str, Any]:
+    return {
+        "load_balancers": None if c.lb_services is None else [_lb_json(s)
+                                                              for s in c.lb_services],
+        "proxy_service_found": c.proxy_service_found,
+        "proxy_addresses": list(c.proxy_addresses),
+        "proxy_ready_endpoints": c.proxy_ready_endpoints,
+        "rule_hosts": None if c.rule_hosts is None else list(c.rule_hosts),
+        "reload_plugin": c.reload_plugin,
+        "node_local_dns": c.node_local_dns,
+        "coredns_image": c.coredns_image,
+        "coredns_version": None if c.coredns_version is None
+        else ".".join(map(str, c.coredns_version)),
+        "coredns_version_ok": c.coredns_ok,
+        "problems": list(c.problems),
+    }
+
+
+def host_json(h: HostReport) -> dict[str, Any]:
+    f = h.facts
+    return {
+        "host": f.host,
+        "ok": h.verdict.ok,
+        "verdict": h.verdict.code,
+        "advice": h.verdict.advice,
+        "dns": {
+            "addresses": [{"address": a, "kind": k}
+                          for a, k in zip(f.resolution.addresses, f.kinds, strict=False)],
+            "error": f.resolution.error or None,
+            "overridden": f.resolution.overridden,
+        },
+        "http": _probe_json(f.http),
+        "tls": _probe_json(f.tls),
+        "load_balancer": None if f.lb is None else _lb_json(f.lb),
+    }
+
+
+def to_json(r: Report) -> str:
+    doc = {
+        "ok": r.ok,
+        "hosts": [host_json(h) for h in r.hosts],
+        "cluster": None if r.cluster is None else _cluster_json(r.cluster),
+        "api": r.api_note or "ok",
+        "notes": list(r.notes),
+    }
+    return json.dumps(doc, indent=2) + "\n"
+
+
+_KIND = {"lb": "load balancer", "proxy": "hairpin-proxy", "other": "not the cluster's"}
+
+
+def _dns_line(f: HostFacts) -> str:
+    if not f.resolution.addresses:
+        return f"no address ({f.resolution.error or 'no answer'})"
+    parts = []
+    for a, k in zip(f.resolution.addresses, f.kinds, strict=False):
+        parts.append(f"{a} ({_KIND[k]})")
+    suffix = " [--resolve]" if f.resolution.overridden else ""
+    return ", ".join(parts) + suffix
+
+
+def _probe_line(p: PortProbe) -> str:
+    return (f"{p.address} port {p.port}: bare {p.bare.describe()}; PROXY v1 "
+            f"{p.v1.describe()}; PROXY v2 {p.v2.describe()} -> {port_state(p)}")
+
+
+def _lb_line(svc: LbService) -> str:
+    entries = ", ".join(
+        f"{e.ip or e.hostname} (ipMode {e.ip_mode or 'unset'})" for e in svc.entries) \
+        or "no address yet"
+    pp = "; ".join(f"{p.annotation}={p.value!r} ({p.provider}: "
+                   f"{ {True: 'on', False: 'off', None: 'unreadable'}[p.enabled]})"
+                   for p in svc.proxy_protocol) or "no PROXY-protocol annotation known"
+    return f"{svc.name}: {entries}; {pp}"
+
+
+def _cluster_lines(c: ClusterFacts) -> list[str]:
+    lines = ["cluster:"]
+    if c.lb_services is None:
+        lines.append("  load balancers     unknown")
+    elif not c.lb_services:
+        lines.append("  load balancers     none (no Service of type LoadBalancer)")
+    for svc in c.lb_services or ():
+        lines.append(f"  load balancer      {_lb_line(svc)}")
+    found = _yes(c.proxy_service_found)
+    addrs = ", ".join(c.proxy_addresses)
+    ready = "unknown" if c.proxy_ready_endpoints is None else str(c.proxy_ready_endpoints)
+    lines.append(f"  proxy Service      {found}{f' ({addrs})' if addrs else ''}; ready "
+                 f"endpoints: {ready}")
+    rules = "unknown" if c.rule_hosts is None else str(len(c.rule_hosts))
+    lines.append(f"  rewrite rules      {rules}; reload plugin: {_yes(c.reload_plugin)}")
+    version = "unknown" if c.coredns_version is None else ".".join(map(str, c.coredns_version))
+    ok = {True: "", False: " (older than 1.8.4)", None: ""}[c.coredns_ok]
+    lines.append(f"  CoreDNS            {version}{ok}"
+                 f"{f' [{c.coredns_image}]' if c.coredns_image else ''}")
+    lines.append(f"  node-local-dns     {_yes(c.node_local_dns)}")
+    lines.extend(f"  note               {p}" for p in c.problems)
+    return lines
+
+
+def to_text(r: Report) -> str:
+    out: list[str] = []
+    for h in r.hosts:
+        f, v = h.facts, h.verdict
+        out.append(f"{f.host}  {'OK' if v.ok else 'FAIL'}  {v.code}")
+        out.append(f"  advice   {v.advice}")
+        out.append(f"  dns      {_dns_line(f)}")
+        for name, p in (("http", f.http), ("tls", f.tls)):
+            if p is not None:
+                out.append(f"  {name:<8} {_probe_line(p)}")
+        if f.lb is not None:
+            out.append(f"  lb       {_lb_line(f.lb)}")
+        c = f.cluster
+        if c is not None and c.rule_hosts is not None:
+            out.append(f"  rule     {'yes' if rule_covers(f.host, c.rule_hosts) else 'no'}")
+        out.append("")
+    if r.cluster is not None:
+        out.extend(_cluster_lines(r.cluster))
+    else:
+        out.append(f"cluster: not checked ({r.api_note})")
+    out.extend(f"note: {n}" for n in r.notes)
+    bad = sum(not h.verdict.ok for h in r.hosts)
+    out.append(f"{len(r.hosts)} host(s) checked, {bad} need attention"
+               if r.hosts else "no hosts to check")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,298 @@
+"""The verdict for one host: gathered facts → one of a fixed list of verdicts. Pure.
+
+First the facts are boiled down to a ``Situation`` of small enumerations (``summarize``); then
+``decide`` walks ``RULES``, the decision list, and returns the verdict whose condition holds.
+The conditions are written to be mutually exclusive and, together, to cover every situation
+(the property tests check both over all combinations), so the order only matters for reading.
+
+How a port probe reads (``port_state``):
+
+=========  ====================================================================================
+works      the bare request got an HTTP answer (any status): nothing needs a PROXY header here
+hairpin    the bare request failed (empty reply, reset, timeout, TLS failure) and one preceded
+           by a PROXY header got an HTTP answer: the receiver wants the header the load
+           balancer would have added, and this path skipped the load balancer
+fails      neither got an HTTP answer
+skipped    the port was not probed (``--port 0`` / ``--tls-port 0``, or no address)
+=========  ====================================================================================
+
+How DNS reads: ``error`` (no address), ``proxy`` (every answer is the proxy Service),
+``mixed`` (some are), ``lb`` (a LoadBalancer address of the cluster, none the proxy's),
+``other`` (neither: an outside address, or nothing known about the cluster).
+
+The decision list (``dns-*`` first, then by DNS class, then by what the probes saw):
+
+====================  ====  =================================================================
+code                  ok    when
+====================  ====  =================================================================
+dns-failed            no    the name does not resolve
+not-probed            no    it resolves, but both ports were skipped
+fixed                 yes   every answer is the proxy Service and every probed port works
+proxy-no-endpoints    no    every answer is the proxy Service, a port does not work, and the
+                            proxy Service has no ready endpoints
+proxy-failing         no    every answer is the proxy Service, a port does not work, and the
+                            proxy has (or may have) ready endpoints
+node-local-dns        no    hairpin, the rule exists, node-local-dns is deployed
+coredns-too-old       no    hairpin, the rule exists, no node-local-dns, CoreDNS < 1.8.4
+coredns-no-reload     no    hairpin, the rule exists, none of the above, no ``reload`` plugin
+dns-not-updated       no    hairpin, the rule exists, none of the above
+ipmode-ignored        no    hairpin, no rule in effect, the load balancer says ``ipMode: Proxy``
+rule-missing          no    hairpin, no rule in effect, hairpin-proxy is installed
+hairpin-confirmed     no    hairpin, no rule in effect, hairpin-proxy is not (known to be)
+                            installed
+not-needed-ipmode     yes   every probed port works and the load balancer says ``ipMode: Proxy``
+not-needed-hostname   yes   every probed port works and the load balancer publishes only a
+                            hostname
+works                 yes   every probed port works (nothing to fix)
+unreachable           no    no port shows the hairpin, and not every port works: something
+                            else is wrong (the advice says what was seen)
+====================  ====  =================================================================
+
+"hairpin" means: DNS is not ``proxy`` and at least one probed port reads ``hairpin``. "The
+rule exists" means the Corefile (or the imported key) has a rewrite rule covering the host;
+unknown counts as "no rule in effect". Unknown cluster facts never select a verdict that
+depends on them being true or false.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from hairpin_proxy.doctor.facts import HostFacts, PortProbe, rule_covers
+
+Dns = Literal["error", "proxy", "mixed", "lb", "other"]
+Port = Literal["works", "hairpin", "fails", "skipped"]
+DNS_STATES: tuple[Dns, ...] = ("error", "proxy", "mixed", "lb", "other")
+PORT_STATES: tuple[Port, ...] = ("works", "hairpin", "fails", "skipped")
+
+
+@dataclass(frozen=True)
+class Situation:
+    """The facts that decide a verdict; None means unknown (no API, no permission)."""
+    dns: Dns
+    http: Port
+    tls: Port
+    rule: bool | None = None
+    proxy_installed: bool | None = None
+    proxy_ready: bool | None = None
+    ip_mode_proxy: bool | None = None
+    hostname_only: bool | None = None
+    node_local_dns: bool | None = None
+    coredns_ok: bool | None = None
+    reload: bool | None = None
+    # Only for the advice text.
+    dns_error: str = ""
+    seen: str = ""
+    coredns_version: str = ""
+
+    @property
+    def probed(self) -> tuple[Port, ...]:
+        return tuple(p for p in (self.http, self.tls) if p != "skipped")
+
+    @property
+    def hairpin(self) -> bool:
+        return self.dns not in ("error", "proxy") and "hairpin" in self.probed
+
+    @property
+    def all_work(self) -> bool:
+        return bool(self.probed) and all(p == "works" for p in self.probed)
+
+    @property
+    def resolved_and_probed(self) -> bool:
+        return self.dns != "error" and bool(self.probed)
+
+    @property
+    def via_proxy(self) -> bool:
+        return self.resolved_and_probed and self.dns == "proxy"
+
+    @property
+    def not_via_proxy(self) -> bool:
+        return self.resolved_and_probed and self.dns != "proxy"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    code: str
+    ok: bool
+    advice: str
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    ok: bool
+    when: Callable[[Situation], bool]
+    advice: Callable[[Situation], str]
+
+
+def _rule_exists(s: Situation) -> bool:
+    return s.hairpin and s.rule is True
+
+
+def _no_rule(s: Situation) -> bool:
+    return s.hairpin and s.rule is not True
+
+
+def _mixed_note(s: Situation) -> str:
+    return " (some answers already point at hairpin-proxy)" if s.dns == "mixed" else ""
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("dns-failed", False,
+         lambda s: s.dns == "error",
+         lambda s: f"the name does not resolve here ({s.dns_error or 'no address'}): check the "
+                   "name and this pod's DNS"),
+    Rule("not-probed", False,
+         lambda s: s.dns != "error" and not s.probed,
+         lambda s: "both ports were skipped (--port 0 --tls-port 0): nothing was tested"),
+    Rule("fixed", True,
+         lambda s: s.via_proxy and s.all_work,
+         lambda s: "fixed: resolves to hairpin-proxy, which reaches the ingress controller"),
+    Rule("proxy-no-endpoints", False,
+         lambda s: s.via_proxy and not s.all_work and s.proxy_ready is False,
+         lambda s: "resolves to hairpin-proxy, but its Service has no ready endpoints: check "
+                   "the hairpin-proxy pods"),
+    Rule("proxy-failing", False,
+         lambda s: s.via_proxy and not s.all_work and s.proxy_ready is not False,
+         lambda s: "resolves to hairpin-proxy, but requests through it fail "
+                   f"({s.seen or 'no answer'}): check the proxy's target and --proxy-protocol "
+                   "version against the ingress controller"),
+    Rule("node-local-dns", False,
+         lambda s: _rule_exists(s) and s.node_local_dns is True,
+         lambda s: "DNS still returns the load balancer address although the rule exists"
+                   f"{_mixed_note(s)}: node-local-dns bypasses CoreDNS; forward the names to "
+                   "CoreDNS there too (see the node-local-dns notes in the docs)"),
+    Rule("coredns-too-old", False,
+         lambda s: _rule_exists(s) and s.node_local_dns is not True and s.coredns_ok is False,
+         lambda s: f"the rule exists but CoreDNS {s.coredns_version or '(unknown)'} predates "
+                   "1.8.4 and answers rewritten names wrongly: upgrade CoreDNS"),
+    Rule("coredns-no-reload", False,
+         lambda s: (_rule_exists(s) and s.node_local_dns is not True
+                    and s.coredns_ok is not False and s.reload is False),
+         lambda s: "the rule exists but the Corefile has no reload plugin, so CoreDNS never "
+                   "read it: add reload or restart CoreDNS (kubectl -n kube-system rollout "
+                   "restart deployment coredns)"),
+    Rule("dns-not-updated", False,
+         lambda s: (_rule_exists(s) and s.node_local_dns is not True
+                    and s.coredns_ok is not False and s.reload is not False),
+         lambda s: "the rule exists but DNS still returns the load balancer address"
+                   f"{_mixed_note(s)}: wait for CoreDNS to reload (up to two minutes) and for "
+                   "cached answers to expire, then check again"),
+    Rule("ipmode-ignored", False,
+         lambda s: _no_rule(s) and s.ip_mode_proxy is True,
+         lambda s: "hairpin confirmed although the load balancer reports ipMode Proxy: the "
+                   "service proxy (a kube-proxy replacement?) ignores ipMode; install "
+                   "hairpin-proxy or fix the service proxy"),
+    Rule("rule-missing", False,
+         lambda s: _no_rule(s) and s.ip_mode_proxy is not True and s.proxy_installed is True,
+         lambda s: "hairpin confirmed: hairpin-proxy is installed but no rewrite rule for this "
+                   "host is in effect; check the controller's log and its --hosts-from, "
+                   "--ingress-class, --domain settings"),
+    Rule("hairpin-confirmed", False,
+         lambda s: (_no_rule(s) and s.ip_mode_proxy is not True
+                    and s.proxy_installed is not True),
+         lambda s: "hairpin confirmed and not fixed: install hairpin-proxy"),
+    Rule("not-needed-ipmode", True,
+         lambda s: s.not_via_proxy and s.all_work and s.ip_mode_proxy is True,
+         lambda s: "not needed: the load balancer reports ipMode Proxy, so traffic goes "
+                   "through it"),
+    Rule("not-needed-hostname", True,
+         lambda s: (s.not_via_proxy and s.all_work and s.ip_mode_proxy is not True
+                    and s.hostname_only is True),
+         lambda s: "not needed: the load balancer publishes a hostname, so traffic goes "
+                   "through it"),
+    Rule("works", True,
+         lambda s: (s.not_via_proxy and s.all_work and s.ip_mode_proxy is not True
+                    and s.hostname_only is not True),
+         lambda s: "works: requests get an answer without a PROXY header on this path"),
+    Rule("unreachable", False,
+         lambda s: s.not_via_proxy and not s.hairpin and not s.all_work,
+         lambda s: f"neither a bare request nor one with a PROXY header was answered "
+                   f"({s.seen or 'nothing seen'}): check that something serves this host "
+                   "on these ports"),
+)
+
+CODES: tuple[str, ...] = tuple(r.code for r in RULES)
+
+
+def decide(s: Situation) -> Verdict:
+    """The verdict of the first (and, by construction, only) rule whose condition holds."""
+    for rule in RULES:
+        if rule.when(s):
+            return Verdict(rule.code, rule.ok, rule.advice(s))
+    # Unreachable by construction (tested); kept so a gap shows as a verdict, not a crash.
+    return Verdict("unclassified", False, "the doctor could not classify these facts")
+
+
+def port_state(probe: PortProbe | None) -> Port:
+    if probe is None:
+        return "skipped"
+    if probe.bare.answered:
+        return "works"
+    if probe.v1.answered or probe.v2.answered:
+        return "hairpin"
+    return "fails"
+
+
+def dns_state(facts: HostFacts) -> Dns:
+    kinds = facts.kinds
+    if not facts.resolution.addresses:
+        return "error"
+    if kinds and all(k == "proxy" for k in kinds):
+        return "proxy"
+    if "proxy" in kinds:
+        return "mixed"
+    if "lb" in kinds:
+        return "lb"
+    return "other"
+
+
+def seen(facts: HostFacts) -> str:
+    """What the failing probes saw, one clause per port."""
+    parts = []
+    for probe in (facts.http, facts.tls):
+        if probe is None or probe.bare.answered:
+            continue
+        parts.append(f"{probe.scheme} {probe.port}: bare {probe.bare.describe()}, "
+                     f"PROXY v1 {probe.v1.describe()}, v2 {probe.v2.describe()}")
+    return "; ".join(parts)
+
+
+def summarize(facts: HostFacts) -> Situation:
+    c = facts.cluster
+    lb = facts.lb
+    rule = None
+    if c is not None and c.rule_hosts is not None:
+        rule = rule_covers(facts.host, c.rule_hosts)
+    ip_mode_proxy = None
+    hostname_only = None
+    if lb is not None:
+        modes = {e.ip_mode for e in lb.entries}
+        ip_mode_proxy = "Proxy" in modes
+        hostname_only = lb.hostname_only
+    elif c is not None and c.lb_services is not None and not c.lb_services:
+        # No LoadBalancer Service at all: none can report ipMode Proxy or a hostname.
+        ip_mode_proxy = hostname_only = False
+    version = ""
+    if c is not None and c.coredns_version is not None:
+        version = ".".join(map(str, c.coredns_version))
+    ready = None
+    if c is not None and c.proxy_ready_endpoints is not None:
+        ready = c.proxy_ready_endpoints > 0
+    return Situation(
+        dns=dns_state(facts), http=port_state(facts.http), tls=port_state(facts.tls),
+        rule=rule,
+        proxy_installed=None if c is None else c.proxy_service_found,
+        proxy_ready=ready,
+        ip_mode_proxy=ip_mode_proxy, hostname_only=hostname_only,
+        node_local_dns=None if c is None else c.node_local_dns,
+        coredns_ok=None if c is None else c.coredns_ok,
+        reload=None if c is None else c.reload_plugin,
+        dns_error=facts.resolution.error, seen=seen(facts), coredns_version=version,
+    )
+
+
+def verdict(facts: HostFacts) -> Verdict:
+    return decide(summarize(facts))
