@@ -235,9 +235,7 @@ class FakeApiServer:
         self._unstalled = asyncio.Event()
         self._unstalled.set()
         for ns in self._seed:
-            self._store.create(res.resolve("namespaces"), None,
-                               {"apiVersion": "v1", "kind": "Namespace",
-                                "metadata": {"name": ns}}, from_api=False)
+            self._ensure_namespace(ns)
         app = web.Application(middlewares=[self._middleware], client_max_size=MAX_BODY)
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
         self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
