@@ -1,0 +1,64 @@
+"""Start-up warnings (once per start, log and metric) and the namespace filter."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from hairpin_proxy import corefile
+from tests.controller.conftest import COREFILE, Controller, corefile_text, wait_until
+from tests.fakeapi.fixtures import configmap, ingress, service
+from tests.fakeapi.server import FakeApiServer
+
+Start = Callable[..., Controller]
+
+
+def warnings_of(ctl: Controller) -> set[str]:
+    return {str(r["warning"]) for r in ctl.records() if "warning" in r}
+
+
+def test_warnings_for_a_risky_cluster(cluster: FakeApiServer, start: Start) -> None:
+    cm = cluster.get("ConfigMap", "kube-system", "coredns")
+    assert cm is not None
+    cm["data"]["Corefile"] = COREFILE.replace("    reload\n", "")
+    cluster.update(cm)
+    cluster.create(configmap("kube-system", "node-local-dns", {"Corefile": ".:53 {}\n"}))
+    cluster.create(service("ingress-nginx", "ingress-nginx-controller", type="LoadBalancer",
+                           lb_ingress=[{"ip": "203.0.113.7", "ipMode": "Proxy"}]))
+    ctl = start()
+    ctl.wait_ready()
+    wait_until(lambda: warnings_of(ctl) == {"no-reload", "node-local-dns", "ip-mode-proxy"},
+               what="three warnings")
+    for kind in ("no-reload", "node-local-dns", "ip-mode-proxy"):
+        assert ctl.metric(f'hairpin_controller_warnings{{kind="{kind}"}}') == 1
+    # Once per start: more reconciles do not repeat them.
+    cluster.create(ingress("a", "a", tls_hosts=["a.example.com"]))
+    wait_until(lambda: corefile.managed_hosts(corefile_text(cluster)) == ("a.example.com",),
+               what="write")
+    assert sum(1 for r in ctl.records() if r.get("warning") == "no-reload") == 1
+
+
+def test_optional_checks_without_permission_are_skipped(cluster: FakeApiServer,
+                                                         start: Start) -> None:
+    cluster.fail_requests(1, status=403, path_re=r"/daemonsets/node-local-dns")
+    cluster.fail_requests(1, status=403, path_re=r"/configmaps/node-local-dns")
+    cluster.fail_requests(1, status=403, method="GET", path_re=r"^/api/v1/services")
+    ctl = start("--log-level", "debug")
+    ctl.wait_ready()
+    wait_until(lambda: any(r.get("msg") == "ipMode check skipped" for r in ctl.records()),
+               what="check skipped")
+    assert warnings_of(ctl) == set()
+    assert ctl.proc.poll() is None
+
+
+def test_include_namespace_watches_only_those(cluster: FakeApiServer, start: Start) -> None:
+    cluster.create(ingress("team-a", "web", tls_hosts=["a.example.com"]))
+    cluster.create(ingress("team-b", "web", tls_hosts=["b.example.com"]))
+    cluster.create(ingress("other", "web", tls_hosts=["other.example.com"]))
+    ctl = start("--include-namespace", "team-a", "--include-namespace", "team-b")
+    ctl.wait_ready()
+    assert corefile.managed_hosts(corefile_text(cluster)) == ("a.example.com", "b.example.com")
+    # Namespaced list+watch only: no cluster-wide Ingress access needed.
+    assert cluster.count("GET", r"^/apis/networking.k8s.io/v1/ingresses") == 0
+    cluster.create(ingress("team-b", "new", tls_hosts=["new.example.com"]))
+    wait_until(lambda: "new.example.com" in corefile.managed_hosts(corefile_text(cluster)),
+               what="change in an included namespace")
