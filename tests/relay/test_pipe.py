@@ -5,8 +5,10 @@ Every test runs on both event loops the relay offers (asyncio and uvloop).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import socket
+import struct
 import threading
 import time
 from pathlib import Path
@@ -32,6 +34,8 @@ from tests.relay.helpers import (
 )
 
 pytestmark = pytest.mark.parametrize("loop", LOOPS)
+
+LINGER_ZERO = struct.pack("ii", 1, 0)  # close() then sends a reset
 
 
 def to(up: Upstream) -> str:
@@ -238,7 +242,7 @@ def test_a_client_reset_is_passed_on(tmp_path: Path, loop: str) -> None:
         s = connect(relay.ports[0])
         s.sendall(b"partial")
         wait_until(lambda: up.accepted, 30, "the upstream connection")
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_ZERO)
         s.close()
         wait_until(lambda: seen, 30, "the upstream to notice")
         listener = f"127.0.0.1:{relay.ports[0]}"
@@ -344,3 +348,48 @@ def test_ipv4_mapped_clients_and_threads_do_not_mix_up_headers(tmp_path: Path, l
         sources = {h.source for h in up.headers}
         assert len(sources) == 80  # each connection's own client port
         assert all(isinstance(h, proxyproto.ProxyHeader) for h in up.headers)
+
+
+def test_abrupt_endings_in_every_order_leave_the_relay_healthy(tmp_path: Path, loop: str) -> None:
+    """Resets, early closes and half-closes racing each other (the write_eof paths)."""
+    def upstream(acc: Accepted) -> None:
+        mode = acc.header.source[1] % 4 if acc.header.source else 0
+        with contextlib.suppress(OSError):
+            if mode == 0:  # a burst, then EOF, while the client may be gone already
+                acc.sock.sendall(b"z" * (1 << 20))
+                acc.sock.shutdown(socket.SHUT_WR)
+                recv_all(acc.sock)
+            elif mode == 1:  # reset at once
+                acc.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_ZERO)
+            elif mode == 2:  # echo
+                echo(acc)
+            else:  # close with unread data (a reset) after a reply
+                acc.sock.sendall(b"bye")
+
+    with Upstream(upstream) as up, run_relay(tmp_path, [to(up)], loop=loop) as relay:
+        for i in range(300):
+            s = connect(relay.ports[0])
+            with contextlib.suppress(OSError):
+                s.sendall(b"q" * 70000)
+                if i % 3 == 0:
+                    s.shutdown(socket.SHUT_WR)
+                if i % 3 == 1:
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_ZERO)
+                if i % 5 == 0:
+                    s.recv(1000)
+            s.close()
+        listener = f"127.0.0.1:{relay.ports[0]}"
+        wait_until(lambda: relay.metric("hairpin_proxy_connections_active",
+                                        listener=listener) == 0, 60, "every pipe to end")
+        # Still relaying normally afterwards.
+        echoed = False
+        while not echoed:  # until a client port the upstream echoes for comes up
+            with connect(relay.ports[0]) as s:
+                if s.getsockname()[1] % 4 == 2:
+                    s.sendall(b"fine")
+                    s.shutdown(socket.SHUT_WR)
+                    assert recv_all(s) == b"fine"
+                    echoed = True
+        assert relay.proc.poll() is None
+    crashes = [r for r in relay.log_records() if r.get("level") in ("error", "critical")]
+    assert crashes == []
