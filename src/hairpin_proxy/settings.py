@@ -214,13 +214,16 @@ class ProxySettings(LogSettings):
                                               "set their own.")
     admin_listen: str = opt("0.0.0.0:9090", "Address of /healthz, /readyz and /metrics; "
                                             "empty disables.")
-    connect_timeout: float = opt(5.0, "Seconds to wait for the upstream to accept.")
-    idle_timeout: float = opt(3600.0, "Seconds a connection may pass no bytes either way.")
-    max_connections: int = opt(20000, "Concurrent connections per worker; excess is refused "
-                                      "at once.")
+    connect_timeout: float = opt(5.0, "Seconds to resolve the target and get a connection "
+                                      "accepted (all its addresses together).")
+    idle_timeout: float = opt(3600.0, "Seconds a connection may pass no bytes either way; "
+                                      "0 disables.")
+    max_connections: int = opt(20000, "Concurrent connections per process; excess is "
+                                      "accepted and closed at once.")
     grace_period: float = opt(25.0, "Seconds to drain connections after SIGTERM.")
-    workers: int = opt(1, "Worker processes sharing the listeners (SO_REUSEPORT).")
-    loop: Literal["auto", "asyncio", "uvloop"] = opt("auto", "Event loop implementation.")
+    workers: int = opt(1, "Worker processes; only 1 for now (scale out with replicas).")
+    loop: Literal["auto", "asyncio", "uvloop"] = opt("auto", "Event loop; auto is uvloop "
+                                                             "when installed, else asyncio.")
 
 
 @dataclasses.dataclass(frozen=True)

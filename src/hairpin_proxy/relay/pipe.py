@@ -279,7 +279,7 @@ class Pipe:
         peer = half.peer
         if exc is not None and not self.ending:
             self.ending = True
-            cause = "reset" if isinstance(exc, ConnectionError) else "connect_error"
+            cause = "reset" if isinstance(exc, ConnectionError) else "io_error"
             self.error(cause, f"{half.role} connection lost: {exc}", side=half.role)
             if peer is not None:
                 peer.abort(reset=True)
@@ -315,21 +315,23 @@ class Pipe:
         self.error(cause, detail)
         self.client.abort()
 
-    def abort(self, cause: str, detail: str) -> None:
-        """End both sides now (idle timeout, shutdown)."""
+    def abort(self, cause: str, detail: str, *, quiet: bool = False) -> None:
+        """End both sides now (idle timeout, shutdown); ``quiet`` counts without a log line."""
         if not self.ending:
             self.ending = True
-            self.error(cause, detail)
+            self.error(cause, detail, quiet=quiet)
         if self.task is not None and not self.task.done():
             self.task.cancel()
         self.client.abort()
         self.upstream.abort()
 
-    def error(self, cause: str, detail: str, side: str = "") -> None:
+    def error(self, cause: str, detail: str, side: str = "", *, quiet: bool = False) -> None:
         route = self.route
         counter = route.stats.errors.get(cause)
         if counter is not None:
             counter.value += 1
+        if quiet:
+            return
         extra: dict[str, Any] = {"listener": route.spec.name, "client": self.client_text(),
                                  "target": route.spec.target, "cause": cause}
         if side:

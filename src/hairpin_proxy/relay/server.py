@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import resource
 import signal
 import socket
 from collections.abc import Callable
@@ -181,10 +182,11 @@ class Relay:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(drained.wait(), grace)
         if self.live:
+            # One line for all of them: a busy relay would otherwise log thousands.
             log.warning("grace period over; closing the remaining connections",
-                        extra={"connections": len(self.live)})
+                        extra={"connections": len(self.live), "cause": "shutdown"})
             for pipe in list(self.live):
-                pipe.abort("shutdown", "closed at the end of the grace period")
+                pipe.abort("shutdown", "closed at the end of the grace period", quiet=True)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(drained.wait(), 2.0)
         await self.close()
@@ -197,7 +199,7 @@ class Relay:
         for server in self.servers:
             server.close()
         for pipe in list(self.live):
-            pipe.abort("shutdown", "relay closed")
+            pipe.abort("shutdown", "relay closed", quiet=True)
         if self.admin is not None:
             await self.admin.close()
 
@@ -218,6 +220,20 @@ async def serve(specs: tuple[ListenerSpec, ...], settings: ProxySettings) -> int
     await relay.drain(settings.grace_period)
     log.info("stopped")
     return 0
+
+
+def raise_fd_limit(max_connections: int) -> None:
+    """Each connection holds two descriptors: lift the soft limit toward what that needs."""
+    want = 2 * max_connections + 64
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        new = want if hard == resource.RLIM_INFINITY else min(want, hard)
+        if new > soft:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+            soft = new
+    if soft != resource.RLIM_INFINITY and soft < want:
+        log.warning("the open-file limit is below what --max-connections needs; connections "
+                    "beyond it fail to be accepted", extra={"limit": soft, "needed": want})
 
 
 def loop_factory(name: str) -> tuple[str, Callable[[], asyncio.AbstractEventLoop] | None]:
@@ -252,6 +268,7 @@ def run(settings: ProxySettings) -> int:
     except (StartupError, ListenerSpecError) as exc:
         log.error(str(exc))
         return 2
+    raise_fd_limit(settings.max_connections)
     log.debug("event loop", extra={"loop": loop_name})
     with asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(serve(specs, settings))

@@ -9,7 +9,7 @@ from hairpin_proxy.metrics import CounterChild, GaugeChild, HistogramChild, Regi
 # Every cause an error can be counted under; children exist from the start so that a scrape
 # shows zeros rather than missing series.
 CAUSES = ("dns", "connect_refused", "connect_timeout", "connect_error", "idle_timeout",
-          "over_limit", "reset", "shutdown")
+          "over_limit", "reset", "io_error", "shutdown")
 
 CONNECT_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
                    5.0, 10.0)
