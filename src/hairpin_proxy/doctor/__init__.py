@@ -18,7 +18,7 @@ from hairpin_proxy.doctor import facts as f
 from hairpin_proxy.doctor.facts import PortProbe
 from hairpin_proxy.doctor.probe import parse_overrides, start_probe, start_resolve
 from hairpin_proxy.doctor.report import HostReport, Report, to_json, to_text
-from hairpin_proxy.doctor.verdict import verdict
+from hairpin_proxy.doctor.verdict import verdict as host_verdict
 from hairpin_proxy.logs import setup_logging
 from hairpin_proxy.settings import DoctorSettings
 
@@ -147,7 +147,7 @@ def diagnose(s: DoctorSettings) -> Report:
             tls_probe = started[True]() if True in started else None
             facts = f.HostFacts(h, res, kinds, http_probe, tls_probe,
                                 _match_lb(h, res.addresses, kinds, c), c)
-            v = verdict(facts)
+            v = host_verdict(facts)
             log.debug("host checked", extra={"host": h, "verdict": v.code})
             reports.append(HostReport(facts, v))
     return Report(tuple(reports), c, cluster.note, notes)

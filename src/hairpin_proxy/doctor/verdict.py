@@ -221,7 +221,8 @@ def decide(s: Situation) -> Verdict:
     """The verdict of the first (and, by construction, only) rule whose condition holds."""
     for rule in RULES:
         if rule.when(s):
-            return Verdict(rule.code, rule.ok, rule.advice(s))
+            # One line whatever the facts' text holds (resolver messages, probe details).
+            return Verdict(rule.code, rule.ok, " ".join(rule.advice(s).split()))
     # Unreachable by construction (tested); kept so a gap shows as a verdict, not a crash.
     return Verdict("unclassified", False, "the doctor could not classify these facts")
 

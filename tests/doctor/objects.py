@@ -1,0 +1,60 @@
+"""Cluster objects the doctor reads, as plain dicts for the fake API server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+Obj = dict[str, Any]
+
+
+def deployment(namespace: str, name: str, image: str,
+               labels: dict[str, str] | None = None) -> Obj:
+    match = {"app": name}
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"namespace": namespace, "name": name, "labels": labels or {}},
+        "spec": {"selector": {"matchLabels": match},
+                 "template": {"metadata": {"labels": match},
+                              "spec": {"containers": [{"name": "coredns", "image": image}]}}},
+    }
+
+
+def coredns_deployment(version: str) -> Obj:
+    return deployment("kube-system", "coredns", f"registry.k8s.io/coredns/coredns:v{version}",
+                      {"k8s-app": "kube-dns"})
+
+
+def daemonset(namespace: str, name: str, labels: dict[str, str] | None = None) -> Obj:
+    match = {"app": name}
+    return {
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"namespace": namespace, "name": name, "labels": labels or {}},
+        "spec": {"selector": {"matchLabels": match},
+                 "template": {"metadata": {"labels": match},
+                              "spec": {"containers": [{"name": "dns",
+                                                       "image": "k8s-dns-node-cache:1.23"}]}}},
+    }
+
+
+def endpoint_slice(namespace: str, service: str, addresses: list[str], *,
+                   ready: bool | None = True) -> Obj:
+    conditions = {} if ready is None else {"ready": ready}
+    return {
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"namespace": namespace, "name": f"{service}-abc12",
+                     "labels": {"kubernetes.io/service-name": service}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [a], "conditions": conditions} for a in addresses],
+        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+    }
+
+
+def with_ingress_status(obj: Obj, *, ip: str = "", hostname: str = "") -> Obj:
+    entry = {"ip": ip} if ip else {"hostname": hostname}
+    obj["status"] = {"loadBalancer": {"ingress": [entry]}}
+    return obj
+
+
+def with_annotations(obj: Obj, annotations: dict[str, str]) -> Obj:
+    obj["metadata"].setdefault("annotations", {}).update(annotations)
+    return obj

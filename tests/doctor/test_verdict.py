@@ -1,0 +1,253 @@
+"""The decision list: exactly one verdict for every combination of facts, each one reachable."""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hairpin_proxy.doctor import verdict as v
+from hairpin_proxy.doctor.facts import (
+    AddressKind,
+    Attempt,
+    ClusterFacts,
+    HostFacts,
+    LbEntry,
+    LbService,
+    PortProbe,
+    Resolution,
+)
+
+TRI = (None, False, True)
+TRI_FIELDS = ("rule", "proxy_installed", "proxy_ready", "ip_mode_proxy", "hostname_only",
+              "node_local_dns", "coredns_ok", "reload")
+
+
+def matching(s: v.Situation) -> list[str]:
+    return [r.code for r in v.RULES if r.when(s)]
+
+
+def test_every_combination_matches_exactly_one_rule() -> None:
+    """All 5 x 4 x 4 x 3^8 situations: the conditions are exclusive and exhaustive."""
+    started = time.monotonic()
+    seen: set[str] = set()
+    count = 0
+    for dns, http, tls in itertools.product(v.DNS_STATES, v.PORT_STATES, v.PORT_STATES):
+        for tri in itertools.product(TRI, repeat=len(TRI_FIELDS)):
+            rule, inst, ready, ipm, name, nld, cok, rel = tri
+            s = v.Situation(dns, http, tls, rule=rule, proxy_installed=inst, proxy_ready=ready,
+                            ip_mode_proxy=ipm, hostname_only=name, node_local_dns=nld,
+                            coredns_ok=cok, reload=rel)
+            hits = [r for r in v.RULES if r.when(s)]
+            assert len(hits) == 1, (s, [r.code for r in hits])
+            seen.add(hits[0].code)
+            count += 1
+    assert count == 5 * 4 * 4 * 3 ** 8
+    assert seen == set(v.CODES), set(v.CODES) - seen
+    assert time.monotonic() - started < 600
+
+
+situations = st.builds(
+    v.Situation,
+    dns=st.sampled_from(v.DNS_STATES), http=st.sampled_from(v.PORT_STATES),
+    tls=st.sampled_from(v.PORT_STATES),
+    **{name: st.sampled_from(TRI) for name in TRI_FIELDS},
+    dns_error=st.text(max_size=20), seen=st.text(max_size=40),
+    coredns_version=st.sampled_from(["", "1.8.3", "1.11.1"]),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(situations)
+def test_decide_gives_the_one_matching_rule(s: v.Situation) -> None:
+    (code,) = matching(s)
+    out = v.decide(s)
+    assert out.code == code
+    assert out.advice and "\n" not in out.advice
+    # Only a working path is ok; and every ok verdict is a working one.
+    assert out.ok == (out.code in {"fixed", "not-needed-ipmode", "not-needed-hostname", "works"})
+    if out.ok:
+        assert s.all_work
+
+
+@settings(max_examples=300, deadline=None)
+@given(situations)
+def test_unknown_cluster_facts_never_pick_a_cluster_verdict(s: v.Situation) -> None:
+    blind = v.Situation(s.dns, s.http, s.tls)
+    assert v.decide(blind).code in {"dns-failed", "not-probed", "fixed", "proxy-failing",
+                                    "hairpin-confirmed", "works", "unreachable"}
+
+
+H: v.Port = "hairpin"
+W: v.Port = "works"
+F: v.Port = "fails"
+S: v.Port = "skipped"
+EXAMPLES: dict[str, v.Situation] = {
+    "dns-failed": v.Situation("error", S, S, dns_error="Name or service not known"),
+    "not-probed": v.Situation("lb", S, S),
+    "fixed": v.Situation("proxy", W, W),
+    "proxy-no-endpoints": v.Situation("proxy", F, F, proxy_ready=False),
+    "proxy-failing": v.Situation("proxy", W, F, proxy_ready=True),
+    "node-local-dns": v.Situation("lb", H, H, rule=True, node_local_dns=True,
+                                  coredns_ok=False, reload=False),
+    "coredns-too-old": v.Situation("lb", H, S, rule=True, node_local_dns=False,
+                                   coredns_ok=False, coredns_version="1.8.0"),
+    "coredns-no-reload": v.Situation("other", S, H, rule=True, reload=False),
+    "dns-not-updated": v.Situation("mixed", H, W, rule=True),
+    "ipmode-ignored": v.Situation("lb", H, H, rule=False, ip_mode_proxy=True),
+    "rule-missing": v.Situation("lb", H, H, rule=False, proxy_installed=True),
+    "hairpin-confirmed": v.Situation("lb", H, F),
+    "not-needed-ipmode": v.Situation("lb", W, W, ip_mode_proxy=True),
+    "not-needed-hostname": v.Situation("other", W, S, hostname_only=True),
+    "works": v.Situation("other", W, W),
+    "unreachable": v.Situation("lb", W, F, seen="tls 443: bare timed out"),
+}
+
+
+def test_examples_cover_the_whole_table() -> None:
+    assert set(EXAMPLES) == set(v.CODES)
+
+
+@pytest.mark.parametrize("code", sorted(EXAMPLES))
+def test_each_verdict_by_example(code: str) -> None:
+    assert v.decide(EXAMPLES[code]).code == code
+
+
+def test_advice_carries_the_details() -> None:
+    assert "Name or service not known" in v.decide(EXAMPLES["dns-failed"]).advice
+    assert "1.8.0" in v.decide(EXAMPLES["coredns-too-old"]).advice
+    assert "bare timed out" in v.decide(EXAMPLES["unreachable"]).advice
+    assert "some answers already point at hairpin-proxy" in \
+        v.decide(EXAMPLES["dns-not-updated"]).advice
+    assert v.decide(EXAMPLES["hairpin-confirmed"]).advice == \
+        "hairpin confirmed and not fixed: install hairpin-proxy"
+
+
+# --------------------------------------------------------------------------- from facts
+
+OK = Attempt("http", 200)
+BAD = Attempt("http", 400)
+EMPTY = Attempt("empty")
+REFUSED = Attempt("refused")
+
+
+def probe(bare: Attempt, v1: Attempt, v2: Attempt, scheme: str = "http") -> PortProbe:
+    return PortProbe("tls" if scheme == "tls" else "http", "192.0.2.1", 80, bare, v1, v2)
+
+
+@pytest.mark.parametrize(("bare", "v1", "v2", "state"), [
+    (OK, BAD, BAD, "works"),
+    (OK, OK, OK, "works"),
+    (EMPTY, OK, EMPTY, "hairpin"),
+    (Attempt("reset"), EMPTY, Attempt("http", 404), "hairpin"),
+    (Attempt("timeout"), OK, OK, "hairpin"),
+    (EMPTY, EMPTY, EMPTY, "fails"),
+    (REFUSED, REFUSED, REFUSED, "fails"),
+    (Attempt("garbage", detail="SSH-2.0"), EMPTY, EMPTY, "fails"),
+])
+def test_port_state(bare: Attempt, v1: Attempt, v2: Attempt, state: str) -> None:
+    assert v.port_state(probe(bare, v1, v2)) == state
+    assert v.port_state(None) == "skipped"
+
+
+@pytest.mark.parametrize(("addresses", "kinds", "state"), [
+    ((), (), "error"),
+    (("10.0.0.9",), ("proxy",), "proxy"),
+    (("10.0.0.9", "fd00::9"), ("proxy", "proxy"), "proxy"),
+    (("10.0.0.9", "203.0.113.7"), ("proxy", "lb"), "mixed"),
+    (("203.0.113.7", "198.51.100.1"), ("other", "lb"), "lb"),
+    (("198.51.100.1",), ("other",), "other"),
+])
+def test_dns_state(addresses: tuple[str, ...], kinds: tuple[AddressKind, ...],
+                   state: str) -> None:
+    facts = HostFacts("a.example.com", Resolution(addresses), kinds)
+    assert v.dns_state(facts) == state
+
+
+def lb(ip_mode: str = "VIP", ip: str = "203.0.113.7", hostname: str = "") -> LbService:
+    return LbService("ingress-nginx/ingress-nginx-controller",
+                     (LbEntry("ingress-nginx/ingress-nginx-controller", ip, hostname, ip_mode),),
+                     ())
+
+
+def test_summarize_reads_the_cluster_facts() -> None:
+    cluster = ClusterFacts(lb_services=(lb(),), proxy_service_found=True,
+                           proxy_ready_endpoints=0, rule_hosts=("*.example.com",),
+                           reload_plugin=True, node_local_dns=False,
+                           coredns_version=(1, 8, 3))
+    facts = HostFacts("shop.example.com", Resolution(("203.0.113.7",)), ("lb",),
+                      probe(EMPTY, OK, OK), None, lb(), cluster)
+    s = v.summarize(facts)
+    assert (s.dns, s.http, s.tls) == ("lb", "hairpin", "skipped")
+    assert s.rule is True and s.proxy_installed is True and s.proxy_ready is False
+    assert s.ip_mode_proxy is False and s.hostname_only is False
+    assert s.coredns_ok is False and s.coredns_version == "1.8.3"
+    assert v.verdict(facts).code == "coredns-too-old"
+    # The wildcard covers one label only.
+    deeper = HostFacts("a.shop.example.com", facts.resolution, facts.kinds, facts.http,
+                       None, lb(), cluster)
+    assert v.summarize(deeper).rule is False
+    assert v.verdict(deeper).code == "rule-missing"
+
+
+def test_summarize_without_cluster_knows_nothing() -> None:
+    facts = HostFacts("a.example.com", Resolution(("198.51.100.1",)), ("other",),
+                      probe(EMPTY, OK, OK), probe(EMPTY, EMPTY, OK, "tls"))
+    s = v.summarize(facts)
+    assert all(getattr(s, name) is None for name in TRI_FIELDS)
+    assert v.verdict(facts).code == "hairpin-confirmed"
+
+
+def test_no_load_balancer_at_all_means_no_ipmode_and_no_hostname() -> None:
+    facts = HostFacts("a.example.com", Resolution(("198.51.100.1",)), ("other",),
+                      probe(OK, BAD, BAD), None, None, ClusterFacts(lb_services=()))
+    s = v.summarize(facts)
+    assert s.ip_mode_proxy is False and s.hostname_only is False
+
+
+attempts = st.builds(Attempt, st.sampled_from(["http", "empty", "reset", "refused", "timeout",
+                                               "unreachable", "tls-error", "garbage", "error"]),
+                     st.one_of(st.none(), st.integers(100, 599)), st.text(max_size=10))
+probes = st.one_of(st.none(), st.builds(PortProbe, st.sampled_from(["http", "tls"]),
+                                        st.just("192.0.2.1"), st.integers(1, 65535),
+                                        attempts, attempts, attempts))
+lbs = st.one_of(st.none(), st.builds(lb,
+                                     st.sampled_from(["", "VIP", "Proxy"]),
+                                     st.sampled_from(["", "203.0.113.7"]),
+                                     st.sampled_from(["", "lb.example.net"])))
+clusters = st.one_of(st.none(), st.builds(
+    ClusterFacts,
+    lb_services=st.one_of(st.none(), st.lists(lbs.filter(lambda x: x is not None),
+                                              max_size=2).map(tuple)),
+    proxy_service_found=st.sampled_from(TRI),
+    proxy_ready_endpoints=st.one_of(st.none(), st.integers(0, 3)),
+    rule_hosts=st.one_of(st.none(), st.lists(st.sampled_from(
+        ["a.example.com", "*.example.com", "b.example.org"]), max_size=3).map(tuple)),
+    reload_plugin=st.sampled_from(TRI), node_local_dns=st.sampled_from(TRI),
+    coredns_version=st.one_of(st.none(), st.tuples(st.integers(0, 2), st.integers(0, 12),
+                                                   st.integers(0, 9))),
+))
+
+
+ADDRESSES = ["203.0.113.7", "10.96.0.9", "fd00::9"]
+KINDS: list[AddressKind] = ["lb", "proxy", "other"]
+host_facts = st.builds(
+    HostFacts,
+    host=st.sampled_from(["a.example.com", "x.a.example.com", "b.example.org"]),
+    resolution=st.one_of(
+        st.lists(st.sampled_from(ADDRESSES), min_size=1, max_size=3, unique=True).map(
+            lambda a: Resolution(tuple(a))),
+        st.just(Resolution(error="Name or service not known"))),
+    kinds=st.lists(st.sampled_from(KINDS), max_size=3).map(tuple),
+    http=probes, tls=probes, lb=lbs, cluster=clusters)
+
+
+@settings(max_examples=500, deadline=None)
+@given(host_facts)
+def test_any_gathered_facts_give_one_verdict(facts: HostFacts) -> None:
+    out = v.verdict(facts)
+    assert out.code in v.CODES
+    assert len(matching(v.summarize(facts))) == 1
