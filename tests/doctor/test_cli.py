@@ -1,0 +1,343 @@
+"""The doctor end to end: the real CLI against real nginx (with and without proxy_protocol),
+the relay in front of it, and the fake API server for the cluster facts.
+
+DNS answers for test names come from ``--resolve``; ``test_netns`` covers real resolution.
+Loopback only: 127.0.0.1 is the "load balancer" address (kube-proxy would send in-cluster
+traffic for it straight to the ingress controller, which is what a connection to nginx on
+127.0.0.1 is), 127.0.0.2 the proxy Service's ClusterIP.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hairpin_proxy import corefile
+from tests.doctor.objects import (
+    coredns_deployment,
+    daemonset,
+    endpoint_slice,
+    with_annotations,
+    with_ingress_status,
+)
+from tests.fakeapi.fixtures import configmap, corefile_configmap, ingress, ingress_class, service
+from tests.fakeapi.server import FakeApiServer
+from tests.peers import free_port
+from tests.peers.nginx import Nginx, run_nginx
+from tests.relay.helpers import Relay, run_relay
+
+HOST = "shop.example.test"
+LB_IP = "127.0.0.1"
+PROXY_IP = "127.0.0.2"
+NS = "hairpin-proxy"
+TARGET = "hairpin-proxy.hairpin-proxy.svc.cluster.local."
+KUBEADM = (Path(__file__).parents[1] / "corefiles" / "kubeadm.Corefile").read_text()
+NO_RELOAD = KUBEADM.replace("    reload\n", "")
+DO_PP = "service.beta.kubernetes.io/do-loadbalancer-enable-proxy-protocol"
+
+
+@pytest.fixture(scope="module")
+def pp_nginx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nginx]:
+    with run_nginx(tmp_path_factory.mktemp("pp"), proxy_protocol=True) as n:
+        yield n
+
+
+@pytest.fixture(scope="module")
+def plain_nginx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nginx]:
+    with run_nginx(tmp_path_factory.mktemp("plain"), proxy_protocol=False) as n:
+        yield n
+
+
+@pytest.fixture(scope="module")
+def relay(tmp_path_factory: pytest.TempPathFactory, pp_nginx: Nginx) -> Iterator[Relay]:
+    """Our relay on the proxy address, in front of the proxy_protocol nginx."""
+    with run_relay(tmp_path_factory.mktemp("relay"),
+                   [f"{PROXY_IP}:{{port}}={LB_IP}:{pp_nginx.port}",
+                    f"{PROXY_IP}:{{port}}={LB_IP}:{pp_nginx.tls_port}"]) as r:
+        yield r
+
+
+def doctor(*args: str, kubeconfig: Path | None = None) -> tuple[int, dict[str, Any], str]:
+    """Run ``hairpin-proxy doctor ... --output json``: (exit status, JSON report, stderr)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HAIRPIN_")}
+    env.pop("KUBECONFIG", None)
+    cmd = [sys.executable, "-m", "hairpin_proxy", "doctor", *args, "--output", "json",
+           "--timeout", "5"]
+    if kubeconfig is not None:
+        cmd += ["--kubeconfig", str(kubeconfig), "--namespace", NS]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env,
+                          check=False)
+    report = json.loads(proc.stdout) if proc.stdout.strip() else {}
+    return proc.returncode, report, proc.stderr
+
+
+def ports(n: Nginx) -> list[str]:
+    return ["--port", str(n.port), "--tls-port", str(n.tls_port)]
+
+
+def one(report: dict[str, Any]) -> dict[str, Any]:
+    (host,) = report["hosts"]
+    assert isinstance(host, dict)
+    return host
+
+
+def setup_cluster(api: FakeApiServer, *, ip_mode: str = "VIP", hostname: str = "",
+                  rule: bool = False, corefile_text: str = KUBEADM,
+                  coredns: str = "1.11.1", node_local_dns: bool = False,
+                  proxy: bool = False, ready: bool | None = True) -> None:
+    entry: dict[str, str] = {"hostname": hostname} if hostname else {"ip": LB_IP}
+    if ip_mode:
+        entry["ipMode"] = ip_mode
+    lb = service("ingress-nginx", "ingress-nginx-controller", type="LoadBalancer",
+                 lb_ingress=[entry])
+    api.create(with_annotations(lb, {DO_PP: "true"}))
+    text = corefile.apply(corefile_text, [HOST], target=TARGET) if rule else corefile_text
+    api.create(corefile_configmap(text))
+    api.create(coredns_deployment(coredns))
+    api.create(daemonset("kube-system", "kube-proxy", {"k8s-app": "kube-proxy"}))
+    if node_local_dns:
+        api.create(daemonset("kube-system", "node-local-dns", {"k8s-app": "node-local-dns"}))
+    if proxy:
+        api.create(service(NS, "hairpin-proxy", cluster_ips=[PROXY_IP]))
+        if ready is not None:
+            api.create(endpoint_slice(NS, "hairpin-proxy", ["10.0.0.5"], ready=ready))
+
+
+# --------------------------------------------------------------------------- hairpin
+
+
+def test_hairpin_confirmed_and_not_fixed(fake_api: FakeApiServer, kubeconfig: Path,
+                                         pp_nginx: Nginx) -> None:
+    setup_cluster(fake_api)
+    rc, report, _ = doctor(HOST, "--resolve", f"{HOST}:{LB_IP}", *ports(pp_nginx),
+                           kubeconfig=kubeconfig)
+    h = one(report)
+    assert rc == 1 and not report["ok"]
+    assert h["verdict"] == "hairpin-confirmed"
+    assert h["advice"] == "hairpin confirmed and not fixed: install hairpin-proxy"
+    assert h["dns"]["addresses"] == [{"address": LB_IP, "kind": "lb"}]
+    assert h["http"]["bare"]["outcome"] in ("empty", "reset")
+    assert h["http"]["proxy_v1"] == {"outcome": "http", "status": 200}
+    assert h["tls"]["proxy_v2"] == {"outcome": "http", "status": 200}
+    assert h["load_balancer"]["service"] == "ingress-nginx/ingress-nginx-controller"
+    assert h["load_balancer"]["ingress"][0]["ipMode"] == "VIP"
+    (pp,) = h["load_balancer"]["proxy_protocol"]
+    assert (pp["annotation"], pp["provider"], pp["enabled"]) == (DO_PP, "DigitalOcean", True)
+    cluster = report["cluster"]
+    assert cluster["proxy_service_found"] is False
+    assert cluster["coredns_version"] == "1.11.1" and cluster["node_local_dns"] is False
+    assert cluster["reload_plugin"] is True and cluster["rule_hosts"] == []
+
+
+def test_text_report(fake_api: FakeApiServer, kubeconfig: Path, pp_nginx: Nginx) -> None:
+    setup_cluster(fake_api)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HAIRPIN_")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "hairpin_proxy", "doctor", HOST, "--resolve", f"{HOST}:{LB_IP}",
+         *ports(pp_nginx), "--kubeconfig", str(kubeconfig), "--namespace", NS],
+        capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert proc.returncode == 1
+    out = proc.stdout
+    assert f"{HOST}  FAIL  hairpin-confirmed" in out
+    assert "advice   hairpin confirmed and not fixed: install hairpin-proxy" in out
+    assert f"{LB_IP} (load balancer) [--resolve]" in out
+    assert "PROXY v1 HTTP 200" in out and "-> hairpin" in out
+    assert f"{DO_PP}='true' (DigitalOcean: on)" in out
+    assert "CoreDNS            1.11.1" in out
+    assert "1 host(s) checked, 1 need attention" in out
+
+
+def test_rule_missing(fake_api: FakeApiServer, kubeconfig: Path, pp_nginx: Nginx) -> None:
+    setup_cluster(fake_api, proxy=True)
+    rc, report, _ = doctor(HOST, "--resolve", f"{HOST}:{LB_IP}", *ports(pp_nginx),
+                           kubeconfig=kubeconfig)
+    assert rc == 1 and one(report)["verdict"] == "rule-missing"
+    assert report["cluster"]["proxy_addresses"] == [PROXY_IP]
+    assert report["cluster"]["proxy_ready_endpoints"] == 1
+
+
+@pytest.mark.parametrize(("kwargs", "code"), [
+    ({}, "dns-not-updated"),
+    ({"corefile_text": NO_RELOAD}, "coredns-no-reload"),
+    ({"coredns": "1.8.3"}, "coredns-too-old"),
+    ({"node_local_dns": True}, "node-local-dns"),
+])
+def test_rule_exists_but_dns_still_answers_the_lb(fake_api: FakeApiServer, kubeconfig: Path,
+                                                  pp_nginx: Nginx, kwargs: dict[str, Any],
+                                                  code: str) -> None:
+    setup_cluster(fake_api, proxy=True, rule=True, **kwargs)
+    rc, report, _ = doctor(HOST, "--resolve", f"{HOST}:{LB_IP}", *ports(pp_nginx),
+                           kubeconfig=kubeconfig)
+    assert rc == 1 and one(report)["verdict"] == code
+    assert report["cluster"]["rule_hosts"] == [HOST]
+
+
+def test_rule_in_the_import_key(fake_api: FakeApiServer, kubeconfig: Path,
+                                pp_nginx: Nginx) -> None:
+    setup_cluster(fake_api, proxy=True,
+                  corefile_text=KUBEADM.replace("    reload\n",
+                                                "    reload\n    import custom/*.override\n"))
+    fake_api.create(configmap("kube-system", "coredns-custom", {
+        "hairpin-proxy.override": corefile.import_snippet(["*.example.test"], target=TARGET)}))
+    rc, report, _ = doctor(HOST, "--resolve", f"{HOST}:{LB_IP}", *ports(pp_nginx),
+                           "--mode", "coredns-import", kubeconfig=kubeconfig)
+    assert rc == 1 and one(report)["verdict"] == "dns-not-updated"
+    assert report["cluster"]["rule_hosts"] == ["*.example.test"]
+
+
+def test_ipmode_proxy_ignored(fake_api: FakeApiServer, kubeconfig: Path,
+                              pp_nginx: Nginx) -> None:
+    setup_cluster(fake_api, ip_mode="Proxy")
+    rc, report, _ = doctor(HOST, "--resolve", f"{HOST}:{LB_IP}", *ports(pp_nginx),
+                           kubeconfig=kubeconfig)
+    assert rc == 1 and one(report)["verdict"] == "ipmode-ignored"
+
+
+# --------------------------------------------------------------------------- healthy paths
+
+
+def test_not_needed_with_ipmode_proxy(fake_api: FakeApiServer, kubeconfig: Path,
+                                      plain_nginx: Nginx) -> None:
+    setup_cluster(fake_api, ip_mode="Proxy")
+    rc, report, _ = doctor(HOST, "--resolve", f"{HOST}:{LB_IP}", *ports(plain_nginx),
+                           kubeconfig=kubeconfig)
+    h = one(report)
+    assert rc == 0 and report["ok"] and h["verdict"] == "not-needed-ipmode"
+    assert h["http"]["bare"]["status"] == 200 and h["http"]["proxy_v1"]["status"] == 400
+
+
+def test_not_needed_with_a_hostname(fake_api: FakeApiServer, kubeconfig: Path,
+                                    plain_nginx: Nginx) -> None:
+    setup_cluster(fake_api, ip_mode="", hostname="lb.example.net")
+    fake_api.create(with_ingress_status(ingress("shop", "web", tls_hosts=[HOST],
+                                                rule_hosts=[HOST]), hostname="lb.example.net"))
+    rc, report, _ = doctor(HOST, "--resolve", f"{HOST}:{LB_IP}", *ports(plain_nginx),
+                           kubeconfig=kubeconfig)
+    h = one(report)
+    assert rc == 0 and h["verdict"] == "not-needed-hostname"
+    assert h["dns"]["addresses"][0]["kind"] == "other"
+    assert h["load_balancer"]["ingress"] == [{"ip": "", "hostname": "lb.example.net",
+                                              "ipMode": ""}]
+
+
+def test_works_without_the_api(plain_nginx: Nginx) -> None:
+    rc, report, _ = doctor(HOST, "--resolve", f"{HOST}:{LB_IP}", *ports(plain_nginx),
+                           "--no-api")
+    assert rc == 0 and one(report)["verdict"] == "works"
+    assert report["cluster"] is None and report["api"] == "--no-api"
+
+
+def test_fixed_for_every_host_the_controller_manages(fake_api: FakeApiServer,
+                                                     kubeconfig: Path, relay: Relay) -> None:
+    setup_cluster(fake_api, proxy=True, rule=True)
+    fake_api.create(ingress_class("nginx", default=True))
+    fake_api.create(ingress("shop", "web", tls_hosts=[HOST, "*.example.test"],
+                            rule_hosts=[HOST]))
+    fake_api.create(ingress("blog", "web", rule_hosts=["blog.example.test"]))  # no TLS
+    wildcard = "hairpin-proxy-doctor.example.test"
+    p_http, p_tls = relay.ports
+    rc, report, _ = doctor("--resolve", f"{HOST}:{PROXY_IP}", "--resolve",
+                           f"{wildcard}:{PROXY_IP}", "--port", str(p_http), "--tls-port",
+                           str(p_tls), kubeconfig=kubeconfig)
+    assert [h["host"] for h in report["hosts"]] == ["*.example.test", HOST]
+    assert {h["verdict"] for h in report["hosts"]} == {"fixed"}
+    assert rc == 0 and report["ok"]
+    assert f"*.example.test: probed as {wildcard}" in report["notes"]
+    h = report["hosts"][1]
+    assert h["dns"]["addresses"] == [{"address": PROXY_IP, "kind": "proxy"}]
+    assert h["http"]["bare"]["status"] == 200 and h["tls"]["bare"]["status"] == 200
+
+
+def test_fixed_without_the_api_given_the_proxy_address(relay: Relay) -> None:
+    p_http, p_tls = relay.ports
+    rc, report, _ = doctor(HOST, "--resolve", f"{HOST}:{PROXY_IP}", "--port", str(p_http),
+                           "--tls-port", str(p_tls), "--no-api", "--proxy-address", PROXY_IP)
+    assert rc == 0 and one(report)["verdict"] == "fixed"
+
+
+# --------------------------------------------------------------------------- broken paths
+
+
+def test_proxy_without_ready_endpoints(fake_api: FakeApiServer, kubeconfig: Path) -> None:
+    setup_cluster(fake_api, proxy=True, rule=True, ready=False)
+    rc, report, _ = doctor(HOST, "--resolve", f"{HOST}:{PROXY_IP}", "--port",
+                           str(free_port(PROXY_IP)), "--tls-port", "0", kubeconfig=kubeconfig)
+    h = one(report)
+    assert rc == 1 and h["verdict"] == "proxy-no-endpoints"
+    assert h["http"]["bare"]["outcome"] == "refused" and h["tls"] is None
+    assert report["cluster"]["proxy_ready_endpoints"] == 0
+
+
+def test_proxy_failing(fake_api: FakeApiServer, kubeconfig: Path, tmp_path: Path) -> None:
+    setup_cluster(fake_api, proxy=True, rule=True)
+    closed = free_port()
+    with run_relay(tmp_path, [f"{PROXY_IP}:{{port}}={LB_IP}:{closed}"]) as broken:
+        rc, report, _ = doctor(HOST, "--resolve", f"{HOST}:{PROXY_IP}", "--port",
+                               str(broken.ports[0]), "--tls-port", "0", kubeconfig=kubeconfig)
+    h = one(report)
+    assert rc == 1 and h["verdict"] == "proxy-failing"
+    assert "bare" in h["advice"]
+
+
+def test_unreachable() -> None:
+    closed = str(free_port())
+    rc, report, _ = doctor(HOST, "--resolve", f"{HOST}:{LB_IP}", "--port", closed,
+                           "--tls-port", closed, "--no-api")
+    h = one(report)
+    assert rc == 1 and h["verdict"] == "unreachable"
+    assert "connection refused" in h["advice"]
+
+
+def test_name_that_does_not_resolve() -> None:
+    rc, report, _ = doctor("no-such-host.invalid", "--no-api")
+    h = one(report)
+    assert rc == 1 and h["verdict"] == "dns-failed"
+    assert h["dns"]["error"] and h["http"] is None
+
+
+def test_nothing_probed() -> None:
+    rc, report, _ = doctor(HOST, "--resolve", f"{HOST}:{LB_IP}", "--port", "0", "--tls-port",
+                           "0", "--no-api")
+    assert rc == 1 and one(report)["verdict"] == "not-probed"
+
+
+# --------------------------------------------------------------------------- the doctor itself
+
+
+def test_usage_errors() -> None:
+    rc, report, err = doctor("--no-api")
+    assert rc == 2 and report == {} and "no HOST given" in err
+    rc, _, err = doctor(HOST, "--resolve", f"{HOST}:nonsense", "--no-api")
+    assert rc == 2 and "--resolve" in err
+    rc, _, err = doctor(HOST, "--port", "70000", "--no-api")
+    assert rc == 2 and "--port" in err
+
+
+def test_api_down_still_probes(tmp_path: Path, plain_nginx: Nginx) -> None:
+    with FakeApiServer() as api:
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+    rc, report, _ = doctor(HOST, "--resolve", f"{HOST}:{LB_IP}", *ports(plain_nginx),
+                           kubeconfig=kubeconfig)
+    assert rc == 0 and one(report)["verdict"] == "works"
+    assert report["cluster"] is None and report["api"].startswith("the API did not answer")
+    rc, _, err = doctor("--resolve", f"{HOST}:{LB_IP}", kubeconfig=kubeconfig)
+    assert rc == 2 and "no HOST given" in err
+
+
+def test_refused_questions_leave_facts_unknown(fake_api: FakeApiServer, kubeconfig: Path,
+                                               pp_nginx: Nginx) -> None:
+    setup_cluster(fake_api, proxy=True, rule=True, node_local_dns=True)
+    fake_api.fail_requests(5, status=403, path_re=r"/daemonsets")
+    rc, report, _ = doctor(HOST, "--resolve", f"{HOST}:{LB_IP}", *ports(pp_nginx),
+                           kubeconfig=kubeconfig)
+    # node-local-dns is unknown now, so the verdict falls back to the plain "not updated".
+    assert rc == 1 and one(report)["verdict"] == "dns-not-updated"
+    assert report["cluster"]["node_local_dns"] is None
+    assert any("DaemonSets" in p and "403" in p for p in report["cluster"]["problems"])
