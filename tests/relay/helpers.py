@@ -278,6 +278,18 @@ def run_relay(tmp: Path, listen: list[str], *args: str, loop: str = "asyncio",
         stop_process(proc, timeout=30)
 
 
+def settled_fd_count(relay: Relay) -> int:
+    """The relay's descriptor count once it stops changing (an admin reply may be closing)."""
+    last = relay.fd_count()
+    for _ in range(100):
+        time.sleep(0.2)
+        now = relay.fd_count()
+        if now == last:
+            return now
+        last = now
+    return last
+
+
 def connect(port: int, host: str = "127.0.0.1", timeout: float = 30.0) -> socket.socket:
     return socket.create_connection((host, port), timeout=timeout)
 

@@ -30,6 +30,7 @@ from tests.relay.helpers import (
     recv_all,
     run_relay,
     send_stream,
+    settled_fd_count,
     wait_until,
 )
 
@@ -367,6 +368,7 @@ def test_abrupt_endings_in_every_order_leave_the_relay_healthy(tmp_path: Path, l
                 acc.sock.sendall(b"bye")
 
     with Upstream(upstream) as up, run_relay(tmp_path, [to(up)], loop=loop) as relay:
+        before = settled_fd_count(relay)
         for i in range(300):
             s = connect(relay.ports[0])
             with contextlib.suppress(OSError):
@@ -381,6 +383,9 @@ def test_abrupt_endings_in_every_order_leave_the_relay_healthy(tmp_path: Path, l
         listener = f"127.0.0.1:{relay.ports[0]}"
         wait_until(lambda: relay.metric("hairpin_proxy_connections_active",
                                         listener=listener) == 0, 60, "every pipe to end")
+        with contextlib.suppress(TimeoutError):
+            wait_until(lambda: relay.fd_count() <= before, 10, "descriptors to be closed")
+        assert relay.fd_count() == before
         # Still relaying normally afterwards.
         echoed = False
         while not echoed:  # until a client port the upstream echoes for comes up
