@@ -341,3 +341,16 @@ def test_refused_questions_leave_facts_unknown(fake_api: FakeApiServer, kubeconf
     assert rc == 1 and one(report)["verdict"] == "dns-not-updated"
     assert report["cluster"]["node_local_dns"] is None
     assert any("DaemonSets" in p and "403" in p for p in report["cluster"]["problems"])
+
+
+def test_node_local_dns_found_by_name_when_listing_is_refused(
+        fake_api: FakeApiServer, kubeconfig: Path, pp_nginx: Nginx) -> None:
+    """The controller's Role may only get the node-local-dns DaemonSet by name."""
+    setup_cluster(fake_api, proxy=True, rule=True, node_local_dns=True)
+    fake_api.fail_requests(5, status=403, path_re=r"/daemonsets\?")
+    rc, report, _ = doctor(HOST, "--resolve", f"{HOST}:{LB_IP}", *ports(pp_nginx),
+                           kubeconfig=kubeconfig)
+    assert rc == 1 and one(report)["verdict"] == "node-local-dns"
+    assert report["cluster"]["node_local_dns"] is True
+    assert any(p.startswith("list DaemonSets") and "403" in p
+               for p in report["cluster"]["problems"])

@@ -95,6 +95,9 @@ async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
     t_import = get("read the import ConfigMap",
                    resource_path("v1", "configmaps", sys_ns, s.import_configmap_name)) \
         if s.mode == "coredns-import" else None
+    # By name first: that is all the controller's own Role may read in kube-system.
+    t_nld = get("read the node-local-dns DaemonSet",
+                resource_path("apps/v1", "daemonsets", "kube-system", "node-local-dns"))
     t_daemonsets = many("list DaemonSets in kube-system",
                         resource_path("apps/v1", "daemonsets", "kube-system"))
     t_deployments = many("list the CoreDNS Deployments",
@@ -104,7 +107,7 @@ async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
                      resource_path("networking.k8s.io/v1", "ingressclasses"))
     services, proxy_svc, slices, cm = await t_services, await t_proxy, await t_slices, await t_cm
     import_cm = None if t_import is None else await t_import
-    daemonsets, deployments = await t_daemonsets, await t_deployments
+    nld, daemonsets, deployments = await t_nld, await t_daemonsets, await t_deployments
     ingresses, classes = await t_ingresses, await t_classes
 
     lb_services = None
@@ -146,14 +149,25 @@ async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
         else f.ready_endpoints(slices),
         rule_hosts=rule_hosts,
         reload_plugin=reload,
-        node_local_dns=None if daemonsets is None else any(
-            f.is_node_local_dns(d) for d in daemonsets),
+        node_local_dns=_node_local_dns(nld, daemonsets, notes),
         coredns_image=image,
         coredns_version=None if image is None else f.image_version(image),
         ingress_addresses=addresses,
         problems=tuple(notes.problems),
     )
     return ClusterView(facts, managed)
+
+
+def _node_local_dns(by_name: JsonObj | None, daemonsets: list[JsonObj] | None,
+                    notes: _Notes) -> bool | None:
+    if by_name is not None or (daemonsets and any(f.is_node_local_dns(d) for d in daemonsets)):
+        return True
+    if daemonsets is not None:
+        return False
+    if "read the node-local-dns DaemonSet" not in notes.failed:
+        # Absent by its usual name; other names could not be looked for.
+        return False
+    return None
 
 
 def _cluster_ips(svc: JsonObj | None) -> tuple[str, ...]:
