@@ -1,0 +1,94 @@
+"""Rendering: the text blocks and the JSON document carry the same facts."""
+
+from __future__ import annotations
+
+import json
+
+from hairpin_proxy.doctor.facts import (
+    AddressKind,
+    Attempt,
+    ClusterFacts,
+    HostFacts,
+    LbEntry,
+    LbService,
+    PortProbe,
+    ProxyProtocolSetting,
+    Resolution,
+)
+from hairpin_proxy.doctor.report import HostReport, Report, to_json, to_text
+from hairpin_proxy.doctor.verdict import verdict
+
+LB = LbService("ingress-nginx/controller",
+               (LbEntry("ingress-nginx/controller", "203.0.113.7", "", "VIP"),),
+               (ProxyProtocolSetting("Hetzner Cloud",
+                                     "load-balancer.hetzner.cloud/uses-proxyprotocol", "true",
+                                     True),))
+CLUSTER = ClusterFacts(lb_services=(LB,), proxy_service_found=False, proxy_ready_endpoints=None,
+                       rule_hosts=(), reload_plugin=True, node_local_dns=False,
+                       coredns_image="registry.k8s.io/coredns/coredns:v1.8.3",
+                       coredns_version=(1, 8, 3), problems=("list the proxy's: 403",))
+
+
+def host(name: str, resolution: Resolution, http: PortProbe | None) -> HostReport:
+    kinds: tuple[AddressKind, ...] = ("lb",) * len(resolution.addresses)
+    facts = HostFacts(name, resolution, kinds, http, None,
+                      LB if resolution.addresses else None, CLUSTER)
+    return HostReport(facts, verdict(facts))
+
+
+HAIRPIN = PortProbe("http", "203.0.113.7", 80, Attempt("empty"), Attempt("http", 404),
+                    Attempt("http", 404))
+REPORT = Report((host("shop.example.com", Resolution(("203.0.113.7",)), HAIRPIN),
+                 host("gone.example.com", Resolution(error="Name or service not known"),
+                      None)),
+                CLUSTER, "", ("a note",))
+
+
+def test_text() -> None:
+    text = to_text(REPORT)
+    assert "shop.example.com  FAIL  hairpin-confirmed\n" in text
+    assert "  advice   hairpin confirmed and not fixed: install hairpin-proxy\n" in text
+    assert "  dns      203.0.113.7 (load balancer)\n" in text
+    assert ("  http     203.0.113.7 port 80: bare empty reply; PROXY v1 HTTP 404; "
+            "PROXY v2 HTTP 404 -> hairpin\n") in text
+    assert "  rule     no\n" in text
+    assert "gone.example.com  FAIL  dns-failed\n" in text
+    assert "  dns      no address (Name or service not known)\n" in text
+    assert ("load-balancer.hetzner.cloud/uses-proxyprotocol='true' (Hetzner Cloud: on)"
+            in text)
+    assert "  CoreDNS            1.8.3 (older than 1.8.4)" in text
+    assert "  proxy Service      no; ready endpoints: unknown\n" in text
+    assert "  note               list the proxy's: 403\n" in text
+    assert "note: a note\n" in text
+    assert text.endswith("2 host(s) checked, 2 need attention\n")
+
+
+def test_text_without_cluster_or_hosts() -> None:
+    text = to_text(Report((), None, "--no-api"))
+    assert "cluster: not checked (--no-api)" in text and text.endswith("no hosts to check\n")
+
+
+def test_json_has_the_same_facts() -> None:
+    doc = json.loads(to_json(REPORT))
+    assert doc["ok"] is False and doc["api"] == "ok" and doc["notes"] == ["a note"]
+    shop, gone = doc["hosts"]
+    assert shop["verdict"] == "hairpin-confirmed" and shop["ok"] is False
+    assert shop["dns"] == {"addresses": [{"address": "203.0.113.7", "kind": "lb"}],
+                           "error": None, "overridden": False}
+    assert shop["http"] == {"address": "203.0.113.7", "port": 80, "state": "hairpin",
+                            "bare": {"outcome": "empty"},
+                            "proxy_v1": {"outcome": "http", "status": 404},
+                            "proxy_v2": {"outcome": "http", "status": 404}}
+    assert shop["tls"] is None
+    assert shop["load_balancer"]["proxy_protocol"][0]["enabled"] is True
+    assert gone["verdict"] == "dns-failed" and gone["dns"]["error"]
+    c = doc["cluster"]
+    assert c["coredns_version"] == "1.8.3" and c["coredns_version_ok"] is False
+    assert c["rule_hosts"] == [] and c["proxy_ready_endpoints"] is None
+    assert c["load_balancers"][0]["ingress"] == [{"ip": "203.0.113.7", "hostname": "",
+                                                  "ipMode": "VIP"}]
+
+
+def test_ok_only_when_every_host_is() -> None:
+    assert not REPORT.ok
+    assert Report(()).ok
