@@ -30,7 +30,8 @@ CLUSTER = ClusterFacts(lb_services=(LB,), proxy_service_found=False, proxy_ready
 
 
 def host(name: str, resolution: Resolution, http: PortProbe | None) -> HostReport:
-    kinds: tuple[AddressKind, ...] = ("lb",) * len(resolution.addresses)
+    lb_kind: AddressKind = "lb"
+    kinds = (lb_kind,) * len(resolution.addresses)
     facts = HostFacts(name, resolution, kinds, http, None,
                       LB if resolution.addresses else None, CLUSTER)
     return HostReport(facts, verdict(facts))
