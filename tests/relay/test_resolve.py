@@ -144,3 +144,9 @@ def test_a_real_name_through_the_system_resolver() -> None:
     finally:
         server.close()
     assert ip in ("127.0.0.1", "::1")
+
+
+def test_a_name_that_cannot_be_asked_for_is_a_dns_error() -> None:
+    with pytest.raises(ConnectError) as info:
+        asyncio.run(peer_of(Resolver(), "a..b", 80))
+    assert info.value.cause == "dns" and "a..b" in info.value.detail

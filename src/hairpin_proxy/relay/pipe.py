@@ -81,8 +81,8 @@ class RateLimit:
 class Half(asyncio.Protocol):
     """One side of a pipe; what it reads goes to the other side's transport."""
 
-    __slots__ = ("counter", "eof", "lost", "nbytes", "paused", "peer", "pipe", "role",
-                 "transport", "write")
+    __slots__ = ("blocked", "counter", "eof", "lost", "nbytes", "paused", "peer", "pipe",
+                 "role", "transport", "write")
 
     def __init__(self, pipe: Pipe, role: str, counter: CounterChild) -> None:
         self.pipe = pipe
@@ -95,7 +95,8 @@ class Half(asyncio.Protocol):
         self.nbytes = 0
         self.eof = False
         self.lost = False
-        self.paused = False
+        self.paused = False  # we stopped reading this side
+        self.blocked = False  # this side's write buffer is over the high-water mark
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports do not subclass asyncio.Transport but have its methods.
@@ -119,12 +120,14 @@ class Half(asyncio.Protocol):
         return True  # keep our sending direction open until the peer is done
 
     def pause_writing(self) -> None:
+        self.blocked = True
         peer = self.peer
         if peer is not None and not peer.paused and not peer.eof and not peer.lost:
             peer.paused = True
             peer.transport.pause_reading()  # type: ignore[union-attr]
 
     def resume_writing(self) -> None:
+        self.blocked = False
         peer = self.peer
         if peer is not None and peer.paused and not peer.eof and not peer.lost:
             peer.paused = False
@@ -209,11 +212,14 @@ class Pipe:
         except ConnectError as exc:
             self.fail(exc.cause, exc.detail)
             return
+        except Exception as exc:  # never expected; the client must not wait for nothing
+            self.fail("connect_error", f"cannot connect to {spec.target}: {exc!r}")
+            return
         try:
             await loop.create_connection(lambda: self.upstream, sock=sock)
-        except OSError as exc:
+        except Exception as exc:
             sock.close()
-            self.fail("connect_error", f"cannot connect to {spec.target}: {exc}")
+            self.fail("connect_error", f"cannot connect to {spec.target}: {exc!r}")
             return
         except BaseException:
             sock.close()
@@ -232,19 +238,21 @@ class Pipe:
             self.fail("connect_error", f"cannot encode a PROXY header: {exc}")
             upstream.transport.abort()
             return
+        # Linked first, so that flow control already covers what the client sent early.
+        client.peer, upstream.peer = upstream, client
+        client.write = upstream.transport.write
+        upstream.write = client.transport.write
         # The header goes out first and at once: some protocols have the server speak first.
         upstream.transport.write(header)
         if self.early:
             upstream.transport.write(self.early)
             self.early = b""
-        client.peer, upstream.peer = upstream, client
-        client.write = upstream.transport.write
-        upstream.write = client.transport.write
         if client.eof:
             upstream.transport.write_eof()
             return
-        client.paused = False
-        client.transport.resume_reading()
+        if not upstream.blocked:
+            client.paused = False
+            client.transport.resume_reading()
 
     def hold(self, data: bytes) -> None:
         """Keep what the client sent before the upstream was there (uvloop reads once even

@@ -92,6 +92,8 @@ class Resolver:
         except OSError as exc:
             why = exc.strerror or str(exc)
             raise ConnectError("dns", f"cannot resolve {host}: {why}") from None
+        except (UnicodeError, ValueError) as exc:  # a name that cannot even be asked for
+            raise ConnectError("dns", f"cannot resolve {host}: {exc}") from None
         if not addrs:
             raise ConnectError("dns", f"{host} has no addresses")
         key = (host, port)
