@@ -211,6 +211,8 @@ class Controller:
         if not self.caches_synced():
             waiting = [r.kind for r in self.reflectors if not r.synced.is_set()]
             return Check(False, "caches not synced: " + ", ".join(waiting))
+        if self.elector is not None and not self.elector.decided:
+            return Check(False, "leader election pending")
         if self.is_leader() and not self.synced_once:
             return Check(False, "first sync not done")
         return Check(True, "ok (leader)" if self.is_leader() else "ok (standby)")

@@ -55,6 +55,8 @@ class LeaderElector:
         self._resource_version = ""
         self.holder = ""
         self._lease: JsonObj | None = None
+        # Whether one attempt has got an answer: until then we do not know if we lead.
+        self.decided = False
 
     @property
     def is_leader(self) -> bool:
@@ -80,6 +82,7 @@ class LeaderElector:
             started = self.clock()
             try:
                 ok = await asyncio.wait_for(self.try_acquire_or_renew(), self.retry_period * 2)
+                self.decided = True
             except (ApiError, TimeoutError) as exc:
                 ok = False
                 log.debug("lease attempt failed", extra={"error": str(exc) or "timeout"})

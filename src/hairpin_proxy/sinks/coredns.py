@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hairpin_proxy import corefile
 from hairpin_proxy.kube.client import JsonObj
@@ -21,6 +21,10 @@ class CorednsSink:
     key: str
     target: str
     dns_port: int = 53
+    # The last edit, (text before, hosts, text after): the watch echoes our own write back
+    # and most reconciles change nothing, so neither needs a fresh parse of a large Corefile.
+    _memo: dict[str, tuple[str, tuple[str, ...], str]] = field(
+        default_factory=dict, compare=False, repr=False)
 
     @property
     def where(self) -> str:
@@ -37,12 +41,26 @@ class CorednsSink:
 
     def current_hosts(self, cm: JsonObj | None) -> tuple[str, ...]:
         """What our managed block holds now (the mass-removal guard's starting point)."""
-        return corefile.managed_hosts(self.text(cm), dns_port=self.dns_port)
+        text = self.text(cm)
+        last = self._memo.get("last")
+        if last is not None and text == last[2]:
+            return last[1]
+        return corefile.managed_hosts(text, dns_port=self.dns_port)
+
+    def edit(self, text: str, hosts: Sequence[str]) -> str:
+        """corefile.apply, remembering the last edit (apply is idempotent)."""
+        wanted = tuple(hosts)
+        last = self._memo.get("last")
+        if last is not None and wanted == last[1] and text in (last[0], last[2]):
+            return last[2]
+        new = corefile.apply(text, wanted, target=self.target, dns_port=self.dns_port)
+        self._memo["last"] = (text, wanted, new)
+        return new
 
     def mutate(self, hosts: Sequence[str]) -> Mutate:
         def change(cm: JsonObj | None) -> JsonObj | None:
             text = self.text(cm)
-            new = corefile.apply(text, hosts, target=self.target, dns_port=self.dns_port)
+            new = self.edit(text, hosts)
             if new == text:
                 return None
             assert cm is not None
