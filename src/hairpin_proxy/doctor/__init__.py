@@ -128,7 +128,8 @@ def diagnose(s: DoctorSettings) -> Report:
     lb_index = f.lb_address_index(c.lb_services or ()) if c else {}
     ports = [(p, tls) for p, tls in ((s.port, False), (s.tls_port, True)) if p]
     workers = max(1, min(MAX_THREADS, len(hosts) * (1 + 3 * len(ports))))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="doctor") as pool:
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="doctor")
+    try:
         lookups = [start_resolve(_probe_name(h), overrides, s.timeout, pool) for h in hosts]
         resolutions = [wait() for wait in lookups]
         pending = []
@@ -150,6 +151,9 @@ def diagnose(s: DoctorSettings) -> Report:
             v = host_verdict(facts)
             log.debug("host checked", extra={"host": h, "verdict": v.code})
             reports.append(HostReport(facts, v))
+    finally:
+        # A resolver call that outlived its timeout must not hold the report back.
+        pool.shutdown(wait=False, cancel_futures=True)
     return Report(tuple(reports), c, cluster.note, notes)
 
 

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 from hairpin_proxy.doctor.facts import HostFacts, PortProbe, rule_covers
@@ -87,27 +88,27 @@ class Situation:
     seen: str = ""
     coredns_version: str = ""
 
-    @property
+    @cached_property
     def probed(self) -> tuple[Port, ...]:
         return tuple(p for p in (self.http, self.tls) if p != "skipped")
 
-    @property
+    @cached_property
     def hairpin(self) -> bool:
         return self.dns not in ("error", "proxy") and "hairpin" in self.probed
 
-    @property
+    @cached_property
     def all_work(self) -> bool:
         return bool(self.probed) and all(p == "works" for p in self.probed)
 
-    @property
+    @cached_property
     def resolved_and_probed(self) -> bool:
         return self.dns != "error" and bool(self.probed)
 
-    @property
+    @cached_property
     def via_proxy(self) -> bool:
         return self.resolved_and_probed and self.dns == "proxy"
 
-    @property
+    @cached_property
     def not_via_proxy(self) -> bool:
         return self.resolved_and_probed and self.dns != "proxy"
 
