@@ -317,7 +317,8 @@ class DoctorSettings(CorednsTargetSettings, PolicySettings, KubeSettings, LogSet
     port: int = opt(80, "HTTP port to probe; 0 skips it.")
     tls_port: int = opt(443, "TLS port to probe; 0 skips it.")
     output: Literal["text", "json"] = opt("text", "Report format.")
-    timeout: float = opt(3.0, "Seconds for each probe connection (and each DNS lookup).")
+    timeout: float = opt(3.0, "Seconds for each probe connection; a DNS lookup gets three "
+                              "times as long (at least 5).")
     proxy_service: str = opt("hairpin-proxy", "The proxy Service in our namespace.")
     proxy_address: tuple[str, ...] = opt((), "An address that counts as the proxy Service's, "
                                              "besides its ClusterIPs (repeatable).")
