@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -370,6 +371,15 @@ def test_backup_and_journal_can_live_elsewhere(tmp_path: Path) -> None:
     assert (tmp_path / "state" / ("hosts" + BACKUP_SUFFIX)).read_text() == FOREIGN
 
 
+def test_no_in_place_rewrite_without_a_backup(tmp_path: Path) -> None:
+    path = tmp_path / "hosts"
+    path.write_text(FOREIGN)
+    writer = SafeFile(path, method="in-place", state_dir=tmp_path / "missing")
+    with pytest.raises(SafeFileError, match="cannot write the backup"):
+        writer.update(lambda text: text + block(1))
+    assert path.read_text() == FOREIGN
+
+
 def test_stale_temporary_files_are_cleaned_up(tmp_path: Path) -> None:
     path = tmp_path / "hosts"
     path.write_text(FOREIGN)
@@ -459,6 +469,7 @@ class Killer:
             cmd = ["unshare", "-m", "--propagation", "private", *cmd, "--bind", str(self.seen)]
         self.journal = self.path.with_name("hosts" + JOURNAL_SUFFIX)
         self.backup = self.path.with_name("hosts" + BACKUP_SUFFIX)
+        self.child = 0
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, bufsize=1)
         assert self._line() == "ready"
@@ -474,15 +485,30 @@ class Killer:
         self.proc.stdin.write(cmd + "\n")
         self.proc.stdin.flush()
 
-    def run_and_kill(self, delay: float) -> None:
-        self._send("go")
-        kind, pid = self._line().split()
-        assert kind == "pid"
-        time.sleep(delay)
-        os.kill(int(pid), signal.SIGKILL)
+    def run_and_kill(self, delay: float, stop_at: int = 0) -> str:
+        """Start a writer; kill it after ``delay`` or when stopped at hook point ``stop_at``.
+
+        Returns the point it was stopped at ("" for a kill after a delay).
+        """
+        self._send(f"go {stop_at}" if stop_at else "go")
+        pid, point = 0, ""
+        while not pid or (stop_at and not point):
+            line = self._line()
+            kind, _, value = line.partition(" ")
+            assert kind in ("pid", "at") and value, line
+            if kind == "pid":
+                pid = int(value)
+            else:
+                point = value
+        self.child = pid
+        if not stop_at:
+            time.sleep(delay)
+        os.kill(pid, signal.SIGKILL)
         status = int(self._line().split()[1])
+        self.child = 0  # reaped: the pid may be reused
         # Died of our SIGKILL, not of an error of its own.
         assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+        return point
 
     def recover(self) -> str:
         self._send("recover")
@@ -491,6 +517,9 @@ class Killer:
         return outcome
 
     def close(self) -> None:
+        if self.child:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.child, signal.SIGKILL)
         if self.proc.poll() is None:
             self._send("quit")
             try:
@@ -549,7 +578,9 @@ def test_rename_path_killed_at_random_leaves_old_or_new_and_readers_see_nothing_
     assert bad == []
     assert reads > done
     assert found["a"] and found["b"]
-    assert leftovers(tmp_path) == [] or k.recover() == "clean"
+    # A kill between creating and renaming the temporary file leaves it; the next start
+    # removes it (rename path: never a journal).
+    assert k.recover() == "clean"
     assert leftovers(tmp_path) == []
 
 
@@ -560,6 +591,7 @@ def test_rename_path_killed_at_random_leaves_old_or_new_and_readers_see_nothing_
 ])
 def test_in_place_path_killed_at_random_always_recovers_to_old_or_new(
         tmp_path: Path, killers: list[Killer], variant: str, chunk: int, pause: float) -> None:
+    """Kills after a random delay; with the seams, every other kill lands at a random step."""
     if variant == "bind-mount" and BIND_SKIP:
         pytest.skip(BIND_SKIP)
     k = Killer(tmp_path, "auto" if variant == "bind-mount" else "in-place", chunk=chunk,
@@ -571,8 +603,12 @@ def test_in_place_path_killed_at_random_always_recovers_to_old_or_new(
     outcomes: Counter[str] = Counter()
     deadline = time.monotonic() + BUDGET
     done = 0
+    points: Counter[str] = Counter()
     while done < ITERATIONS and time.monotonic() < deadline:
-        k.run_and_kill(random.uniform(0, 0.03 if pause else 0.015))
+        targeted = bool(pause) and done % 2 == 1
+        point = k.run_and_kill(random.uniform(0, 0.03 if pause else 0.015),
+                               stop_at=random.randint(1, 40) if targeted else 0)
+        points[point] += 1
         done += 1
         data = k.seen.read_bytes()
         if not k.journal.exists():
@@ -580,10 +616,13 @@ def test_in_place_path_killed_at_random_always_recovers_to_old_or_new(
             assert data in (a, b)
             states["exact"] += 1
             continue
-        states["exact" if data in (a, b) else "padded" if data in allowed else "torn"] += 1
-        if done % 2:
-            # Recover now; even iterations leave it to the next writer's first update.
-            outcomes[k.recover()] += 1
+        state = "exact" if data in (a, b) else "padded" if data in allowed else "torn"
+        states[state] += 1
+        if state != "torn" or outcomes["rolled-back"] == 0 or states["torn"] % 2:
+            # Recover here; the other torn files are left to the next writer's first update.
+            outcome = k.recover()
+            outcomes[outcome] += 1
+            assert outcome == "rolled-back" if state == "torn" else outcome != "rolled-back"
             assert k.seen.read_bytes() in (a, b)
             assert not k.journal.exists()
     outcomes[k.recover()] += 1
@@ -595,4 +634,5 @@ def test_in_place_path_killed_at_random_always_recovers_to_old_or_new(
     if pause:
         # With the seams the kills really land mid-write, and recovery really rolls back.
         assert states["torn"] > 0 and outcomes["rolled-back"] > 0
-    print(variant, done, json.dumps({"states": states, "outcomes": outcomes}))
+        assert points["chunk-written"] > 0
+    print(variant, done, json.dumps({"states": states, "outcomes": outcomes, "points": points}))

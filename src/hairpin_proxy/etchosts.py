@@ -26,7 +26,7 @@ from hairpin_proxy.kube.client import KubeClient, resource_path
 from hairpin_proxy.kube.watch import Reflector
 from hairpin_proxy.logs import setup_logging
 from hairpin_proxy.metrics import Registry
-from hairpin_proxy.safefile import SafeFile, SafeFileError
+from hairpin_proxy.safefile import ConflictError, SafeFile, SafeFileError
 from hairpin_proxy.settings import EtchostsSettings
 from hairpin_proxy.sinks.published import parse_lines
 
@@ -182,8 +182,11 @@ class Agent:
             self._failed(trigger, "refused", "hosts file not changed: our block cannot be "
                          "edited safely; fix it by hand", exc)
             return False
-        except SafeFileError as exc:
+        except ConflictError as exc:
             self._failed(trigger, "conflict", "hosts file not changed", exc)
+            return False
+        except SafeFileError as exc:
+            self._failed(trigger, "failed", "hosts file not changed (or restored)", exc)
             return False
         except OSError as exc:
             self._failed(trigger, "io-error", "hosts file not changed", exc)

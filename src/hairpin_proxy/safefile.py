@@ -379,7 +379,13 @@ class SafeFile:
         # O_RDWR without O_TRUNC: the file is never emptied, not even for an instant.
         fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
         try:
-            self._atomic_write(self.backup_path, snap.data, snap.mode & 0o666)
+            try:
+                self._atomic_write(self.backup_path, snap.data, snap.mode & 0o666)
+            except OSError as exc:
+                # No backup, no in-place rewrite: a torn file could not be undone.
+                raise SafeFileError(f"cannot write the backup {self.backup_path} ({exc}); "
+                                    "an in-place rewrite needs a writable state "
+                                    "directory") from None
             self._hook("backup-written")
             journal = {"file": str(self.path), "old": _digest(snap.data),
                        "new": _digest(new), "padded": _digest(padded(new, len(snap.data)))}
