@@ -331,3 +331,32 @@ def test_end_to_end_in_place_and_remove_on_delete(
     assert not (tmp_path / "hosts.hairpin-proxy.journal").exists()
     assert agent.metric('hairpin_etchosts_writes_total{method="in-place"}') == 3
     assert agent.stop() == 0
+
+
+def test_end_to_end_an_interrupted_rewrite_is_rolled_back_at_start(
+        fake_api: FakeApiServer, agents: Callable[..., EtchostsProcess], tmp_path: Path) -> None:
+    path = tmp_path / "hosts"
+    old = hostsfile.apply(FOREIGN, [f"h{i}.example.com" for i in range(60)], ["10.96.0.10"]).text
+    path.write_text(old)
+    chunks = 0
+
+    def crash(point: str) -> None:
+        nonlocal chunks
+        if point == "chunk-written":
+            chunks += 1
+            if chunks == 3:
+                raise RuntimeError("killed mid-write")
+
+    writer = SafeFile(path, method="in-place", chunk=64, hook=crash)
+    with pytest.raises(RuntimeError):
+        writer.update(lambda text: hostsfile.apply(text, ["a.example.com"], ["10.96.0.10"]).text)
+    assert path.read_text() not in (old, FOREIGN) and writer.journal_path.exists()
+
+    agent = agents(path, "--write-method", "in-place")
+    wait_until(agent.ready, 30, "agent ready")
+    assert path.read_text() == old
+    assert not writer.journal_path.exists()
+    assert agent.metric('hairpin_etchosts_recoveries_total{outcome="rolled-back"}') == 1
+    fake_api.create(published(["a.example.com"], ["10.96.0.10"]))
+    wait_until(lambda: managed(path) == ("a.example.com",), 30, "apply after recovery")
+    assert foreign_kept(path.read_text())

@@ -138,14 +138,17 @@ class Agent:
         self.last_error = ""
         self._file_key: tuple[int, ...] | None = None
         self._skipped_logged: tuple[str, ...] = ()
+        self._present: bool | None = None
 
     def published_changed(self, cm: Mapping[str, Any] | None) -> None:
         self.metrics.published.set(1 if cm is not None else 0)
         want = desired_state(cm, self.desired, remove_on_delete=self.settings.remove_on_delete)
-        if cm is None:
-            log.info("published hosts deleted; " + ("removing our block" if want == REMOVED
-                                                    else "keeping the last state"),
+        if cm is None and self._present is not False:
+            what = ("removing our block" if want == REMOVED else "keeping the last state"
+                    if want is not None else "leaving the file alone")
+            log.info(f"no published hosts; {what}",
                      extra={"configmap": self.settings.publish_configmap})
+        self._present = cm is not None
         if want is not None and want != self.desired:
             if want.hosts and not want.addresses:
                 log.warning("published hosts have no proxy address; emptying our block",
@@ -158,7 +161,7 @@ class Agent:
         result = self.writer.update(transform_for(want, skipped))
         if result.recovered != "clean":
             self.metrics.recoveries.labels(result.recovered).inc()
-        hosts, _ = block_inputs(want)
+        managed = len(hostsfile.managed_hosts(result.after.decode("utf-8", "surrogateescape")))
         if tuple(skipped) != self._skipped_logged:
             self._skipped_logged = tuple(skipped)
             if skipped:
@@ -168,9 +171,9 @@ class Agent:
             assert result.method is not None
             self.metrics.writes.labels(result.method).inc()
             log.info("hosts file updated", extra={
-                "path": str(self.writer.path), "hosts": len(hosts) - len(skipped),
-                "method": result.method, "attempts": result.attempts})
-        self.metrics.hosts.set(len(hosts) - len(skipped))
+                "path": str(self.writer.path), "hosts": managed, "method": result.method,
+                "attempts": result.attempts})
+        self.metrics.hosts.set(managed)
 
     async def apply(self, trigger: str) -> bool:
         want = self.desired
