@@ -333,6 +333,11 @@ def test_recover_resolves_an_interrupted_rewrite(tmp_path: Path, point: str, old
     fresh = SafeFile(path)
     assert fresh.recover() == outcome
     assert path.read_text() == (old if outcome in ("not-started", "rolled-back") else new)
+    # What was rolled back is kept beside the backup, never silently dropped.
+    if outcome == "rolled-back":
+        assert fresh.torn_path.read_text() == torn
+    else:
+        assert not fresh.torn_path.exists()
     assert not fresh.journal_path.exists()
     assert fresh.recover() == "clean"
 

@@ -38,6 +38,7 @@ Hook = Callable[[str], None]
 
 BACKUP_SUFFIX = ".hairpin-proxy.bak"
 JOURNAL_SUFFIX = ".hairpin-proxy.journal"
+TORN_SUFFIX = ".hairpin-proxy.torn"
 TEMP_MARK = ".hairpin-proxy-tmp."
 
 # rename(2) onto a bind-mounted file fails with EBUSY; EXDEV and EPERM come from overlay and
@@ -206,14 +207,11 @@ class SafeFile:
         self.state_dir = Path(state_dir) if state_dir is not None else self.path.parent
         self.backup_path = self.state_dir / (self.path.name + BACKUP_SUFFIX)
         self.journal_path = self.state_dir / (self.path.name + JOURNAL_SUFFIX)
+        self.torn_path = self.state_dir / (self.path.name + TORN_SUFFIX)
         self.retries = retries
         self._hook_fn = hook
         self._chunk = chunk
         self._in_place = method == "in-place"
-
-    @property
-    def uses_in_place(self) -> bool:
-        return self._in_place
 
     def _hook(self, point: str) -> None:
         if self._hook_fn is not None:
@@ -478,6 +476,9 @@ class SafeFile:
                 if _digest(backup) != old:
                     raise RecoveryError(f"{self.path} is torn and {self.backup_path} does "
                                         "not hold the content it was taken from")
+                # Kept for inspection: an edit made between the crash and now cannot be told
+                # from a torn write, and must not vanish without a trace.
+                self._atomic_write(self.torn_path, current, 0o600)
                 self._overwrite(fd, current, backup, "recover-")
                 if _read_fd(fd) != backup:
                     raise RecoveryError(f"{self.path}: restoring {self.backup_path} failed")
@@ -486,6 +487,8 @@ class SafeFile:
             os.close(fd)
         log.log(logging.WARNING if outcome == "rolled-back" else logging.INFO,
                 "resolved an interrupted in-place rewrite",
-                extra={"path": str(self.path), "outcome": outcome})
+                extra={"path": str(self.path), "outcome": outcome,
+                       **({"torn_copy": str(self.torn_path)} if outcome == "rolled-back"
+                          else {})})
         self._remove_journal()
         return outcome
