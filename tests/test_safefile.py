@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -403,10 +404,15 @@ def _can_bind_mount() -> str:
         return "needs root to bind-mount"
     if shutil.which("unshare") is None or shutil.which("mount") is None:
         return "needs unshare(1) and mount(8)"
-    probe = subprocess.run(["unshare", "-m", "--propagation", "private", "true"],
-                           capture_output=True, timeout=30, check=False)
+    with tempfile.TemporaryDirectory() as d:
+        src, target = Path(d) / "src", Path(d) / "target"
+        src.write_text("src\n")
+        target.write_text("target\n")
+        probe = subprocess.run(["unshare", "-m", "--propagation", "private", "mount", "--bind",
+                                str(src), str(target)],
+                               capture_output=True, timeout=30, check=False)
     if probe.returncode != 0:
-        return f"unshare -m fails here: {probe.stderr.decode().strip()}"
+        return f"cannot bind-mount in a private mount namespace: {probe.stderr.decode().strip()}"
     return ""
 
 
