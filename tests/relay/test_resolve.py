@@ -5,10 +5,14 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections import Counter
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 import pytest
 
 from hairpin_proxy.relay.resolve import Address, ConnectError, Resolver
+
+T = TypeVar("T")
 
 
 def listener(host: str) -> socket.socket:
@@ -150,3 +154,108 @@ def test_a_name_that_cannot_be_asked_for_is_a_dns_error() -> None:
     with pytest.raises(ConnectError) as info:
         asyncio.run(peer_of(Resolver(), "a..b", 80))
     assert info.value.cause == "dns" and "a..b" in info.value.detail
+
+
+class Recorder(asyncio.Protocol):
+    def __init__(self) -> None:
+        self.made = 0
+        self.lost = 0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.made += 1
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost += 1
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_open_skips_a_silent_address_and_tells_the_protocol_only_of_success(loop: str) -> None:
+    # The relay's path: the loop connects and builds the transport; failed attempts
+    # (one that hangs, one that refuses) never reach the protocol.
+    hole, fillers = black_hole("127.0.0.2")
+    port = hole.getsockname()[1]
+    good = socket.socket()
+    good.bind(("127.0.0.3", port))
+    good.listen(8)
+    resolver = fake_dns({"svc.test": ["127.0.0.2", "127.0.0.4", "127.0.0.3"]}, [])
+    proto = Recorder()
+
+    async def go() -> tuple[str, float]:
+        started = asyncio.get_running_loop().time()
+        transport = await resolver.open("svc.test", port, 3.0, lambda: proto)
+        took = asyncio.get_running_loop().time() - started
+        peer: str = transport.get_extra_info("peername")[0]
+        transport.close()
+        await asyncio.sleep(0.05)
+        return peer, took
+
+    try:
+        peer, took = run_on(loop, go())
+        assert peer == "127.0.0.3"
+        assert 0.5 <= took < 3.0  # the silent address had its third of the budget, no more
+        assert (proto.made, proto.lost) == (1, 1)
+    finally:
+        for s in [hole, good, *fillers]:
+            s.close()
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_open_cancelled_from_outside_is_a_cancellation_not_a_timeout(loop: str) -> None:
+    hole, fillers = black_hole("127.0.0.2")
+    resolver = Resolver()
+    proto = Recorder()
+
+    async def go() -> None:
+        task = asyncio.ensure_future(resolver.open("127.0.0.2", hole.getsockname()[1], 5.0,
+                                                   lambda: proto))
+        await asyncio.sleep(0.2)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    try:
+        run_on(loop, go())
+        assert proto.made == 0
+    finally:
+        for s in [hole, *fillers]:
+            s.close()
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_open_times_out_with_its_cause(loop: str) -> None:
+    hole, fillers = black_hole("127.0.0.2")
+    resolver = Resolver()
+
+    async def go() -> None:
+        await resolver.open("127.0.0.2", hole.getsockname()[1], 0.5, Recorder)
+
+    try:
+        with pytest.raises(ConnectError) as info:
+            run_on(loop, go())
+        assert info.value.cause == "connect_timeout" and "timed out" in info.value.detail
+    finally:
+        for s in [hole, *fillers]:
+            s.close()
+
+
+def black_hole(host: str) -> tuple[socket.socket, list[socket.socket]]:
+    """A listener whose accept queue is full, so that further SYNs go unanswered."""
+    hole = socket.socket()
+    hole.bind((host, 0))
+    hole.listen(0)
+    fillers = []
+    for _ in range(4):
+        f = socket.socket()
+        f.setblocking(False)
+        f.connect_ex(hole.getsockname())
+        fillers.append(f)
+    return hole, fillers
+
+
+def run_on(loop: str, coro: Coroutine[Any, Any, T]) -> T:
+    factory = None
+    if loop == "uvloop":
+        import uvloop
+        factory = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(coro)

@@ -57,6 +57,9 @@ class Route:
     live: set[Pipe]
     limit_log: RateLimit = field(default_factory=lambda: RateLimit(1.0))
     drained: asyncio.Event | None = None  # set once ``live`` empties, while shutting down
+    # The running loop, set at start: asyncio.get_running_loop() costs a getpid() system call
+    # per use on Python 3.11, several times per connection.
+    loop: asyncio.AbstractEventLoop | None = None
 
 
 class RateLimit:
@@ -198,33 +201,27 @@ class Pipe:
         # Nothing is read from the client until the upstream has its header.
         self.client.paused = True
         transport.pause_reading()
-        loop = asyncio.get_running_loop()
+        loop = route.loop or asyncio.get_running_loop()
         self.accepted_at = self.idle_since = loop.time()
         self.task = loop.create_task(self._connect())
 
     async def _connect(self) -> None:
         route = self.route
-        loop = asyncio.get_running_loop()
         spec = route.spec
         try:
-            sock = await route.resolver.connect(spec.target_host, spec.target_port,
-                                                route.connect_timeout)
+            await route.resolver.open(spec.target_host, spec.target_port, route.connect_timeout,
+                                      self._upstream, route.loop)
         except ConnectError as exc:
             self.fail(exc.cause, exc.detail)
             return
         except Exception as exc:  # never expected; the client must not wait for nothing
             self.fail("connect_error", f"cannot connect to {spec.target}: {exc!r}")
             return
-        try:
-            await loop.create_connection(lambda: self.upstream, sock=sock)
-        except Exception as exc:
-            sock.close()
-            self.fail("connect_error", f"cannot connect to {spec.target}: {exc!r}")
-            return
-        except BaseException:
-            sock.close()
-            raise
+        loop = route.loop or asyncio.get_running_loop()
         route.stats.connect_seconds.observe(loop.time() - self.accepted_at)
+
+    def _upstream(self) -> asyncio.Protocol:
+        return self.upstream
 
     def upstream_made(self) -> None:
         client, upstream = self.client, self.upstream
@@ -243,10 +240,11 @@ class Pipe:
         client.write = upstream.transport.write
         upstream.write = client.transport.write
         # The header goes out first and at once: some protocols have the server speak first.
-        upstream.transport.write(header)
+        # What the client already sent goes in the same write (one send, one segment).
         if self.early:
-            upstream.transport.write(self.early)
+            header += self.early
             self.early = b""
+        upstream.transport.write(header)
         if client.eof:
             upstream.transport.write_eof()
             return

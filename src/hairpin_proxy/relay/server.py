@@ -87,6 +87,8 @@ class Relay:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        for route in self.routes:
+            route.loop = loop
         bound = [(route, bind(route.spec)) for route in self.routes]
         try:
             for route, socks in bound:
