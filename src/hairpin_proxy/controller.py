@@ -254,7 +254,16 @@ class Controller:
                 except TimeoutError:
                     break
             self.dirty.clear()
-            if await self.reconcile():
+            try:
+                ok = await self.reconcile()
+            except Exception:
+                # A defect must not stop the other watches or the lease; keep the last good
+                # state and try again later.
+                log.exception("reconcile crashed; will retry")
+                self.metrics.reconciles.labels("crash").inc()
+                self._written.clear()
+                ok = False
+            if ok:
                 backoff.reset()
             else:
                 await asyncio.sleep(backoff.next_delay())
@@ -443,6 +452,12 @@ class Controller:
 
     async def _startup_warnings(self) -> None:
         """Checks that are worth a line once per start; missing permissions skip them."""
+        try:
+            await self._checks()
+        except Exception as exc:
+            log.debug("start-up checks failed", extra={"error": repr(exc)})
+
+    async def _checks(self) -> None:
         await self.coredns.synced.wait()
         s = self.settings
         cm = self.coredns.get(f"{s.configmap_namespace}/{s.configmap_name}")

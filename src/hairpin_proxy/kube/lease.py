@@ -77,6 +77,7 @@ class LeaderElector:
             self.on_change(leading)
 
     async def run(self) -> None:
+        failures = 0
         while True:
             # The Lease is valid from when we sent the renewal, not from when it returned.
             started = self.clock()
@@ -85,7 +86,14 @@ class LeaderElector:
                 self.decided = True
             except (ApiError, TimeoutError) as exc:
                 ok = False
-                log.debug("lease attempt failed", extra={"error": str(exc) or "timeout"})
+                failures += 1
+                level = logging.WARNING if failures in (1, 3) or failures % 30 == 0 \
+                    else logging.DEBUG
+                log.log(level, "lease attempt failed", extra={
+                    "lease": f"{self.namespace}/{self.name}", "error": str(exc) or "timeout",
+                    "failures": failures})
+            else:
+                failures = 0
             now = self.clock()
             if ok:
                 self._last_renew = started

@@ -117,9 +117,11 @@ class Reflector:
                     continue
                 delay = self.backoff.next_delay()
                 self.last_error = str(exc)
-                level = logging.DEBUG if self.backoff.failures > 3 else logging.WARNING
+                # Loud at first, then a reminder now and then while it lasts.
+                n = self.backoff.failures
+                level = logging.WARNING if n <= 3 or n % 20 == 0 else logging.DEBUG
                 log.log(level, "list/watch failed; retrying",
-                        extra={"kind": self.kind, "error": str(exc),
+                        extra={"kind": self.kind, "error": str(exc), "failures": n,
                                "retry_in": round(delay, 2)})
                 self._restarted("error")
                 await asyncio.sleep(delay)
