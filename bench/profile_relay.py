@@ -1,0 +1,128 @@
+"""Where the relay's time goes under one wrk phase: CPU split and a sampled native profile.
+
+    python -m bench.profile_relay --phase close     # one short request per connection
+    python -m bench.profile_relay --phase ka        # keep-alive requests
+
+Runs nginx, then HAProxy (send-proxy, one thread) and the relay, each pinned to the same core,
+under the same wrk phase; prints each one's rate and its user and system CPU per operation.
+The relay is also sampled with py-spy (``--native``, which needs the ``bench`` extra), and
+the samples are summarised by where they were taken: inside a system call, in the Python
+interpreter, in uvloop/libuv, or in our own code. Bounded in time; loopback only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from bench import loadgen, peers
+
+SYSCALLS = {"accept4", "close", "connect", "epoll_ctl", "epoll_pwait", "epoll_wait",
+            "getpeername", "getsockname", "getsockopt", "io_uring_enter", "read", "recv",
+            "send", "setsockopt", "shutdown", "socket", "syscall", "write"}
+
+
+def _ticks(pid: int) -> tuple[int, int]:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]), int(fields[12])
+
+
+def _where(frame: str) -> str:
+    name = frame.split(" (", 1)[0]
+    if name in SYSCALLS or name.startswith("__libc_") or name.startswith("__GI___"):
+        return "inside a system call"
+    if "hairpin_proxy/" in frame:
+        return "hairpin_proxy code"
+    if "libpython" in frame or ".py:" in frame or frame.startswith(("Py", "_Py")):
+        return "Python interpreter and standard library"
+    if "loop.c" in frame or "uv__" in frame or "uvloop" in frame:
+        return "uvloop / libuv"
+    return "other native code"
+
+
+def summarise(raw: Path, top: int) -> str:
+    where: collections.Counter[str] = collections.Counter()
+    leaves: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack:
+            continue
+        n = int(count)
+        total += n
+        leaf = stack.split(";")[-1]
+        leaves[leaf] += n
+        where[_where(leaf)] += n
+    if not total:
+        return "no samples"
+    out = [f"{total} samples (wall clock, the relay pinned to one core)", "",
+           "| where the sample was taken | share |", "|---|---|"]
+    out += [f"| {k} | {100 * v / total:.1f}% |" for k, v in where.most_common()]
+    out += ["", f"Top {top} leaf frames:", "", "| frame | share |", "|---|---|"]
+    out += [f"| `{k[:90]}` | {100 * v / total:.1f}% |" for k, v in leaves.most_common(top)]
+    return "\n".join(out)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--phase", choices=("close", "ka"), default="close")
+    p.add_argument("--seconds", type=int, default=8)
+    p.add_argument("--cpus", default="1")
+    p.add_argument("--top", type=int, default=15)
+    args = p.parse_args()
+    close = args.phase == "close"
+    conns = 32 if close else 64
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    with tempfile.TemporaryDirectory(prefix="hairpin-profile-") as tmp:
+        work = Path(tmp)
+        with peers.nginx(work / "nginx") as backend:
+            for name in ("HAProxy", "hairpin-proxy"):
+                if name == "HAProxy":
+                    cm = peers.haproxy(work / "hap", backend.pp_port, threads=1, splice=False,
+                                       cpus=args.cpus, maxconn=1000)
+                else:
+                    cm = peers.relay(work / "relay", backend.pp_port, workers=1, cpus=args.cpus)
+                with cm as proc:
+                    pid = proc.pids()[-1] if name == "HAProxy" else proc.pids()[0]
+                    sampler = None
+                    raw = work / "relay.raw"
+                    if name != "HAProxy" and Path(spy).exists():
+                        sampler = subprocess.Popen(
+                            [spy, "record", "--native", "-r", "250",
+                             "-d", str(max(1, args.seconds - 1)), "-f", "raw",
+                             "-o", str(raw), "-p", str(pid)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    u0, s0 = _ticks(pid)
+                    rate = loadgen.wrk_rps(proc.port, seconds=args.seconds, connections=conns,
+                                           close=close)
+                    u1, s1 = _ticks(pid)
+                    ops = rate * args.seconds
+                    tick = os.sysconf("SC_CLK_TCK")
+                    user = (u1 - u0) / tick / ops * 1e6
+                    system = (s1 - s0) / tick / ops * 1e6
+                    unit = "conn/s" if close else "req/s"
+                    print(f"{name}: {rate:,.0f} {unit}; CPU per operation: user {user:.1f} µs, "
+                          f"system {system:.1f} µs", flush=True)
+                    if sampler is not None:
+                        try:
+                            sampler.wait(args.seconds + 30)
+                        except subprocess.TimeoutExpired:
+                            sampler.send_signal(signal.SIGINT)
+                            sampler.wait(10)
+                        if raw.exists():
+                            print(summarise(raw, args.top))
+                    elif name != "HAProxy":
+                        print("py-spy not installed (pip install -e '.[bench]'): no profile")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
