@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 import time
 
 import pytest
@@ -24,6 +26,18 @@ from hairpin_proxy.doctor.facts import (
 TRI = (None, False, True)
 TRI_FIELDS = ("rule", "proxy_installed", "proxy_ready", "ip_mode_proxy", "hostname_only",
               "node_local_dns", "coredns_ok", "reload")
+
+
+def test_pure_modules_load_no_io() -> None:
+    """facts, verdict and report load without sockets, threads, logging or the settings."""
+    code = ("import sys; import hairpin_proxy.doctor.facts, hairpin_proxy.doctor.verdict, "
+            "hairpin_proxy.doctor.report; print(' '.join(sorted(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                         text=True, timeout=60).stdout.split()
+    loaded = {m for m in out if m.startswith("hairpin_proxy")}
+    assert loaded == {"hairpin_proxy", "hairpin_proxy.doctor", "hairpin_proxy.doctor.facts",
+                      "hairpin_proxy.doctor.verdict", "hairpin_proxy.doctor.report"}
+    assert not {"socket", "ssl", "asyncio", "concurrent.futures", "logging"} & set(out)
 
 
 def matching(s: v.Situation) -> list[str]:

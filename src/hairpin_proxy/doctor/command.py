@@ -1,0 +1,169 @@
+"""``hairpin-proxy doctor``: gather the facts, decide the verdicts, print the report.
+
+Facts come from ``cluster`` (the API) and ``probe`` (DNS and connections); ``verdict`` and
+``report`` are pure. Exit status: 0 when every host works, 1 when one does not, 2 when the
+doctor could not run (bad flags, no hosts).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from hairpin_proxy.doctor import facts as f
+from hairpin_proxy.doctor.facts import PortProbe
+from hairpin_proxy.doctor.probe import parse_overrides, start_probe, start_resolve
+from hairpin_proxy.doctor.report import HostReport, Report, to_json, to_text
+from hairpin_proxy.doctor.verdict import verdict as host_verdict
+from hairpin_proxy.logs import setup_logging
+from hairpin_proxy.settings import DoctorSettings
+
+__all__ = ["run"]
+
+log = logging.getLogger("hairpin_proxy.doctor")
+# Stands in for the "*" of a wildcard host when probing it.
+WILDCARD_LABEL = "hairpin-proxy-doctor"
+MAX_THREADS = 32
+
+
+class UsageError(Exception):
+    """The doctor cannot run with these settings."""
+
+
+@dataclass(frozen=True)
+class _Cluster:
+    facts: f.ClusterFacts | None
+    managed: tuple[str, ...] | None
+    note: str
+
+
+def _ask_cluster(s: DoctorSettings) -> _Cluster:
+    if not s.api:
+        return _Cluster(None, None, "--no-api")
+    # Imported here so that --no-api never loads the Kubernetes client.
+    from hairpin_proxy.doctor.cluster import gather, policy_for
+    from hairpin_proxy.kube.client import KubeClient
+    from hairpin_proxy.kube.config import KubeConfigError, load, own_namespace
+
+    try:
+        cfg = load(s.kubeconfig)
+    except KubeConfigError as exc:
+        return _Cluster(None, None, str(exc))
+    namespace = own_namespace(s.namespace, cfg)
+
+    async def ask() -> _Cluster:
+        client = KubeClient.from_cluster(cfg, timeout=max(s.timeout, 5.0))
+        try:
+            view = await gather(client, s, namespace, policy_for(s, namespace))
+        finally:
+            await client.close()
+        c = view.facts
+        if (c.lb_services is None and c.proxy_service_found is None and c.node_local_dns is None
+                and view.managed is None):
+            return _Cluster(None, None, "the API did not answer: "
+                            + (c.problems[0] if c.problems else "no reason given"))
+        return _Cluster(c, None if view.managed is None else view.managed.hosts, "")
+    return asyncio.run(ask())
+
+
+def _probe_name(host: str) -> str:
+    return f"{WILDCARD_LABEL}.{host[2:]}" if host.startswith("*.") else host
+
+
+def _match_lb(host: str, addresses: tuple[str, ...], kinds: tuple[f.AddressKind, ...],
+              c: f.ClusterFacts | None) -> f.LbService | None:
+    """The LoadBalancer Service behind this host: the one owning an answer, else the one
+    owning an address in the status of the host's Ingress."""
+    if c is None or not c.lb_services:
+        return None
+    by_name = {svc.name: svc for svc in c.lb_services}
+    index = f.lb_address_index(c.lb_services)
+    for a, k in zip(addresses, kinds, strict=False):
+        if k == "lb":
+            return by_name[index[f.normalize_address(a)].service]
+    wanted = {f.normalize_address(a) for a in c.ingress_addresses.get(host, ())}
+    for svc in c.lb_services:
+        for e in svc.entries:
+            if (e.ip and f.normalize_address(e.ip) in wanted) or (e.hostname
+                                                                  and e.hostname in wanted):
+                return svc
+    return None
+
+
+def _hosts(s: DoctorSettings, cluster: _Cluster) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    notes: list[str] = []
+    if s.host:
+        hosts = tuple(dict.fromkeys(h.strip().lower().rstrip(".") for h in s.host if h.strip()))
+    elif cluster.managed is not None:
+        hosts = cluster.managed
+        if not hosts:
+            notes.append("the controller would manage no hosts (no Ingress matches the policy)")
+    else:
+        raise UsageError("no HOST given, and the hosts the controller would manage are unknown "
+                         f"({cluster.note or 'Ingresses could not be listed'})")
+    for h in hosts:
+        if h.startswith("*."):
+            notes.append(f"{h}: probed as {_probe_name(h)}")
+    return hosts, tuple(notes)
+
+
+def diagnose(s: DoctorSettings) -> Report:
+    """Gather every fact and decide every verdict (raises UsageError)."""
+    if not (0 <= s.port <= 65535 and 0 <= s.tls_port <= 65535):
+        raise UsageError("--port and --tls-port must be between 0 and 65535")
+    if s.timeout <= 0:
+        raise UsageError("--timeout must be positive")
+    try:
+        overrides = parse_overrides(s.resolve)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    cluster = _ask_cluster(s)
+    hosts, notes = _hosts(s, cluster)
+    c = cluster.facts
+    proxy_addrs = (*s.proxy_address, *(c.proxy_addresses if c else ()))
+    lb_index = f.lb_address_index(c.lb_services or ()) if c else {}
+    ports = [(p, tls) for p, tls in ((s.port, False), (s.tls_port, True)) if p]
+    workers = max(1, min(MAX_THREADS, len(hosts) * (1 + 3 * len(ports))))
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="doctor")
+    try:
+        lookups = [start_resolve(_probe_name(h), overrides, s.timeout, pool) for h in hosts]
+        resolutions = [wait() for wait in lookups]
+        pending = []
+        for h, res in zip(hosts, resolutions, strict=True):
+            started: dict[bool, Callable[[], PortProbe]] = {}
+            if res.addresses:
+                first = res.addresses[0]  # the address a client tries first
+                for port, over_tls in ports:
+                    started[over_tls] = start_probe(first, port, host=_probe_name(h),
+                                                    tls=over_tls, timeout=s.timeout, pool=pool)
+            pending.append(started)
+        reports = []
+        for h, res, started in zip(hosts, resolutions, pending, strict=True):
+            kinds = tuple(f.classify_address(a, lb_index, proxy_addrs) for a in res.addresses)
+            http_probe = started[False]() if False in started else None
+            tls_probe = started[True]() if True in started else None
+            facts = f.HostFacts(h, res, kinds, http_probe, tls_probe,
+                                _match_lb(h, res.addresses, kinds, c), c)
+            v = host_verdict(facts)
+            log.debug("host checked", extra={"host": h, "verdict": v.code})
+            reports.append(HostReport(facts, v))
+    finally:
+        # A resolver call that outlived its timeout must not hold the report back.
+        pool.shutdown(wait=False, cancel_futures=True)
+    return Report(tuple(reports), c, cluster.note, notes)
+
+
+def run(settings: DoctorSettings) -> int:
+    setup_logging(settings.log_level, settings.log_format)
+    try:
+        report = diagnose(settings)
+    except UsageError as exc:
+        print(f"hairpin-proxy doctor: error: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.write(to_json(report) if settings.output == "json" else to_text(report))
+    sys.stdout.flush()
+    return 0 if report.ok else 1
