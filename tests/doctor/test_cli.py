@@ -30,7 +30,7 @@ from tests.doctor.objects import (
 from tests.fakeapi.fixtures import configmap, corefile_configmap, ingress, ingress_class, service
 from tests.fakeapi.server import FakeApiServer
 from tests.peers import free_port
-from tests.peers.nginx import Nginx, run_nginx
+from tests.peers.nginx import Nginx
 from tests.relay.helpers import Relay, run_relay
 
 HOST = "shop.example.test"
@@ -41,18 +41,6 @@ TARGET = "hairpin-proxy.hairpin-proxy.svc.cluster.local."
 KUBEADM = (Path(__file__).parents[1] / "corefiles" / "kubeadm.Corefile").read_text()
 NO_RELOAD = KUBEADM.replace("    reload\n", "")
 DO_PP = "service.beta.kubernetes.io/do-loadbalancer-enable-proxy-protocol"
-
-
-@pytest.fixture(scope="module")
-def pp_nginx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nginx]:
-    with run_nginx(tmp_path_factory.mktemp("pp"), proxy_protocol=True) as n:
-        yield n
-
-
-@pytest.fixture(scope="module")
-def plain_nginx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nginx]:
-    with run_nginx(tmp_path_factory.mktemp("plain"), proxy_protocol=False) as n:
-        yield n
 
 
 @pytest.fixture(scope="module")

@@ -12,21 +12,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from hairpin_proxy.doctor.probe import Header, attempt, parse_overrides, start_probe, start_resolve
-from tests.peers.nginx import Nginx, run_nginx
+from tests.peers.nginx import Nginx
 
 HOST = "app.example.test"
-
-
-@pytest.fixture(scope="module")
-def pp_nginx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nginx]:
-    with run_nginx(tmp_path_factory.mktemp("pp"), proxy_protocol=True) as n:
-        yield n
-
-
-@pytest.fixture(scope="module")
-def plain_nginx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nginx]:
-    with run_nginx(tmp_path_factory.mktemp("plain"), proxy_protocol=False) as n:
-        yield n
 
 
 @pytest.fixture
