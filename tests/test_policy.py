@@ -427,6 +427,19 @@ def test_malformed_rules_with_hosts_from_rules() -> None:
     ]
 
 
+def test_malformed_entries_are_named_by_their_index() -> None:
+    obj: Any = {"metadata": {"name": "a"},
+                "spec": {"tls": [None, {"hosts": "b.example.com"}, {"hosts": ["c.example.com"]}],
+                         "rules": [{"host": "d.example.com"}, "x"]}}
+    result = evaluate([obj], [], HostPolicy(hosts_from="all"))
+    assert result.hosts == ("c.example.com", "d.example.com")
+    assert [r.reason for r in result.rejections] == [
+        "malformed Ingress: spec.tls[0] is not an object",
+        "malformed Ingress: spec.tls[1].hosts is not a list",
+        "malformed Ingress: spec.rules[1] is not an object",
+    ]
+
+
 def test_absent_tls_is_not_a_defect() -> None:
     result = evaluate([ingress(rules=[{"host": "a.example.com"}]),
                        ingress(tls=[{"secretName": "x"}])], [], POLICY)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -302,37 +302,39 @@ def ingress_matches(ingress: Mapping[Any, Any], policy: HostPolicy,
     return _selected(meta, ingress.get("spec"), ns, policy, default_classes)
 
 
+def _entries(spec: Mapping[Any, Any], key: str,
+             problems: list[str]) -> Iterator[tuple[int, Mapping[Any, Any]]]:
+    """(index, object) for the objects in the list ``spec[key]``; defects go to ``problems``."""
+    value = spec.get(key)
+    if value is None:
+        return
+    if not isinstance(value, list):
+        problems.append(f"spec.{key} is not a list")
+        return
+    for i, entry in enumerate(value):
+        if isinstance(entry, _MAPS):
+            yield i, entry
+        else:
+            problems.append(f"spec.{key}[{i}] is not an object")
+
+
 def _candidate_hosts(spec: Mapping[Any, Any], hosts_from: str,
                      problems: list[str]) -> list[object]:
     """Host values named by ``spec``; structural defects are appended to ``problems``."""
     found: list[object] = []
     if hosts_from != "rules":
-        tls = spec.get("tls")
-        if isinstance(tls, list):
-            for i, entry in enumerate(tls):
-                if not isinstance(entry, _MAPS):
-                    problems.append(f"spec.tls[{i}] is not an object")
-                    continue
-                hosts = entry.get("hosts")
-                if isinstance(hosts, list):
-                    found.extend(hosts)
-                elif hosts is not None:
-                    problems.append(f"spec.tls[{i}].hosts is not a list")
-        elif tls is not None:
-            problems.append("spec.tls is not a list")
+        for i, entry in _entries(spec, "tls", problems):
+            hosts = entry.get("hosts")
+            if isinstance(hosts, list):
+                found.extend(hosts)
+            elif hosts is not None:
+                problems.append(f"spec.tls[{i}].hosts is not a list")
     if hosts_from != "tls":
-        rules = spec.get("rules")
-        if isinstance(rules, list):
-            for i, rule in enumerate(rules):
-                if not isinstance(rule, _MAPS):
-                    problems.append(f"spec.rules[{i}] is not an object")
-                    continue
-                host = rule.get("host")
-                # A rule without a host is a catch-all: nothing to redirect.
-                if host is not None and host != "":
-                    found.append(host)
-        elif rules is not None:
-            problems.append("spec.rules is not a list")
+        for _, rule in _entries(spec, "rules", problems):
+            host = rule.get("host")
+            # A rule without a host is a catch-all: nothing to redirect.
+            if host is not None and host != "":
+                found.append(host)
     return found
 
 
