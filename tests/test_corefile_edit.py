@@ -14,9 +14,7 @@ from hairpin_proxy.corefile import (
     parse,
     remove,
 )
-from tests.corefiles import BY_NAME
-
-TARGET = "hairpin-proxy.hairpin-proxy.svc.cluster.local."
+from tests.corefiles import BY_NAME, TARGET
 
 
 def rule(host: str) -> str:

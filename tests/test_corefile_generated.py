@@ -21,8 +21,8 @@ from hairpin_proxy.corefile import (
     parse,
     remove,
 )
+from tests.corefiles import TARGET
 
-TARGET = "hairpin-proxy.hairpin-proxy.svc.cluster.local."
 HOSTS = st.lists(st.sampled_from(["a.example.com", "b.example.com", "*.example.com",
                                   "*.apps.example.org", "x-1.example.net"]), max_size=5)
 

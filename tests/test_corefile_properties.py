@@ -21,9 +21,7 @@ from hairpin_proxy.corefile import (
     parse,
     remove,
 )
-from tests.corefiles import SAMPLES, Sample
-
-TARGET = "hairpin-proxy.hairpin-proxy.svc.cluster.local."
+from tests.corefiles import SAMPLES, TARGET, Sample
 
 _ALNUM = "abcdefghijklmnopqrstuvwxyz0123456789"
 LABEL = st.one_of(st.sampled_from(_ALNUM), st.builds(

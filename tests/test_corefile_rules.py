@@ -18,9 +18,8 @@ from hairpin_proxy.corefile import (
     rewrite_rules,
     wildcard_regex,
 )
-from tests.corefiles import SAMPLES, Sample
+from tests.corefiles import SAMPLES, TARGET, Sample
 
-TARGET = "hairpin-proxy.hairpin-proxy.svc.cluster.local."
 KEY = "hairpin-proxy.override"
 
 

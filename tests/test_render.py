@@ -11,13 +11,12 @@ import pytest
 
 from hairpin_proxy import corefile, hostsfile
 from hairpin_proxy.cli import main
-from tests.corefiles import SAMPLES, Sample
+from tests.corefiles import SAMPLES, TARGET, Sample
 
 FIXTURES = Path(__file__).parent / "manifests"
 CLUSTER = FIXTURES / "cluster"
 COREFILE = FIXTURES / "Corefile"
 HOSTS = FIXTURES / "hosts"
-TARGET = "hairpin-proxy.hairpin-proxy.svc.cluster.local."
 BIN = Path(sys.executable).parent / "hairpin-proxy"
 
 # What the fixture cluster yields with the default policy (hosts from spec.tls).

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).parent
+# The default rewrite target, as the tests expect to see it in rules.
+TARGET = "hairpin-proxy.hairpin-proxy.svc.cluster.local."
 
 
 @dataclass(frozen=True)
