@@ -26,7 +26,7 @@ from hairpin_proxy.kube.client import KubeClient, resource_path
 from hairpin_proxy.kube.watch import Reflector
 from hairpin_proxy.logs import setup_logging
 from hairpin_proxy.metrics import Registry
-from hairpin_proxy.safefile import ConflictError, SafeFile, SafeFileError
+from hairpin_proxy.safefile import ConflictError, SafeFile, SafeFileError, StatKey, stat_key
 from hairpin_proxy.settings import EtchostsSettings
 from hairpin_proxy.sinks.published import parse_lines
 
@@ -116,12 +116,11 @@ class EtchostsMetrics:
                                          ("verb", "code"))
 
 
-def _stat_key(path: Path) -> tuple[int, ...] | None:
+def _stat_key(path: Path) -> StatKey | None:
     try:
-        st = path.stat()
+        return stat_key(path.stat())
     except FileNotFoundError:
         return None
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 class Agent:
@@ -136,7 +135,7 @@ class Agent:
         self.wake = asyncio.Event()
         self.applied_once = False
         self.last_error = ""
-        self._file_key: tuple[int, ...] | None = None
+        self._file_key: StatKey | None = None
         self._skipped_logged: tuple[str, ...] = ()
         self._present: bool | None = None
 

@@ -115,17 +115,21 @@ def _digest(data: bytes) -> dict[str, Any]:
     return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
+StatKey = tuple[int, int, int, int, int]
+
+
+def stat_key(st: os.stat_result) -> StatKey:
+    """Device, inode, size, mtime and ctime: a write or a replacement changes at least one."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """The file's bytes and the stat fields that tell whether it changed since."""
 
     data: bytes
     exists: bool
-    dev: int = 0
-    ino: int = 0
-    size: int = 0
-    mtime_ns: int = 0
-    ctime_ns: int = 0
+    key: StatKey | None = None  # None when the file does not exist
     mode: int = 0o644
     uid: int = 0
     gid: int = 0
@@ -136,8 +140,7 @@ class Snapshot:
         return self.data.decode("utf-8", "surrogateescape")
 
     def same_stat(self, st: os.stat_result) -> bool:
-        return (self.exists and (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-                == (self.dev, self.ino, self.size, self.mtime_ns, self.ctime_ns))
+        return self.exists and stat_key(st) == self.key
 
 
 @dataclass(frozen=True)
@@ -229,17 +232,14 @@ class SafeFile:
             data = _read_fd(fd)
         finally:
             os.close(fd)
-        return Snapshot(data, True, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns,
-                        st.st_ctime_ns, stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid)
+        return Snapshot(data, True, stat_key(st), stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid)
 
     def _unchanged(self, snap: Snapshot) -> bool:
         """Whether the file still is exactly what ``snap`` saw (stat fields and content)."""
         fresh = self.read()
         if not snap.exists:
             return not fresh.exists
-        return (fresh.exists and fresh.data == snap.data
-                and (fresh.dev, fresh.ino, fresh.size, fresh.mtime_ns, fresh.ctime_ns)
-                == (snap.dev, snap.ino, snap.size, snap.mtime_ns, snap.ctime_ns))
+        return fresh.exists and fresh.key == snap.key and fresh.data == snap.data
 
     # ------------------------------------------------------------------ updating
 
