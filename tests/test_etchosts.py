@@ -24,9 +24,10 @@ from hairpin_proxy.etchosts import (
 from hairpin_proxy.metrics import Registry
 from hairpin_proxy.safefile import SafeFile
 from hairpin_proxy.settings import EtchostsSettings
-from tests.etchosts.agent import NAMESPACE, EtchostsProcess, wait_until
+from tests.etchosts.agent import NAMESPACE, EtchostsProcess
 from tests.fakeapi.fixtures import configmap, fake_api, kubeconfig
 from tests.fakeapi.server import FakeApiServer
+from tests.peers import wait_for
 
 __all__ = ["fake_api", "kubeconfig"]
 
@@ -199,17 +200,17 @@ def test_outside_edits_are_merged_and_our_block_repaired(tmp_path: Path) -> None
     agent.published_changed(CM)
 
     def body() -> None:
-        wait_until(lambda: managed(path) == ("a.example.com", "b.example.com"), 10, "block")
+        wait_for(lambda: managed(path) == ("a.example.com", "b.example.com"), 10, "block")
         # An editor that rewrites the whole file and drops our block (as some tools do).
         tmp = tmp_path / "hosts.new"
         tmp.write_text(FOREIGN + "192.0.2.9 added-later.lan\n")
         tmp.replace(path)
-        wait_until(lambda: managed(path) == ("a.example.com", "b.example.com"), 10, "repair")
+        wait_for(lambda: managed(path) == ("a.example.com", "b.example.com"), 10, "repair")
         assert "192.0.2.9 added-later.lan" in path.read_text().splitlines()
         # Tampering inside the block is repaired too.
         path.write_text(path.read_text().replace("b.example.com", "evil.example.com"))
-        wait_until(lambda: managed(path) == ("a.example.com", "b.example.com"), 10, "repair 2")
-        wait_until(lambda: metrics.applies.value("file-changed", "ok") >= 2, 10, "counted")
+        wait_for(lambda: managed(path) == ("a.example.com", "b.example.com"), 10, "repair 2")
+        wait_for(lambda: metrics.applies.value("file-changed", "ok") >= 2, 10, "counted")
 
     _run_agent(agent, body)
     assert foreign_kept(path.read_text())
@@ -222,7 +223,7 @@ def test_the_periodic_resync_applies_without_any_event(tmp_path: Path) -> None:
     agent.desired = Published(("a.example.com",), ("10.96.0.10",))  # no wake-up
 
     def body() -> None:
-        wait_until(lambda: metrics.applies.value("resync", "ok") >= 1, 15, "resync")
+        wait_for(lambda: metrics.applies.value("resync", "ok") >= 1, 15, "resync")
 
     _run_agent(agent, body)
     assert managed(path) == ("a.example.com",)
@@ -271,29 +272,29 @@ def test_end_to_end_the_file_follows_the_published_configmap(
     fake_api.create(configmap(NAMESPACE, "unrelated", {"hosts": "x.example.com\n"}))
     agent = agents(path)
     # Listed, nothing published: ready, and the file is left exactly as it was.
-    wait_until(agent.ready, 30, "agent ready")
+    wait_for(agent.ready, 30, "agent ready")
     assert path.read_text() == FOREIGN + ORIGINAL_TOOL
 
     fake_api.create(published(["a.example.com", "b.example.com"], ["10.96.0.10"]))
-    wait_until(lambda: managed(path) == ("a.example.com", "b.example.com"), 30, "first apply")
+    wait_for(lambda: managed(path) == ("a.example.com", "b.example.com"), 30, "first apply")
     text = path.read_text()
     assert foreign_kept(text) and "Added by hairpin-proxy" not in text
 
     fake_api.update(published(["a.example.com", "c.example.com", "*.apps.example.com"],
                               ["10.96.0.11"]))
-    wait_until(lambda: managed(path) == ("a.example.com", "c.example.com"), 30, "update")
+    wait_for(lambda: managed(path) == ("a.example.com", "c.example.com"), 30, "update")
     assert all("10.96.0.11" in line for line in block_lines(path.read_text()))
 
     # Someone appends a line and mangles our block: merged and repaired.
     with path.open("a") as f:
         f.write("192.0.2.60 late.lan\n")
     path.write_text(path.read_text().replace("c.example.com", "d.example.com"))
-    wait_until(lambda: managed(path) == ("a.example.com", "c.example.com"), 30, "repair")
+    wait_for(lambda: managed(path) == ("a.example.com", "c.example.com"), 30, "repair")
     assert "192.0.2.60 late.lan" in path.read_text().splitlines()
 
     # Deleted: the last state is kept.
     fake_api.delete("ConfigMap", NAMESPACE, CM_NAME)
-    wait_until(lambda: agent.metric("hairpin_etchosts_published_present") == 0, 30, "deleted")
+    wait_for(lambda: agent.metric("hairpin_etchosts_published_present") == 0, 30, "deleted")
     assert managed(path) == ("a.example.com", "c.example.com")
 
     # Only our ConfigMap is ever asked for.
@@ -316,14 +317,14 @@ def test_end_to_end_in_place_and_remove_on_delete(
     ino = path.stat().st_ino
     fake_api.create(published(["a.example.com"], ["10.96.0.10", "fd00::10"]))
     agent = agents(path, "--write-method", "in-place", "--remove-on-delete")
-    wait_until(lambda: managed(path) == ("a.example.com",), 30, "first apply")
+    wait_for(lambda: managed(path) == ("a.example.com",), 30, "first apply")
     block = block_lines(path.read_text())
     assert any("10.96.0.10" in line for line in block) and any("fd00::10" in line
                                                                for line in block)
     fake_api.update(published(["a.example.com", "b.example.com"], ["10.96.0.10"]))
-    wait_until(lambda: managed(path) == ("a.example.com", "b.example.com"), 30, "update")
+    wait_for(lambda: managed(path) == ("a.example.com", "b.example.com"), 30, "update")
     fake_api.delete("ConfigMap", NAMESPACE, CM_NAME)
-    wait_until(lambda: managed(path) == (), 30, "removed on delete")
+    wait_for(lambda: managed(path) == (), 30, "removed on delete")
     assert path.read_text().startswith(FOREIGN)
     assert foreign_kept(path.read_text())
     assert path.stat().st_ino == ino
@@ -353,10 +354,10 @@ def test_end_to_end_an_interrupted_rewrite_is_rolled_back_at_start(
     assert path.read_text() not in (old, FOREIGN) and writer.journal_path.exists()
 
     agent = agents(path, "--write-method", "in-place")
-    wait_until(agent.ready, 30, "agent ready")
+    wait_for(agent.ready, 30, "agent ready")
     assert path.read_text() == old
     assert not writer.journal_path.exists()
     assert agent.metric('hairpin_etchosts_recoveries_total{outcome="rolled-back"}') == 1
     fake_api.create(published(["a.example.com"], ["10.96.0.10"]))
-    wait_until(lambda: managed(path) == ("a.example.com",), 30, "apply after recovery")
+    wait_for(lambda: managed(path) == ("a.example.com",), 30, "apply after recovery")
     assert foreign_kept(path.read_text())
