@@ -279,8 +279,10 @@ class Controller:
 
     async def reconcile(self) -> bool:
         """One pass; False when it should be retried after a backoff."""
-        if not self.caches_synced() or not self.is_leader():
+        if not self.caches_synced():
             return True
+        if not self.is_leader():
+            return self._not_leading()
         started = time.perf_counter()
         result = self._evaluate()
         self.metrics.hosts_rejected.set(len(result.rejections))
@@ -289,8 +291,13 @@ class Controller:
             if self.settings.mode == "coredns":
                 cm = self._current(self.coredns, self.settings.configmap_namespace,
                                    self.settings.configmap_name)
-                previous = self.corefile_sink.current_hosts(cm)
+                # Parsing and editing a Corefile with thousands of rules takes a while: off the
+                # event loop, so Lease renewals and watches are never held up by it. The
+                # write below then finds the edit remembered.
+                previous = await asyncio.to_thread(self.corefile_sink.current_hosts, cm)
                 hosts = self._guarded(result.hosts, previous)
+                await asyncio.to_thread(self.corefile_sink.edit, self.corefile_sink.text(cm),
+                                        hosts)
                 what, sink_name = "corefile", self.corefile_sink.where
                 mutate = self.corefile_sink.mutate(hosts)
                 ns, name = self.corefile_sink.namespace, self.corefile_sink.name
@@ -305,7 +312,7 @@ class Controller:
                 mutate = self.import_sink.mutate(hosts)
                 ns, name = self.import_sink.namespace, self.import_sink.name
             if not self.is_leader():
-                return True
+                return self._not_leading()
             written = await write_configmap(self.client, ns, name, mutate, current=cm,
                                             on_conflict=self.metrics.conflicts.inc)
             self._remember(written)
@@ -320,7 +327,7 @@ class Controller:
             pub = self._current(self.published_cm, self.published.namespace,
                                 self.published.name)
             if not self.is_leader():
-                return True
+                return self._not_leading()
             written = await write_configmap(
                 self.client, self.published.namespace, self.published.name,
                 self.published.mutate(hosts, service_addresses(svc)), current=pub,
@@ -355,6 +362,11 @@ class Controller:
             log.info("first sync done", extra={"hosts": len(hosts),
                                                "rejected": len(result.rejections)})
         return True
+
+    def _not_leading(self) -> bool:
+        # A standby is done. A leader whose renewal is merely overdue must try again soon:
+        # it will not hear "became leader" again when the renewal goes through.
+        return self.elector is None or not self.elector.holds_lease
 
     def _current(self, reflector: Reflector, namespace: str, name: str) -> JsonObj | None:
         """The freshest copy we know: our own last write until the watch has delivered it.

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from hairpin_proxy import corefile
+from hairpin_proxy.controller import Controller as Reconciler
+from hairpin_proxy.controller import ControllerMetrics
+from hairpin_proxy.kube import config as kconfig
+from hairpin_proxy.kube.client import KubeClient
+from hairpin_proxy.metrics import Registry
+from hairpin_proxy.settings import ControllerSettings
 from tests.controller.conftest import NAMESPACE, Controller, corefile_text, wait_until
 from tests.fakeapi.fixtures import ingress
 from tests.fakeapi.server import FakeApiServer
@@ -93,3 +101,33 @@ def test_a_leader_that_cannot_renew_stops_writing(cluster: FakeApiServer,
     time.sleep(1.5)
     assert cluster.count("PUT", r"/configmaps/coredns$") == puts
     assert a.get("/readyz")[0] == 200
+
+
+def test_overdue_renewal_defers_the_write_instead_of_dropping_it(cluster: FakeApiServer,
+                                                                 kubeconfig: Path) -> None:
+    """A leader whose renewal is late (busy loop) must retry, not forget, pending work."""
+    settings = ControllerSettings(kubeconfig=kubeconfig, namespace=NAMESPACE,
+                                  admin_listen="", lease_duration=3, renew_deadline=2,
+                                  retry_period=0.5)
+
+    async def main() -> tuple[bool, bool]:
+        client = KubeClient.from_cluster(kconfig.load(kubeconfig))
+        try:
+            ctl = Reconciler(settings, client, NAMESPACE, ControllerMetrics(Registry()))
+            for r in ctl.reflectors:
+                r.synced.set()
+            assert ctl.elector is not None
+            ctl.elector._leading = True
+            ctl.elector._last_renew = float("-inf")
+            assert not ctl.is_leader()
+            overdue = await ctl.reconcile()
+            ctl.elector._leading = False
+            standby = await ctl.reconcile()
+            return overdue, standby
+        finally:
+            await client.close()
+
+    overdue, standby = asyncio.run(main())
+    assert overdue is False  # retried after a backoff
+    assert standby is True  # nothing to do for a standby
+    assert cluster.count("PUT", r"/configmaps/coredns$") == 0

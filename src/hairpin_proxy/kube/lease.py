@@ -49,6 +49,7 @@ class LeaderElector:
         self.on_change = on_change
         self.clock = clock
         self._leading = False
+        self._announced = False
         self._last_renew = float("-inf")
         self._observed: tuple[str, str] | None = None
         self._observed_at = 0.0
@@ -63,10 +64,22 @@ class LeaderElector:
         """True only while our last renewal is fresh: a leader cut off stops writing at once."""
         return self._leading and self.clock() - self._last_renew < self.renew_deadline
 
+    @property
+    def holds_lease(self) -> bool:
+        """We hold the Lease as far as we know, even while a renewal is overdue."""
+        return self._leading
+
     def _set_leading(self, leading: bool) -> None:
-        if leading == self._leading:
-            return
         self._leading = leading
+        self._announce()
+
+    def _announce(self) -> None:
+        # is_leader also turns false by the clock alone (a renewal overdue while the loop was
+        # busy); report every change of it, so the caller catches up when it turns true again.
+        leading = self.is_leader
+        if leading == self._announced:
+            return
+        self._announced = leading
         if leading:
             log.info("became leader", extra={"lease": f"{self.namespace}/{self.name}",
                                              "identity": self.identity})
@@ -100,6 +113,8 @@ class LeaderElector:
                 self._set_leading(True)
             elif self._leading and now - self._last_renew >= self.renew_deadline:
                 self._set_leading(False)
+            else:
+                self._announce()
             await asyncio.sleep(self.retry_period)
 
     async def try_acquire_or_renew(self) -> bool:
