@@ -69,6 +69,9 @@ def test_lb_address_index_and_classification() -> None:
     assert f.classify_address("2001:db8::7", index, ["10.96.0.9"]) == "lb"
     assert f.classify_address("[2001:db8::7]", index, []) == "lb"
     assert f.classify_address("10.96.0.9", index, ["10.96.0.9"]) == "proxy"
+    # The same address written differently is the same address.
+    assert f.classify_address("2001:db8:0:0::7", index, []) == "lb"
+    assert f.classify_address("fd00::9", index, ["FD00:0000::0009"]) == "proxy"
     assert f.classify_address("198.51.100.1", index, ["10.96.0.9"]) == "other"
 
 

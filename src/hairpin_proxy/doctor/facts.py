@@ -7,6 +7,7 @@ EndpointSlice readiness) live here so they can be tested without a cluster.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -280,8 +281,13 @@ def rule_covers(host: str, rule_hosts: Sequence[str]) -> bool:
 
 
 def normalize_address(address: str) -> str:
-    """IPv6 text without brackets and in lower case, so answers and API values compare."""
-    return address.strip().strip("[]").lower()
+    """An IP address in its canonical text (IPv6 without brackets, lower case, zeros
+    compressed), so resolver answers, API values and flags compare; other text lower-cased."""
+    text = address.strip().strip("[]")
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        return text.lower()
 
 
 def classify_address(address: str, lb_addresses: Mapping[str, LbEntry],
