@@ -142,6 +142,9 @@ def test_a_missing_file_is_created_world_readable(tmp_path: Path) -> None:
     assert path.stat().st_mode & 0o777 == 0o644
     with pytest.raises(SafeFileError, match="does not exist"):
         SafeFile(tmp_path / "absent", method="in-place").update(lambda text: "x\n")
+    # Nothing to write: a missing file is not created empty.
+    assert not SafeFile(tmp_path / "absent").update(lambda text: text).changed
+    assert not (tmp_path / "absent").exists()
 
 
 def test_bytes_that_are_not_utf8_survive(tmp_path: Path) -> None:

@@ -253,7 +253,8 @@ class SafeFile:
         for attempt in range(1, self.retries + 1):
             snap = self.read()
             new = encode(transform(snap.text))
-            if snap.exists and new == snap.data:
+            # An absent file reads as empty: one that would stay empty is not created.
+            if new == snap.data:
                 return Result(False, None, attempt, snap, new, recovered)
             try:
                 used = self._write(snap, new)
