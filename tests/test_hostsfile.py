@@ -94,6 +94,15 @@ def test_original_tool_lines_are_migrated() -> None:
     assert apply(text, [], []).text == BASE + "192.168.1.5 nas.lan\n"
 
 
+def test_mixed_line_endings_follow_the_lines_that_stay() -> None:
+    # The dropped original-tool line ends in LF, the foreign line that stays in CRLF.
+    text = f"{V4} old.example.com # Added by hairpin-proxy\n192.168.1.5 nas.lan\r\n"
+    once = apply(text, ["a.example.com"], [V4]).text
+    assert once == (f"192.168.1.5 nas.lan\r\n{BEGIN_MARKER}\r\n{V4} a.example.com\r\n"
+                    f"{END_MARKER}\r\n")
+    assert apply(once, ["a.example.com"], [V4]).text == once
+
+
 def test_wildcards_and_invalid_names_are_skipped() -> None:
     update = apply(BASE, ["*.example.com", "a.example.com", "A.Example.Com.", "bad name",
                           "x#y.com", "", "a" * 64 + ".com"], [V4])

@@ -145,13 +145,6 @@ def apply(text: str, hosts: Iterable[str], addresses: Sequence[str]) -> HostsUpd
     addrs = _addresses(addresses)
     names, skipped = _names(hosts)
     lines = layout.lines
-    nl = _newline(lines)
-    block: list[str] = []
-    if names and addrs:
-        block = [BEGIN_MARKER + nl]
-        for addr in addrs:
-            block.extend(_lines_for(addr, names, nl))
-        block.append(END_MARKER + nl)
     drop = set(layout.legacy)
     if layout.block is not None:
         begin, end = layout.block
@@ -161,6 +154,16 @@ def apply(text: str, hosts: Iterable[str], addresses: Sequence[str]) -> HostsUpd
         at = len(lines)
     kept_before = [line for i, line in enumerate(lines[:at]) if i not in drop]
     kept_after = [line for i, line in enumerate(lines[at:], at) if i not in drop]
+    # The line ending of the lines that stay (else of any line): taken from lines about to be
+    # dropped, a file of mixed endings would change again on the next apply.
+    kept = [*kept_before, *kept_after]
+    nl = _newline(kept if any(line.endswith("\n") for line in kept) else lines)
+    block: list[str] = []
+    if names and addrs:
+        block = [BEGIN_MARKER + nl]
+        for addr in addrs:
+            block.extend(_lines_for(addr, names, nl))
+        block.append(END_MARKER + nl)
     if block and kept_before and not kept_before[-1].endswith("\n"):
         # Only the file's last line can lack an ending, and our block must start a line.
         kept_before[-1] += nl
