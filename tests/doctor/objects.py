@@ -7,16 +7,21 @@ from typing import Any
 Obj = dict[str, Any]
 
 
-def deployment(namespace: str, name: str, image: str,
-               labels: dict[str, str] | None = None) -> Obj:
+def _workload(kind: str, namespace: str, name: str, container: Obj,
+              labels: dict[str, str] | None) -> Obj:
     match = {"app": name}
     return {
-        "apiVersion": "apps/v1", "kind": "Deployment",
+        "apiVersion": "apps/v1", "kind": kind,
         "metadata": {"namespace": namespace, "name": name, "labels": labels or {}},
         "spec": {"selector": {"matchLabels": match},
                  "template": {"metadata": {"labels": match},
-                              "spec": {"containers": [{"name": "coredns", "image": image}]}}},
+                              "spec": {"containers": [container]}}},
     }
+
+
+def deployment(namespace: str, name: str, image: str,
+               labels: dict[str, str] | None = None) -> Obj:
+    return _workload("Deployment", namespace, name, {"name": "coredns", "image": image}, labels)
 
 
 def coredns_deployment(version: str) -> Obj:
@@ -25,15 +30,8 @@ def coredns_deployment(version: str) -> Obj:
 
 
 def daemonset(namespace: str, name: str, labels: dict[str, str] | None = None) -> Obj:
-    match = {"app": name}
-    return {
-        "apiVersion": "apps/v1", "kind": "DaemonSet",
-        "metadata": {"namespace": namespace, "name": name, "labels": labels or {}},
-        "spec": {"selector": {"matchLabels": match},
-                 "template": {"metadata": {"labels": match},
-                              "spec": {"containers": [{"name": "dns",
-                                                       "image": "k8s-dns-node-cache:1.23"}]}}},
-    }
+    return _workload("DaemonSet", namespace, name,
+                     {"name": "dns", "image": "k8s-dns-node-cache:1.23"}, labels)
 
 
 def endpoint_slice(namespace: str, service: str, addresses: list[str], *,
