@@ -105,9 +105,10 @@ def test_mixed_line_endings_follow_the_lines_that_stay() -> None:
 
 def test_wildcards_and_invalid_names_are_skipped() -> None:
     update = apply(BASE, ["*.example.com", "a.example.com", "A.Example.Com.", "bad name",
-                          "x#y.com", "", "a" * 64 + ".com"], [V4])
+                          "x#y.com", "", "a" * 64 + ".com", "localhost", "registry."], [V4])
     assert managed_hosts(update.text) == ("a.example.com",)
-    assert update.skipped == ("", "*.example.com", "a" * 64 + ".com", "bad name", "x#y.com")
+    assert update.skipped == ("", "*.example.com", "a" * 64 + ".com", "bad name", "localhost",
+                              "registry.", "x#y.com")
 
 
 def test_long_host_lists_are_split_into_short_lines() -> None:

@@ -2,7 +2,8 @@
 
 The block sits between the same markers as the Corefile's; every other line is kept byte for
 byte, except the lines the original hairpin-proxy added (ending ``# Added by hairpin-proxy``),
-which are removed. Wildcards and names a hosts file cannot hold are skipped and reported.
+which are removed. Wildcards, single-label names and names a hosts file cannot hold are
+skipped and reported.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ class HostsFileError(ValueError):
 @dataclass(frozen=True)
 class HostsUpdate:
     text: str
-    # Hosts left out: wildcards, and names that are not plain DNS names.
+    # Hosts left out: wildcards, single labels, and names that are not plain DNS names.
     skipped: tuple[str, ...]
 
 
@@ -107,7 +108,9 @@ def _names(hosts: Iterable[str]) -> tuple[list[str], tuple[str, ...]]:
     skipped: set[str] = set()
     for host in hosts:
         name = host.lower().removesuffix(".") if isinstance(host, str) else ""
-        if (isinstance(host, str) and host.isascii() and _NAME.fullmatch(name)
+        # A single-label name (localhost, a bare node name) would shadow the node's own names;
+        # the host policy never yields one, so one arriving here is refused, not written.
+        if (isinstance(host, str) and host.isascii() and _NAME.fullmatch(name) and "." in name
                 and all(len(label) <= _LABEL_MAX for label in name.split("."))):
             names.add(name)
         else:
