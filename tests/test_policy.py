@@ -190,8 +190,9 @@ def test_custom_cluster_domain_and_target() -> None:
     assert check_host("a.k8s.example.com", policy) == (
         None, "at or under the cluster domain k8s.example.com")
     assert check_host("proxy.example.org", policy) == (None, "the proxy's own target name")
-    # The default domain is no longer special; reverse zones always are.
-    assert check_host("a.cluster.local", policy) == ("a.cluster.local", None)
+    # The default domain stays protected beside the configured one, as do reverse zones.
+    assert check_host("a.cluster.local", policy) == (
+        None, "at or under the cluster domain cluster.local")
     assert check_host("x.in-addr.arpa", policy) == (None, "at or under in-addr.arpa")
     # A one-label wildcard over the parent would match the cluster domain or the target.
     assert check_host("*.example.com", policy) == (None, "wildcard covers k8s.example.com")

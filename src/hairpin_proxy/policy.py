@@ -23,6 +23,7 @@ CLASS_ANNOTATION = "kubernetes.io/ingress.class"
 DEFAULT_CLASS_ANNOTATION = "ingressclass.kubernetes.io/is-default-class"
 # Reverse-lookup zones and loopback names must never be rewritten, whatever the cluster domain.
 RESERVED_ZONES = ("in-addr.arpa", "ip6.arpa", "localhost")
+DEFAULT_CLUSTER_DOMAIN = "cluster.local"
 MAX_NAME = 253
 MAX_LABEL = 63
 
@@ -81,7 +82,10 @@ class HostPolicy:
         if not cluster:
             raise ValueError("cluster_domain must not be empty")
         domains = tuple(d for d in (_norm_domain(x).removeprefix("*.") for x in self.domains) if d)
-        zones = (cluster, *RESERVED_ZONES)
+        # cluster.local stays protected under a custom domain: many clusters keep answering it
+        # (kubelet --cluster-domain and CoreDNS zones drift apart), and a rewrite there would
+        # hijack in-cluster service names.
+        zones = (cluster, *(z for z in (DEFAULT_CLUSTER_DOMAIN,) if z != cluster), *RESERVED_ZONES)
         target = _norm_domain(self.target)
         protected = tuple(z for z in (target, *zones) if z)
         derived = {
@@ -230,7 +234,7 @@ def _protected_reason(name: str, policy: HostPolicy) -> str:
     if name == policy._target:
         return "the proxy's own target name"
     zone = next(z for z in policy._zones if name == z or name.endswith("." + z))
-    what = "the cluster domain " if zone == policy._zones[0] else ""
+    what = "the cluster domain " if zone in (policy._zones[0], DEFAULT_CLUSTER_DOMAIN) else ""
     return f"at or under {what}{zone}"
 
 
