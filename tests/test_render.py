@@ -16,6 +16,7 @@ from tests.corefiles import SAMPLES, TARGET, Sample
 FIXTURES = Path(__file__).parent / "manifests"
 CLUSTER = FIXTURES / "cluster"
 COREFILE = FIXTURES / "Corefile"
+REPO_CORPUS = Path(__file__).parent / "corefiles"
 HOSTS = FIXTURES / "hosts"
 BIN = Path(sys.executable).parent / "hairpin-proxy"
 
@@ -165,6 +166,22 @@ def test_import_snippet(capsys: pytest.CaptureFixture[str]) -> None:
     assert out == corefile.import_snippet(EXPECTED, target=TARGET)
 
 
+def test_import_snippet_checks_the_corefile_imports_it(capsys: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    k3s = REPO_CORPUS / "k3s.Corefile"
+    code, out, _ = render(capsys, "--import-snippet", "--corefile", k3s, "--ingress", CLUSTER)
+    assert code == 0
+    assert out == corefile.import_snippet(EXPECTED, target=TARGET)
+    # kubeadm's Corefile imports nothing: the snippet would be dead, so it is an error.
+    code, out, err = render(capsys, "--import-snippet", "--corefile", COREFILE,
+                            "--ingress", CLUSTER)
+    assert (code, out) == (2, "")
+    assert "imports hairpin-proxy.override" in err and "no effect" in err
+    code, out, err = render(capsys, "--import-snippet", "--corefile", k3s, "--import-key",
+                            "other.server", "--ingress", CLUSTER)
+    assert (code, out) == (2, "")
+
+
 def test_json_logs(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = render(capsys, "--import-snippet", "--ingress", CLUSTER,
                           "--log-format", "json")
@@ -221,8 +238,8 @@ def test_broken_hosts_file_markers(capsys: pytest.CaptureFixture[str], tmp_path:
 @pytest.mark.parametrize(("args", "message"), [
     (["--ingress", CLUSTER], "give exactly one of --corefile FILE, --hosts-file FILE or "
                              "--import-snippet"),
-    (["--corefile", COREFILE, "--import-snippet", "--ingress", CLUSTER],
-     "(got --corefile, --import-snippet)"),
+    (["--corefile", COREFILE, "--hosts-file", HOSTS, "--import-snippet", "--ingress", CLUSTER],
+     "(got --hosts-file, --import-snippet)"),
     (["--corefile", COREFILE, "--hosts-file", HOSTS, "--proxy-ip", "10.0.0.1",
       "--ingress", CLUSTER], "(got --corefile, --hosts-file)"),
     (["--import-snippet", "--check", "--ingress", CLUSTER], "--diff and --check compare"),

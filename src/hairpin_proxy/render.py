@@ -32,7 +32,9 @@ class RenderError(Exception):
 
 
 def _mode(s: RenderSettings) -> str:
-    chosen = [name for name, on in (("--corefile", s.corefile is not None),
+    # With --import-snippet, --corefile names the Corefile that must import the snippet's key.
+    chosen = [name for name, on in (("--corefile", s.corefile is not None
+                                     and not s.import_snippet),
                                     ("--hosts-file", s.hosts_file is not None),
                                     ("--import-snippet", s.import_snippet)) if on]
     if len(chosen) != 1:
@@ -133,6 +135,15 @@ def render(s: RenderSettings, out: TextIO) -> int:
             snippet = corefile.import_snippet(result.hosts, target=target)
         except corefile.CorefileError as exc:
             raise RenderError(f"import snippet: {exc}") from None
+        if s.corefile is not None:
+            text = _read(s.corefile)
+            if not corefile.imports_key(text, s.import_key, dns_port=s.dns_port):
+                raise RenderError(
+                    f"{s.corefile}: no root server block on port {s.dns_port} imports "
+                    f"{s.import_key} (e.g. import /etc/coredns/custom/*.override); "
+                    "the snippet would have no effect")
+            log.info("the Corefile imports the key",
+                     extra={"corefile": str(s.corefile), "key": s.import_key})
         _emit(out, snippet)
         return EXIT_OK
 

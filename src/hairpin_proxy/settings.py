@@ -239,7 +239,10 @@ class RenderSettings(PolicySettings, LogSettings):
     dns_port: int = opt(53, "Port of the server blocks to manage.")
     diff: bool = opt(False, "Print a unified diff instead of the new file.")
     check: bool = opt(False, "Print nothing; exit 1 when the file would change.")
-    import_snippet: bool = opt(False, "Print the snippet for a coredns-custom import key.")
+    import_snippet: bool = opt(False, "Print the snippet for a coredns-custom import key; with "
+                                      "--corefile, first check that Corefile imports it.")
+    import_key: str = opt("hairpin-proxy.override", "Key name the snippet is stored under "
+                                                    "(checked against the Corefile's imports).")
 
 
 @dataclasses.dataclass(frozen=True)
