@@ -845,11 +845,17 @@ class FakeApiServer:
                 pending.append(("BOOKMARK", self._bookmark(w.rt, self.store.rv)))
                 next_bookmark = now + self.bookmark_interval
                 continue
-            wake = min(deadline, next_bookmark) if bookmarks else deadline
-            try:
-                item = await asyncio.wait_for(w.queue.get(), max(0.0, min(wake - now, 0.25)))
-            except TimeoutError:
-                continue
+            if not w.queue.empty():
+                # Taken without waiting: on Python 3.11 a wait_for() whose timeout is already
+                # over cancels queue.get() before it runs, so an event queued just as a
+                # bookmark fell due was retried that way, and never sent, for ever.
+                item = w.queue.get_nowait()
+            else:
+                wake = min(deadline, next_bookmark) if bookmarks else deadline
+                try:
+                    item = await asyncio.wait_for(w.queue.get(), min(wake - now, 0.25))
+                except TimeoutError:
+                    continue
             if item is None:
                 continue  # dropped: handled at the top of the loop
             pending.append(item)

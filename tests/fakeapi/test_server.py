@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import random
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -433,6 +436,42 @@ def test_bookmarks_carry_only_the_version(http: httpx.Client, fake_api: FakeApiS
     assert got == [{"type": "BOOKMARK", "object": {
         "kind": "ConfigMap", "apiVersion": "v1",
         "metadata": {"resourceVersion": fake_api.resource_version}}}]
+
+
+def test_events_meeting_a_due_bookmark_are_sent(fake_api: FakeApiServer) -> None:
+    # Bookmarks every 10 ms, creates at random moments: many land just as one falls due.
+    fake_api.bookmark_interval = 0.01
+    rv = fake_api.resource_version
+    seen: list[str] = []
+    arrived = threading.Condition()
+
+    def reader() -> None:
+        params = {"watch": "1", "resourceVersion": rv, "allowWatchBookmarks": "true",
+                  "timeoutSeconds": "60"}
+        with httpx.Client(base_url=fake_api.url, timeout=httpx.Timeout(60.0)) as client, \
+                client.stream("GET", CM, params=params) as r:
+            for line in r.iter_lines():
+                event = json.loads(line)
+                if event["type"] == "ADDED":
+                    with arrived:
+                        seen.append(event["object"]["metadata"]["name"])
+                        arrived.notify_all()
+                    if len(seen) == 50:
+                        return
+
+    thread = threading.Thread(target=reader, daemon=True)
+    thread.start()
+    fake_api.wait_for(lambda: fake_api.open_watches == 1)
+    rng = random.Random(7)
+    for i in range(50):
+        time.sleep(rng.uniform(0.0, 0.02))
+        name = f"c{i}"
+        fake_api.create(configmap("default", name))
+        with arrived:
+            assert arrived.wait_for(functools.partial(seen.__contains__, name), 5.0), \
+                f"{name} not sent within 5 s"
+    assert seen == [f"c{i}" for i in range(50)]
+    thread.join(10)
 
 
 def test_no_bookmarks_unless_asked(http: httpx.Client, fake_api: FakeApiServer) -> None:
