@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable
 
@@ -98,3 +99,30 @@ def test_api_down_for_thirty_seconds_is_survived(cluster: FakeApiServer, start: 
                what="converged after the outage")
     assert ctl.proc.poll() is None
     assert ctl.get("/readyz")[0] == 200
+
+
+def test_no_change_is_lost_under_randomized_timing(cluster: FakeApiServer,
+                                                   start: Start) -> None:
+    """Creates right after the last write, mid-debounce, as bookmarks fall due, beside
+    Lease renewals and edits by others: every one reaches the Corefile, and through the
+    watch, not through a relist or a reconnect after silence."""
+    # Bookmarks every 20 ms: an event meeting a due bookmark is common, not a one-in-a-run.
+    cluster.bookmark_interval = 0.02
+    ctl = start("--watch-timeout", "300")
+    ctl.wait_ready()
+    rng = random.Random(5)
+    want: set[str] = set()
+    deadline = time.monotonic() + 60
+    for i in range(50):
+        assert time.monotonic() < deadline, f"only {i} rounds within 60 s"
+        time.sleep(rng.choice((0.0, 0.0, rng.uniform(0.0, 0.05), rng.uniform(0.05, 0.3))))
+        if rng.random() < 0.2:
+            # Another manager's edit: the ConfigMap's watch fires beside the Ingress's.
+            cluster.touch("ConfigMap", "kube-system", "coredns")
+        host = f"r{i}.example.com"
+        cluster.create(ingress("stress", f"r{i}", tls_hosts=[host]))
+        want.add(host)
+        wait_until(lambda: set(managed(cluster)) == want, timeout=15,
+                   what=f"round {i}: {host} in the Corefile")
+    assert ctl.metric('hairpin_controller_watch_restarts_total{kind="ingresses"') == 0
+    assert ctl.proc.poll() is None
