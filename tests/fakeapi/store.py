@@ -423,7 +423,10 @@ class Store:
 
 
 def dumps(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode()
+    # UTF-8 as the real server sends it: non-ASCII text unescaped (U+0085 NEL included),
+    # except U+2028 and U+2029, which Go's encoder always escapes.
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").encode()
 
 
 __all__ = ["Event", "Store", "Watcher", "dumps"]
