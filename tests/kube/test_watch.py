@@ -137,3 +137,19 @@ def test_backoff_grows_to_its_cap() -> None:
     assert delays[-1] >= 4.0
     b.reset()
     assert b.next_delay() <= 1.0
+
+
+def test_line_separators_inside_values_do_not_split_events(fake_api: FakeApiServer,
+                                                           kubeconfig: Path) -> None:
+    # Watch events are separated by "\n" alone; U+0085, form feed and friends are data (the
+    # API sends NEL unescaped) and must not cut an event in two.
+    odd = "a\u0085b\u2028c\x0cd\re"
+
+    async def body(refl: Reflector) -> None:
+        await asyncio.to_thread(fake_api.create, configmap("default", "odd", {"v": odd}))
+        await asyncio.to_thread(fake_api.create, configmap("default", "next"))
+        await until(lambda: names(refl) == {"odd", "next"})
+        assert refl.cache["default/odd"]["data"] == {"v": odd}
+        assert refl.last_error == ""
+
+    with_reflector(kubeconfig, body)

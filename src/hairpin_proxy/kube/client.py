@@ -159,15 +159,27 @@ class KubeClient:
                 self._count("WATCH", resp.status_code)
                 if resp.status_code >= 400:
                     raise _error_from(resp, await resp.aread())
-                async for line in resp.aiter_lines():
-                    if not line.strip():
-                        continue
-                    try:
-                        event = json.loads(line)
-                    except ValueError:
-                        raise ApiError(0, "BadResponse", f"watch {path}: bad line") from None
-                    if isinstance(event, dict):
-                        yield event
+                # Events end at "\n" and nowhere else: a text line splitter also breaks at
+                # U+0085 and other separators, which the API sends unescaped inside values,
+                # and such an event would fail the same way on every reconnect, for ever.
+                partial = bytearray()
+                async for chunk in resp.aiter_bytes():
+                    start = 0
+                    while (end := chunk.find(b"\n", start)) >= 0:
+                        partial += chunk[start:end]
+                        start = end + 1
+                        line = bytes(partial)
+                        partial.clear()
+                        if not line.strip():
+                            continue
+                        try:
+                            event = json.loads(line)
+                        except ValueError:
+                            raise ApiError(0, "BadResponse",
+                                           f"watch {path}: bad line") from None
+                        if isinstance(event, dict):
+                            yield event
+                    partial += chunk[start:]
         except httpx.ReadTimeout:
             raise ApiError(0, "Silent", f"watch {path}: no data for {silence_timeout:g}s") \
                 from None
