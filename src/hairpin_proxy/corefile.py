@@ -23,11 +23,15 @@ Ingress wildcard means, with the answer mapped back by ``answer auto``.
 
 from __future__ import annotations
 
+import operator
 import posixpath
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from functools import cached_property
+from itertools import accumulate, count
+from typing import Literal, cast
 
 BEGIN_MARKER = "# BEGIN hairpin-proxy (managed; do not edit)"
 END_MARKER = "# END hairpin-proxy"
@@ -45,9 +49,14 @@ _DEFAULT_PORTS = {"dns": 53, "tls": 853, "quic": 853, "grpc": 443, "https": 443,
 # Go's unicode.IsSpace, which the Caddyfile lexer uses to split tokens (Python's str.isspace
 # also counts U+001C..U+001F, which Go does not).
 _SPACE_CHARS = "\t\n\v\f\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
-_SPACE_RUN = re.compile(f"[{_SPACE_CHARS}]+")
-_WORD = re.compile(f"[^{_SPACE_CHARS}#]+")
 _FORBIDDEN_IN_NAME = re.compile(r"[\s{}\"'`#;\\\x00-\x1f\x7f-\x9f]")
+# Exactly the hosts _check_host accepts, checked in one step; a miss goes to _check_host for
+# the reason.
+_LABEL = r"[^\s{}\"'`#;\\\x00-\x1f\x7f-\x9f.*]+"
+_VALID_HOST = rf"(?:\*\.)?{_LABEL}(?:\.{_LABEL})*"
+# Hosts joined by "\n": thousands checked in one call (the joined text must hold no other
+# "\n", so that no host can smuggle one in).
+_VALID_HOSTS = re.compile(rf"{_VALID_HOST}(?:\n{_VALID_HOST})*")
 
 
 class CorefileError(ValueError):
@@ -91,92 +100,115 @@ class Comment:
     alone: bool  # nothing but blanks before it on its line
 
 
-class _Positions:
-    """Offset → (line, column), by bisecting the offsets where lines start."""
+# A line of bare words (no quote, "#", brace or U+001C..U+001F) is one directive whose words
+# str.split finds, since Python's whitespace is Go's apart from U+001C..U+001F. Such lines are
+# nearly all of a large Corefile (every rule in the managed block), so runs of them are found by
+# one regex and each becomes a _BareLine that splits itself only when asked: per-line Python
+# work, not per-token, is what keeps a 10,000-rule Corefile fast.
+_BLANK = f"[{_SPACE_CHARS.replace(chr(10), '')}]"
+_BARE = '[^\n"#{}\x1c-\x1f]'
+_BARE_LINE = f"{_BLANK}*+[^{_SPACE_CHARS}\"#{{}}\x1c-\x1f]{_BARE}*+"
+_BARE_RUN = re.compile(f"(?:{_BARE_LINE}\n)*+(?:{_BARE_LINE}\\Z)?")
+# Everything else, one piece per match: blanks then a line ending, a comment, a quoted string
+# (or its unterminated start) or a word.
+_PIECE = re.compile(
+    f"{_BLANK}*+"
+    f'(?:(?P<nl>\n)|(?P<comment>#[^\n]*+)|"(?P<quoted>(?:[^"\\\\]|\\\\.)*+)(?P<closed>")?'
+    f"|(?P<word>[^{_SPACE_CHARS}#]+))?",
+    re.DOTALL)
+_BARE_WORD = re.compile(f"[^{_SPACE_CHARS}]+")
 
-    def __init__(self, text: str):
-        self.starts = [0] + [m.end() for m in re.finditer("\n", text)]
 
-    def at(self, offset: int) -> tuple[int, int]:
-        lo, hi = 0, len(self.starts)
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if self.starts[mid] <= offset:
-                lo = mid
+def _scan(text: str) -> tuple[list[_Item], list[Comment]]:
+    """Tokens (bare-word lines kept whole) and comments, in order."""
+    items: list[_Item] = []
+    comments: list[Comment] = []
+    n = len(text)
+    line, line_start, last_end_line = 1, 0, 0
+    i = 1 if text.startswith("\ufeff") else 0
+
+    def token(kind: TokenKind, value: str, start: int, end: int) -> None:
+        nonlocal last_end_line
+        items.append(Token(kind, value, start, end, line, start - line_start + 1, line,
+                           last_end_line < line))
+        last_end_line = line
+
+    while i < n:
+        if i == line_start:
+            run = _BARE_RUN.match(text, i)
+            assert run is not None  # the pattern also matches the empty string
+            if run.end() > i:
+                sources = text[i:run.end()].split("\n")
+                if not sources[-1]:
+                    sources.pop()  # the run ended with a line ending
+                # Line k starts after the k lines before it and their k line endings.
+                starts = map(operator.add, accumulate(map(len, sources), initial=i), count())
+                items.extend(map(_BareLine, starts, count(line), sources))
+                line += len(sources)
+                last_end_line = line - 1
+                i = line_start = run.end()
+                continue
+        m = _PIECE.match(text, i)
+        assert m is not None  # every part of the pattern after the blanks is optional
+        kind = m.lastgroup
+        if kind == "closed":
+            kind = "quoted"
+        start = m.start(kind) - (kind == "quoted") if kind is not None else m.end()
+        if kind == "nl":
+            line += 1
+            i = line_start = m.end()
+        elif kind == "comment":
+            end = m.end()
+            end -= 1 if text.endswith("\r", start, end) else 0
+            comments.append(Comment(text[start:end], start, end, line, start - line_start + 1,
+                                    last_end_line < line))
+            i = m.end()
+        elif kind == "quoted":
+            if m["closed"] is None:
+                raise CorefileError("unterminated quoted string", line=line,
+                                    column=start - line_start + 1)
+            body = m["quoted"]
+            end = m.end()
+            # Inside the quotes every '"' is escaped, so this undoes exactly the escapes.
+            value = body.replace('\\"', '"')
+            first_line, column = line, start - line_start + 1
+            breaks = body.count("\n")
+            if breaks:
+                line += breaks
+                line_start = text.rfind("\n", start, end) + 1
+            items.append(Token("quoted", value, start, end, first_line, column, line,
+                               last_end_line < first_line))
+            last_end_line = line
+            i = end
+        elif kind == "word":
+            value, end = m["word"], m.end()
+            if value == "{":
+                token("open", value, start, end)
+            elif value == "}":
+                token("close", value, start, end)
+            elif value.endswith("{"):
+                token("word", value[:-1], start, end - 1)
+                token("open", "{", end - 1, end)
             else:
-                hi = mid
-        return lo + 1, offset - self.starts[lo] + 1
+                token("word", value, start, end)
+            i = end
+        else:  # blanks up to the end of the text
+            i = m.end()
+    return items, comments
+
+
+def _flatten(items: Iterable[_Item]) -> Iterator[Token]:
+    for item in items:
+        if isinstance(item, _BareLine):
+            yield from item.tokens
+        else:
+            yield item
 
 
 def tokenize(text: str) -> tuple[list[Token], list[Comment]]:
     """Split a Corefile into tokens and comments, with their positions."""
-    pos = _Positions(text)
-    tokens: list[Token] = []
-    comments: list[Comment] = []
-    last_end_line = 0
-    i = 1 if text.startswith("\ufeff") else 0
-    n = len(text)
-
-    def add(kind: TokenKind, value: str, start: int, end: int) -> None:
-        nonlocal last_end_line
-        line, column = pos.at(start)
-        # Only a quoted string can run over several lines.
-        end_line = pos.at(end - 1)[0] if kind == "quoted" else line
-        tokens.append(Token(kind, value, start, end, line, column, end_line, last_end_line < line))
-        last_end_line = end_line
-
-    while i < n:
-        space = _SPACE_RUN.match(text, i)
-        if space:
-            i = space.end()
-            continue
-        ch = text[i]
-        if ch == "#":
-            eol = text.find("\n", i)
-            eol = n if eol < 0 else eol
-            end = eol - 1 if eol > i and text[eol - 1] == "\r" else eol
-            line, column = pos.at(i)
-            comments.append(Comment(text[i:end], i, end, line, column, last_end_line < line))
-            i = eol
-        elif ch == '"':
-            value, end = _quoted(text, i, pos)
-            add("quoted", value, i, end)
-            i = end
-        else:
-            word = _WORD.match(text, i)
-            assert word is not None  # neither space nor "#": at least one word character
-            value, end = word.group(), word.end()
-            if value == "{":
-                add("open", value, i, end)
-            elif value == "}":
-                add("close", value, i, end)
-            elif value.endswith("{"):
-                add("word", value[:-1], i, end - 1)
-                add("open", "{", end - 1, end)
-            else:
-                add("word", value, i, end)
-            i = end
-    return tokens, comments
-
-
-def _quoted(text: str, start: int, pos: _Positions) -> tuple[str, int]:
-    out: list[str] = []
-    i = start + 1
-    n = len(text)
-    while i < n:
-        ch = text[i]
-        if ch == "\\" and i + 1 < n:
-            nxt = text[i + 1]
-            # Only a quote can be escaped; any other backslash stays as written.
-            out.append('"' if nxt == '"' else "\\" + nxt)
-            i += 2
-        elif ch == '"':
-            return "".join(out), i + 1
-        else:
-            out.append(ch)
-            i += 1
-    line, column = pos.at(start)
-    raise CorefileError("unterminated quoted string", line=line, column=column)
+    items, comments = _scan(text)
+    return list(_flatten(items)), comments
 
 
 # --- syntax tree -----------------------------------------------------------------------------
@@ -212,12 +244,41 @@ class Block:
         return self.open.end, self.close.start
 
 
-@dataclass(frozen=True, slots=True)
 class Directive:
-    name: str
-    args: tuple[str, ...]  # arguments outside any nested block
-    tokens: tuple[Token, ...]  # every token, nested blocks included
-    blocks: tuple[Block, ...]  # nested blocks, e.g. `kubernetes cluster.local { ... }`
+    """One directive: its name, arguments outside nested blocks, and nested blocks."""
+
+    # Not a dataclass: a large Corefile has thousands of these, and a frozen dataclass's
+    # __init__ costs several times a plain one.
+    __slots__ = ("_args", "_blocks", "_name", "_tokens")
+
+    def __init__(self, name: str, args: tuple[str, ...], blocks: tuple[Block, ...],
+                 tokens: tuple[Token, ...]):
+        self._name = name
+        self._args = args
+        self._blocks = blocks
+        self._tokens = tokens
+
+    def __repr__(self) -> str:
+        return f"Directive({self.name!r}, {self.args!r}, {self.blocks!r})"
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def args(self) -> tuple[str, ...]:
+        """The arguments outside any nested block."""
+        return self._args
+
+    @property
+    def blocks(self) -> tuple[Block, ...]:
+        """Nested blocks, e.g. ``kubernetes cluster.local { ... }``."""
+        return self._blocks
+
+    @property
+    def tokens(self) -> tuple[Token, ...]:
+        """Every token, nested blocks included."""
+        return self._tokens
 
     @property
     def start(self) -> int:
@@ -234,6 +295,67 @@ class Directive:
     @property
     def column(self) -> int:
         return self.tokens[0].column
+
+    @property
+    def first_on_line(self) -> bool:
+        return self.tokens[0].first_on_line
+
+    def words(self) -> tuple[str, ...]:
+        """The name and the arguments outside nested blocks, in one tuple."""
+        return (self._name, *self._args)
+
+
+class _BareLine(Directive):
+    """A directive alone on a line of bare words, split into words and tokens on demand."""
+
+    __slots__ = ("_line", "_line_start", "source")
+
+    def __init__(self, line_start: int, line: int, source: str):
+        # Deliberately not Directive.__init__: this runs once per line of a large Corefile.
+        self._line_start = line_start
+        self._line = line
+        self.source = source  # the line without its "\n"
+
+    @property
+    def name(self) -> str:
+        return self.source.split(None, 1)[0]
+
+    @property
+    def args(self) -> tuple[str, ...]:
+        return tuple(self.source.split()[1:])
+
+    def words(self) -> tuple[str, ...]:
+        return tuple(self.source.split())
+
+    @property
+    def blocks(self) -> tuple[Block, ...]:
+        return ()
+
+    @property
+    def tokens(self) -> tuple[Token, ...]:
+        line, start = self._line, self._line_start
+        return tuple(Token("word", m.group(), start + m.start(), start + m.end(), line,
+                           m.start() + 1, line, k == 0)
+                     for k, m in enumerate(_BARE_WORD.finditer(self.source)))
+
+    @property
+    def start(self) -> int:
+        return self._line_start + len(self.source) - len(self.source.lstrip())
+
+    @property
+    def line(self) -> int:
+        return self._line
+
+    @property
+    def column(self) -> int:
+        return self.start - self._line_start + 1
+
+    @property
+    def first_on_line(self) -> bool:
+        return True  # the line holds nothing else
+
+
+_Item = Token | _BareLine
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,14 +398,19 @@ class Import:
     tokens: tuple[Token, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Corefile:
     text: str
-    tokens: tuple[Token, ...]
+    items: tuple[_Item, ...] = field(repr=False)  # tokens, with bare-word lines kept whole
     comments: tuple[Comment, ...]
     server_blocks: tuple[ServerBlock, ...]
     snippets: tuple[Snippet, ...]
     imports: tuple[Import, ...]
+
+    @cached_property
+    def tokens(self) -> tuple[Token, ...]:
+        """Every token, in order (built on first use: the edits need only a few of them)."""
+        return tuple(_flatten(self.items))
 
     def root_blocks(self, dns_port: int = DEFAULT_DNS_PORT) -> tuple[ServerBlock, ...]:
         """The server blocks that answer for the root zone on ``dns_port``."""
@@ -314,8 +441,11 @@ def parse_address(key: str) -> Address:
 
 def parse(text: str) -> Corefile:
     """Parse a Corefile, or raise CorefileError naming the line and column of the problem."""
-    tokens, comments = tokenize(text)
-    return _Parser(text, tokens, comments).parse()
+    items, comments = _scan(text)
+    return _Parser(text, items, comments).parse()
+
+
+_IMPORT_ARGS = "import takes exactly one argument (a file, glob or snippet name)"
 
 
 def _err(reason: str, token: Token) -> CorefileError:
@@ -323,20 +453,30 @@ def _err(reason: str, token: Token) -> CorefileError:
 
 
 class _Parser:
-    def __init__(self, text: str, tokens: list[Token], comments: list[Comment]):
+    def __init__(self, text: str, items: list[_Item], comments: list[Comment]):
         self.text = text
-        self.tokens = tokens
+        self.items = items
         self.comments = comments
         self.i = 0
 
-    def peek(self) -> Token | None:
-        return self.tokens[self.i] if self.i < len(self.tokens) else None
+    def peek(self) -> _Item | None:
+        return self.items[self.i] if self.i < len(self.items) else None
+
+    def token(self) -> Token | None:
+        """The next item as a token: a bare-word line read as something other than a
+        directive (a server address, a top-level import) is split into its tokens here."""
+        item = self.peek()
+        if isinstance(item, _BareLine):
+            tokens = item.tokens
+            self.items[self.i:self.i + 1] = tokens
+            return tokens[0]
+        return item
 
     def parse(self) -> Corefile:
         blocks: list[ServerBlock] = []
         snippets: list[Snippet] = []
         imports: list[Import] = []
-        while (tok := self.peek()) is not None:
+        while (tok := self.token()) is not None:
             if tok.is_word("import") and tok.first_on_line:
                 imports.append(Import(*self._import_line()))
                 continue
@@ -346,7 +486,7 @@ class _Parser:
             if not keys:
                 raise _err("empty server address", header[0])
             nxt = self.peek()
-            if nxt is not None and nxt.kind == "open":
+            if isinstance(nxt, Token) and nxt.kind == "open":
                 body = self._block(top=True)
                 if len(keys) == 1 and keys[0].startswith("(") and keys[0].endswith(")"):
                     name = keys[0][1:-1]
@@ -363,24 +503,25 @@ class _Parser:
             directives = self._directives(top=True)
             blocks.append(ServerBlock(keys, tuple(map(parse_address, keys)), header, None,
                                       directives))
-        return Corefile(self.text, tuple(self.tokens), tuple(self.comments), tuple(blocks),
+        return Corefile(self.text, tuple(self.items), tuple(self.comments), tuple(blocks),
                         tuple(snippets), tuple(imports))
 
     def _import_line(self) -> tuple[str, tuple[Token, ...]]:
-        first = self.tokens[self.i]
+        first = self.token()
+        assert first is not None
         line_tokens = [first]
         self.i += 1
-        while (tok := self.peek()) is not None and not tok.first_on_line:
+        while (tok := self.token()) is not None and not tok.first_on_line:
             line_tokens.append(tok)
             self.i += 1
         if len(line_tokens) != 2 or line_tokens[1].kind not in ("word", "quoted"):
-            raise _err("import takes exactly one argument (a file, glob or snippet name)", first)
+            raise _err(_IMPORT_ARGS, first)
         return line_tokens[1].text, tuple(line_tokens)
 
     def _header(self) -> tuple[Token, ...]:
         header: list[Token] = []
         expecting = False  # a key ending in "," continues the list, maybe on the next line
-        while (tok := self.peek()) is not None:
+        while (tok := self.token()) is not None:
             if tok.kind == "open":
                 if not header:
                     raise _err("'{' without a server address before it", tok)
@@ -399,11 +540,12 @@ class _Parser:
         return tuple(header)
 
     def _block(self, *, top: bool) -> Block:
-        open_tok = self.tokens[self.i]
+        open_tok = self.items[self.i]
+        assert isinstance(open_tok, Token)
         self.i += 1
         directives = self._directives(top=top)
         close = self.peek()
-        if close is None or close.kind != "close":
+        if not isinstance(close, Token) or close.kind != "close":
             raise _err("'{' is never closed (unbalanced braces)", open_tok)
         self.i += 1
         return Block(open_tok, close, directives)
@@ -411,7 +553,20 @@ class _Parser:
     def _directives(self, *, top: bool) -> tuple[Directive, ...]:
         """Directives up to the closing brace of the enclosing block (not consumed) or EOF."""
         out: list[Directive] = []
+        items = self.items
         while (tok := self.peek()) is not None:
+            if isinstance(tok, _BareLine):
+                # The hot loop of a large Corefile: take the whole run of bare lines at once.
+                start = self.i
+                while self.i < len(items) and isinstance(items[self.i], _BareLine):
+                    self.i += 1
+                run = cast("list[_BareLine]", items[start:self.i])
+                out.extend(run)
+                for bare in run:
+                    # "import" in the line is cheap to rule out; splitting it is not.
+                    if "import" in bare.source and bare.name == "import" and len(bare.args) != 1:
+                        raise _err(_IMPORT_ARGS, bare.tokens[0])
+                continue
             if tok.kind == "close":
                 return tuple(out)
             if tok.kind == "open":
@@ -420,16 +575,18 @@ class _Parser:
         return tuple(out)
 
     def _directive(self, *, top: bool) -> Directive:
-        first = self.tokens[self.i]
+        first = self.items[self.i]
+        assert isinstance(first, Token)
         self.i += 1
         toks = [first]
         args: list[str] = []
         blocks: list[Block] = []
-        while (tok := self.peek()) is not None and not tok.first_on_line:
+        # A bare-word line always starts a line, so it ends the directive.
+        while isinstance(tok := self.peek(), Token) and not tok.first_on_line:
             if tok.kind == "open":
                 at = self.i
                 blocks.append(self._block(top=False))
-                toks.extend(self.tokens[at:self.i])
+                toks.extend(_flatten(self.items[at:self.i]))
                 continue
             if tok.kind == "close":
                 if top:
@@ -440,8 +597,8 @@ class _Parser:
             args.append(tok.text)
             self.i += 1
         if first.is_word("import") and (len(args) != 1 or blocks):
-            raise _err("import takes exactly one argument (a file, glob or snippet name)", first)
-        return Directive(first.text, tuple(args), tuple(toks), tuple(blocks))
+            raise _err(_IMPORT_ARGS, first)
+        return Directive(first.text, tuple(args), tuple(blocks), tuple(toks))
 
 
 # --- host names and rules --------------------------------------------------------------------
@@ -471,8 +628,11 @@ def _hosts(hosts: Iterable[str]) -> list[str]:
     if isinstance(hosts, str):
         raise TypeError("hosts must be an iterable of host names, not a single string")
     unique = sorted(set(hosts))
-    for host in unique:
-        _check_host(host)
+    joined = "\n".join(unique) if all(isinstance(h, str) for h in unique) else ""
+    if not (joined and joined.count("\n") == len(unique) - 1
+            and _VALID_HOSTS.fullmatch(joined)):
+        for host in unique:
+            _check_host(host)
     return unique
 
 
@@ -564,6 +724,10 @@ def _container(cf: Corefile, offset: int) -> ServerBlock | None:
     return None
 
 
+def _start(d: Directive) -> int:
+    return d.start
+
+
 def _is_marker(comment: Comment, marker: str) -> bool:
     return comment.text.rstrip() == marker
 
@@ -599,7 +763,10 @@ def _managed_blocks(cf: Corefile) -> list[_Managed]:
         if any(m.block is block for m in found):
             raise CorefileError(f"second managed block in the server block at line {block.line}",
                                 line=begin.line, column=begin.column)
-        inside = tuple(d for d in block.directives if begin.start < d.start < c.start)
+        # Directives are in text order: bisect instead of asking each of thousands its start.
+        dirs = block.directives
+        inside = dirs[bisect_right(dirs, begin.start, key=_start):
+                      bisect_left(dirs, c.start, key=_start)]
         found.append(_Managed(block, begin, c, (_line_start(text, begin.start),
                                                 _line_end(text, c.start)), inside))
         begin = None
@@ -620,7 +787,9 @@ def _legacy_lines(cf: Corefile, managed: Sequence[_Managed]) -> list[tuple[int, 
         if any(m.span[0] <= c.start < m.span[1] for m in managed):
             continue
         start, end = _line_start(text, c.start), _line_end(text, c.start)
-        on_line = [t for t in cf.tokens if t.end > start and t.start < end]
+        # The line holds a comment, so none of its tokens is in a bare-word line.
+        on_line = [t for t in cf.items
+                   if isinstance(t, Token) and t.end > start and t.start < end]
         if (any(t.kind in ("open", "close") for t in on_line)
                 or any(t.start < start or t.end > end for t in on_line)
                 or _container(cf, c.start) is None):
@@ -663,8 +832,8 @@ def _insertion(cf: Corefile, block: ServerBlock, skip: Sequence[tuple[int, int]]
     """Where a new managed block goes in ``block``: (offset, indentation, line ending)."""
     text = cf.text
     opener = block.body.open if block.body is not None else block.header[-1]
-    at = cf.tokens.index(opener) + 1
-    following = cf.tokens[at] if at < len(cf.tokens) else None
+    at = cf.items.index(opener) + 1
+    following = cf.items[at] if at < len(cf.items) else None
     if block.body is not None and following is not None and not following.first_on_line:
         # Something shares the opening line; go in front of the closing brace instead.
         close = block.body.close
@@ -682,7 +851,7 @@ def _insertion(cf: Corefile, block: ServerBlock, skip: Sequence[tuple[int, int]]
         offset = _line_end(text, opener.end)
     indent = None
     for d in block.directives:
-        if d.tokens[0].first_on_line and not any(lo <= d.start < hi for lo, hi in skip):
+        if d.first_on_line and not any(lo <= d.start < hi for lo, hi in skip):
             indent = text[_line_start(text, d.start):d.start]
             break
     if indent is None:
@@ -745,9 +914,12 @@ def remove(text: str, *, dns_port: int = DEFAULT_DNS_PORT) -> str:
 
 def _host_of(d: Directive) -> str | None:
     """The host of a rule line as hairpin-proxy writes it; None for any other line."""
-    args = d.args
-    if d.name != "rewrite" or d.blocks:
+    if d.blocks:
         return None
+    words = d.words()  # one split of a bare line, not one per attribute
+    if words[0] != "rewrite":
+        return None
+    args = words[1:]
     if len(args) == 4 and args[:2] == ("name", "exact"):
         return args[2]
     if len(args) == 6 and args[:2] == ("name", "regex") and args[4:] == ("answer", "auto"):
