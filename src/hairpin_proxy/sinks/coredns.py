@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from hairpin_proxy import corefile
@@ -58,21 +58,17 @@ class CorednsSink:
         return new
 
     def mutate(self, hosts: Sequence[str]) -> Mutate:
-        def change(cm: JsonObj | None) -> JsonObj | None:
-            text = self.text(cm)
-            new = self.edit(text, hosts)
-            if new == text:
-                return None
-            assert cm is not None
-            cm["data"][self.key] = new
-            return cm
-        return change
+        return self._rewrite(lambda text: self.edit(text, hosts))
 
     def removal(self) -> Mutate:
         """The uninstall change: our block out, the rest byte for byte as it was."""
+        return self._rewrite(lambda text: corefile.remove(text, dns_port=self.dns_port))
+
+    def _rewrite(self, edit: Callable[[str], str]) -> Mutate:
+        """A change of our key's text; None (no write) when the text stays the same."""
         def change(cm: JsonObj | None) -> JsonObj | None:
             text = self.text(cm)
-            new = corefile.remove(text, dns_port=self.dns_port)
+            new = edit(text)
             if new == text:
                 return None
             assert cm is not None
