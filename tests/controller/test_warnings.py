@@ -62,3 +62,13 @@ def test_include_namespace_watches_only_those(cluster: FakeApiServer, start: Sta
     cluster.create(ingress("team-b", "new", tls_hosts=["new.example.com"]))
     wait_until(lambda: "new.example.com" in corefile.managed_hosts(corefile_text(cluster)),
                what="change in an included namespace")
+
+
+def test_import_mode_warns_when_the_corefile_does_not_import_its_key(
+        cluster: FakeApiServer, start: Start) -> None:
+    # kubeadm's Corefile imports nothing: rules written to the import key have no effect.
+    ctl = start("--mode", "coredns-import")
+    ctl.wait_ready()
+    wait_until(lambda: "import-not-imported" in warnings_of(ctl), what="warning")
+    assert ctl.metric('hairpin_controller_warnings{kind="import-not-imported"}') == 1
+    assert "no-reload" not in warnings_of(ctl)
