@@ -103,3 +103,15 @@ class AdminServer:
             check = await self._check(self.ready if target == "/readyz" else self.health)
             return (200 if check.ok else 503), "text/plain", (check.detail + "\n").encode()
         return 404, "text/plain", b"not found\n"
+
+
+async def serve_admin(registry: Registry, listen: str, *, ready: CheckFn,
+                      health: CheckFn = _always_ok) -> AdminServer | None:
+    """The started admin endpoint, or None (the reason logged) when it cannot listen there."""
+    admin = AdminServer(registry, health=health, ready=ready)
+    try:
+        await admin.start(listen)
+    except (OSError, ValueError) as exc:
+        log.error("cannot serve the admin endpoint", extra={"listen": listen, "error": str(exc)})
+        return None
+    return admin

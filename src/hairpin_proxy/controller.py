@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from hairpin_proxy import corefile
-from hairpin_proxy.admin import AdminServer, Check
+from hairpin_proxy.admin import AdminServer, Check, serve_admin
 from hairpin_proxy.kube import config as kconfig
 from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
 from hairpin_proxy.kube.events import EventRecorder
@@ -567,14 +567,8 @@ async def _serve(settings: ControllerSettings, cluster: kconfig.ClusterConfig,
                       else ctl.import_sink.where)})
     admin: AdminServer | None = None
     if settings.admin_listen:
-        async def healthy() -> Check:
-            return Check(True)
-        admin = AdminServer(registry, health=healthy, ready=ctl.ready)
-        try:
-            await admin.start(settings.admin_listen)
-        except (OSError, ValueError) as exc:
-            log.error("cannot serve the admin endpoint", extra={
-                "listen": settings.admin_listen, "error": str(exc)})
+        admin = await serve_admin(registry, settings.admin_listen, ready=ctl.ready)
+        if admin is None:
             await client.close()
             return 1
     main = asyncio.create_task(ctl.run())

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hairpin_proxy import hostsfile
-from hairpin_proxy.admin import AdminServer, Check
+from hairpin_proxy.admin import AdminServer, Check, serve_admin
 from hairpin_proxy.kube import config as kconfig
 from hairpin_proxy.kube.client import KubeClient, resource_path
 from hairpin_proxy.kube.watch import Reflector
@@ -326,21 +326,14 @@ async def _serve(settings: EtchostsSettings, stop: asyncio.Event | None = None) 
         "path": str(writer.path), "method": settings.write_method})
     admin: AdminServer | None = None
     if settings.admin_listen:
-        async def healthy() -> Check:
-            return Check(True)
-
         async def ready() -> Check:
             if not reflector.synced.is_set():
                 return Check(False, "published hosts not listed yet")
             if agent.desired is None:
                 return Check(True, "no hosts published yet; file left alone")
             return await agent.ready()
-        admin = AdminServer(registry, health=healthy, ready=ready)
-        try:
-            await admin.start(settings.admin_listen)
-        except (OSError, ValueError) as exc:
-            log.error("cannot serve the admin endpoint", extra={
-                "listen": settings.admin_listen, "error": str(exc)})
+        admin = await serve_admin(registry, settings.admin_listen, ready=ready)
+        if admin is None:
             await client.close()
             return 1
     tasks = [asyncio.create_task(reflector.run(), name="watch"),
