@@ -4,13 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -18,6 +12,7 @@ import pytest
 
 from tests.fakeapi.fixtures import corefile_configmap, fake_api, kubeconfig
 from tests.fakeapi.server import FakeApiServer
+from tests.peers import CliProcess, free_port
 
 __all__ = ["fake_api", "kubeconfig"]
 
@@ -53,13 +48,6 @@ FAST = ("--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "0.5
         "--debounce", "0.1", "--watch-timeout", "5")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def wait_until(predicate: Callable[[], object], timeout: float = 30.0,
                what: str = "condition") -> None:
     deadline = time.monotonic() + timeout
@@ -80,31 +68,18 @@ def corefile_puts(api: FakeApiServer) -> int:
     return api.count("PUT", r"/namespaces/kube-system/configmaps/coredns$")
 
 
-class Controller:
+class Controller(CliProcess):
     """One `hairpin-proxy controller` process, started exactly as the CLI runs."""
 
     def __init__(self, api: FakeApiServer, kubeconfig: Path, log: Path, *args: str,
                  command: str = "controller") -> None:
         self.api = api
-        self.port = free_port()
-        self.log_path = log
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("HAIRPIN_", "KUBECONFIG", "POD_NAMESPACE"))}
-        argv = [sys.executable, "-m", "hairpin_proxy", command, "--kubeconfig", str(kubeconfig),
-                "--namespace", NAMESPACE, "--log-format", "json"]
+        port = free_port()
+        argv = [command, "--kubeconfig", str(kubeconfig), "--namespace", NAMESPACE,
+                "--log-format", "json"]
         if command == "controller":
-            argv += ["--admin-listen", f"127.0.0.1:{self.port}", *FAST]
-        self._log = log.open("ab")
-        self.proc = subprocess.Popen([*argv, *args], stdout=self._log, stderr=self._log, env=env)
-
-    def get(self, path: str) -> tuple[int, str]:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as r:
-                return r.status, r.read().decode()
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read().decode()
-        except OSError:
-            return 0, ""
+            argv += ["--admin-listen", f"127.0.0.1:{port}", *FAST]
+        super().__init__([*argv, *args], log, port)
 
     def ready(self) -> bool:
         assert self.proc.poll() is None, f"controller exited:\n{self.log()}"
@@ -113,35 +88,12 @@ class Controller:
     def wait_ready(self, timeout: float = 30.0) -> None:
         wait_until(self.ready, timeout, "controller ready")
 
-    def metric(self, name: str) -> float:
-        """Sum of a metric's samples whose name-and-labels start with ``name``."""
-        _, body = self.get("/metrics")
-        total = 0.0
-        for line in body.splitlines():
-            if line.startswith(name):
-                total += float(line.rsplit(" ", 1)[1])
-        return total
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
     def records(self) -> list[dict[str, object]]:
         out = []
         for line in self.log().splitlines():
             with contextlib.suppress(ValueError):
                 out.append(json.loads(line))
         return out
-
-    def stop(self, sig: int = signal.SIGTERM) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        try:
-            code = self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            code = self.proc.wait(10)
-        self._log.close()
-        return code
 
 
 @pytest.fixture

@@ -12,13 +12,17 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
-from collections.abc import Callable
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 
 __all__ = [
+    "CliProcess",
     "free_port",
     "has_ipv6_loopback",
     "read_text",
@@ -106,3 +110,49 @@ def read_text(path: Path) -> str:
         return path.read_text(errors="replace")
     except FileNotFoundError:
         return ""
+
+
+class CliProcess:
+    """One ``hairpin-proxy`` command in a subprocess, started exactly as the CLI runs it
+    (no HAIRPIN_*, KUBECONFIG or POD_NAMESPACE from the test's environment), its output in
+    ``log_path`` and its admin endpoint, when it serves one, on 127.0.0.1:``port``."""
+
+    def __init__(self, argv: Sequence[str], log: Path, port: int) -> None:
+        self.port = port
+        self.log_path = log
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("HAIRPIN_", "KUBECONFIG", "POD_NAMESPACE"))}
+        self._log = log.open("ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "hairpin_proxy", *argv],
+                                     stdout=self._log, stderr=self._log, env=env)
+
+    def get(self, path: str) -> tuple[int, str]:
+        """(status, body) of a GET on the admin endpoint; (0, "") when nothing answers."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+        except OSError:
+            return 0, ""
+
+    def metric(self, name: str) -> float:
+        """Sum of the samples whose name-and-labels start with ``name``."""
+        _, body = self.get("/metrics")
+        return sum(float(line.rsplit(" ", 1)[1]) for line in body.splitlines()
+                   if line.startswith(name))
+
+    def log(self) -> str:
+        return read_text(self.log_path)
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        """Signal it, wait (killing it after 20 s), and return its exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            code = self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait(10)
+        self._log.close()
+        return code
