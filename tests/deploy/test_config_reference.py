@@ -29,6 +29,11 @@ def generator() -> ModuleType:
 def test_committed_reference_is_current(generator: ModuleType) -> None:
     assert DOC.read_text() == generator.render(), (
         "docs/configuration.md is stale: run `.venv/bin/python scripts/gen_config_reference.py`")
+    readme = (REPO / "README.md").read_text()
+    assert readme == generator.render_readme(readme), (
+        "README.md's reference is stale: run `.venv/bin/python scripts/gen_config_reference.py`")
+    for cmd in COMMANDS:
+        assert f"### `hairpin-proxy {cmd.name}`" in readme
 
 
 def test_reference_names_every_flag_and_variable_of_every_command(
@@ -46,6 +51,11 @@ def test_reference_names_every_flag_and_variable_of_every_command(
 def test_check_mode_reports_a_stale_file(generator: ModuleType, tmp_path: Path) -> None:
     stale = tmp_path / "configuration.md"
     stale.write_text(generator.render().replace("--log-level", "--log-levels", 1))
-    assert generator.main(["--check", "--output", str(stale)]) == 1
-    assert generator.main(["--output", str(stale)]) == 0
-    assert generator.main(["--check", "--output", str(stale)]) == 0
+    readme = tmp_path / "README.md"
+    readme.write_text(generator.render_readme((REPO / "README.md").read_text()))
+    args = ["--output", str(stale), "--readme", str(readme)]
+    assert generator.main(["--check", *args]) == 1
+    assert generator.main(args) == 0
+    assert generator.main(["--check", *args]) == 0
+    readme.write_text(readme.read_text().replace("HAIRPIN_LOG_FORMAT", "HAIRPIN_LOG_FMT", 1))
+    assert generator.main(["--check", *args]) == 1
