@@ -915,16 +915,27 @@ def apply(text: str, hosts: Iterable[str], *, target: str, dns_port: int = DEFAU
                 offset, indent, nl = _insertion(cf, block, legacy)
                 edits.append((offset, offset, _render(rules, indent, nl)))
 
-    out = text
-    # Back to front so earlier offsets stay valid; a deletion starting where an insertion goes
-    # is applied first, so the inserted block lands in front of what follows.
-    for lo, hi, new in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
-        out = out[:lo] + new + out[hi:]
+    # The edits never overlap, so the result is built front to back in one join (not one
+    # copy of the whole text per edit). An insertion sorts before a deletion starting at the
+    # same offset, so the inserted block lands in front of what follows.
+    pieces: list[str] = []
+    done = 0
+    for lo, hi, new in sorted(edits, key=lambda e: (e[0], e[1])):
+        if lo < done:
+            raise CorefileError("internal check failed: overlapping edits")
+        pieces += (text[done:lo], new)
+        done = hi
+    pieces.append(text[done:])
+    out = "".join(pieces)
 
     _check_size(out)
     result = parse(out)
-    for block in _roots(result, dns_port):
-        if _managed_in(result, dns_port, only=block) != tuple(wanted):
+    roots = _roots(result, dns_port)
+    managed = _managed_blocks(result)
+    # wanted is sorted and unique, so comparing sets is comparing the sorted host lists.
+    wanted_set = set(wanted)
+    for block in roots:
+        if _hosts_in(m for m in managed if m.block is block) != wanted_set:
             raise CorefileError("internal check failed: the edited Corefile does not hold "
                                 "the requested hosts")
     return out
@@ -954,19 +965,22 @@ def _host_of(d: Directive) -> str | None:
     return None
 
 
-def _managed_in(cf: Corefile, dns_port: int, *, only: ServerBlock | None = None,
-                strict: bool = True) -> tuple[str, ...]:
+def _hosts_in(managed: Iterable[_Managed], *, strict: bool = True) -> set[str]:
     hosts: set[str] = set()
-    for m in _managed_blocks(cf):
-        if (only is None and m.block.is_root(dns_port)) or m.block is only:
-            for d in m.directives:
-                host = _host_of(d)
-                if host is not None:
-                    hosts.add(host)
-                elif strict:
-                    raise CorefileError("the managed block holds a line hairpin-proxy did not "
-                                        "write", line=d.line, column=d.column)
-    return tuple(sorted(hosts))
+    for m in managed:
+        for d in m.directives:
+            host = _host_of(d)
+            if host is not None:
+                hosts.add(host)
+            elif strict:
+                raise CorefileError("the managed block holds a line hairpin-proxy did not "
+                                    "write", line=d.line, column=d.column)
+    return hosts
+
+
+def _managed_in(cf: Corefile, dns_port: int, *, strict: bool = True) -> tuple[str, ...]:
+    managed = (m for m in _managed_blocks(cf) if m.block.is_root(dns_port))
+    return tuple(sorted(_hosts_in(managed, strict=strict)))
 
 
 def managed_hosts(text: str, *, dns_port: int = DEFAULT_DNS_PORT, strict: bool = False
