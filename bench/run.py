@@ -147,7 +147,8 @@ def report(scs: list[Scenario], args: argparse.Namespace, load: tuple[str, str])
         f"cores, {platform.machine()}, Python {platform.python_version()}. Proxy processes "
         f"pinned to CPU `{args.proxy_cpus or 'any'}`; relay workers = HAProxy nbthread = "
         f"{args.workers}. "
-        f"Each figure is the median of {args.reps} runs; ratios are against HAProxy "
+        f"Each figure is the median of {args.reps} runs (the scenario order rotates from one "
+        "repetition to the next); ratios are against HAProxy "
         f"(without / with splicing). Idle-connection RSS is measured with {args.idle:,} "
         "connections held open through the proxy.",
         "",
@@ -268,7 +269,10 @@ def main() -> int:
         with peers.nginx(work / "nginx") as backend:
             load_start = loadavg()
             for rep in range(args.reps):
-                for sc in scs:
+                # Other work on the machine comes and goes: rotating the order keeps any one
+                # scenario from always running in the same slot of a repetition.
+                shift = rep % len(scs)
+                for sc in scs[shift:] + scs[:shift]:
                     print(f"[{rep + 1}/{args.reps}] {sc.name}", flush=True)
                     measure(sc, backend, work / f"rep{rep}", args)
             load_end = loadavg()
