@@ -108,7 +108,6 @@ class Comment:
 # per-token, Python work is what keeps a 10,000-rule Corefile fast.
 _SPECIAL = '"#{}\x1c\x1d\x1e\x1f'
 _BLANK = f"[{_SPACE_CHARS.replace(chr(10), '')}]"
-_BLANK_LINE = re.compile(f"^{_BLANK}*$", re.MULTILINE)
 # Everything else, one piece per match: blanks then a line ending, a comment, a quoted string
 # (or its unterminated start) or a word.
 _PIECE = re.compile(
@@ -151,7 +150,7 @@ def _scan(text: str) -> tuple[list[_Item], list[Comment]]:
                 # Line k starts after the k lines before it and their k line endings.
                 starts = map(operator.add, accumulate(map(len, sources), initial=i), count())
                 bare = list(map(_BareLine, starts, count(line), sources))
-                if _BLANK_LINE.search(chunk, 0, len(chunk) - chunk.endswith("\n")):
+                if "" in sources or any(map(str.isspace, sources)):
                     bare = [b for b in bare if b.source and not b.source.isspace()]
                 if bare:
                     items.append(_BareRun(bare, chunk))
@@ -739,10 +738,11 @@ def _container(cf: Corefile, offset: int) -> ServerBlock | None:
         lo, hi = block.inner(len(cf.text))
         if not lo <= offset < hi:
             continue
-        for d in block.directives:
-            for nested in d.blocks:
-                if nested.open.start <= offset < nested.close.end:
-                    return None
+        # Only the last directive starting before offset can hold it in a nested block.
+        k = bisect_right(block.directives, offset, key=_start) - 1
+        for nested in block.directives[k].blocks if k >= 0 else ():
+            if nested.open.start <= offset < nested.close.end:
+                return None
         return block
     return None
 
