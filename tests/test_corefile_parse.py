@@ -202,3 +202,27 @@ def test_corpus_parses_with_the_expected_root_blocks(sample: Sample) -> None:
     for tok in cf.tokens:
         if tok.kind != "quoted":
             assert sample.text[tok.start:tok.end] == tok.text
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=lambda s: s.name)
+def test_directive_positions_agree_with_their_tokens(sample: Sample) -> None:
+    # Directives on lines of bare words carry their own positions and words; they must agree
+    # with the tokens built for them on demand, and with the flat token list.
+    cf = parse(sample.text)
+    tokens = {(t.start, t.end): t for t in cf.tokens}
+    for block in cf.server_blocks:
+        for d in block.directives:
+            first = d.tokens[0]
+            assert (d.start, d.line, d.column, d.first_on_line) == (
+                first.start, first.line, first.column, first.first_on_line)
+            assert d.name == first.text
+            if not d.blocks:
+                assert d.args == tuple(t.text for t in d.tokens[1:])
+            assert all(tokens[t.start, t.end] == t for t in d.tokens)
+
+
+def test_blank_and_crlf_lines_between_bare_lines() -> None:
+    text = ".:53 {\r\n\r\n    errors\r\n   \t\r\n\n    cache 30\r\n}\r\n"
+    [block] = parse(text).server_blocks
+    assert [(d.name, d.args, d.line, d.column) for d in block.directives] == [
+        ("errors", (), 3, 5), ("cache", ("30",), 6, 5)]

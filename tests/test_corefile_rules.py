@@ -137,3 +137,11 @@ def test_has_plugin() -> None:
 def test_corpus_plugins_and_imports(sample: Sample) -> None:
     assert has_plugin(sample.text, "reload", dns_port=sample.dns_port) is sample.has_reload
     assert imports_key(sample.text, KEY, dns_port=sample.dns_port) is sample.imports_override
+
+
+@pytest.mark.parametrize("bad", ["b.example.com\nc.example.com", "\n", "a..b", "*", 7])
+def test_one_bad_host_among_many_is_refused(bad: object) -> None:
+    # Large host sets are checked in one step; a single bad host must still be caught.
+    good = [f"h{i}.example.com" for i in range(50)]
+    with pytest.raises((CorefileError, TypeError)):
+        rewrite_rules([*good, bad], target=TARGET)  # type: ignore[list-item]
