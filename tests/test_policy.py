@@ -13,9 +13,12 @@ from hairpin_proxy.policy import (
     PolicyResult,
     Rejection,
     check_host,
+    default_ingress_classes,
     default_target,
     evaluate,
+    evaluate_ingress,
     ingress_matches,
+    merge,
 )
 from hairpin_proxy.settings import PolicySettings
 
@@ -536,6 +539,40 @@ def test_evaluate_never_raises_on_arbitrary_objects(
         assert result.sources[host]
     for rej in result.rejections:
         assert rej.reason
+
+
+@given(st.lists(json_like | st.builds(tls_ingress, host_like, host_like), max_size=6),
+       st.lists(json_like, max_size=3), st.sampled_from(["tls", "rules", "all"]),
+       st.booleans(), st.lists(st.sampled_from(["example.com", "b.org"]), max_size=2))
+@settings(max_examples=400)
+def test_evaluate_is_the_merge_of_per_ingress_results(
+        ingresses: list[Any], classes: list[Any], hosts_from: str, with_class: bool,
+        domains: list[str]) -> None:
+    policy = HostPolicy(hosts_from=hosts_from, domains=tuple(domains),
+                        ingress_classes=("nginx",) if with_class else ())
+    defaults = default_ingress_classes(classes)
+    parts = [evaluate_ingress(x, policy, defaults) for x in ingresses]
+    whole = evaluate(ingresses, classes, policy)
+    assert merge(parts) == whole
+    assert dict(merge(parts).sources) == dict(whole.sources)
+    # Each part is the whole for its Ingress alone.
+    for x, part in zip(ingresses, parts, strict=True):
+        alone = evaluate([x], classes, policy)
+        assert alone.hosts == tuple(sorted(part.hosts))
+        assert alone.rejections == part.rejections and alone.ignored == part.ignored
+        assert len(set(part.hosts)) == len(part.hosts)
+
+
+def test_merge_counts_each_ingress_once_per_host_and_keeps_their_order() -> None:
+    a = evaluate_ingress(tls_ingress("x.example.com", "X.example.com.", "10.0.0.1", name="a"),
+                         POLICY, frozenset())
+    b = evaluate_ingress(tls_ingress("x.example.com", name="b"), POLICY, frozenset())
+    assert a.hosts == ("x.example.com",) and a.origin == "default/a"
+    merged = merge([b, a, a])
+    assert merged.hosts == ("x.example.com",)
+    assert merged.sources["x.example.com"] == ("default/a", "default/b")
+    assert [r.name for r in merged.rejections] == ["a", "a"]
+    assert merge([]) == PolicyResult(hosts=(), rejections=())
 
 
 @given(st.lists(host_like, max_size=8), st.lists(host_like, max_size=8))

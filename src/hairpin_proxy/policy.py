@@ -13,7 +13,7 @@ import ipaddress
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 if TYPE_CHECKING:
     from hairpin_proxy.settings import PolicySettings
@@ -342,74 +342,125 @@ def _candidate_hosts(spec: Mapping[Any, Any], hosts_from: str,
     return found
 
 
-def evaluate(ingresses: Iterable[Mapping[str, Any]], ingress_classes: Iterable[Mapping[str, Any]],
-             policy: HostPolicy) -> PolicyResult:
-    """The hosts to redirect for these Ingresses, and every host refused with its reason.
+class IngressResult(NamedTuple):
+    """What one Ingress contributes: the unit that callers may cache and merge.
 
-    Never raises on malformed objects: each defect becomes a Rejection, and one bad host or
-    Ingress never keeps the others out.
+    ``origin`` is the log-safe "namespace/name" (empty when the Ingress contributes no
+    hosts); ``hosts`` are accepted names, normalised, unique, in the order first named.
     """
-    defaults = default_ingress_classes(ingress_classes)
-    checked: dict[str, tuple[str | None, str | None, bool]] = {}
+
+    # A named tuple, not a dataclass: one is built per Ingress, and tuple construction is
+    # several times cheaper than a frozen dataclass's __init__.
+    origin: str = ""
+    hosts: tuple[str, ...] = ()
+    rejections: tuple[Rejection, ...] = ()
+    ignored: tuple[Rejection, ...] = ()
+
+
+_NOTHING: Final = IngressResult()
+_Checked = dict[str, tuple[str | None, str | None, bool]]
+
+
+def evaluate_ingress(ingress: object, policy: HostPolicy,
+                     default_classes: frozenset[str]) -> IngressResult:
+    """The hosts one Ingress asks for under ``policy``, and each host refused with its reason.
+
+    ``default_classes`` is ``default_ingress_classes(...)`` of the cluster's IngressClasses.
+    Never raises on a malformed object: each defect becomes a Rejection.
+    """
+    return _evaluate_one(ingress, policy, default_classes, {}, {})
+
+
+def _evaluate_one(ingress: object, policy: HostPolicy, defaults: frozenset[str],
+                  checked: _Checked, shown: dict[str, str]) -> IngressResult:
+    # ``checked`` and ``shown`` memoise host checks and namespace renderings across the
+    # Ingresses of one evaluate(): hosts repeat, namespaces are few.
+    if not isinstance(ingress, _MAPS):
+        return IngressResult(rejections=(Rejection("", "", "", "malformed Ingress: not an "
+                                                               "object"),))
+    meta = ingress.get("metadata")
+    if not isinstance(meta, _MAPS):
+        return IngressResult(rejections=(
+            Rejection("", "", "", "malformed Ingress: metadata is not an object"),))
+    raw_name = meta.get("name")
+    name = show(raw_name) if isinstance(raw_name, str) else ""
+    raw_ns = _namespace(meta)
+    if raw_ns is None:
+        return IngressResult(rejections=(Rejection(
+            show(meta.get("namespace")), name, "",
+            "malformed Ingress: metadata.namespace is not a string"),))
+    spec = ingress.get("spec")
+    if (policy._include or policy._exclude or policy._classes) \
+            and not _selected(meta, spec, raw_ns, policy, defaults):
+        return _NOTHING
+    ns = shown.get(raw_ns)
+    if ns is None:
+        ns = shown[raw_ns] = show(raw_ns)
+    if not isinstance(spec, _MAPS):
+        return IngressResult(rejections=(
+            Rejection(ns, name, "", "malformed Ingress: spec is not an object"),))
+    problems: list[str] = []
+    candidates = _candidate_hosts(spec, policy.hosts_from, problems)
+    rejections = [Rejection(ns, name, "", f"malformed Ingress: {p}") for p in problems] \
+        if problems else []
+    ignored: list[Rejection] = []
+    accepted: list[str] = []
+    for host in candidates:
+        if isinstance(host, str):
+            result = checked.get(host)
+            if result is None:
+                result = checked[host] = _check_str(host, policy)
+        else:
+            result = _check(host, policy)
+        if result[0] is not None:
+            accepted.append(result[0])
+        elif result[2]:
+            ignored.append(Rejection(ns, name, show(host), result[1] or ""))
+        else:
+            rejections.append(Rejection(ns, name, show(host), result[1] or ""))
+    if not accepted and not rejections and not ignored:
+        return _NOTHING
+    # dict.fromkeys keeps the first-named order and drops repeats within this Ingress.
+    hosts = tuple(accepted) if len(accepted) == 1 else tuple(dict.fromkeys(accepted))
+    return IngressResult(f"{ns}/{name}", hosts, tuple(rejections), tuple(ignored))
+
+
+def merge(results: Iterable[IngressResult]) -> PolicyResult:
+    """The PolicyResult of several Ingresses from their IngressResults, in their order."""
     # Tuples, not lists: tuples of strings drop out of the cyclic GC's sight, which matters
     # with tens of thousands of hosts.
     sources: dict[str, tuple[str, ...]] = {}
     shared: set[str] = set()
     rejections: list[Rejection] = []
     ignored: list[Rejection] = []
-    filtering = bool(policy._include or policy._exclude or policy._classes)
-    problems: list[str] = []
-    shown: dict[str, str] = {}  # namespaces are few; render each once
-    for ingress in ingresses:
-        if not isinstance(ingress, _MAPS):
-            rejections.append(Rejection("", "", "", "malformed Ingress: not an object"))
-            continue
-        meta = ingress.get("metadata")
-        if not isinstance(meta, _MAPS):
-            rejections.append(Rejection("", "", "", "malformed Ingress: metadata is not an object"))
-            continue
-        raw_name = meta.get("name")
-        name = show(raw_name) if isinstance(raw_name, str) else ""
-        raw_ns = _namespace(meta)
-        if raw_ns is None:
-            rejections.append(Rejection(show(meta.get("namespace")), name, "",
-                                        "malformed Ingress: metadata.namespace is not a string"))
-            continue
-        spec = ingress.get("spec")
-        if filtering and not _selected(meta, spec, raw_ns, policy, defaults):
-            continue
-        ns = shown.get(raw_ns)
-        if ns is None:
-            ns = shown[raw_ns] = show(raw_ns)
-        if not isinstance(spec, _MAPS):
-            rejections.append(Rejection(ns, name, "", "malformed Ingress: spec is not an object"))
-            continue
-        candidates = _candidate_hosts(spec, policy.hosts_from, problems)
-        if problems:
-            for problem in problems:
-                rejections.append(Rejection(ns, name, "", f"malformed Ingress: {problem}"))
-            problems.clear()
-        origin = f"{ns}/{name}"
-        for host in candidates:
-            if isinstance(host, str):
-                result = checked.get(host)
-                if result is None:
-                    result = checked[host] = _check_str(host, policy)
-            else:
-                result = _check(host, policy)
-            accepted = result[0]
-            if accepted is not None:
-                known = sources.get(accepted)
-                if known is None:
-                    sources[accepted] = (origin,)
-                elif origin not in known:
-                    sources[accepted] = (*known, origin)
-                    shared.add(accepted)
-            elif result[2]:
-                ignored.append(Rejection(ns, name, show(host), result[1] or ""))
-            else:
-                rejections.append(Rejection(ns, name, show(host), result[1] or ""))
+    for res in results:
+        if res.rejections:
+            rejections.extend(res.rejections)
+        if res.ignored:
+            ignored.extend(res.ignored)
+        origin = res.origin
+        for host in res.hosts:
+            known = sources.get(host)
+            if known is None:
+                sources[host] = (origin,)
+            elif origin not in known:
+                sources[host] = (*known, origin)
+                shared.add(host)
     for host in shared:
         sources[host] = tuple(sorted(sources[host]))
     return PolicyResult(hosts=tuple(sorted(sources)), rejections=tuple(rejections),
                         sources=sources, ignored=tuple(ignored))
+
+
+def evaluate(ingresses: Iterable[Mapping[str, Any]], ingress_classes: Iterable[Mapping[str, Any]],
+             policy: HostPolicy) -> PolicyResult:
+    """The hosts to redirect for these Ingresses, and every host refused with its reason.
+
+    ``merge`` of ``evaluate_ingress`` over the Ingresses. Never raises on malformed objects:
+    each defect becomes a Rejection, and one bad host or Ingress never keeps the others out.
+    """
+    defaults = default_ingress_classes(ingress_classes)
+    checked: _Checked = {}
+    shown: dict[str, str] = {}
+    return merge(_evaluate_one(ingress, policy, defaults, checked, shown)
+                 for ingress in ingresses)
