@@ -951,16 +951,14 @@ def _host_of(d: Directive) -> str | None:
     if d.blocks:
         return None
     words = d.words()  # one split of a bare line, not one per attribute
-    if words[0] != "rewrite":
-        return None
-    args = words[1:]
-    if len(args) == 4 and args[:2] == ("name", "exact"):
-        return args[2]
-    if len(args) == 6 and args[:2] == ("name", "regex") and args[4:] == ("answer", "auto"):
-        m = _WILDCARD_RULE.fullmatch(args[2])
+    if len(words) == 5 and words[:3] == ("rewrite", "name", "exact"):
+        return words[3]
+    if len(words) == 7 and words[:3] == ("rewrite", "name", "regex") \
+            and words[5:] == ("answer", "auto"):
+        m = _WILDCARD_RULE.fullmatch(words[3])
         if m:
             host = "*." + re.sub(r"\\(.)", r"\1", m["suffix"])
-            if wildcard_regex(host) == args[2]:
+            if wildcard_regex(host) == words[3]:
                 return host
     return None
 
