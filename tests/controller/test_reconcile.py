@@ -16,7 +16,7 @@ from tests.controller.conftest import (
     corefile_text,
     wait_until,
 )
-from tests.fakeapi.fixtures import corefile_configmap, ingress, service
+from tests.fakeapi.fixtures import corefile_configmap, ingress, ingress_class, service
 from tests.fakeapi.server import FakeApiServer
 
 Start = Callable[..., Controller]
@@ -245,3 +245,26 @@ def test_admin_endpoint_reports_sync_and_leadership(cluster: FakeApiServer,
     assert ctl.metric('hairpin_controller_reconciles_total{result="ok"}') >= 1
     # The stock Corefile has reload; no such warning.
     assert "no-reload" not in body
+
+
+def test_only_new_ingresses_are_evaluated_until_the_default_class_changes(
+        cluster: FakeApiServer, start: Start) -> None:
+    for i in range(20):
+        cluster.create(ingress("apps", f"app{i}", tls_hosts=[f"app{i}.example.com"],
+                               class_name="nginx"))
+    cluster.create(ingress("apps", "classless", tls_hosts=["free.example.com"]))
+    ctl = start("--ingress-class", "nginx")
+    ctl.wait_ready()
+    assert len(managed(cluster)) == 20 and "free.example.com" not in managed(cluster)
+    evaluations = "hairpin_controller_ingress_evaluations_total"
+    assert ctl.metric(evaluations) == 21
+
+    cluster.create(ingress("apps", "late", tls_hosts=["late.example.com"], class_name="nginx"))
+    wait_until(lambda: "late.example.com" in managed(cluster), what="new Ingress")
+    assert ctl.metric(evaluations) == 22
+
+    # Ingresses without a class now belong to nginx: every Ingress is looked at again.
+    cluster.create(ingress_class("nginx", default=True))
+    wait_until(lambda: "free.example.com" in managed(cluster), what="class-less Ingress")
+    assert len(managed(cluster)) == 22
+    assert ctl.metric(evaluations) == 44
