@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import itertools
 import logging
 import operator
 import os
@@ -22,7 +23,6 @@ import signal
 import socket
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from itertools import compress
 from typing import Any
 
 from hairpin_proxy import corefile
@@ -112,11 +112,16 @@ class RemovalGuard:
                                                                               bool]:
         """(hosts to write, whether a drop is being held back)."""
         prev = set(previous)
-        want = tuple(sorted(set(desired)))
+        # The policy's hosts come sorted and unique: checking that (in C) is several times
+        # cheaper than sorting a set of 10,000 names, which comes out in hash order.
+        if all(map(operator.lt, desired, itertools.islice(desired, 1, None))):
+            want = tuple(desired)
+        else:
+            want = tuple(sorted(set(desired)))
         if self.allow or not prev:
             self.held_since = None
             return want, False
-        removed = len(prev - set(want))
+        removed = len(prev.difference(want))
         if want and removed / len(prev) <= self.fraction:
             self.held_since = None
             return want, False
@@ -230,7 +235,7 @@ class PolicyCache:
             # The usual case, a watch cache after updates and additions: the old keys are
             # still its first ones, in order. Compared pairwise in C, under a millisecond
             # for 10,000.
-            kept = compress(keys, map(operator.is_not, ingresses.values(), old.values()))
+            kept = itertools.compress(keys, map(operator.is_not, ingresses.values(), old.values()))
             return [*kept, *keys[len(old):]], ()
         # Deletions or another order (a relist): a Python-level pass, a few milliseconds.
         return ([k for k, v in ingresses.items() if old.get(k) is not v],

@@ -22,6 +22,14 @@ class Clock:
         return self.now
 
 
+def test_hosts_come_out_sorted_and_unique_whatever_their_order() -> None:
+    guard = RemovalGuard(0.5, 60, False, Clock())
+    assert guard.decide(["b", "a", "b"], []) == (("a", "b"), False)
+    assert guard.decide(("a", "a", "b"), ["a", "b"]) == (("a", "b"), False)
+    assert guard.decide(["c", "b", "a"], ["a", "b", "c"]) == (("a", "b", "c"), False)
+    assert guard.decide(("a", "b", "c"), ["a", "b", "c"]) == (("a", "b", "c"), False)
+
+
 def test_small_drops_and_growth_pass() -> None:
     guard = RemovalGuard(0.5, 60, False, Clock())
     assert guard.decide(["a", "b", "c"], []) == (("a", "b", "c"), False)
