@@ -499,11 +499,13 @@ class Controller:
             self._remember(written)
             if written.changed:
                 self.metrics.writes.labels(what).inc()
-                added, removed = set(hosts) - set(previous), set(previous) - set(hosts)
+                before = set(previous)
+                kept = len(before.intersection(hosts))
                 log.info("rules updated", extra={"target": sink_name,
                                                   "action": written.outcome,
-                                                  "hosts": len(hosts), "added": len(added),
-                                                  "removed": len(removed)})
+                                                  "hosts": len(hosts),
+                                                  "added": len(hosts) - kept,
+                                                  "removed": len(before) - kept})
             svc = self.service.get(f"{self.namespace}/{self.settings.proxy_service}")
             pub = self._current(self.published_cm, self.published.namespace,
                                 self.published.name)

@@ -263,6 +263,13 @@ def test_only_new_ingresses_are_evaluated_until_the_default_class_changes(
     wait_until(lambda: "late.example.com" in managed(cluster), what="new Ingress")
     assert ctl.metric(evaluations) == 22
 
+    def updates() -> list[tuple[object, object, object]]:
+        return [(r["hosts"], r["added"], r["removed"]) for r in ctl.records()
+                if r.get("msg") == "rules updated"]
+
+    wait_until(lambda: (21, 1, 0) in updates(), what="log line of the change")
+    assert updates()[0] == (20, 20, 0)
+
     # Ingresses without a class now belong to nginx: every Ingress is looked at again.
     cluster.create(ingress_class("nginx", default=True))
     wait_until(lambda: "free.example.com" in managed(cluster), what="class-less Ingress")
