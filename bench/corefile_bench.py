@@ -16,31 +16,13 @@ import statistics
 import time
 from collections.abc import Callable
 
+from tests.corefiles import HERE as CORPUS
+from tests.corefiles import TARGET
+
 from hairpin_proxy import corefile
 
-TARGET = "hairpin-proxy.hairpin-proxy.svc.cluster.local."
-KUBEADM = """\
-.:53 {
-    errors
-    health {
-       lameduck 5s
-    }
-    ready
-    kubernetes cluster.local in-addr.arpa ip6.arpa {
-       pods insecure
-       fallthrough in-addr.arpa ip6.arpa
-       ttl 30
-    }
-    prometheus :9153
-    forward . /etc/resolv.conf {
-       max_concurrent 1000
-    }
-    cache 30
-    loop
-    reload
-    loadbalance
-}
-"""
+# The kubeadm layout from the test corpus, and the corpus's rewrite target.
+KUBEADM = (CORPUS / "kubeadm.Corefile").read_text()
 
 
 def hosts(n: int) -> list[str]:
