@@ -24,6 +24,7 @@ from pathlib import Path
 from tests.fakeapi.fixtures import corefile_configmap, ingress
 from tests.fakeapi.server import FakeApiServer
 
+from bench.corefile_bench import median_ms
 from hairpin_proxy import corefile
 from hairpin_proxy.controller import PolicyCache
 from hairpin_proxy.kube.watch import object_key
@@ -73,23 +74,13 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def median_ms(fn: object, repeat: int = 9) -> float:
-    assert callable(fn)
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1000
-
-
 def policy_ms(api: FakeApiServer) -> dict[str, float]:
     """The policy's share of a reconcile on these Ingresses, in this process: a full evaluate
     (what every reconcile did before the per-Ingress cache, and what the first one still does)
     against the controller's incremental pass after one new Ingress."""
     objs = {object_key(o): o for o in api.list("Ingress")}
     policy = HostPolicy()
-    full = median_ms(lambda: evaluate(list(objs.values()), [], policy))
+    full = median_ms(lambda: evaluate(list(objs.values()), [], policy), 9)
     cache = PolicyCache(policy)
     t0 = time.perf_counter()
     cache.update(dict(objs), [])

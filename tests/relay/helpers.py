@@ -308,3 +308,17 @@ def wait_until(predicate: Callable[[], object], timeout: float = 30.0, what: str
 
 def elapsed(since: float) -> float:
     return time.monotonic() - since
+
+
+def black_hole(host: str = "127.0.0.1") -> tuple[socket.socket, list[socket.socket]]:
+    """A listener whose accept queue is full, so that further SYNs go unanswered."""
+    hole = socket.socket()
+    hole.bind((host, 0))
+    hole.listen(0)
+    fillers = []
+    for _ in range(4):
+        f = socket.socket()
+        f.setblocking(False)
+        f.connect_ex(hole.getsockname())
+        fillers.append(f)
+    return hole, fillers

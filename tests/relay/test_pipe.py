@@ -21,6 +21,7 @@ from tests.relay.helpers import (
     LOOPS,
     Accepted,
     Upstream,
+    black_hole,
     chunks,
     closed_promptly,
     connect,
@@ -152,22 +153,8 @@ def test_readyz_reports_a_name_that_does_not_resolve(tmp_path: Path, loop: str) 
     assert "no-such-host.invalid:80" in body and "(dns)" in body
 
 
-def black_hole() -> tuple[socket.socket, list[socket.socket]]:
-    """A listener that never accepts, its queue full: further SYNs go unanswered."""
-    hole = socket.socket()
-    hole.bind(("127.0.0.1", 0))
-    hole.listen(0)
-    fillers = []
-    for _ in range(4):
-        f = socket.socket()
-        f.setblocking(False)
-        f.connect_ex(hole.getsockname())
-        fillers.append(f)
-    return hole, fillers
-
-
 def test_connect_timeout(tmp_path: Path, loop: str) -> None:
-    hole, fillers = black_hole()
+    hole, fillers = black_hole("127.0.0.1")
     try:
         with run_relay(tmp_path, [f"127.0.0.1:{{port}}=127.0.0.1:{hole.getsockname()[1]}"],
                        "--connect-timeout", "1", loop=loop) as relay:

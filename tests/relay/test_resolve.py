@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import pytest
 
 from hairpin_proxy.relay.resolve import Address, ConnectError, Resolver
+from tests.relay.helpers import black_hole
 
 T = TypeVar("T")
 
@@ -236,20 +237,6 @@ def test_open_times_out_with_its_cause(loop: str) -> None:
     finally:
         for s in [hole, *fillers]:
             s.close()
-
-
-def black_hole(host: str) -> tuple[socket.socket, list[socket.socket]]:
-    """A listener whose accept queue is full, so that further SYNs go unanswered."""
-    hole = socket.socket()
-    hole.bind((host, 0))
-    hole.listen(0)
-    fillers = []
-    for _ in range(4):
-        f = socket.socket()
-        f.setblocking(False)
-        f.connect_ex(hole.getsockname())
-        fillers.append(f)
-    return hole, fillers
 
 
 def run_on(loop: str, coro: Coroutine[Any, Any, T]) -> T:
