@@ -193,13 +193,14 @@ backend be
 
 @contextlib.contextmanager
 def relay(workdir: Path, backend_port: int, *, workers: int, cpus: str | None,
-          extra: Sequence[str] = ()) -> Iterator[Proc]:
+          extra: Sequence[str] = (), src: Path | None = None) -> Iterator[Proc]:
+    """The relay; ``src`` runs the package from another source tree (a baseline to compare)."""
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     argv = [sys.executable, "-m", "hairpin_proxy", "proxy",
             "--listen", f"127.0.0.1:{port}=127.0.0.1:{backend_port}",
             "--admin-listen", "", "--workers", str(workers), "--log-level", "warning",
             "--max-connections", "60000", *extra]
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    env = {**os.environ, "PYTHONPATH": str(src or REPO / "src")}
     with _running(argv, port, workdir / "relay.log", cpus, env) as p:
         yield p

@@ -2,12 +2,18 @@
 
     python -m bench.profile_relay --phase close     # one short request per connection
     python -m bench.profile_relay --phase ka        # keep-alive requests
+    python -m bench.profile_relay --phase close --against HEAD~1 --pairs 6
 
 Runs nginx, then HAProxy (send-proxy, one thread) and the relay, each pinned to the same core,
 under the same wrk phase; prints each one's rate and its user and system CPU per operation.
 The relay is also sampled with py-spy (``--native``, which needs the ``bench`` extra), and
 the samples are summarised by where they were taken: inside a system call, in the Python
 interpreter, in uvloop/libuv, or in our own code. Bounded in time; loopback only.
+
+``--against REV`` (a git revision, or a directory holding a ``hairpin_proxy`` package) instead
+compares the working tree's relay with that baseline: both run at once, pinned to the same core,
+and the wrk phase alternates between them (ABBA order) so that other load on the machine falls
+on both alike. It prints each run's CPU per operation and the median of the paired differences.
 """
 
 from __future__ import annotations
@@ -17,8 +23,10 @@ import collections
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 from pathlib import Path
 
@@ -70,6 +78,67 @@ def summarise(raw: Path, top: int) -> str:
     return "\n".join(out)
 
 
+def _baseline(rev: str, work: Path) -> Path:
+    """A source tree (the directory holding ``hairpin_proxy``) for a revision or a path."""
+    given = Path(rev)
+    if (given / "hairpin_proxy").is_dir():
+        return given.resolve()
+    if (given / "src" / "hairpin_proxy").is_dir():
+        return (given / "src").resolve()
+    archive = work / "baseline.tar"
+    subprocess.run(["git", "-C", str(peers.REPO), "archive", "-o", str(archive), rev,
+                    "src/hairpin_proxy"], check=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(work / "baseline", filter="data")
+    return work / "baseline" / "src"
+
+
+def _cpu_per_op(pid: int, port: int, seconds: int, conns: int, close: bool
+                ) -> tuple[float, float, float]:
+    """(rate, user µs, system µs per operation) of one wrk phase against ``port``."""
+    u0, s0 = _ticks(pid)
+    rate = loadgen.wrk_rps(port, seconds=seconds, connections=conns, close=close)
+    u1, s1 = _ticks(pid)
+    ops = rate * seconds
+    tick = os.sysconf("SC_CLK_TCK")
+    return rate, (u1 - u0) / tick / ops * 1e6, (s1 - s0) / tick / ops * 1e6
+
+
+def compare(args: argparse.Namespace, work: Path, backend: peers.Backend) -> None:
+    close = args.phase == "close"
+    conns = 32 if close else 64
+    base = _baseline(args.against, work)
+    extra = args.relay_args.split()
+    with peers.relay(work / "new", backend.pp_port, workers=1, cpus=args.cpus,
+                     extra=extra) as new, \
+            peers.relay(work / "base", backend.pp_port, workers=1, cpus=args.cpus,
+                        extra=extra, src=base) as old:
+        procs = {"new": new, "base": old}
+        for proc in procs.values():  # warm up: imports, first allocations
+            loadgen.wrk_rps(proc.port, seconds=1, connections=conns, close=close)
+        cpu: dict[str, dict[str, list[float]]] = {
+            name: {"user": [], "system": [], "total": []} for name in procs}
+        unit = "conn/s" if close else "req/s"
+        for i in range(args.pairs):
+            order = ("base", "new") if i % 2 == 0 else ("new", "base")
+            for name in order:
+                proc = procs[name]
+                rate, user, system = _cpu_per_op(proc.pids()[0], proc.port, args.seconds,
+                                                 conns, close)
+                for key, value in (("user", user), ("system", system),
+                                   ("total", user + system)):
+                    cpu[name][key].append(value)
+                print(f"pair {i + 1} {name:>4}: {rate:8,.0f} {unit}; user {user:6.1f} µs, "
+                      f"system {system:6.1f} µs, total {user + system:6.1f} µs", flush=True)
+        for key in ("user", "system", "total"):
+            before, after = cpu["base"][key], cpu["new"][key]
+            diffs = [a - b for a, b in zip(after, before, strict=True)]
+            wins = sum(d < 0 for d in diffs)
+            print(f"{key:>6}: median base {statistics.median(before):6.1f} µs, new "
+                  f"{statistics.median(after):6.1f} µs; paired difference new - base: median "
+                  f"{statistics.median(diffs):+.1f} µs, new lower in {wins} of {len(diffs)}")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawTextHelpFormatter)
@@ -77,7 +146,15 @@ def main() -> int:
     p.add_argument("--seconds", type=int, default=8)
     p.add_argument("--cpus", default="1")
     p.add_argument("--top", type=int, default=15)
+    p.add_argument("--against", metavar="REV", help="compare with this baseline (see above)")
+    p.add_argument("--pairs", type=int, default=6)
+    p.add_argument("--relay-args", default="", help="extra relay flags, e.g. '--loop asyncio'")
     args = p.parse_args()
+    if args.against:
+        with tempfile.TemporaryDirectory(prefix="hairpin-compare-") as tmp, \
+                peers.nginx(Path(tmp) / "nginx") as backend:
+            compare(args, Path(tmp), backend)
+        return 0
     close = args.phase == "close"
     conns = 32 if close else 64
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
