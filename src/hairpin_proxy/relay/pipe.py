@@ -21,7 +21,13 @@ from typing import Any, cast
 
 from hairpin_proxy.addresses import format_hostport
 from hairpin_proxy.metrics import CounterChild
-from hairpin_proxy.relay.resolve import ConnectError, Resolver
+from hairpin_proxy.relay.resolve import (
+    Address,
+    ConnectError,
+    Resolver,
+    attempt_failure,
+    gave_up,
+)
 from hairpin_proxy.relay.spec import ListenerSpec
 from hairpin_proxy.relay.stats import ListenerStats
 
@@ -60,6 +66,8 @@ class Route:
     # The running loop, set at start: asyncio.get_running_loop() costs a getpid() system call
     # per use on Python 3.11, several times per connection.
     loop: asyncio.AbstractEventLoop | None = None
+    # The target's one address when it is an IP literal: connects then skip the resolver.
+    address: Address | None = None
 
 
 class RateLimit:
@@ -158,7 +166,7 @@ class Half(asyncio.Protocol):
 class Pipe:
     """A client connection and the upstream connection made for it."""
 
-    __slots__ = ("accepted_at", "client", "done", "early", "ending", "idle_bytes",
+    __slots__ = ("accepted_at", "client", "done", "early", "ending", "expired", "idle_bytes",
                  "idle_since", "peername", "route", "sockname", "task", "upstream")
 
     def __init__(self, route: Route) -> None:
@@ -172,6 +180,7 @@ class Pipe:
         self.sockname: HostPort | None = None
         self.done = False
         self.ending = False  # we decided to close; later losses are not fresh errors
+        self.expired = False  # the connect timer cancelled the connect
         self.accepted_at = 0.0
         self.idle_bytes = 0
         self.idle_since = 0.0
@@ -203,7 +212,46 @@ class Pipe:
         transport.pause_reading()
         loop = route.loop or asyncio.get_running_loop()
         self.accepted_at = self.idle_since = loop.time()
-        self.task = loop.create_task(self._connect())
+        if route.address is not None:
+            self.task = loop.create_task(self._connect_to(route.address))
+        else:
+            self.task = loop.create_task(self._connect())
+
+    async def _connect_to(self, addr: Address) -> None:
+        """The connect for an IP-literal target: the resolver's one-address case, inlined.
+
+        Same causes and messages as ``Resolver.open``; without its nested coroutines, timer
+        object and per-attempt bookkeeping, which showed in per-connection profiles.
+        """
+        route = self.route
+        loop = route.loop
+        assert loop is not None and self.task is not None
+        handle = loop.call_later(route.connect_timeout, self._expire)
+        try:
+            try:
+                await loop.create_connection(self._upstream, addr[1][0], addr[1][1],
+                                             family=addr[0])
+            finally:
+                handle.cancel()
+        except asyncio.CancelledError:
+            if not self.expired or self.task.uncancel() > 0:
+                raise  # the client went away (or shutdown), not our timer
+            self._gave_up(addr, None)
+            return
+        except Exception as exc:  # OSError mostly; the client must not wait for nothing
+            self._gave_up(addr, exc)
+            return
+        route.stats.connect_seconds.observe(loop.time() - self.accepted_at)
+
+    def _expire(self) -> None:
+        self.expired = True
+        if self.task is not None:
+            self.task.cancel()
+
+    def _gave_up(self, addr: Address, exc: BaseException | None) -> None:
+        spec = self.route.spec
+        err = gave_up(spec.target_host, spec.target_port, [attempt_failure(addr, exc)])
+        self.fail(err.cause, err.detail)
 
     async def _connect(self) -> None:
         route = self.route

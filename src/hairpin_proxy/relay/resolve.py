@@ -90,6 +90,11 @@ class Resolver:
         if count:
             self._turn[key] = self._turn.get(key, 0) + count
 
+    def literal(self, host: str, port: int) -> Address | None:
+        """The one address of an IP-literal target (nothing to resolve or rotate), else None."""
+        addrs = self._literal(host, port)
+        return addrs[0] if addrs else None
+
     def _literal(self, host: str, port: int) -> list[Address] | None:
         # Listener targets are fixed, so whether one is an IP literal is worked out once.
         key = (host, port)
@@ -198,24 +203,38 @@ class Resolver:
             except asyncio.CancelledError:
                 if not expiry.fired or task.uncancel() > 0:
                     raise  # cancelled from outside, not (only) by our timer
-                failures.append(("connect_timeout", f"{_show(addr)} timed out"))
-            except ConnectionRefusedError:
-                failures.append(("connect_refused", f"{_show(addr)} refused"))
+                failures.append(attempt_failure(addr, None))
             except OSError as exc:
-                failures.append(("connect_error", f"{_show(addr)}: {exc.strerror or exc}"))
+                failures.append(attempt_failure(addr, exc))
             else:
                 if rotate:
                     self._skipped(key, i)
                 return result
-        causes = {cause for cause, _ in failures}
-        if not failures:
-            cause = "connect_timeout"
-        elif causes == {"connect_refused"}:
-            cause = "connect_refused"
-        elif "connect_timeout" in causes:
-            cause = "connect_timeout"
-        else:
-            cause = "connect_error"
-        target = format_hostport(host, port)
-        tried = "; ".join(detail for _, detail in failures) or "no time left to try"
-        raise ConnectError(cause, f"cannot connect to {target}: {tried}")
+        raise gave_up(host, port, failures)
+
+
+def attempt_failure(addr: Address, exc: BaseException | None) -> tuple[str, str]:
+    """(cause, detail) for one address that could not be connected to (``exc`` None: timed out)."""
+    if exc is None:
+        return "connect_timeout", f"{_show(addr)} timed out"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connect_refused", f"{_show(addr)} refused"
+    if isinstance(exc, OSError):
+        return "connect_error", f"{_show(addr)}: {exc.strerror or exc}"
+    return "connect_error", f"{_show(addr)}: {exc!r}"
+
+
+def gave_up(host: str, port: int, failures: list[tuple[str, str]]) -> ConnectError:
+    """The error once every address has failed (or the time ran out before one was tried)."""
+    causes = {cause for cause, _ in failures}
+    if not failures:
+        cause = "connect_timeout"
+    elif causes == {"connect_refused"}:
+        cause = "connect_refused"
+    elif "connect_timeout" in causes:
+        cause = "connect_timeout"
+    else:
+        cause = "connect_error"
+    target = format_hostport(host, port)
+    tried = "; ".join(detail for _, detail in failures) or "no time left to try"
+    return ConnectError(cause, f"cannot connect to {target}: {tried}")

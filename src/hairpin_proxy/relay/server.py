@@ -78,7 +78,8 @@ class Relay:
         self.routes = [Route(spec=spec, stats=self.metrics.for_listener(spec.name),
                              resolver=self.resolver, encode=ENCODERS[spec.version],
                              connect_timeout=settings.connect_timeout,
-                             max_connections=settings.max_connections, live=self.live)
+                             max_connections=settings.max_connections, live=self.live,
+                             address=self.resolver.literal(spec.target_host, spec.target_port))
                        for spec in specs]
         self.servers: list[asyncio.Server] = []
         self.admin: AdminServer | None = None
