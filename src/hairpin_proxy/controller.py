@@ -45,7 +45,7 @@ from hairpin_proxy.policy import (
     evaluate_ingress,
 )
 from hairpin_proxy.settings import CleanupSettings, ControllerSettings
-from hairpin_proxy.sinks.configmap import WriteResult, write_configmap
+from hairpin_proxy.sinks.configmap import Mutate, WriteResult, write_configmap
 from hairpin_proxy.sinks.coredns import CorednsSink, SinkError
 from hairpin_proxy.sinks.coredns_import import ImportSink
 from hairpin_proxy.sinks.published import PublishedSink, parse_lines, service_addresses
@@ -328,8 +328,11 @@ class Controller:
 
         def reflector(path: str, kind: str, name: str | None = None) -> Reflector:
             params = {"fieldSelector": f"metadata.name={name}"} if name else {}
-            return Reflector(client, path, kind=kind, params=params, on_change=self.dirty.set,
+            made = Reflector(client, path, kind=kind, params=params, on_change=self.dirty.set,
                              silence_timeout=s.watch_timeout, on_restart=self._watch_restarted)
+            if name:
+                made.on_change = lambda: self._one_changed(made)
+            return made
 
         if s.include_namespace:
             # dict.fromkeys: a namespace given twice is watched once.
@@ -360,6 +363,7 @@ class Controller:
         self._held_logged = False
         self._wakeup: asyncio.TimerHandle | None = None
         self._written: dict[str, tuple[str, JsonObj]] = {}
+        self._sent: dict[str, object] = {}  # "namespace/name" → the data we last wrote
 
     # ------------------------------------------------------------------ state
 
@@ -374,6 +378,28 @@ class Controller:
         if leading:
             # Write at once: the previous leader may have died with work pending.
             self.dirty.set()
+
+    def _one_changed(self, reflector: Reflector) -> None:
+        """A watched single object changed: dirty, unless its data is what we last wrote
+        there (our own write coming back, often before the answer to the PUT: that change was
+        the outcome of a pass, and another would find nothing to do)."""
+        objs = list(reflector.cache.values())
+        if not (objs and all(map(self._is_ours, objs))):
+            self.dirty.set()
+
+    def _is_ours(self, obj: JsonObj) -> bool:
+        meta = obj.get("metadata") or {}
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        return key in self._sent and self._sent[key] == obj.get("data")
+
+    def _sending(self, namespace: str, name: str, mutate: Mutate) -> Mutate:
+        """``mutate``, remembering the data it asks to write."""
+        def run(cm: JsonObj | None) -> JsonObj | None:
+            out = mutate(cm)
+            if out is not None:
+                self._sent[f"{namespace}/{name}"] = out.get("data")
+            return out
+        return run
 
     def _watch_restarted(self, kind: str, why: str) -> None:
         self.metrics.watch_restarts.labels(kind, why).inc()
@@ -412,13 +438,16 @@ class Controller:
         cap = max(1.0, 10 * debounce)
         backoff = Backoff(base=0.5, cap=10.0)
         loop = asyncio.get_running_loop()
+        last_pass = -cap
         while True:
             await self.dirty.wait()
             first = loop.time()
-            while True:
+            # A change after a quiet spell is written at once; more changes right behind a
+            # pass are a burst, and wait until it is over (or the cap).
+            while first - last_pass < debounce:
                 self.dirty.clear()
                 left = first + cap - loop.time()
-                if debounce <= 0 or left <= 0:
+                if left <= 0:
                     break
                 try:
                     await asyncio.wait_for(self.dirty.wait(), min(debounce, left))
@@ -434,6 +463,7 @@ class Controller:
                 self.metrics.reconciles.labels("crash").inc()
                 self._written.clear()
                 ok = False
+            last_pass = loop.time()
             if ok:
                 backoff.reset()
             else:
@@ -476,7 +506,9 @@ class Controller:
                 # Parsing and editing a Corefile with thousands of rules takes a while: off the
                 # event loop, so Lease renewals and watches are never held up by it. The
                 # write below then finds the edit remembered.
-                previous = await asyncio.to_thread(self.corefile_sink.current_hosts, cm)
+                previous = self.corefile_sink.remembered_hosts(cm)
+                if previous is None:
+                    previous = await asyncio.to_thread(self.corefile_sink.current_hosts, cm)
                 hosts = self._guarded(result.hosts, previous)
                 await asyncio.to_thread(self.corefile_sink.edit, self.corefile_sink.text(cm),
                                         hosts)
@@ -495,7 +527,8 @@ class Controller:
                 ns, name = self.import_sink.namespace, self.import_sink.name
             if not self.is_leader():
                 return self._not_leading()
-            written = await write_configmap(self.client, ns, name, mutate, current=cm,
+            written = await write_configmap(self.client, ns, name,
+                                            self._sending(ns, name, mutate), current=cm,
                                             on_conflict=self.metrics.conflicts.inc)
             self._remember(written)
             if written.changed:
@@ -514,7 +547,9 @@ class Controller:
                 return self._not_leading()
             written = await write_configmap(
                 self.client, self.published.namespace, self.published.name,
-                self.published.mutate(hosts, service_addresses(svc)), current=pub,
+                self._sending(self.published.namespace, self.published.name,
+                              self.published.mutate(hosts, service_addresses(svc))),
+                current=pub,
                 on_conflict=self.metrics.conflicts.inc)
             self._remember(written)
             if written.changed:

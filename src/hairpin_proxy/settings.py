@@ -272,7 +272,8 @@ class ControllerSettings(CorednsTargetSettings, PolicySettings, KubeSettings, Lo
     renew_deadline: float = opt(10.0, "Seconds a leader keeps trying to renew before it "
                                       "stops writing.")
     retry_period: float = opt(2.0, "Seconds between Lease attempts.")
-    debounce: float = opt(0.2, "Seconds to coalesce bursts of changes into one write.")
+    debounce: float = opt(0.2, "Seconds of quiet that end a burst of changes (one write per "
+                               "burst); a change after a quiet spell is written at once.")
     allow_mass_removal: bool = opt(False, "Apply large drops in the host set at once.")
     mass_removal_fraction: float = opt(0.5, "A drop of more than this fraction of hosts is "
                                             "held back.")

@@ -88,6 +88,42 @@ def test_burst_of_changes_is_coalesced(cluster: FakeApiServer, start: Start) -> 
     assert corefile_puts(cluster) - before <= 2
 
 
+def test_a_change_after_a_quiet_spell_is_written_without_the_debounce(
+        cluster: FakeApiServer, start: Start) -> None:
+    ctl = start("--debounce", "4")
+    ctl.wait_ready()
+    time.sleep(4.5)  # longer than the debounce since the first pass: quiet
+    started = time.monotonic()
+    cluster.create(ingress("lone", "lone", tls_hosts=["lone.example.com"]))
+    wait_until(lambda: managed(cluster) == ("lone.example.com",), what="host added")
+    # Coalescing would have held the write for the 4 s debounce.
+    assert time.monotonic() - started < 3.0
+    # A second change right behind the first pass is coalesced: held for the debounce.
+    cluster.create(ingress("lone", "next", tls_hosts=["next.example.com"]))
+    time.sleep(1.0)
+    assert managed(cluster) == ("lone.example.com",)
+    wait_until(lambda: len(managed(cluster)) == 2, what="second host added")
+
+
+def test_our_own_writes_coming_back_start_no_reconcile(cluster: FakeApiServer,
+                                                      start: Start) -> None:
+    ctl = start()
+    ctl.wait_ready()
+    passes = 'hairpin_controller_reconciles_total{result="ok"}'
+    before = ctl.metric(passes)
+    cluster.create(ingress("a", "a", tls_hosts=["a.example.com"]))
+    wait_until(lambda: published(cluster).get("hosts") == "a.example.com\n",
+               what="published")
+    time.sleep(1.5)  # the two echoes arrive, and any pass they started (debounce 0.1 s) ends
+    assert ctl.metric(passes) == before + 1
+    # A change by someone else to the same ConfigMap's data still starts one.
+    cm = cluster.get("ConfigMap", "kube-system", "coredns")
+    assert cm is not None
+    cm["data"]["Corefile"] = cm["data"]["Corefile"].replace("    loop\n", "")
+    cluster.update(cm)
+    wait_until(lambda: ctl.metric(passes) == before + 2, what="a pass after a foreign edit")
+
+
 def test_published_addresses_follow_the_proxy_service(cluster: FakeApiServer,
                                                       start: Start) -> None:
     ctl = start()

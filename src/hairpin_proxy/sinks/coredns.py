@@ -41,11 +41,15 @@ class CorednsSink:
 
     def current_hosts(self, cm: JsonObj | None) -> tuple[str, ...]:
         """What our managed block holds now (the mass-removal guard's starting point)."""
-        text = self.text(cm)
+        known = self.remembered_hosts(cm)
+        if known is not None:
+            return known
+        return corefile.managed_hosts(self.text(cm), dns_port=self.dns_port)
+
+    def remembered_hosts(self, cm: JsonObj | None) -> tuple[str, ...] | None:
+        """current_hosts when the text is our last edit's (no parse needed), else None."""
         last = self._memo.get("last")
-        if last is not None and text == last[2]:
-            return last[1]
-        return corefile.managed_hosts(text, dns_port=self.dns_port)
+        return last[1] if last is not None and self.text(cm) == last[2] else None
 
     def edit(self, text: str, hosts: Sequence[str]) -> str:
         """corefile.apply, remembering the last edit (apply is idempotent)."""
