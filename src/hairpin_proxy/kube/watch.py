@@ -81,7 +81,8 @@ class Reflector:
         self.resource_version = ""
         self.synced = asyncio.Event()
         self.last_error: str = ""
-        # Bumped on every change to the cache: lets readers skip recomputing from it.
+        # Grows by at least the number of objects changed: readers skip recomputing while it
+        # stands still, and can tell a few changes from many.
         self.generation = 0
 
     def get(self, key: str) -> JsonObj | None:
@@ -138,7 +139,8 @@ class Reflector:
                                    "resource_version": rv})
         self.synced.set()
         if changed:
-            self.generation += 1
+            # A relist may replace every object: it counts as that many changes.
+            self.generation += max(1, len(fresh))
             self.on_change()
 
     async def _watch(self) -> None:
