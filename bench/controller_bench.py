@@ -71,6 +71,10 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
+def loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -102,7 +106,8 @@ def policy_ms(api: FakeApiServer) -> dict[str, float]:
 
 def run(count: int, events: int, steady: float, debounce: float | None
         ) -> dict[str, object]:
-    out: dict[str, object] = {"ingresses": count, "events": events, "debounce": debounce}
+    out: dict[str, object] = {"ingresses": count, "events": events, "debounce": debounce,
+                              "load_start": loadavg()}
     flags = [] if debounce is None else ["--debounce", str(debounce)]
     quiet = (DEFAULT_DEBOUNCE if debounce is None else debounce) + 0.05
     with FakeApiServer() as api, tempfile.TemporaryDirectory() as tmp:
@@ -179,6 +184,7 @@ def run(count: int, events: int, steady: float, debounce: float | None
             out["requests_per_minute"] = len(reqs) * 60 / steady
             out["requests_breakdown"] = {k: round(v * 60 / steady, 1) for k, v in kinds.items()}
             out["open_watches"] = api.open_watches
+            out["load_end"] = loadavg()
         except BaseException:
             sys.stderr.write("controller log (tail):\n" + "\n".join(
                 (Path(tmp) / "controller.log").read_text(errors="replace").splitlines()[-40:])
@@ -206,6 +212,8 @@ def report(r: dict[str, object]) -> str:
         f"- Ingresses present at start: {r['ingresses']:,} (one TLS host each)",
         "- " + ("default settings (`--debounce 0.2`)" if r["debounce"] is None
                 else f"`--debounce {r['debounce']}`") + "; leader election on (default timings)",
+        f"- Load average (1, 5, 15 min) at the start: {r['load_start']}; at the end: "
+        f"{r['load_end']}",
         "",
         "| Measure | Result | Target |",
         "|---|---|---|",
