@@ -14,12 +14,15 @@ interpreter, in uvloop/libuv, or in our own code. Bounded in time; loopback only
 compares the working tree's relay with that baseline: both run at once, pinned to the same core,
 and the wrk phase alternates between them (ABBA order) so that other load on the machine falls
 on both alike. It prints each run's CPU per operation and the median of the paired differences.
+``--against haproxy`` does the same with HAProxy (one thread, no splicing) as the baseline, and
+without py-spy, whose sampling stops the relay and inflates its CPU figures.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import os
 import shutil
 import signal
@@ -107,13 +110,19 @@ def _cpu_per_op(pid: int, port: int, seconds: int, conns: int, close: bool
 def compare(args: argparse.Namespace, work: Path, backend: peers.Backend) -> None:
     close = args.phase == "close"
     conns = 32 if close else 64
-    base = _baseline(args.against, work)
     extra = args.relay_args.split()
+    against: contextlib.AbstractContextManager[peers.Proc]
+    if args.against == "haproxy":
+        against = peers.haproxy(work / "base", backend.pp_port, threads=1, splice=False,
+                                cpus=args.cpus, maxconn=1000)
+    else:
+        against = peers.relay(work / "base", backend.pp_port, workers=1, cpus=args.cpus,
+                              extra=extra, src=_baseline(args.against, work))
     with peers.relay(work / "new", backend.pp_port, workers=1, cpus=args.cpus,
-                     extra=extra) as new, \
-            peers.relay(work / "base", backend.pp_port, workers=1, cpus=args.cpus,
-                        extra=extra, src=base) as old:
+                     extra=extra) as new, against as old:
         procs = {"new": new, "base": old}
+        # HAProxy's master process forks the worker that does the work: its last pid.
+        pids = {"new": new.pids()[0], "base": old.pids()[-1]}
         for proc in procs.values():  # warm up: imports, first allocations
             loadgen.wrk_rps(proc.port, seconds=1, connections=conns, close=close)
         cpu: dict[str, dict[str, list[float]]] = {
@@ -123,7 +132,7 @@ def compare(args: argparse.Namespace, work: Path, backend: peers.Backend) -> Non
             order = ("base", "new") if i % 2 == 0 else ("new", "base")
             for name in order:
                 proc = procs[name]
-                rate, user, system = _cpu_per_op(proc.pids()[0], proc.port, args.seconds,
+                rate, user, system = _cpu_per_op(pids[name], proc.port, args.seconds,
                                                  conns, close)
                 for key, value in (("user", user), ("system", system),
                                    ("total", user + system)):
@@ -146,7 +155,8 @@ def main() -> int:
     p.add_argument("--seconds", type=int, default=8)
     p.add_argument("--cpus", default="1")
     p.add_argument("--top", type=int, default=15)
-    p.add_argument("--against", metavar="REV", help="compare with this baseline (see above)")
+    p.add_argument("--against", metavar="REV",
+                   help="compare with this baseline revision, or 'haproxy' (see above)")
     p.add_argument("--pairs", type=int, default=6)
     p.add_argument("--relay-args", default="", help="extra relay flags, e.g. '--loop asyncio'")
     args = p.parse_args()
