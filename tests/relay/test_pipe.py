@@ -168,6 +168,43 @@ def test_connect_timeout(tmp_path: Path, loop: str) -> None:
                                 cause="connect_timeout") == 1
             status, body = relay.get("/readyz")
             assert status == 503 and "timed out" in body
+            target = f"127.0.0.1:{hole.getsockname()[1]}"
+            lines = [r["msg"] for r in relay.log_records() if r.get("cause") == "connect_timeout"]
+            assert lines == [f"cannot connect to {target}: {target} timed out"]
+    finally:
+        for s in [hole, *fillers]:
+            s.close()
+
+
+def test_a_pipe_ended_while_its_upstream_connects_cancels_the_connect(
+        tmp_path: Path, loop: str) -> None:
+    """Ended from outside (here by the idle sweep, shorter than the connect timeout), the
+    pending connect is cancelled: its timer never fires later, only the idle timeout is
+    counted, and every descriptor is released."""
+    hole, fillers = black_hole("127.0.0.1")
+    try:
+        with run_relay(tmp_path, [f"127.0.0.1:{{port}}=127.0.0.1:{hole.getsockname()[1]}"],
+                       "--connect-timeout", "2", "--idle-timeout", "0.5", loop=loop) as relay:
+            before = settled_fd_count(relay)
+            listener = f"127.0.0.1:{relay.ports[0]}"
+            clients = [connect(relay.ports[0]) for _ in range(3)]
+            try:
+                for s in clients:
+                    assert closed_promptly(s)
+            finally:
+                for s in clients:
+                    s.close()
+            time.sleep(2.5)  # past the connect timeout: a timer left behind would fire now
+            with contextlib.suppress(TimeoutError):
+                wait_until(lambda: relay.fd_count() <= before, 10, "descriptors to be closed")
+            assert relay.fd_count() == before
+            errors = {cause: relay.metric("hairpin_proxy_errors_total", listener=listener,
+                                          cause=cause)
+                      for cause in ("connect_timeout", "connect_error", "idle_timeout")}
+            assert errors == {"connect_timeout": 0, "connect_error": 0, "idle_timeout": 3}
+            assert [r for r in relay.log_records() if r.get("level") in ("error", "critical")
+                    ] == []
+            assert relay.proc.poll() is None
     finally:
         for s in [hole, *fillers]:
             s.close()
