@@ -299,3 +299,11 @@ def test_result_over_the_configmap_limit_is_refused() -> None:
     assert len(apply(padded, ["a.b"], target=TARGET).encode()) == MAX_CONFIGMAP_BYTES
     with pytest.raises(CorefileError, match="ConfigMap limit"):
         apply("#" + padded, ["a.b"], target=TARGET)
+
+
+def test_byte_order_mark_before_an_empty_root_block() -> None:
+    text = "\ufeff.:53 {\n}\n"
+    out = apply(text, ["a.example.com"], target=TARGET)
+    assert out == (f"\ufeff.:53 {{\n    {BEGIN_MARKER}\n    rewrite name exact a.example.com "
+                   f"{TARGET}\n    {END_MARKER}\n}}\n")
+    assert remove(out) == text

@@ -116,6 +116,15 @@ HOSTILE = {
     "two root blocks": WITH_BLOCK + ".:53 {\n    bind 127.0.0.2\n"
     + block(["z.example.com"]) + "    forward . 1.1.1.1\n}\n",
     "empty second root block": WITH_BLOCK + "\n.:53 {\n\tbind 127.0.0.2\n}\n",
+    # The parser checks an import's arguments, also on a line between our markers.
+    "import without argument in the block": WITH_BLOCK.replace(
+        "    " + END_MARKER, "    import\n    " + END_MARKER),
+    "import with two arguments in the block": WITH_BLOCK.replace(
+        "    " + END_MARKER, "    import a b\n    " + END_MARKER),
+    "import of a snippet in the block": WITH_BLOCK.replace(
+        "    " + END_MARKER, "    import snip\n    " + END_MARKER),
+    "many markers in a string": ".:53 {\n    template IN A x {\n        answer \""
+    + ("\n    " + BEGIN_MARKER) * 300 + "\"\n    }\n" + block(["a.example.com"]) + "}\n",
     # A new block's indentation unit is counted over the whole text, rule lines included.
     "indentation unit from the rule lines": ".:53 {\n\terrors\n\tcache 30\n\tforward . x\n"
     + block([f"h{i}.example.com" for i in range(9)], "  ") + "}\n.:53 {\n}\n",
@@ -206,6 +215,10 @@ def collect(hosts: list[str]) -> Iterator[str]:
 @given(hosts=st.lists(st.text(CHARS, max_size=6), max_size=5))
 def test_bulk_host_check_agrees_with_the_per_host_check(hosts: list[str]) -> None:
     ok = accepted_one_by_one(hosts)
+    unique = sorted(set(hosts))
+    if unique:
+        # Directly: a wrong "no" would otherwise hide behind the per-host fallback.
+        assert corefile._all_valid("\n".join(unique), len(unique)) == ok, unique
     got = outcome(lambda: rewrite_rules(hosts, target=TARGET))
     assert (got[0] == "ok") == ok, (hosts, got)
     if ok:

@@ -657,7 +657,7 @@ def _hosts(hosts: Iterable[str]) -> list[str]:
         joined = "\n".join(unique)
     except TypeError:
         joined = ""
-    if not (joined and _all_valid(joined, len(unique))):
+    if not _all_valid(joined, len(unique)):
         for host in unique:
             _check_host(host)
     return unique
@@ -670,6 +670,8 @@ _HOST_ASCII = bytes(c for c in range(128) if not _FORBIDDEN_IN_NAME.match(chr(c)
 def _all_valid(joined: str, count: int) -> bool:
     """Whether the ``count`` hosts joined by "\n" all pass _check_host, in a few passes of C
     string code (a regex walks 10,000 hosts ten times slower)."""
+    if not joined:
+        return False
     if joined.isascii():
         # Deleting the allowed characters leaves only the joining "\n"s if all is well.
         if joined.encode("ascii").translate(None, _HOST_ASCII) != b"\n" * (count - 1):
@@ -932,7 +934,8 @@ def _insertion(cf: Corefile, block: ServerBlock, skip: Sequence[tuple[int, int]]
             break
     if indent is None:
         header_start = _line_start(text, block.header[0].start)
-        header_indent = text[header_start:block.header[0].start]
+        # A byte-order mark in front of the first header is not indentation.
+        header_indent = text[header_start:block.header[0].start].lstrip("\ufeff")
         indent = header_indent + _indent_unit(whole)
     return offset, indent, nl
 
@@ -943,21 +946,28 @@ def _set_aside(text: str) -> tuple[str, dict[int, str]]:
 
     Only candidates: a cut counts once the shorter text parses with a managed block exactly
     around it (see _read). The lines cut hold no quote, "#", brace or U+001C..U+001F, so each
-    is a directive of bare words and taking them out changes nothing else in the parse.
+    is a directive of bare words and taking them out changes nothing else in the parse; lines
+    starting with ``import`` (whose arguments the parser checks) are never cut.
     """
     cuts: dict[int, str] = {}
     pieces: list[str] = []
     done = removed = 0
+    # The next offset of each special character, found again only once passed: one scan of
+    # the text in all, however many markers it holds.
+    special = [text.find(c) for c in _SPECIAL]
     at = text.find(BEGIN_MARKER)
     while at >= 0:
         lo = text.find("\n", at) + 1
         if lo == 0:
             break
-        nxt = min((p for p in (text.find(c, lo) for c in _SPECIAL) if p >= 0), default=-1)
+        for k, pos in enumerate(special):
+            if 0 <= pos < lo:
+                special[k] = text.find(_SPECIAL[k], lo)
+        nxt = min((pos for pos in special if pos >= 0), default=-1)
         if nxt < 0:
             break
         hi = _line_start(text, nxt)
-        if hi > lo and text.startswith(END_MARKER, nxt):
+        if hi > lo and text.startswith(END_MARKER, nxt) and not _has_import(text[lo:hi]):
             pieces.append(text[done:lo])
             cuts[lo - removed] = text[lo:hi]
             removed += hi - lo
@@ -967,6 +977,11 @@ def _set_aside(text: str) -> tuple[str, dict[int, str]]:
         return text, cuts
     pieces.append(text[done:])
     return "".join(pieces), cuts
+
+
+def _has_import(lines: str) -> bool:
+    return "import" in lines and any(line.split(None, 1)[:1] == ["import"]
+                                     for line in lines.split("\n"))
 
 
 def _read(text: str) -> tuple[Corefile, list[_Managed], dict[int, str]]:
