@@ -59,6 +59,13 @@ INGRESS_API = "networking.k8s.io/v1"
 _INLINE_CHANGES = 64
 
 
+def _few_changes(key: tuple[int, ...], last: tuple[int, ...]) -> bool:
+    """Whether the policy can catch up on the event loop: since ``last`` (the caches'
+    generations, IngressClasses last) only a few Ingresses changed, and no IngressClass."""
+    return (len(key) == len(last) and key[-1] == last[-1]
+            and sum(key) - sum(last) <= _INLINE_CHANGES)
+
+
 class ControllerMetrics:
     def __init__(self, registry: Registry) -> None:
         p = "hairpin_controller_"
@@ -367,7 +374,8 @@ class Controller:
         self._held_logged = False
         self._wakeup: asyncio.TimerHandle | None = None
         self._written: dict[str, tuple[str, JsonObj]] = {}
-        self._sent: dict[str, object] = {}  # "namespace/name" → the data we last wrote
+        # "namespace/name" → the data this pass wrote there, or found already right.
+        self._sent: dict[str, object] = {}
 
     # ------------------------------------------------------------------ state
 
@@ -400,8 +408,10 @@ class Controller:
         """``mutate``, remembering the data it asks to write."""
         def run(cm: JsonObj | None) -> JsonObj | None:
             out = mutate(cm)
-            if out is not None:
-                self._sent[f"{namespace}/{name}"] = out.get("data")
+            # Nothing to write: the data there now is what this pass wants.
+            have = out if out is not None else cm
+            if have is not None:
+                self._sent[f"{namespace}/{name}"] = have.get("data")
             return out
         return run
 
@@ -487,9 +497,7 @@ class Controller:
             else:
                 items = {k: v for r in self.ingresses for k, v in r.cache.items()}
             classes = list(self.classes.cache.values())
-            few = (len(key) == len(self._result_key) and key[-1] == self._result_key[-1]
-                   and sum(key) - sum(self._result_key) <= _INLINE_CHANGES)
-            if few:
+            if _few_changes(key, self._result_key):
                 result, evaluated = self._policy_cache.update(items, classes)
             else:
                 result, evaluated = await asyncio.to_thread(self._policy_cache.update, items,
@@ -501,6 +509,10 @@ class Controller:
 
     async def reconcile(self) -> bool:
         """One pass; False when it should be retried after a backoff."""
+        # What earlier passes sent says nothing once this one may end without writing (a
+        # Corefile that cannot be edited, a missing ConfigMap): the data they sent can come
+        # back later, restored by someone, while the Ingresses have changed since.
+        self._sent.clear()
         if not self.caches_synced():
             return True
         if not self.is_leader():

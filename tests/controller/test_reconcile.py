@@ -124,6 +124,52 @@ def test_our_own_writes_coming_back_start_no_reconcile(cluster: FakeApiServer,
     wait_until(lambda: ctl.metric(passes) == before + 2, what="a pass after a foreign edit")
 
 
+def test_a_restored_copy_of_our_old_write_is_brought_up_to_date(cluster: FakeApiServer,
+                                                               start: Start) -> None:
+    ctl = start()
+    ctl.wait_ready()
+    cluster.create(ingress("a", "a", tls_hosts=["a.example.com"]))
+    wait_until(lambda: managed(cluster) == ("a.example.com",), what="a written")
+    backup = cluster.get("ConfigMap", "kube-system", "coredns")
+    assert backup is not None
+    errors = "hairpin_controller_corefile_errors_total"
+    # Someone breaks the Corefile; an Ingress arrives meanwhile (its pass cannot edit); then
+    # the saved copy, exactly our earlier write, is put back.
+    cm = cluster.get("ConfigMap", "kube-system", "coredns")
+    assert cm is not None
+    cm["data"]["Corefile"] += "broken {\n"
+    cluster.update(cm)
+    wait_until(lambda: ctl.metric(errors) >= 1, what="the broken Corefile seen")
+    cluster.create(ingress("b", "b", tls_hosts=["b.example.com"]))
+    wait_until(lambda: ctl.metric(errors) >= 2, what="the new Ingress's pass")
+    cm = cluster.get("ConfigMap", "kube-system", "coredns")
+    assert cm is not None
+    cm["data"] = backup["data"]
+    cluster.update(cm)
+    wait_until(lambda: managed(cluster) == ("a.example.com", "b.example.com"),
+               what="the restored Corefile brought up to date")
+
+
+def test_a_recreated_copy_of_our_old_write_is_brought_up_to_date(cluster: FakeApiServer,
+                                                                start: Start) -> None:
+    ctl = start()
+    ctl.wait_ready()
+    cluster.create(ingress("a", "a", tls_hosts=["a.example.com"]))
+    wait_until(lambda: managed(cluster) == ("a.example.com",), what="a written")
+    backup = cluster.get("ConfigMap", "kube-system", "coredns")
+    assert backup is not None
+    missing = 'hairpin_controller_reconciles_total{result="target_missing"}'
+    cluster.delete("ConfigMap", "kube-system", "coredns")
+    wait_until(lambda: ctl.metric(missing) >= 1, what="the missing ConfigMap seen")
+    cluster.create(ingress("b", "b", tls_hosts=["b.example.com"]))
+    wait_until(lambda: ctl.metric(missing) >= 2, what="the new Ingress's pass")
+    cluster.create({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "coredns", "namespace": "kube-system"},
+                    "data": backup["data"]})
+    wait_until(lambda: managed(cluster) == ("a.example.com", "b.example.com"),
+               what="the recreated Corefile brought up to date")
+
+
 def test_published_addresses_follow_the_proxy_service(cluster: FakeApiServer,
                                                       start: Start) -> None:
     ctl = start()

@@ -106,6 +106,29 @@ def test_relist_after_gone_forgets_deleted_objects(fake_api: FakeApiServer,
     assert fake_api.count("GET", r"/configmaps", watch=False) >= 2
 
 
+def test_generation_counts_changes_and_a_relist_as_one_per_object(
+        fake_api: FakeApiServer, kubeconfig: Path) -> None:
+    for i in range(5):
+        fake_api.create(configmap("default", f"cm{i}"))
+
+    async def body(refl: Reflector) -> None:
+        listed = refl.generation
+        assert listed >= 5  # the first list: one per object
+        await asyncio.to_thread(fake_api.create, configmap("default", "one-more"))
+        await until(lambda: "one-more" in names(refl))
+        assert refl.generation == listed + 1
+        # A relist may have replaced everything: it counts as a change per object.
+        await asyncio.to_thread(fake_api.stall_watches)
+        await asyncio.to_thread(fake_api.create, configmap("default", "after"))
+        await asyncio.to_thread(fake_api.compact)
+        await asyncio.to_thread(fake_api.drop_watches)
+        await asyncio.to_thread(fake_api.unstall_watches)
+        await until(lambda: "after" in names(refl))
+        assert refl.generation == listed + 1 + len(refl.cache)
+
+    with_reflector(kubeconfig, body)
+
+
 def test_silent_watch_is_replaced(fake_api: FakeApiServer, kubeconfig: Path) -> None:
     async def body(refl: Reflector) -> None:
         before = fake_api.count("GET", r"/configmaps", watch=True)
