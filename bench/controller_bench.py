@@ -118,11 +118,15 @@ def run(count: int, events: int, steady: float, debounce: float | None
         kubeconfig = api.write_kubeconfig(Path(tmp) / "kubeconfig")
         api.clear_requests()
         log = (Path(tmp) / "controller.log").open("wb")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "hairpin_proxy", "controller", "--kubeconfig",
-             str(kubeconfig), "--namespace", NAMESPACE, "--admin-listen", "",
-             *flags, "--log-level", "info"],
-            stdout=log, stderr=log, cwd=ROOT)
+
+        def controller(*extra: str) -> subprocess.Popen[bytes]:
+            return subprocess.Popen(
+                [sys.executable, "-m", "hairpin_proxy", "controller", "--kubeconfig",
+                 str(kubeconfig), "--namespace", NAMESPACE, "--admin-listen", "",
+                 *flags, *extra, "--log-level", "info"],
+                stdout=log, stderr=log, cwd=ROOT)
+
+        proc = controller()
         try:
             wait_until(lambda: api.count("PUT", COREFILE_PUT) >= 1, 120, "first write")
             first_list = api.requests("GET", r"/apis/networking.k8s.io/v1/ingresses",
@@ -169,21 +173,21 @@ def run(count: int, events: int, steady: float, debounce: float | None
             out.update(policy_ms(api))
 
             time.sleep(1.0)
-            start = time.time()
-            time.sleep(steady)
-            reqs = api.requests(since=start)
-            kinds: Counter[str] = Counter()
-            for r in reqs:
-                if r.watch:
-                    kinds["watch (re)connects"] += 1
-                elif "/leases" in r.path:
-                    kinds[f"lease {r.method}"] += 1
-                else:
-                    kinds[f"other {r.method} {r.path}"] += 1
             out["steady_seconds"] = steady
-            out["requests_per_minute"] = len(reqs) * 60 / steady
-            out["requests_breakdown"] = {k: round(v * 60 / steady, 1) for k, v in kinds.items()}
+            out["requests_per_minute"], out["requests_breakdown"] = steady_state(api, steady)
             out["open_watches"] = api.open_watches
+
+            # The same without leader election: what is left is the watches alone.
+            proc.terminate()
+            proc.wait(20)
+            wait_until(lambda: api.open_watches == 0, 30, "the first controller's watches closed")
+            proc = controller("--no-leader-elect")
+            wait_until(lambda: api.open_watches == out["open_watches"], 60,
+                       "the second controller's watches open")
+            time.sleep(2.0)
+            out["steady_no_lease_seconds"] = steady / 2
+            out["requests_per_minute_no_lease"], out["requests_breakdown_no_lease"] = \
+                steady_state(api, steady / 2)
             out["load_end"] = loadavg()
         except BaseException:
             sys.stderr.write("controller log (tail):\n" + "\n".join(
@@ -197,9 +201,25 @@ def run(count: int, events: int, steady: float, debounce: float | None
     return out
 
 
+def steady_state(api: FakeApiServer, seconds: float) -> tuple[float, dict[str, float]]:
+    """API requests per minute over the next ``seconds``, and per minute by kind."""
+    start = time.time()
+    time.sleep(seconds)
+    reqs = api.requests(since=start)
+    kinds: Counter[str] = Counter()
+    for r in reqs:
+        if r.watch:
+            kinds["watch (re)connects"] += 1
+        elif "/leases" in r.path:
+            kinds[f"lease {r.method}"] += 1
+        else:
+            kinds[f"other {r.method} {r.path}"] += 1
+    return len(reqs) * 60 / seconds, {k: round(v * 60 / seconds, 1) for k, v in kinds.items()}
+
+
 def report(r: dict[str, object]) -> str:
-    breakdown = r["requests_breakdown"]
-    assert isinstance(breakdown, dict)
+    breakdown, quiet = r["requests_breakdown"], r["requests_breakdown_no_lease"]
+    assert isinstance(breakdown, dict) and isinstance(quiet, dict)
     lines = [
         "# Controller benchmark",
         "",
@@ -233,11 +253,15 @@ def report(r: dict[str, object]) -> str:
         f"| Controller RSS with {r['ingresses']:,} Ingresses cached | {r['rss_mib']:.0f} MiB | |",
         f"| API requests per minute at steady state ({r['steady_seconds']:.0f} s window) | "
         f"{r['requests_per_minute']:.1f} | only the open watches |",
+        f"| the same with `--no-leader-elect` (one replica; "
+        f"{r['steady_no_lease_seconds']:.0f} s window) | "
+        f"{r['requests_per_minute_no_lease']:.1f} | |",
         f"| Open watches | {r['open_watches']} | |",
         "",
         "Steady-state requests per minute by kind:",
         "",
         *[f"- {k}: {v}" for k, v in sorted(breakdown.items())],
+        *[f"- with `--no-leader-elect`, {k}: {v}" for k, v in sorted(quiet.items())],
         "",
         "Latency is measured from the Ingress creation at the API server to the arrival of",
         "the controller's PUT of the Corefile ConfigMap there (the request log's clock). Each",
@@ -246,7 +270,7 @@ def report(r: dict[str, object]) -> str:
         "wait until it is over (the debounce) by design, and coalesce into one or two writes.",
         "The steady-state requests are the Lease renewals (one PUT per",
         "retry period, 2 s by default) and watch reconnects (each stream is ended by the server",
-        "every 5-10 minutes); no polling.",
+        "every 5-10 minutes); no polling. Without leader election only the watches remain.",
         "",
     ]
     return "\n".join(lines)
