@@ -6,6 +6,8 @@ import re
 import time
 from collections.abc import Callable
 
+import pytest
+
 from hairpin_proxy import corefile
 from tests.controller.conftest import (
     COREFILE,
@@ -124,50 +126,38 @@ def test_our_own_writes_coming_back_start_no_reconcile(cluster: FakeApiServer,
     wait_until(lambda: ctl.metric(passes) == before + 2, what="a pass after a foreign edit")
 
 
-def test_a_restored_copy_of_our_old_write_is_brought_up_to_date(cluster: FakeApiServer,
-                                                               start: Start) -> None:
+@pytest.mark.parametrize("outage", ["broken", "deleted"])
+def test_a_copy_of_our_old_write_put_back_is_brought_up_to_date(
+        cluster: FakeApiServer, start: Start, outage: str) -> None:
     ctl = start()
     ctl.wait_ready()
     cluster.create(ingress("a", "a", tls_hosts=["a.example.com"]))
     wait_until(lambda: managed(cluster) == ("a.example.com",), what="a written")
     backup = cluster.get("ConfigMap", "kube-system", "coredns")
     assert backup is not None
-    errors = "hairpin_controller_corefile_errors_total"
-    # Someone breaks the Corefile; an Ingress arrives meanwhile (its pass cannot edit); then
-    # the saved copy, exactly our earlier write, is put back.
-    cm = cluster.get("ConfigMap", "kube-system", "coredns")
-    assert cm is not None
-    cm["data"]["Corefile"] += "broken {\n"
-    cluster.update(cm)
-    wait_until(lambda: ctl.metric(errors) >= 1, what="the broken Corefile seen")
+    # While the Corefile cannot be edited (someone broke it, or deleted its ConfigMap) an
+    # Ingress arrives; then the saved copy, exactly our earlier write, is put back.
+    if outage == "broken":
+        failed = "hairpin_controller_corefile_errors_total"
+        cm = cluster.get("ConfigMap", "kube-system", "coredns")
+        assert cm is not None
+        cm["data"]["Corefile"] += "broken {\n"
+        cluster.update(cm)
+    else:
+        failed = 'hairpin_controller_reconciles_total{result="target_missing"}'
+        cluster.delete("ConfigMap", "kube-system", "coredns")
+    wait_until(lambda: ctl.metric(failed) >= 1, what="the outage seen")
     cluster.create(ingress("b", "b", tls_hosts=["b.example.com"]))
-    wait_until(lambda: ctl.metric(errors) >= 2, what="the new Ingress's pass")
-    cm = cluster.get("ConfigMap", "kube-system", "coredns")
-    assert cm is not None
-    cm["data"] = backup["data"]
-    cluster.update(cm)
+    wait_until(lambda: ctl.metric(failed) >= 2, what="the new Ingress's pass")
+    if outage == "broken":
+        cm = cluster.get("ConfigMap", "kube-system", "coredns")
+        assert cm is not None
+        cm["data"] = backup["data"]
+        cluster.update(cm)
+    else:
+        cluster.create(corefile_configmap(backup["data"]["Corefile"]))
     wait_until(lambda: managed(cluster) == ("a.example.com", "b.example.com"),
-               what="the restored Corefile brought up to date")
-
-
-def test_a_recreated_copy_of_our_old_write_is_brought_up_to_date(cluster: FakeApiServer,
-                                                                start: Start) -> None:
-    ctl = start()
-    ctl.wait_ready()
-    cluster.create(ingress("a", "a", tls_hosts=["a.example.com"]))
-    wait_until(lambda: managed(cluster) == ("a.example.com",), what="a written")
-    backup = cluster.get("ConfigMap", "kube-system", "coredns")
-    assert backup is not None
-    missing = 'hairpin_controller_reconciles_total{result="target_missing"}'
-    cluster.delete("ConfigMap", "kube-system", "coredns")
-    wait_until(lambda: ctl.metric(missing) >= 1, what="the missing ConfigMap seen")
-    cluster.create(ingress("b", "b", tls_hosts=["b.example.com"]))
-    wait_until(lambda: ctl.metric(missing) >= 2, what="the new Ingress's pass")
-    cluster.create({"apiVersion": "v1", "kind": "ConfigMap",
-                    "metadata": {"name": "coredns", "namespace": "kube-system"},
-                    "data": backup["data"]})
-    wait_until(lambda: managed(cluster) == ("a.example.com", "b.example.com"),
-               what="the recreated Corefile brought up to date")
+               what="the Corefile put back brought up to date")
 
 
 def test_published_addresses_follow_the_proxy_service(cluster: FakeApiServer,
