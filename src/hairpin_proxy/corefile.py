@@ -118,6 +118,28 @@ _PIECE = re.compile(
 _BARE_WORD = re.compile(f"[^{_SPACE_CHARS}]+")
 
 
+class _Specials:
+    """The next special character of a text at or after an offset, for a forward walk.
+
+    Each character's next offset is searched for again only once the walk has passed it, so
+    the whole walk scans the text once per character (str.find), however many steps it takes.
+    """
+
+    __slots__ = ("_at", "_text")
+
+    def __init__(self, text: str):
+        self._text = text
+        self._at = [text.find(c) for c in _SPECIAL]  # -1: none left
+
+    def next(self, offset: int) -> int:
+        """The offset of the first special character at or after ``offset``; -1 for none."""
+        at = self._at
+        for k, pos in enumerate(at):
+            if 0 <= pos < offset:
+                at[k] = self._text.find(_SPECIAL[k], offset)
+        return min((pos for pos in at if pos >= 0), default=-1)
+
+
 def _scan(text: str) -> tuple[list[_Item], list[Comment]]:
     """Tokens (bare-word lines kept whole) and comments, in order."""
     items: list[_Item] = []
@@ -132,14 +154,11 @@ def _scan(text: str) -> tuple[list[_Item], list[Comment]]:
                            last_end_line < line))
         last_end_line = line
 
-    # The next offset of each special character (-1: none left); found again once passed.
-    special = [text.find(c, i) for c in _SPECIAL]
+    specials = _Specials(text)
     while i < n:
         if i == line_start:
-            for k, at in enumerate(special):
-                if 0 <= at < i:
-                    special[k] = text.find(_SPECIAL[k], i)
-            stop = min((at for at in special if at >= 0), default=n)
+            stop = specials.next(i)
+            stop = n if stop < 0 else stop
             # Whole lines before the line holding the next special character.
             cut = n if stop == n else text.rfind("\n", i, stop) + 1
             if cut > i:
@@ -952,18 +971,14 @@ def _set_aside(text: str) -> tuple[str, dict[int, str]]:
     cuts: dict[int, str] = {}
     pieces: list[str] = []
     done = removed = 0
-    # The next offset of each special character, found again only once passed: one scan of
-    # the text in all, however many markers it holds.
-    special = [text.find(c) for c in _SPECIAL]
+    # One scan of the text in all, however many markers it holds.
+    specials = _Specials(text)
     at = text.find(BEGIN_MARKER)
     while at >= 0:
         lo = text.find("\n", at) + 1
         if lo == 0:
             break
-        for k, pos in enumerate(special):
-            if 0 <= pos < lo:
-                special[k] = text.find(_SPECIAL[k], lo)
-        nxt = min((pos for pos in special if pos >= 0), default=-1)
+        nxt = specials.next(lo)
         if nxt < 0:
             break
         hi = _line_start(text, nxt)
