@@ -224,6 +224,9 @@ class ProxySettings(LogSettings):
     workers: int = opt(1, "Worker processes; only 1 for now (scale out with replicas).")
     loop: Literal["auto", "asyncio", "uvloop"] = opt("auto", "Event loop; auto is uvloop "
                                                              "when installed, else asyncio.")
+    engine: Literal["auto", "epoll", "transports"] = opt(
+        "auto", "Data path: epoll (Linux; plain sockets, fastest) or transports (asyncio "
+                "protocols, portable); auto is epoll where available.")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,7 +27,8 @@ from typing import Any
 from hairpin_proxy import proxyproto
 from tests.peers import free_port, read_text, stop_process, wait_for
 
-LOOPS = ("asyncio", "uvloop")
+# Every data path on every event loop, as ENGINE:LOOP; run_relay also takes a bare LOOP.
+FLAVOURS = ("epoll:uvloop", "epoll:asyncio", "transports:uvloop", "transports:asyncio")
 CHUNK = 1 << 20
 
 
@@ -235,8 +236,10 @@ class Relay:
 
 def relay_command(listen: list[str], admin_port: int, *args: str,
                   loop: str = "asyncio") -> list[str]:
+    engine, _, loop = loop.rpartition(":")
     cmd = [sys.executable, "-m", "hairpin_proxy", "proxy", "--log-format", "json",
-           "--admin-listen", f"127.0.0.1:{admin_port}", "--loop", loop]
+           "--admin-listen", f"127.0.0.1:{admin_port}", "--loop", loop,
+           "--engine", engine or "auto"]
     for spec in listen:
         cmd += ["--listen", spec]
     return cmd + list(args)

@@ -15,8 +15,10 @@ from hairpin_proxy import proxyproto
 from hairpin_proxy.admin import AdminServer, Check
 from hairpin_proxy.logs import setup_logging
 from hairpin_proxy.metrics import Registry
-from hairpin_proxy.relay.pipe import Encoder, Pipe, Route
+from hairpin_proxy.relay import engines
+from hairpin_proxy.relay.engines import Engine
 from hairpin_proxy.relay.resolve import ConnectError, Resolver
+from hairpin_proxy.relay.route import Connection, Encoder, Route
 from hairpin_proxy.relay.spec import ListenerSpec, ListenerSpecError, parse_listeners
 from hairpin_proxy.relay.stats import RelayMetrics
 from hairpin_proxy.settings import ProxySettings
@@ -50,6 +52,8 @@ def bind(spec: ListenerSpec) -> list[socket.socket]:
             sock = socket.socket(family, socket.SOCK_STREAM)
             sockets.append(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            # Accepted sockets inherit it: small writes (TLS handshakes) go out at once.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if family == socket.AF_INET6:
                 # Dual stack only for the wildcard; IPv4 clients then show up IPv4-mapped,
                 # which the header encodes as TCP4.
@@ -74,14 +78,14 @@ class Relay:
         self.registry = registry or Registry()
         self.metrics = RelayMetrics(self.registry)
         self.resolver = resolver or Resolver()
-        self.live: set[Pipe] = set()
+        self.live: set[Connection] = set()
         self.routes = [Route(spec=spec, stats=self.metrics.for_listener(spec.name),
                              resolver=self.resolver, encode=ENCODERS[spec.version],
                              connect_timeout=settings.connect_timeout,
                              max_connections=settings.max_connections, live=self.live,
                              address=self.resolver.literal(spec.target_host, spec.target_port))
                        for spec in specs]
-        self.servers: list[asyncio.Server] = []
+        self.engine: Engine | None = None
         self.admin: AdminServer | None = None
         self.draining = False
         self._sweeper: asyncio.Task[None] | None = None
@@ -91,12 +95,12 @@ class Relay:
         for route in self.routes:
             route.loop = loop
         bound = [(route, bind(route.spec)) for route in self.routes]
+        engine = self.engine = engines.create(engines.available(self.settings.engine), loop)
         try:
             for route, socks in bound:
-                for sock in socks:
-                    factory = self._factory(route)
-                    self.servers.append(await loop.create_server(factory, sock=sock,
-                                                                 backlog=BACKLOG))
+                while socks:
+                    await engine.listen(route, socks[0], BACKLOG)
+                    socks.pop(0)  # the engine owns it now
                 log.info("relaying", extra={"listen": route.spec.name,
                                             "target": route.spec.target,
                                             "proxy_protocol": route.spec.version})
@@ -110,19 +114,12 @@ class Relay:
                                        f"{self.settings.admin_listen}: {exc}") from None
                 log.info("admin endpoint listening", extra={"listen": self.settings.admin_listen})
         except BaseException:
-            for server in self.servers:
-                server.close()
+            engine.close()
             for _, socks in bound:
                 for sock in socks:
                     sock.close()
             raise
         self._sweeper = loop.create_task(self._sweep_idle())
-
-    @staticmethod
-    def _factory(route: Route) -> Callable[[], asyncio.Protocol]:
-        def make() -> asyncio.Protocol:
-            return Pipe(route).client
-        return make
 
     async def _sweep_idle(self) -> None:
         """Close connections that moved no byte for the idle timeout.
@@ -139,7 +136,7 @@ class Relay:
             await asyncio.sleep(period)
             now = loop.time()
             for pipe in list(self.live):
-                moved = pipe.client.nbytes + pipe.upstream.nbytes
+                moved = pipe.moved()
                 if moved != pipe.idle_bytes:
                     pipe.idle_bytes, pipe.idle_since = moved, now
                 elif now - pipe.idle_since >= idle:
@@ -175,8 +172,8 @@ class Relay:
         """Stop accepting, let connections finish for ``grace`` seconds, then close the rest."""
         self.draining = True
         self.metrics.draining.set(1)
-        for server in self.servers:
-            server.close()
+        if self.engine is not None:
+            self.engine.stop_accepting()
         drained = asyncio.Event()
         for route in self.routes:
             route.drained = drained
@@ -199,10 +196,12 @@ class Relay:
             self._sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sweeper
-        for server in self.servers:
-            server.close()
+        if self.engine is not None:
+            self.engine.stop_accepting()
         for pipe in list(self.live):
             pipe.abort("shutdown", "relay closed", quiet=True)
+        if self.engine is not None:
+            self.engine.close()
         if self.admin is not None:
             await self.admin.close()
 
@@ -268,10 +267,11 @@ def run(settings: ProxySettings) -> int:
         specs = parse_listeners(settings.listen, target_server=settings.target_server,
                                 default_version=settings.proxy_protocol)
         loop_name, factory = loop_factory(settings.loop)
-    except (StartupError, ListenerSpecError) as exc:
+        engine = engines.available(settings.engine)
+    except (StartupError, ListenerSpecError, ValueError) as exc:
         log.error(str(exc))
         return 2
     raise_fd_limit(settings.max_connections)
-    log.debug("event loop", extra={"loop": loop_name})
+    log.debug("event loop", extra={"loop": loop_name, "engine": engine})
     with asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(serve(specs, settings))

@@ -1,4 +1,4 @@
-"""One relayed connection: its client and upstream halves, flow control and half-close.
+"""The portable data path: each relayed connection a pair of asyncio protocols.
 
 Each half is an asyncio Protocol that writes what it receives straight into the other half's
 transport. When a transport's write buffer passes its high-water mark, the *other* half stops
@@ -11,82 +11,42 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import socket
 import struct
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import cast
 
-from hairpin_proxy.addresses import format_hostport
 from hairpin_proxy.metrics import CounterChild
-from hairpin_proxy.relay.resolve import (
-    Address,
-    ConnectError,
-    Resolver,
-    attempt_failure,
-    gave_up,
-)
-from hairpin_proxy.relay.spec import ListenerSpec
-from hairpin_proxy.relay.stats import ListenerStats
-
-log = logging.getLogger("hairpin_proxy.relay")
+from hairpin_proxy.relay.resolve import Address, ConnectError, attempt_failure, gave_up
+from hairpin_proxy.relay.route import HostPort, Route, hostport
 
 # Per direction a pipe buffers at most HIGH_WATER plus one read (256 KiB in asyncio and uvloop).
 HIGH_WATER = 256 * 1024
 LOW_WATER = 64 * 1024
 
-HostPort = tuple[str, int]
-Encoder = Callable[[HostPort | None, HostPort | None], bytes]
-
 _LINGER_ZERO = struct.pack("ii", 1, 0)
 
 
-def _hostport(sockaddr: Any) -> HostPort | None:
-    if not isinstance(sockaddr, tuple) or len(sockaddr) < 2:
-        return None
-    # A link-local IPv6 address can carry a zone ("%eth0") that has no place in a header.
-    return str(sockaddr[0]).split("%", 1)[0], int(sockaddr[1])
+class TransportEngine:
+    """Listeners as asyncio servers; each connection a pair of protocols."""
 
+    name = "transports"
 
-@dataclass
-class Route:
-    """What every connection of one listener shares."""
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.servers: list[asyncio.AbstractServer] = []
 
-    spec: ListenerSpec
-    stats: ListenerStats
-    resolver: Resolver
-    encode: Encoder
-    connect_timeout: float
-    max_connections: int
-    live: set[Pipe]
-    limit_log: RateLimit = field(default_factory=lambda: RateLimit(1.0))
-    drained: asyncio.Event | None = None  # set once ``live`` empties, while shutting down
-    # The running loop, set at start: asyncio.get_running_loop() costs a getpid() system call
-    # per use on Python 3.11, several times per connection.
-    loop: asyncio.AbstractEventLoop | None = None
-    # The target's one address when it is an IP literal: connects then skip the resolver.
-    address: Address | None = None
+    async def listen(self, route: Route, sock: socket.socket, backlog: int) -> None:
+        def make() -> asyncio.Protocol:
+            return Pipe(route).client
+        self.servers.append(await self.loop.create_server(make, sock=sock, backlog=backlog))
 
+    def stop_accepting(self) -> None:
+        for server in self.servers:
+            server.close()
 
-class RateLimit:
-    """At most one line per ``interval`` for floods (over-limit refusals); counts the rest."""
-
-    def __init__(self, interval: float) -> None:
-        self.interval = interval
-        self.next_at = 0.0
-        self.suppressed = 0
-
-    def allow(self) -> int | None:
-        """None to stay quiet, else how many lines were held back since the last one."""
-        now = time.monotonic()
-        if now < self.next_at:
-            self.suppressed += 1
-            return None
-        self.next_at = now + self.interval
-        held, self.suppressed = self.suppressed, 0
-        return held
+    def close(self) -> None:
+        self.stop_accepting()
 
 
 class Half(asyncio.Protocol):
@@ -185,28 +145,23 @@ class Pipe:
         self.idle_bytes = 0
         self.idle_since = 0.0
 
+    def moved(self) -> int:
+        return self.client.nbytes + self.upstream.nbytes
+
     # ------------------------------------------------------------------ lifecycle
 
     def client_made(self) -> None:
         route = self.route
         transport = self.client.transport
         assert transport is not None
-        route.stats.total.value += 1
-        if len(route.live) >= route.max_connections:
+        if not route.admit():
             self.done = True
             self.ending = True
             transport.abort()
-            route.stats.errors["over_limit"].value += 1
-            held = route.limit_log.allow()
-            if held is not None:
-                log.warning("connection refused: over the connection limit", extra={
-                    "listener": route.spec.name, "cause": "over_limit",
-                    "limit": route.max_connections, "suppressed": held})
             return
-        route.live.add(self)
-        route.stats.active.value += 1
-        self.peername = _hostport(transport.get_extra_info("peername"))
-        self.sockname = _hostport(transport.get_extra_info("sockname"))
+        route.opened(self)
+        self.peername = hostport(transport.get_extra_info("peername"))
+        self.sockname = hostport(transport.get_extra_info("sockname"))
         # Nothing is read from the client until the upstream has its header.
         self.client.paused = True
         transport.pause_reading()
@@ -349,15 +304,7 @@ class Pipe:
         if self.done:
             return
         self.done = True
-        route = self.route
-        route.live.discard(self)
-        route.stats.active.value -= 1
-        if route.drained is not None and not route.live:
-            route.drained.set()
-        if log.isEnabledFor(logging.DEBUG):
-            log.debug("connection closed", extra={
-                "listener": route.spec.name, "client": self.client_text(),
-                "bytes_up": self.client.nbytes, "bytes_down": self.upstream.nbytes})
+        self.route.closed(self, self.peername, self.client.nbytes, self.upstream.nbytes)
 
     # ------------------------------------------------------------------ ending on purpose
 
@@ -380,17 +327,4 @@ class Pipe:
         self.upstream.abort()
 
     def error(self, cause: str, detail: str, side: str = "", *, quiet: bool = False) -> None:
-        route = self.route
-        counter = route.stats.errors.get(cause)
-        if counter is not None:
-            counter.value += 1
-        if quiet:
-            return
-        extra: dict[str, Any] = {"listener": route.spec.name, "client": self.client_text(),
-                                 "target": route.spec.target, "cause": cause}
-        if side:
-            extra["side"] = side
-        log.warning(detail, extra=extra)
-
-    def client_text(self) -> str:
-        return format_hostport(*self.peername) if self.peername else "?"
+        self.route.error(cause, detail, self.peername, side, quiet=quiet)

@@ -1,0 +1,569 @@
+"""The Linux data path: plain sockets driven from one edge-triggered epoll set.
+
+For short connections asyncio's machinery costs more than the kernel work it wraps: a
+transport per socket, a Task and a Future for the connect, a handful of callbacks. Here the
+event loop watches a single epoll descriptor; a connection is one object with a handler per
+socket, and each step is one direct system call. The loop still runs everything else (timers,
+the resolver, the admin endpoint, signals).
+
+Readiness is edge-triggered, so a socket is read until a short read says its buffer is empty,
+and a short read once the peer's FIN has been reported is the end of the stream without
+another ``recv``. Flow control: a direction holds at most one read that its receiver has not
+taken, and reads nothing more from its source until that is sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import logging
+import os
+import select
+import socket
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from hairpin_proxy.relay.resolve import Address, ConnectError, attempt_failure, gave_up
+from hairpin_proxy.relay.route import HostPort, Route, hostport
+
+log = logging.getLogger("hairpin_proxy.relay")
+
+READ_SIZE = 256 * 1024
+ACCEPT_BATCH = 64  # accepts per report, so that one busy listener cannot starve the rest
+ACCEPT_RETRY = 1.0  # seconds a listener rests after the process ran out of descriptors
+
+_IN = select.EPOLLIN
+_OUT = select.EPOLLOUT
+_RDHUP = select.EPOLLRDHUP
+_HUP = select.EPOLLHUP
+_ERR = select.EPOLLERR
+_READABLE = _IN | _RDHUP | _HUP | _ERR
+_WRITABLE = _OUT | _HUP | _ERR
+# Registered once per socket and never modified: edge-triggered readiness both ways means no
+# epoll_ctl call when a direction blocks or drains.
+_WATCH = _IN | _OUT | _RDHUP | select.EPOLLET
+_DONTWAIT = socket.MSG_DONTWAIT
+_SEND = socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL
+_LINGER_ZERO = struct.pack("ii", 1, 0)
+_OUT_OF_DESCRIPTORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+
+Handler = Callable[[int], None]
+
+
+class EpollEngine:
+    name = "epoll"
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.poller = Poller(loop)
+        self.listeners: list[Listener] = []
+
+    async def listen(self, route: Route, sock: socket.socket, backlog: int) -> None:
+        sock.listen(backlog)
+        self.listeners.append(Listener(self.poller, route, sock))
+
+    def stop_accepting(self) -> None:
+        for listener in self.listeners:
+            listener.close()
+
+    def close(self) -> None:
+        self.stop_accepting()
+        self.poller.close()
+
+
+class Poller:
+    """One epoll set, watched by the event loop; passes readiness on to per-socket handlers.
+
+    A socket let go of during a batch of reports is closed only after the batch: otherwise a
+    new connection could be given its descriptor number while reports for the old one are
+    still waiting in the batch.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.epoll = select.epoll()
+        self.handlers: dict[int, Handler] = {}
+        self.dispatching = False
+        self.closing: list[socket.socket] = []
+        # One read buffer for every connection: a read is sent on before the next one.
+        self.view = memoryview(bytearray(READ_SIZE))
+        loop.add_reader(self.epoll.fileno(), self.dispatch)
+
+    def watch(self, fd: int, handler: Handler, events: int = _WATCH) -> None:
+        self.epoll.register(fd, events)
+        self.handlers[fd] = handler
+
+    def unwatch(self, fd: int) -> None:
+        if self.handlers.pop(fd, None) is not None:
+            self.epoll.unregister(fd)
+
+    def release(self, sock: socket.socket) -> None:
+        """Stop reporting on ``sock`` and close it (after the current batch, if in one)."""
+        self.handlers.pop(sock.fileno(), None)
+        if self.dispatching:
+            self.closing.append(sock)
+        else:
+            sock.close()
+
+    def dispatch(self) -> None:
+        handlers = self.handlers
+        self.dispatching = True
+        try:
+            for fd, events in self.epoll.poll(0, 256):
+                handler = handlers.get(fd)
+                if handler is None:
+                    continue
+                try:
+                    handler(events)
+                except Exception:  # a bug must cost one connection, not the whole batch
+                    log.exception("internal error while relaying; closing the connection")
+                    owner = getattr(handler, "__self__", None)
+                    if isinstance(owner, Conn):
+                        owner.abort("io_error", "internal error", quiet=True)
+        finally:
+            self.dispatching = False
+            if self.closing:
+                closing, self.closing = self.closing, []
+                for sock in closing:
+                    sock.close()
+
+    def close(self) -> None:
+        self.loop.remove_reader(self.epoll.fileno())
+        self.epoll.close()
+
+
+class Listener:
+    """Accepts connections for one route on one listening socket."""
+
+    def __init__(self, poller: Poller, route: Route, sock: socket.socket) -> None:
+        self.poller = poller
+        self.route = route
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.open = True
+        bound = sock.getsockname()
+        # A listener bound to one address knows every connection's local address already;
+        # a wildcard one asks the kernel per connection.
+        self.local = None if bound[0] in ("0.0.0.0", "::") else hostport(bound)
+        # Level-triggered: whatever one batch leaves in the queue is reported again.
+        poller.watch(self.fd, self.ready, _IN)
+
+    def ready(self, events: int) -> None:
+        accept = self.sock._accept  # type: ignore[attr-defined]  # (fd, address), no wrapper
+        family = self.sock.family
+        poller, route, local = self.poller, self.route, self.local
+        for _ in range(ACCEPT_BATCH):
+            try:
+                fd, addr = accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                if exc.errno in _OUT_OF_DESCRIPTORS:
+                    self._rest(exc)
+                    return
+                if exc.errno in (errno.ECONNABORTED, errno.EPROTO):
+                    continue  # the client gave up while it waited in the queue
+                raise
+            start(poller, route, socket.socket(family, socket.SOCK_STREAM, 0, fd), addr, local)
+
+    def _rest(self, exc: OSError) -> None:
+        # Level-triggered, the queue would be reported again at once: spinning, not waiting.
+        log.warning("cannot accept connections: %s; pausing this listener for %gs",
+                    exc.strerror or exc, ACCEPT_RETRY,
+                    extra={"listener": self.route.spec.name, "cause": "accept_error"})
+        self.poller.unwatch(self.fd)
+        self.poller.loop.call_later(ACCEPT_RETRY, self._resume)
+
+    def _resume(self) -> None:
+        if self.open and self.fd not in self.poller.handlers:
+            self.poller.watch(self.fd, self.ready, _IN)
+
+    def close(self) -> None:
+        if self.open:
+            self.open = False
+            self.poller.unwatch(self.fd)
+            self.sock.close()
+
+
+def start(poller: Poller, route: Route, client: socket.socket, addr: Any,
+          local: HostPort | None) -> None:
+    """A client just accepted: refuse it over the limit, else connect upstream for it."""
+    if not route.admit():
+        client.close()
+        return
+    if local is None:
+        try:
+            local = hostport(client.getsockname())
+        except OSError:  # reset before we got here
+            client.close()
+            return
+    loop = poller.loop
+    conn = Conn(poller, route, client, hostport(addr), local, now=loop.time())
+    route.opened(conn)
+    if route.address is not None:
+        conn.connect_to(route.address)
+    else:
+        conn.task = loop.create_task(conn.resolve_and_connect())
+
+
+class Conn:
+    """A client connection and the upstream connection made for it.
+
+    ``c_*`` fields are about the client socket, ``u_*`` about the upstream one: ``read``
+    and ``write`` are readiness not yet used up, ``hup`` the peer's FIN reported, ``eof`` the
+    peer's FIN read, ``shut`` our FIN sent.
+    """
+
+    __slots__ = ("accepted_at", "addr", "c_eof", "c_hup", "c_read", "c_shut", "c_write",
+                 "client", "connected", "done", "idle_bytes", "idle_since",
+                 "nbytes_down", "nbytes_up", "peername", "poller", "route", "sockname", "task",
+                 "timer", "to_client", "to_upstream", "u_eof", "u_hup", "u_read", "u_shut",
+                 "u_write", "upstream")
+
+    def __init__(self, poller: Poller, route: Route, client: socket.socket,
+                 peername: HostPort | None, sockname: HostPort | None, *, now: float) -> None:
+        self.poller = poller
+        self.route = route
+        self.client = client
+        self.upstream: socket.socket | None = None
+        self.addr: Address | None = None
+        self.peername = peername
+        self.sockname = sockname
+        self.accepted_at = self.idle_since = now
+        self.idle_bytes = 0
+        self.nbytes_up = self.nbytes_down = 0
+        self.to_upstream = b""
+        self.to_client = b""
+        self.c_read = self.c_write = True
+        self.u_read = self.u_write = False
+        self.c_hup = self.u_hup = False
+        self.c_eof = self.u_eof = False
+        self.c_shut = self.u_shut = False
+        self.connected = False
+        self.done = False  # both sockets closed (or being closed); nothing more to report
+        self.timer: asyncio.TimerHandle | None = None
+        self.task: asyncio.Task[None] | None = None
+
+    def moved(self) -> int:
+        return self.nbytes_up + self.nbytes_down
+
+    # ------------------------------------------------------------------ connecting
+
+    def connect_to(self, addr: Address) -> None:
+        """Start a non-blocking connect to an address (on loopback usually done at once)."""
+        self.addr = addr
+        try:
+            sock = socket.socket(addr[0], socket.SOCK_STREAM | socket.SOCK_NONBLOCK)
+        except OSError as exc:
+            self._connect_failed(exc)
+            return
+        self.upstream = sock
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            rc = sock.connect_ex(addr[1])
+        except OSError as exc:
+            self._connect_failed(exc)
+            return
+        if rc not in (0, errno.EINPROGRESS):
+            self._connect_failed(OSError(rc, os.strerror(rc)))
+            return
+        self._begin()
+        if not self.connected and not self.done:
+            loop = self.poller.loop
+            self.timer = loop.call_at(self.accepted_at + self.route.connect_timeout,
+                                      self._expire)
+
+    async def resolve_and_connect(self) -> None:
+        """A named target: the resolver picks the address (round robin, failover) and
+        connects; the connected socket is then relayed like any other."""
+        route = self.route
+        spec = route.spec
+        try:
+            sock = await route.resolver.connect(spec.target_host, spec.target_port,
+                                                route.connect_timeout)
+        except ConnectError as exc:
+            self.task = None
+            self.fail(exc.cause, exc.detail)
+            return
+        except Exception as exc:  # never expected; the client must not wait for nothing
+            self.task = None
+            self.fail("connect_error", f"cannot connect to {spec.target}: {exc!r}")
+            return
+        self.task = None
+        if self.done:
+            sock.close()
+            return
+        self.upstream = sock
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError as exc:
+            self.lost("upstream", exc)
+            return
+        self._established()
+        self._begin()
+
+    def _begin(self) -> None:
+        """Both sockets exist: queue the header (with what the client sent so far) and watch."""
+        upstream = self.upstream
+        assert upstream is not None
+        try:
+            header = self.route.encode(self.peername, self.sockname)
+        except ValueError as exc:  # an address the header cannot carry; never expected
+            self.fail("connect_error", f"cannot encode a PROXY header: {exc}")
+            return
+        # The client's first bytes usually wait already: they go in the header's send.
+        view = self.poller.view
+        try:
+            n = self.client.recv_into(view, READ_SIZE, _DONTWAIT)
+        except BlockingIOError:
+            self.c_read = False
+            self.to_upstream = header
+        except OSError as exc:
+            self.lost("client", exc)
+            return
+        else:
+            if n == 0:
+                self.c_eof = True
+            elif n < READ_SIZE:
+                self.c_read = False
+            self.nbytes_up += n
+            self.route.stats.bytes_up.value += n
+            self.to_upstream = header + view[:n]
+        self.u_write = True
+        poller = self.poller
+        poller.watch(self.client.fileno(), self.client_ready)
+        poller.watch(upstream.fileno(), self.upstream_ready)
+        self.up()
+        if self.connected and not self.done:
+            self.down()
+
+    def _expire(self) -> None:
+        self.timer = None
+        if not self.connected:
+            self._connect_failed(None)
+
+    def _connect_failed(self, exc: BaseException | None) -> None:
+        spec = self.route.spec
+        assert self.addr is not None
+        err = gave_up(spec.target_host, spec.target_port, [attempt_failure(self.addr, exc)])
+        self.fail(err.cause, err.detail)
+
+    def _established(self) -> None:
+        self.connected = True
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        self.route.stats.connect_seconds.observe(self.poller.loop.time() - self.accepted_at)
+
+    # ------------------------------------------------------------------ readiness
+
+    def client_ready(self, events: int) -> None:
+        if events & _ERR and not self.connected:
+            # Nothing reads the client before the upstream answers; a reset must not wait.
+            self.lost("client", ConnectionResetError(errno.ECONNRESET,
+                                                     os.strerror(errno.ECONNRESET)))
+            return
+        if events & _READABLE:
+            self.c_read = True
+            if events & (_RDHUP | _HUP) and not events & _ERR:
+                self.c_hup = True
+            self.up()
+        if events & _WRITABLE and not self.done:
+            self.c_write = True
+            self.down()
+
+    def upstream_ready(self, events: int) -> None:
+        if events & _READABLE:
+            self.u_read = True
+            if events & (_RDHUP | _HUP) and not events & _ERR:
+                self.u_hup = True
+            if self.connected:
+                self.down()
+        if events & _WRITABLE and not self.done:
+            self.u_write = True
+            self.up()
+
+    def up(self) -> None:
+        """Move client bytes (after the header) upstream until one side has to wait."""
+        upstream = self.upstream
+        assert upstream is not None
+        while not self.done:
+            if self.to_upstream:
+                if not self.u_write:
+                    return
+                data = self.to_upstream
+                try:
+                    n = upstream.send(data, _SEND)
+                except BlockingIOError:
+                    self.u_write = False
+                    return
+                except OSError as exc:
+                    if self.connected:
+                        self.lost("upstream", exc)
+                    else:
+                        self._connect_failed(exc)
+                    return
+                if not self.connected:
+                    self._established()
+                    # The upstream may have spoken first; its bytes can now go to the client.
+                    if self.u_read:
+                        self.down()
+                if n < len(data):
+                    self.to_upstream = data[n:]
+                    self.u_write = False
+                    return
+                self.to_upstream = b""
+            if self.c_eof:
+                if not self.u_shut:
+                    self.u_shut = True
+                    try:
+                        upstream.shutdown(socket.SHUT_WR)
+                    except OSError as exc:
+                        self.lost("upstream", exc)
+                        return
+                    if self.c_shut:
+                        self.close()
+                return
+            if not self.c_read:
+                return
+            view = self.poller.view
+            try:
+                n = self.client.recv_into(view, READ_SIZE, _DONTWAIT)
+            except BlockingIOError:
+                self.c_read = False
+                return
+            except OSError as exc:
+                self.lost("client", exc)
+                return
+            if n == 0:
+                self.c_eof = True
+                continue
+            self.nbytes_up += n
+            self.route.stats.bytes_up.value += n
+            if n < READ_SIZE:
+                if self.c_hup:
+                    self.c_eof = True
+                else:
+                    self.c_read = False
+            try:
+                sent = upstream.send(view[:n], _SEND)
+            except BlockingIOError:
+                sent = 0
+            except OSError as exc:
+                self.lost("upstream", exc)
+                return
+            if sent < n:
+                self.to_upstream = bytes(view[sent:n])
+                self.u_write = False
+
+    def down(self) -> None:
+        """Move upstream bytes to the client until one side has to wait."""
+        upstream = self.upstream
+        assert upstream is not None
+        client = self.client
+        while not self.done:
+            if self.to_client:
+                if not self.c_write:
+                    return
+                data = self.to_client
+                try:
+                    n = client.send(data, _SEND)
+                except BlockingIOError:
+                    self.c_write = False
+                    return
+                except OSError as exc:
+                    self.lost("client", exc)
+                    return
+                if n < len(data):
+                    self.to_client = data[n:]
+                    self.c_write = False
+                    return
+                self.to_client = b""
+            if self.u_eof:
+                if not self.c_shut:
+                    self.c_shut = True
+                    try:
+                        client.shutdown(socket.SHUT_WR)
+                    except OSError as exc:
+                        self.lost("client", exc)
+                        return
+                    if self.u_shut:
+                        self.close()
+                return
+            if not self.u_read:
+                return
+            view = self.poller.view
+            try:
+                n = upstream.recv_into(view, READ_SIZE, _DONTWAIT)
+            except BlockingIOError:
+                self.u_read = False
+                return
+            except OSError as exc:
+                self.lost("upstream", exc)
+                return
+            if n == 0:
+                self.u_eof = True
+                continue
+            self.nbytes_down += n
+            self.route.stats.bytes_down.value += n
+            if n < READ_SIZE:
+                if self.u_hup:
+                    self.u_eof = True
+                else:
+                    self.u_read = False
+            try:
+                sent = client.send(view[:n], _SEND)
+            except BlockingIOError:
+                sent = 0
+            except OSError as exc:
+                self.lost("client", exc)
+                return
+            if sent < n:
+                self.to_client = bytes(view[sent:n])
+                self.c_write = False
+
+    # ------------------------------------------------------------------ ending
+
+    def lost(self, side: str, exc: OSError) -> None:
+        """A socket failed: count it, and pass a reset on to the other side."""
+        if self.done:
+            return
+        cause = "reset" if isinstance(exc, ConnectionError) else "io_error"
+        self.route.error(cause, f"{side} connection lost: {exc}", self.peername, side)
+        self.close(reset=True)
+
+    def fail(self, cause: str, detail: str) -> None:
+        """The upstream could not be reached: count, log, and close the client at once."""
+        if self.done:
+            return
+        self.route.error(cause, detail, self.peername)
+        self.close()
+
+    def abort(self, cause: str, detail: str, *, quiet: bool = False) -> None:
+        """End both sides now (idle timeout, shutdown); ``quiet`` counts without a log line."""
+        if self.done:
+            return
+        self.route.error(cause, detail, self.peername, quiet=quiet)
+        self.close()
+
+    def close(self, reset: bool = False) -> None:
+        """Close both sockets; ``reset`` sends a reset rather than a FIN."""
+        if self.done:
+            return
+        self.done = True
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.task is not None:
+            self.task.cancel()
+            self.task = None
+        poller = self.poller
+        for sock in (self.client, self.upstream):
+            if sock is None:
+                continue
+            if reset:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_ZERO)
+            poller.release(sock)
+        self.route.closed(self, self.peername, self.nbytes_up, self.nbytes_down)
