@@ -1,0 +1,197 @@
+"""What only the epoll data path does: its dispatcher, and the cases it handles beyond the shared
+semantics (tests/relay/test_pipe.py runs those on every engine)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import resource
+import socket
+import struct
+import time
+from pathlib import Path
+
+import pytest
+
+from hairpin_proxy.relay import engines
+from hairpin_proxy.relay.engines.epoll import Poller
+from tests.relay.helpers import (
+    Upstream,
+    black_hole,
+    connect,
+    echo,
+    elapsed,
+    run_relay,
+    settled_fd_count,
+    wait_until,
+)
+
+EPOLL = ("epoll:uvloop", "epoll:asyncio")
+LINGER_ZERO = struct.pack("ii", 1, 0)
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.parametrize("loop", EPOLL)
+def test_a_client_reset_while_the_upstream_connects_ends_the_pair_at_once(
+        tmp_path: Path, loop: str) -> None:
+    """Not only when the connect times out: the client's socket is watched from the start."""
+    hole, fillers = black_hole("127.0.0.1")
+    try:
+        with run_relay(tmp_path, [f"127.0.0.1:{{port}}=127.0.0.1:{hole.getsockname()[1]}"],
+                       "--connect-timeout", "60", loop=loop) as relay:
+            listener = f"127.0.0.1:{relay.ports[0]}"
+            before = settled_fd_count(relay)
+
+            def active() -> float:
+                return relay.metric("hairpin_proxy_connections_active", listener=listener)
+
+            s = connect(relay.ports[0])
+            wait_until(lambda: active() == 1, 30, "the connection to be accepted")
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_ZERO)
+            s.close()
+            started = time.monotonic()
+            wait_until(lambda: active() == 0, 30, "the pair to end")
+            assert elapsed(started) < 30  # far below the 60 s connect timeout
+            assert relay.metric("hairpin_proxy_errors_total", listener=listener,
+                                cause="reset") == 1
+            assert relay.metric("hairpin_proxy_errors_total", listener=listener,
+                                cause="connect_timeout") == 0
+            wait_until(lambda: relay.fd_count() <= before, 30, "descriptors to be closed")
+    finally:
+        for sock in [hole, *fillers]:
+            sock.close()
+
+
+@pytest.mark.parametrize("loop", EPOLL)
+def test_out_of_descriptors_the_listener_rests_then_recovers(tmp_path: Path, loop: str) -> None:
+    """Accepting fails while the process has no descriptor left: the listener pauses (no busy
+    loop, a warning per pause) and takes the waiting client once descriptors are free."""
+    with Upstream(echo) as up, run_relay(
+            tmp_path, [f"127.0.0.1:{{port}}=127.0.0.1:{up.port}"], loop=loop) as relay:
+        listener = f"127.0.0.1:{relay.ports[0]}"
+        held = [connect(relay.ports[0])]
+        held[0].sendall(b"a")
+        assert held[0].recv(1) == b"a"
+        # Room for exactly one more relayed pair (two descriptors), none for a third client.
+        limit = settled_fd_count(relay) + 2
+        original = resource.prlimit(relay.pid, resource.RLIMIT_NOFILE)
+        resource.prlimit(relay.pid, resource.RLIMIT_NOFILE, (limit, original[1]))
+        held.append(connect(relay.ports[0]))
+        held[1].sendall(b"b")
+        assert held[1].recv(1) == b"b"
+        waiting = connect(relay.ports[0])  # completes in the kernel's accept queue
+        waiting.sendall(b"c")
+        wait_until(lambda: any("cannot accept" in r.get("msg", "")
+                               for r in relay.log_records()), 30, "the listener to pause")
+        cpu_before = cpu_seconds(relay.pid)
+        time.sleep(2.0)
+        assert cpu_seconds(relay.pid) - cpu_before < 0.5, "the listener spins"
+        pauses = [r for r in relay.log_records() if "cannot accept" in r.get("msg", "")]
+        assert 1 <= len(pauses) <= 6
+        assert pauses[0]["level"] == "warning" and "Too many open files" in pauses[0]["msg"]
+        held.pop(0).close()  # frees a pair
+        waiting.settimeout(30)
+        assert waiting.recv(1) == b"c"
+        # The admin endpoint needs a descriptor of its own to answer the scrapes below.
+        resource.prlimit(relay.pid, resource.RLIMIT_NOFILE, original)
+        waiting.close()
+        for sock in held:
+            sock.close()
+        wait_until(lambda: relay.metric("hairpin_proxy_connections_active",
+                                        listener=listener) == 0, 30, "connections to end")
+        assert relay.metric("hairpin_proxy_connections_total", listener=listener) == 3
+        assert relay.proc.poll() is None
+
+
+# ----------------------------------------------------------------------------- the dispatcher
+
+def run_poller(body: object) -> None:
+    async def main() -> None:
+        poller = Poller(asyncio.get_running_loop())
+        try:
+            await body(poller)  # type: ignore[operator]
+        finally:
+            poller.close()
+    asyncio.run(main())
+
+
+def test_a_handler_that_raises_costs_only_its_own_report(caplog: pytest.LogCaptureFixture
+                                                           ) -> None:
+    a, a_peer = socket.socketpair()
+    b, b_peer = socket.socketpair()
+    seen: list[str] = []
+
+    def broken(events: int) -> None:
+        seen.append("broken")
+        raise RuntimeError("boom")
+
+    async def body(poller: Poller) -> None:
+        poller.watch(a.fileno(), broken)
+        poller.watch(b.fileno(), lambda events: seen.append("fine"))
+        a_peer.send(b"x")
+        b_peer.send(b"x")
+        for _ in range(200):
+            if "fine" in seen and "broken" in seen:
+                break
+            await asyncio.sleep(0.01)
+
+    with caplog.at_level(logging.ERROR, logger="hairpin_proxy.relay"):
+        run_poller(body)
+    assert "fine" in seen and "broken" in seen
+    assert any("internal error" in r.getMessage() and r.exc_info for r in caplog.records)
+    for sock in (a, a_peer, b, b_peer):
+        sock.close()
+
+
+def test_a_socket_released_during_a_batch_is_closed_after_it() -> None:
+    """Its descriptor number cannot be reused by a connection accepted in the same batch."""
+    a, a_peer = socket.socketpair()
+    b, b_peer = socket.socketpair()
+    fd = a.fileno()
+    during: list[bool] = []
+    released: list[socket.socket] = []
+
+    def first(events: int) -> None:
+        if not released:
+            poller_ref[0].release(a)
+            released.append(a)
+            # Still open: a socket created now gets another number.
+            with socket.socket() as fresh:
+                during.append(fresh.fileno() != fd)
+            os.fstat(fd)
+
+    def second(events: int) -> None:
+        pass
+
+    poller_ref: list[Poller] = []
+
+    async def body(poller: Poller) -> None:
+        poller_ref.append(poller)
+        poller.watch(a.fileno(), first)
+        poller.watch(b.fileno(), second)
+        a_peer.send(b"x")
+        b_peer.send(b"x")
+        for _ in range(200):
+            if released and a.fileno() == -1:
+                break
+            await asyncio.sleep(0.01)
+
+    run_poller(body)
+    assert during == [True]
+    assert a.fileno() == -1  # closed once the batch was done
+    for sock in (a_peer, b, b_peer):
+        sock.close()
+
+
+def test_auto_is_epoll_where_the_platform_has_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert engines.available("auto") == "epoll"
+    assert engines.available("transports") == "transports"
+    monkeypatch.delattr("select.epoll")
+    assert engines.available("auto") == "transports"
+    with pytest.raises(ValueError, match="needs Linux"):
+        engines.available("epoll")
