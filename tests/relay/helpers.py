@@ -6,6 +6,7 @@ cores busy regardless. Everything binds to loopback.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import http.client
@@ -25,6 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from hairpin_proxy import proxyproto
+from hairpin_proxy.relay import server
+from hairpin_proxy.relay.engines import EngineName
+from hairpin_proxy.relay.resolve import Resolver
+from hairpin_proxy.relay.spec import parse_listeners
+from hairpin_proxy.settings import ProxySettings
 from tests.peers import free_port, read_text, stop_process, wait_for
 
 # Every data path on every event loop, as ENGINE:LOOP; run_relay also takes a bare LOOP.
@@ -325,3 +331,31 @@ def black_hole(host: str = "127.0.0.1") -> tuple[socket.socket, list[socket.sock
         f.connect_ex(hole.getsockname())
         fillers.append(f)
     return hole, fillers
+
+
+@contextlib.contextmanager
+def relay_in_thread(specs: list[str], resolver: Resolver | None = None,
+                    engine: EngineName = "auto") -> Iterator[server.Relay]:
+    """A Relay on its own event loop in a background thread (to inject a resolver or patch)."""
+    parsed = parse_listeners(specs, target_server="unused.test", default_version="v1")
+    relay = server.Relay(parsed, ProxySettings(admin_listen="", connect_timeout=10,
+                                               engine=engine), resolver=resolver)
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+
+    def main() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(relay.start())
+        started.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=main, daemon=True)
+    thread.start()
+    assert started.wait(30)
+    try:
+        yield relay
+    finally:
+        asyncio.run_coroutine_threadsafe(relay.close(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(30)
+        loop.close()

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
+import signal
 import socket
 import struct
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +23,7 @@ from tests.peers import free_port
 from tests.relay.helpers import (
     FLAVOURS,
     Accepted,
+    Relay,
     Upstream,
     black_hole,
     chunks,
@@ -28,6 +32,7 @@ from tests.relay.helpers import (
     drain_hash,
     echo,
     elapsed,
+    read_header,
     recv_all,
     run_relay,
     send_stream,
@@ -275,6 +280,108 @@ def test_a_client_reset_is_passed_on(tmp_path: Path, loop: str) -> None:
         wait_until(lambda: relay.metric("hairpin_proxy_errors_total", listener=listener,
                                         cause="reset") == 1, 30, "the reset to be counted")
     assert seen == ["reset"]
+
+
+@contextlib.contextmanager
+def frozen(relay: Relay) -> Iterator[None]:
+    """The relay stopped: what the peers send meanwhile waits in its sockets, all at once."""
+    os.kill(relay.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(relay.pid, signal.SIGCONT)
+
+
+@contextlib.contextmanager
+def relayed_pair(relay: Relay, upstream: socket.socket) -> Iterator[tuple[socket.socket,
+                                                                          socket.socket]]:
+    """(client, the relay's upstream connection as accepted on ``upstream``), past the header."""
+    with connect(relay.ports[0]) as client:
+        client.sendall(b"hello")
+        sock, _ = upstream.accept()
+        with sock:
+            sock.settimeout(30)
+            _, rest = read_header(sock)
+            while len(rest) < 5:
+                rest += sock.recv(5)
+            assert rest == b"hello"
+            yield client, sock
+
+
+def listening() -> socket.socket:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    return sock
+
+
+def test_urgent_data_does_not_cut_the_stream_short(tmp_path: Path, loop: str) -> None:
+    """A read stops at TCP's urgent mark even with more queued behind it. The urgent byte is
+    out of band and not relayed (nor by HAProxy); every byte around it is, then the EOF."""
+    with listening() as lsn, run_relay(tmp_path, [f"127.0.0.1:{{port}}=127.0.0.1:"
+                                                  f"{lsn.getsockname()[1]}"], loop=loop
+                                       ) as relay, relayed_pair(relay, lsn) as (client, up):
+        with frozen(relay):
+            client.send(b"abcX", socket.MSG_OOB)
+            client.send(b"def")
+        got = b""
+        while len(got) < 6:
+            chunk = up.recv(64)
+            assert chunk, f"EOF after {got!r}"
+            got += chunk
+        assert got == b"abcdef"
+        with frozen(relay):
+            client.send(b"ghiY", socket.MSG_OOB)
+            client.send(b"jkl")
+            client.shutdown(socket.SHUT_WR)
+        assert recv_all(up) == b"ghijkl"
+
+
+def test_an_upstream_reset_after_the_client_half_closed_counts_as_a_reset(
+        tmp_path: Path, loop: str) -> None:
+    """Passing the client's EOF on to an upstream that has just reset fails with ENOTCONN;
+    the cause reported is still the reset."""
+    with listening() as lsn, run_relay(tmp_path, [f"127.0.0.1:{{port}}=127.0.0.1:"
+                                                  f"{lsn.getsockname()[1]}"], loop=loop
+                                       ) as relay, relayed_pair(relay, lsn) as (client, up):
+        with frozen(relay):
+            client.shutdown(socket.SHUT_WR)
+            up.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_ZERO)
+            up.close()
+        assert closed_promptly(client)
+        listener = f"127.0.0.1:{relay.ports[0]}"
+        wait_until(lambda: relay.metric("hairpin_proxy_errors_total", listener=listener,
+                                        cause="reset") == 1, 30, "the reset to be counted")
+        assert relay.metric("hairpin_proxy_errors_total", listener=listener,
+                            cause="io_error") == 0
+        lost = [r for r in relay.log_records() if "connection lost" in r.get("msg", "")]
+        assert len(lost) == 1 and lost[0]["side"] == "upstream", lost
+        assert "reset" in lost[0]["msg"].lower(), lost
+
+
+@pytest.mark.parametrize("direction", ["upstream", "downstream"])
+def test_bytes_and_a_reset_arriving_together_are_relayed_in_order(
+        tmp_path: Path, loop: str, direction: str) -> None:
+    """The bytes queued before a reset are read first (a short read that does not mean the
+    buffer is empty); the reset, which the next read reports, must still be passed on."""
+    with listening() as lsn, run_relay(tmp_path, [f"127.0.0.1:{{port}}=127.0.0.1:"
+                                                  f"{lsn.getsockname()[1]}"], loop=loop
+                                       ) as relay, relayed_pair(relay, lsn) as (client, up):
+        sender, receiver = (client, up) if direction == "upstream" else (up, client)
+        receiver.settimeout(30)
+        with frozen(relay):
+            sender.sendall(b"last words")
+            sender.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_ZERO)
+            sender.close()
+        got = b""
+        with pytest.raises(ConnectionResetError):
+            while chunk := receiver.recv(64):
+                got += chunk
+            pytest.fail(f"an orderly EOF after {got!r}, not a reset")
+        assert got == b"last words"
+        listener = f"127.0.0.1:{relay.ports[0]}"
+        wait_until(lambda: relay.metric("hairpin_proxy_connections_active",
+                                        listener=listener) == 0, 30, "the pair to end")
 
 
 def test_sigterm_drains_in_flight_and_refuses_new(tmp_path: Path, loop: str) -> None:

@@ -2,54 +2,24 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 import socket
 import subprocess
 import sys
-import threading
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from hairpin_proxy.relay.engines import EngineName
 from hairpin_proxy.relay.resolve import Address, Resolver
-from hairpin_proxy.relay.server import Relay
-from hairpin_proxy.relay.spec import parse_listeners
-from hairpin_proxy.settings import ProxySettings
 from tests.peers import free_port
-from tests.relay.helpers import Upstream, connect, echo, recv_all, run_relay
+from tests.relay.helpers import Upstream, connect, echo, recv_all, relay_in_thread, run_relay
 
 
-@contextlib.contextmanager
-def relay_in_thread(specs: list[str], resolver: Resolver) -> Iterator[Relay]:
-    """A Relay on its own event loop in a background thread (for an injected resolver)."""
-    parsed = parse_listeners(specs, target_server="unused.test", default_version="v1")
-    relay = Relay(parsed, ProxySettings(admin_listen="", connect_timeout=10), resolver=resolver)
-    loop = asyncio.new_event_loop()
-    started = threading.Event()
-
-    def main() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(relay.start())
-        started.set()
-        loop.run_forever()
-
-    thread = threading.Thread(target=main, daemon=True)
-    thread.start()
-    assert started.wait(30)
-    try:
-        yield relay
-    finally:
-        asyncio.run_coroutine_threadsafe(relay.close(), loop).result(30)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(30)
-        loop.close()
-
-
-def test_round_robin_over_several_addresses_skipping_one_that_refuses() -> None:
+@pytest.mark.parametrize("engine", ["epoll", "transports"])
+def test_round_robin_over_several_addresses_skipping_one_that_refuses(
+        engine: EngineName) -> None:
     first = Upstream(echo, host="127.0.0.2")
     second = Upstream(echo, host="127.0.0.3", port=first.port)
     asked: list[str] = []
@@ -61,7 +31,7 @@ def test_round_robin_over_several_addresses_skipping_one_that_refuses() -> None:
 
     port = free_port()
     with first, second, relay_in_thread([f"127.0.0.1:{port}=ingress.test:{first.port}"],
-                                        Resolver(dns)) as relay:
+                                        Resolver(dns), engine=engine) as relay:
         for i in range(12):
             with connect(port) as s:
                 s.sendall(b"%d" % i)

@@ -4,25 +4,34 @@ semantics (tests/relay/test_pipe.py runs those on every engine)."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import resource
 import socket
 import struct
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from hairpin_proxy.relay import engines
+from hairpin_proxy.relay.engines import epoll
 from hairpin_proxy.relay.engines.epoll import Poller
+from tests.peers import free_port
 from tests.relay.helpers import (
+    Accepted,
     Upstream,
     black_hole,
+    closed_promptly,
     connect,
+    drain_hash,
     echo,
     elapsed,
+    relay_in_thread,
     run_relay,
+    send_stream,
     settled_fd_count,
     wait_until,
 )
@@ -106,6 +115,75 @@ def test_out_of_descriptors_the_listener_rests_then_recovers(tmp_path: Path, loo
                                         listener=listener) == 0, 30, "connections to end")
         assert relay.metric("hairpin_proxy_connections_total", listener=listener) == 3
         assert relay.proc.poll() is None
+
+
+def test_a_long_stream_yields_the_loop_between_turns_and_carries_on(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """One read per turn here (16 by default): a direction that still has bytes waiting gives
+    the loop back and is resumed by it, since no new edge will come for those bytes."""
+    monkeypatch.setattr(epoll, "READS_PER_TURN", 1)
+    resumed = []
+    again = epoll.Conn._again
+
+    def counted(conn: epoll.Conn) -> None:
+        resumed.append(1)
+        again(conn)
+
+    monkeypatch.setattr(epoll.Conn, "_again", counted)
+    size = 64 << 20
+    results: dict[str, object] = {}
+
+    def full_duplex(acc: Accepted) -> None:
+        sender = threading.Thread(
+            target=lambda: results.__setitem__("down_sent", send_stream(acc.sock, size, 4)))
+        sender.start()
+        results["up_received"] = drain_hash(acc.sock, acc.rest)
+        sender.join(120)
+
+    port = free_port()
+    with Upstream(full_duplex) as up, relay_in_thread(
+            [f"127.0.0.1:{port}=127.0.0.1:{up.port}"], engine="epoll"), connect(port) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+        sender = threading.Thread(
+            target=lambda: results.__setitem__("up_sent", send_stream(s, size, 3)))
+        sender.start()
+        down_received = drain_hash(s)
+        sender.join(120)
+        wait_until(lambda: "up_received" in results, 60, "the upstream to finish")
+    assert results["up_received"] == (size, results["up_sent"])
+    assert down_received == (size, results["down_sent"])
+    assert resumed, "no direction ever used up its turn"
+
+
+def test_a_connection_that_cannot_be_watched_is_closed_not_leaked(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """epoll_ctl can fail (the per-user watch limit, memory): that client is closed at once,
+    counted, and the next one is relayed."""
+    watch = epoll.Poller.watch
+    failures = [OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))]
+
+    def flaky(poller: Poller, fd: int, handler: epoll.Handler, events: int = 0) -> None:
+        if events == 0 and failures:
+            raise failures.pop()
+        watch(poller, fd, handler, *([events] if events else []))
+
+    monkeypatch.setattr(epoll.Poller, "watch", flaky)
+    port = free_port()
+    caplog.set_level(logging.WARNING, logger="hairpin_proxy.relay")
+    with Upstream(echo) as up, relay_in_thread(
+            [f"127.0.0.1:{port}=127.0.0.1:{up.port}"], engine="epoll") as relay:
+        listener = f"127.0.0.1:{port}"
+        with connect(port) as s:
+            s.sendall(b"x")
+            assert closed_promptly(s)
+        wait_until(lambda: not relay.live, 30, "the refused pair to be forgotten")
+        assert relay.metrics.errors.value(listener, "io_error") == 1
+        with connect(port) as s:
+            s.sendall(b"y")
+            assert s.recv(1) == b"y"
+    messages = [r.getMessage() for r in caplog.records]
+    assert "cannot watch the connection: No space left on device" in messages, messages
+    assert not [m for m in messages if "internal error" in m]
 
 
 # ----------------------------------------------------------------------------- the dispatcher

@@ -8,8 +8,10 @@ the resolver, the admin endpoint, signals).
 
 Readiness is edge-triggered, so a socket is read until a short read says its buffer is empty,
 and a short read once the peer's FIN has been reported is the end of the stream without
-another ``recv``. Flow control: a direction holds at most one read that its receiver has not
-taken, and reads nothing more from its source until that is sent.
+another ``recv`` (after urgent data or an error, reads go on to EAGAIN instead). A direction
+gives the loop back after a few reads and is resumed by it. Flow control: a direction holds at
+most one read that its receiver has not taken, and reads nothing more from its source until
+that is sent.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ from hairpin_proxy.relay.route import HostPort, Route, hostport
 log = logging.getLogger("hairpin_proxy.relay")
 
 READ_SIZE = 256 * 1024
+# Reads per direction before other connections, timers and the admin endpoint get a turn;
+# a fast bulk stream would otherwise keep the loop for as long as it lasts.
+READS_PER_TURN = 16
 ACCEPT_BATCH = 64  # accepts per report, so that one busy listener cannot starve the rest
 ACCEPT_RETRY = 1.0  # seconds a listener rests after the process ran out of descriptors
 
@@ -39,15 +44,20 @@ _OUT = select.EPOLLOUT
 _RDHUP = select.EPOLLRDHUP
 _HUP = select.EPOLLHUP
 _ERR = select.EPOLLERR
+_PRI = select.EPOLLPRI
 _READABLE = _IN | _RDHUP | _HUP | _ERR
 _WRITABLE = _OUT | _HUP | _ERR
 # Registered once per socket and never modified: edge-triggered readiness both ways means no
 # epoll_ctl call when a direction blocks or drains.
-_WATCH = _IN | _OUT | _RDHUP | select.EPOLLET
+_WATCH = _IN | _OUT | _RDHUP | _PRI | select.EPOLLET
 _DONTWAIT = socket.MSG_DONTWAIT
 _SEND = socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL
 _LINGER_ZERO = struct.pack("ii", 1, 0)
 _OUT_OF_DESCRIPTORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+# accept(2): errors of the connection being accepted, not of the listener; take the next one.
+_ACCEPT_SKIP = {errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.ENETDOWN, errno.ENOPROTOOPT,
+                errno.EHOSTDOWN, errno.ENONET, errno.EHOSTUNREACH, errno.EOPNOTSUPP,
+                errno.ENETUNREACH}
 
 Handler = Callable[[int], None]
 
@@ -117,10 +127,11 @@ class Poller:
                 try:
                     handler(events)
                 except Exception:  # a bug must cost one connection, not the whole batch
-                    log.exception("internal error while relaying; closing the connection")
                     owner = getattr(handler, "__self__", None)
                     if isinstance(owner, Conn):
-                        owner.abort("io_error", "internal error", quiet=True)
+                        owner.crashed()
+                    else:
+                        log.exception("internal error while accepting connections")
         finally:
             self.dispatching = False
             if self.closing:
@@ -162,9 +173,11 @@ class Listener:
                 if exc.errno in _OUT_OF_DESCRIPTORS:
                     self._rest(exc)
                     return
-                if exc.errno in (errno.ECONNABORTED, errno.EPROTO):
-                    continue  # the client gave up while it waited in the queue
-                raise
+                if exc.errno in _ACCEPT_SKIP:
+                    continue
+                log.warning("cannot accept a connection: %s", exc.strerror or exc,
+                            extra={"listener": route.spec.name, "cause": "accept_error"})
+                return
             start(poller, route, socket.socket(family, socket.SOCK_STREAM, 0, fd), addr, local)
 
     def _rest(self, exc: OSError) -> None:
@@ -201,10 +214,13 @@ def start(poller: Poller, route: Route, client: socket.socket, addr: Any,
     loop = poller.loop
     conn = Conn(poller, route, client, hostport(addr), local, now=loop.time())
     route.opened(conn)
-    if route.address is not None:
-        conn.connect_to(route.address)
-    else:
-        conn.task = loop.create_task(conn.resolve_and_connect())
+    try:
+        if route.address is not None:
+            conn.connect_to(route.address)
+        else:
+            conn.task = loop.create_task(conn.resolve_and_connect())
+    except Exception:
+        conn.crashed()
 
 
 class Conn:
@@ -216,8 +232,8 @@ class Conn:
     """
 
     __slots__ = ("accepted_at", "addr", "c_eof", "c_hup", "c_read", "c_shut", "c_write",
-                 "client", "connected", "done", "idle_bytes", "idle_since",
-                 "nbytes_down", "nbytes_up", "peername", "poller", "route", "sockname", "task",
+                 "client", "connected", "done", "idle_bytes", "idle_since", "nbytes_down",
+                 "nbytes_up", "peername", "poller", "route", "sockname", "task", "thorough",
                  "timer", "to_client", "to_upstream", "u_eof", "u_hup", "u_read", "u_shut",
                  "u_write", "upstream")
 
@@ -241,6 +257,10 @@ class Conn:
         self.c_eof = self.u_eof = False
         self.c_shut = self.u_shut = False
         self.connected = False
+        # A short read proves a buffer empty only until TCP urgent data (a read stops at its
+        # mark) or an error (data queued before a reset is read first, and the reset is
+        # reported by the next read) has been reported; from then on reads go to EAGAIN.
+        self.thorough = False
         self.done = False  # both sockets closed (or being closed); nothing more to report
         self.timer: asyncio.TimerHandle | None = None
         self.task: asyncio.Task[None] | None = None
@@ -300,8 +320,11 @@ class Conn:
         except OSError as exc:
             self.lost("upstream", exc)
             return
-        self._established()
-        self._begin()
+        try:
+            self._established()
+            self._begin()
+        except Exception:
+            self.crashed()
 
     def _begin(self) -> None:
         """Both sockets exist: queue the header (with what the client sent so far) and watch."""
@@ -326,14 +349,20 @@ class Conn:
             if n == 0:
                 self.c_eof = True
             elif n < READ_SIZE:
-                self.c_read = False
+                self.c_read = False  # watching it reports anything that arrived since
             self.nbytes_up += n
             self.route.stats.bytes_up.value += n
             self.to_upstream = header + view[:n]
         self.u_write = True
         poller = self.poller
-        poller.watch(self.client.fileno(), self.client_ready)
-        poller.watch(upstream.fileno(), self.upstream_ready)
+        try:
+            poller.watch(self.client.fileno(), self.client_ready)
+            poller.watch(upstream.fileno(), self.upstream_ready)
+        except OSError as exc:  # the kernel's limit on watched descriptors, or memory
+            self.route.error("io_error", f"cannot watch the connection: {exc.strerror or exc}",
+                             self.peername)
+            self.close()
+            return
         self.up()
         if self.connected and not self.done:
             self.down()
@@ -361,33 +390,41 @@ class Conn:
     def client_ready(self, events: int) -> None:
         if events & _ERR and not self.connected:
             # Nothing reads the client before the upstream answers; a reset must not wait.
-            self.lost("client", ConnectionResetError(errno.ECONNRESET,
-                                                     os.strerror(errno.ECONNRESET)))
+            self.lost("client", _pending_error(self.client, errno.ECONNRESET))
             return
+        if events & (_PRI | _ERR):
+            self.thorough = True
         if events & _READABLE:
             self.c_read = True
             if events & (_RDHUP | _HUP) and not events & _ERR:
                 self.c_hup = True
             self.up()
-        if events & _WRITABLE and not self.done:
+        # Writability matters only to a direction holding bytes its receiver did not take.
+        if events & _WRITABLE:
             self.c_write = True
-            self.down()
+            if self.to_client and not self.done:
+                self.down()
 
     def upstream_ready(self, events: int) -> None:
+        if events & (_PRI | _ERR):
+            self.thorough = True
         if events & _READABLE:
             self.u_read = True
             if events & (_RDHUP | _HUP) and not events & _ERR:
                 self.u_hup = True
             if self.connected:
                 self.down()
-        if events & _WRITABLE and not self.done:
+        if events & _WRITABLE:
             self.u_write = True
-            self.up()
+            if self.to_upstream and not self.done:
+                self.up()
 
     def up(self) -> None:
         """Move client bytes (after the header) upstream until one side has to wait."""
         upstream = self.upstream
         assert upstream is not None
+        client = self.client
+        budget = READS_PER_TURN
         while not self.done:
             if self.to_upstream:
                 if not self.u_write:
@@ -409,6 +446,8 @@ class Conn:
                     # The upstream may have spoken first; its bytes can now go to the client.
                     if self.u_read:
                         self.down()
+                        if self.done:
+                            return
                 if n < len(data):
                     self.to_upstream = data[n:]
                     self.u_write = False
@@ -420,16 +459,20 @@ class Conn:
                     try:
                         upstream.shutdown(socket.SHUT_WR)
                     except OSError as exc:
-                        self.lost("upstream", exc)
+                        self.lost("upstream", _pending_error(upstream, exc.errno))
                         return
                     if self.c_shut:
                         self.close()
                 return
             if not self.c_read:
                 return
+            if not budget:
+                self.poller.loop.call_soon(self._again)
+                return
+            budget -= 1
             view = self.poller.view
             try:
-                n = self.client.recv_into(view, READ_SIZE, _DONTWAIT)
+                n = client.recv_into(view, READ_SIZE, _DONTWAIT)
             except BlockingIOError:
                 self.c_read = False
                 return
@@ -441,9 +484,9 @@ class Conn:
                 continue
             self.nbytes_up += n
             self.route.stats.bytes_up.value += n
-            if n < READ_SIZE:
+            if n < READ_SIZE and not self.thorough:
                 if self.c_hup:
-                    self.c_eof = True
+                    self.c_eof = True  # the FIN came after everything just read
                 else:
                     self.c_read = False
             try:
@@ -462,6 +505,7 @@ class Conn:
         upstream = self.upstream
         assert upstream is not None
         client = self.client
+        budget = READS_PER_TURN
         while not self.done:
             if self.to_client:
                 if not self.c_write:
@@ -486,13 +530,17 @@ class Conn:
                     try:
                         client.shutdown(socket.SHUT_WR)
                     except OSError as exc:
-                        self.lost("client", exc)
+                        self.lost("client", _pending_error(client, exc.errno))
                         return
                     if self.u_shut:
                         self.close()
                 return
             if not self.u_read:
                 return
+            if not budget:
+                self.poller.loop.call_soon(self._again)
+                return
+            budget -= 1
             view = self.poller.view
             try:
                 n = upstream.recv_into(view, READ_SIZE, _DONTWAIT)
@@ -507,9 +555,9 @@ class Conn:
                 continue
             self.nbytes_down += n
             self.route.stats.bytes_down.value += n
-            if n < READ_SIZE:
+            if n < READ_SIZE and not self.thorough:
                 if self.u_hup:
-                    self.u_eof = True
+                    self.u_eof = True  # the FIN came after everything just read
                 else:
                     self.u_read = False
             try:
@@ -522,6 +570,13 @@ class Conn:
             if sent < n:
                 self.to_client = bytes(view[sent:n])
                 self.c_write = False
+
+    def _again(self) -> None:
+        """Carry on after yielding the loop: no new edge comes for bytes already waiting."""
+        if not self.done:
+            self.up()
+        if self.connected and not self.done:
+            self.down()
 
     # ------------------------------------------------------------------ ending
 
@@ -547,6 +602,15 @@ class Conn:
         self.route.error(cause, detail, self.peername, quiet=quiet)
         self.close()
 
+    def crashed(self) -> None:
+        """A bug surfaced while handling this connection: log it and end the connection."""
+        log.exception("internal error while relaying; closing the connection",
+                      extra={"listener": self.route.spec.name})
+        try:
+            self.abort("io_error", "internal error", quiet=True)
+        except Exception:  # even then the batch must go on
+            log.exception("internal error while closing a connection")
+
     def close(self, reset: bool = False) -> None:
         """Close both sockets; ``reset`` sends a reset rather than a FIN."""
         if self.done:
@@ -567,3 +631,18 @@ class Conn:
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_ZERO)
             poller.release(sock)
         self.route.closed(self, self.peername, self.nbytes_up, self.nbytes_down)
+
+
+def _pending_error(sock: socket.socket, fallback: int | None) -> OSError:
+    """The error the kernel holds for ``sock`` (as a reset would leave it), else ``fallback``.
+
+    A call such as ``shutdown`` on a socket already reset fails with ENOTCONN, which says
+    nothing about why: the reset itself is still pending on the socket.
+    """
+    try:
+        code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    except OSError:
+        code = 0
+    if not code:
+        code = errno.ECONNRESET if fallback in (None, errno.ENOTCONN) else fallback
+    return OSError(code, os.strerror(code))

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import os
 import socket
 import struct
 from collections.abc import Callable
@@ -278,7 +280,15 @@ class Pipe:
             return
         assert peer.transport is not None
         if peer.transport.can_write_eof():
-            peer.transport.write_eof()
+            try:
+                peer.transport.write_eof()
+            except OSError as exc:
+                # A peer reset a moment ago fails shutdown() with ENOTCONN: the reset is
+                # what happened, and it is the peer's, not this side's.
+                if exc.errno == errno.ENOTCONN:
+                    exc = ConnectionResetError(errno.ECONNRESET, os.strerror(errno.ECONNRESET))
+                self.half_lost(peer, exc)
+                peer.abort()
         else:
             self.ending = True
             half.close()
