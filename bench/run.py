@@ -272,15 +272,16 @@ def main() -> int:
                    help="taskset CPU list for the proxy under test ('' = no pinning)")
     p.add_argument("--variant", action="append", default=[],
                    help="extra relay configuration to measure, as relay flags (repeatable; "
-                        "default: --loop asyncio)")
+                        "default: --engine transports, --loop asyncio)")
     p.add_argument("--quick", action="store_true", help="1 repetition, short phases, no files")
     p.add_argument("--out", type=Path, default=peers.REPO / "docs" / "benchmarks.md")
     args = p.parse_args()
     if args.quick:
         args.reps, args.seconds = 1, 3
     elif not args.variant:
-        # The rejected default loop, measured in the same run so its numbers stay current.
-        args.variant = ["--loop asyncio"]
+        # The alternatives to the defaults, measured in the same run so their numbers stay
+        # current: the portable data path, and the epoll one on the standard library's loop.
+        args.variant = ["--engine transports", "--loop asyncio"]
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = 2 * args.idle + 1000
     with contextlib.suppress(ValueError, OSError):
