@@ -45,6 +45,7 @@ _RDHUP = select.EPOLLRDHUP
 _HUP = select.EPOLLHUP
 _ERR = select.EPOLLERR
 _PRI = select.EPOLLPRI
+_IN_OUT = _IN | _OUT
 _READABLE = _IN | _RDHUP | _HUP | _ERR
 _WRITABLE = _OUT | _HUP | _ERR
 # Registered once per socket and never modified: edge-triggered readiness both ways means no
@@ -232,10 +233,10 @@ class Conn:
     """
 
     __slots__ = ("accepted_at", "addr", "c_eof", "c_hup", "c_read", "c_shut", "c_write",
-                 "client", "connected", "done", "idle_bytes", "idle_since", "nbytes_down",
-                 "nbytes_up", "peername", "poller", "route", "sockname", "task", "thorough",
-                 "timer", "to_client", "to_upstream", "u_eof", "u_hup", "u_read", "u_shut",
-                 "u_write", "upstream")
+                 "client", "connected", "done", "down_total", "idle_bytes", "idle_since",
+                 "nbytes_down", "nbytes_up", "peername", "poller", "route", "sockname", "task",
+                 "thorough", "timer", "to_client", "to_upstream", "u_eof", "u_hup", "u_read",
+                 "u_shut", "u_write", "up_total", "upstream")
 
     def __init__(self, poller: Poller, route: Route, client: socket.socket,
                  peername: HostPort | None, sockname: HostPort | None, *, now: float) -> None:
@@ -249,6 +250,8 @@ class Conn:
         self.accepted_at = self.idle_since = now
         self.idle_bytes = 0
         self.nbytes_up = self.nbytes_down = 0
+        self.up_total = route.stats.bytes_up  # the hot path's shared counters, at hand
+        self.down_total = route.stats.bytes_down
         self.to_upstream = b""
         self.to_client = b""
         self.c_read = self.c_write = True
@@ -388,6 +391,12 @@ class Conn:
     # ------------------------------------------------------------------ readiness
 
     def client_ready(self, events: int) -> None:
+        if events == _IN_OUT:  # the common report: bytes to read, room to write
+            self.c_read = self.c_write = True
+            self.up()
+            if self.to_client and not self.done:
+                self.down()
+            return
         if events & _ERR and not self.connected:
             # Nothing reads the client before the upstream answers; a reset must not wait.
             self.lost("client", _pending_error(self.client, errno.ECONNRESET))
@@ -406,6 +415,12 @@ class Conn:
                 self.down()
 
     def upstream_ready(self, events: int) -> None:
+        if events == _IN_OUT and self.connected:
+            self.u_read = self.u_write = True
+            self.down()
+            if self.to_upstream and not self.done:
+                self.up()
+            return
         if events & (_PRI | _ERR):
             self.thorough = True
         if events & _READABLE:
@@ -483,7 +498,7 @@ class Conn:
                 self.c_eof = True
                 continue
             self.nbytes_up += n
-            self.route.stats.bytes_up.value += n
+            self.up_total.value += n
             if n < READ_SIZE and not self.thorough:
                 if self.c_hup:
                     self.c_eof = True  # the FIN came after everything just read
@@ -499,6 +514,9 @@ class Conn:
             if sent < n:
                 self.to_upstream = bytes(view[sent:n])
                 self.u_write = False
+                return
+            if not self.c_read:
+                return
 
     def down(self) -> None:
         """Move upstream bytes to the client until one side has to wait."""
@@ -554,7 +572,7 @@ class Conn:
                 self.u_eof = True
                 continue
             self.nbytes_down += n
-            self.route.stats.bytes_down.value += n
+            self.down_total.value += n
             if n < READ_SIZE and not self.thorough:
                 if self.u_hup:
                     self.u_eof = True  # the FIN came after everything just read
@@ -570,6 +588,9 @@ class Conn:
             if sent < n:
                 self.to_client = bytes(view[sent:n])
                 self.c_write = False
+                return
+            if not self.u_read:
+                return
 
     def _again(self) -> None:
         """Carry on after yielding the loop: no new edge comes for bytes already waiting."""

@@ -282,12 +282,8 @@ class Pipe:
         if peer.transport.can_write_eof():
             try:
                 peer.transport.write_eof()
-            except OSError as exc:
-                # A peer reset a moment ago fails shutdown() with ENOTCONN: the reset is
-                # what happened, and it is the peer's, not this side's.
-                if exc.errno == errno.ENOTCONN:
-                    exc = ConnectionResetError(errno.ECONNRESET, os.strerror(errno.ECONNRESET))
-                self.half_lost(peer, exc)
+            except OSError as exc:  # asyncio: at once; uvloop reports it as a loss later
+                self.half_lost(peer, exc)  # the peer's failure, not this side's
                 peer.abort()
         else:
             self.ending = True
@@ -296,6 +292,9 @@ class Pipe:
 
     def half_lost(self, half: Half, exc: Exception | None) -> None:
         peer = half.peer
+        if isinstance(exc, OSError) and exc.errno == errno.ENOTCONN:
+            # shutdown() on a socket reset a moment ago: the reset is what happened.
+            exc = ConnectionResetError(errno.ECONNRESET, os.strerror(errno.ECONNRESET))
         if exc is not None and not self.ending:
             self.ending = True
             cause = "reset" if isinstance(exc, ConnectionError) else "io_error"
