@@ -27,6 +27,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from hairpin_proxy.metrics import CounterChild
 from hairpin_proxy.relay.resolve import Address, ConnectError, attempt_failure, gave_up
 from hairpin_proxy.relay.route import HostPort, Route, hostport
 
@@ -224,41 +225,44 @@ def start(poller: Poller, route: Route, client: socket.socket, addr: Any,
         conn.crashed()
 
 
+class Side:
+    """One socket of a relayed connection, and what is known about it."""
+
+    __slots__ = ("eof", "hup", "nbytes", "pending", "read", "role", "shut", "sock", "total",
+                 "write")
+
+    def __init__(self, role: str, sock: socket.socket, total: CounterChild, *,
+                 read: bool, write: bool) -> None:
+        self.role = role
+        self.sock = sock
+        self.total = total  # the listener's byte counter for what this socket sends us
+        self.read = read  # readiness to read, not used up yet
+        self.write = write  # readiness to write, not used up yet
+        self.hup = False  # the peer's FIN has been reported
+        self.eof = False  # ... and read: nothing more will come from this socket
+        self.shut = False  # our FIN has been sent to it
+        self.pending = b""  # bytes for this socket that it has not taken yet
+        self.nbytes = 0  # bytes read from it
+
+
 class Conn:
-    """A client connection and the upstream connection made for it.
+    """A client connection and the upstream connection made for it."""
 
-    ``c_*`` fields are about the client socket, ``u_*`` about the upstream one: ``read``
-    and ``write`` are readiness not yet used up, ``hup`` the peer's FIN reported, ``eof`` the
-    peer's FIN read, ``shut`` our FIN sent.
-    """
-
-    __slots__ = ("accepted_at", "addr", "c_eof", "c_hup", "c_read", "c_shut", "c_write",
-                 "client", "connected", "done", "down_total", "idle_bytes", "idle_since",
-                 "nbytes_down", "nbytes_up", "peername", "poller", "route", "sockname", "task",
-                 "thorough", "timer", "to_client", "to_upstream", "u_eof", "u_hup", "u_read",
-                 "u_shut", "u_write", "up_total", "upstream")
+    __slots__ = ("accepted_at", "addr", "client", "connected", "done", "idle_bytes",
+                 "idle_since", "peername", "poller", "route", "sockname", "task", "thorough",
+                 "timer", "upstream")
 
     def __init__(self, poller: Poller, route: Route, client: socket.socket,
                  peername: HostPort | None, sockname: HostPort | None, *, now: float) -> None:
         self.poller = poller
         self.route = route
-        self.client = client
-        self.upstream: socket.socket | None = None
+        self.client = Side("client", client, route.stats.bytes_up, read=True, write=True)
+        self.upstream: Side | None = None
         self.addr: Address | None = None
         self.peername = peername
         self.sockname = sockname
         self.accepted_at = self.idle_since = now
         self.idle_bytes = 0
-        self.nbytes_up = self.nbytes_down = 0
-        self.up_total = route.stats.bytes_up  # the hot path's shared counters, at hand
-        self.down_total = route.stats.bytes_down
-        self.to_upstream = b""
-        self.to_client = b""
-        self.c_read = self.c_write = True
-        self.u_read = self.u_write = False
-        self.c_hup = self.u_hup = False
-        self.c_eof = self.u_eof = False
-        self.c_shut = self.u_shut = False
         self.connected = False
         # A short read proves a buffer empty only until TCP urgent data (a read stops at its
         # mark) or an error (data queued before a reset is read first, and the reset is
@@ -269,7 +273,13 @@ class Conn:
         self.task: asyncio.Task[None] | None = None
 
     def moved(self) -> int:
-        return self.nbytes_up + self.nbytes_down
+        upstream = self.upstream
+        return self.client.nbytes + (upstream.nbytes if upstream is not None else 0)
+
+    def _upstream(self, sock: socket.socket) -> Side:
+        self.upstream = Side("upstream", sock, self.route.stats.bytes_down, read=False,
+                             write=True)
+        return self.upstream
 
     # ------------------------------------------------------------------ connecting
 
@@ -281,7 +291,7 @@ class Conn:
         except OSError as exc:
             self._connect_failed(exc)
             return
-        self.upstream = sock
+        self._upstream(sock)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             rc = sock.connect_ex(addr[1])
@@ -317,7 +327,7 @@ class Conn:
         if self.done:
             sock.close()
             return
-        self.upstream = sock
+        self._upstream(sock)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except OSError as exc:
@@ -331,7 +341,7 @@ class Conn:
 
     def _begin(self) -> None:
         """Both sockets exist: queue the header (with what the client sent so far) and watch."""
-        upstream = self.upstream
+        client, upstream = self.client, self.upstream
         assert upstream is not None
         try:
             header = self.route.encode(self.peername, self.sockname)
@@ -341,34 +351,33 @@ class Conn:
         # The client's first bytes usually wait already: they go in the header's send.
         view = self.poller.view
         try:
-            n = self.client.recv_into(view, READ_SIZE, _DONTWAIT)
+            n = client.sock.recv_into(view, READ_SIZE, _DONTWAIT)
         except BlockingIOError:
-            self.c_read = False
-            self.to_upstream = header
+            client.read = False
+            upstream.pending = header
         except OSError as exc:
             self.lost("client", exc)
             return
         else:
             if n == 0:
-                self.c_eof = True
+                client.eof = True
             elif n < READ_SIZE:
-                self.c_read = False  # watching it reports anything that arrived since
-            self.nbytes_up += n
-            self.route.stats.bytes_up.value += n
-            self.to_upstream = header + view[:n]
-        self.u_write = True
+                client.read = False  # watching it reports anything that arrived since
+            client.nbytes += n
+            client.total.value += n
+            upstream.pending = header + view[:n]
         poller = self.poller
         try:
-            poller.watch(self.client.fileno(), self.client_ready)
-            poller.watch(upstream.fileno(), self.upstream_ready)
+            poller.watch(client.sock.fileno(), self.client_ready)
+            poller.watch(upstream.sock.fileno(), self.upstream_ready)
         except OSError as exc:  # the kernel's limit on watched descriptors, or memory
             self.route.error("io_error", f"cannot watch the connection: {exc.strerror or exc}",
                              self.peername)
             self.close()
             return
-        self.up()
+        self._move(client, upstream)
         if self.connected and not self.done:
-            self.down()
+            self._move(upstream, client)
 
     def _expire(self) -> None:
         self.timer = None
@@ -391,95 +400,95 @@ class Conn:
     # ------------------------------------------------------------------ readiness
 
     def client_ready(self, events: int) -> None:
+        client, upstream = self.client, self.upstream
+        assert upstream is not None
         if events == _IN_OUT:  # the common report: bytes to read, room to write
-            self.c_read = self.c_write = True
-            self.up()
-            if self.to_client and not self.done:
-                self.down()
+            client.read = client.write = True
+            self._move(client, upstream)
+            if client.pending and not self.done:
+                self._move(upstream, client)
             return
         if events & _ERR and not self.connected:
             # Nothing reads the client before the upstream answers; a reset must not wait.
-            self.lost("client", _pending_error(self.client, errno.ECONNRESET))
+            self.lost("client", _pending_error(client.sock, errno.ECONNRESET))
             return
-        if events & (_PRI | _ERR):
-            self.thorough = True
+        self._note(client, events)
         if events & _READABLE:
-            self.c_read = True
-            if events & (_RDHUP | _HUP) and not events & _ERR:
-                self.c_hup = True
-            self.up()
+            self._move(client, upstream)
         # Writability matters only to a direction holding bytes its receiver did not take.
-        if events & _WRITABLE:
-            self.c_write = True
-            if self.to_client and not self.done:
-                self.down()
+        if events & _WRITABLE and client.pending and not self.done:
+            self._move(upstream, client)
 
     def upstream_ready(self, events: int) -> None:
+        client, upstream = self.client, self.upstream
+        assert upstream is not None
         if events == _IN_OUT and self.connected:
-            self.u_read = self.u_write = True
-            self.down()
-            if self.to_upstream and not self.done:
-                self.up()
+            upstream.read = upstream.write = True
+            self._move(upstream, client)
+            if upstream.pending and not self.done:
+                self._move(client, upstream)
             return
+        self._note(upstream, events)
+        # Until the header is out, what the upstream says waits (it may speak first).
+        if events & _READABLE and self.connected:
+            self._move(upstream, client)
+        if events & _WRITABLE and upstream.pending and not self.done:
+            self._move(client, upstream)
+
+    def _note(self, side: Side, events: int) -> None:
+        """Take in a readiness report that is not the common one."""
         if events & (_PRI | _ERR):
             self.thorough = True
         if events & _READABLE:
-            self.u_read = True
+            side.read = True
             if events & (_RDHUP | _HUP) and not events & _ERR:
-                self.u_hup = True
-            if self.connected:
-                self.down()
+                side.hup = True
         if events & _WRITABLE:
-            self.u_write = True
-            if self.to_upstream and not self.done:
-                self.up()
+            side.write = True
 
-    def up(self) -> None:
-        """Move client bytes (after the header) upstream until one side has to wait."""
-        upstream = self.upstream
-        assert upstream is not None
-        client = self.client
+    def _move(self, src: Side, dst: Side) -> None:
+        """Move what ``src`` sends to ``dst`` until one of them has to wait."""
         budget = READS_PER_TURN
         while not self.done:
-            if self.to_upstream:
-                if not self.u_write:
+            if dst.pending:
+                if not dst.write:
                     return
-                data = self.to_upstream
+                data = dst.pending
                 try:
-                    n = upstream.send(data, _SEND)
+                    n = dst.sock.send(data, _SEND)
                 except BlockingIOError:
-                    self.u_write = False
+                    dst.write = False
                     return
                 except OSError as exc:
                     if self.connected:
-                        self.lost("upstream", exc)
+                        self.lost(dst.role, exc)
                     else:
                         self._connect_failed(exc)
                     return
                 if not self.connected:
+                    # The header is out, so the upstream has accepted; it may have spoken.
                     self._established()
-                    # The upstream may have spoken first; its bytes can now go to the client.
-                    if self.u_read:
-                        self.down()
+                    if dst.read:
+                        self._move(dst, src)
                         if self.done:
                             return
                 if n < len(data):
-                    self.to_upstream = data[n:]
-                    self.u_write = False
+                    dst.pending = data[n:]
+                    dst.write = False
                     return
-                self.to_upstream = b""
-            if self.c_eof:
-                if not self.u_shut:
-                    self.u_shut = True
+                dst.pending = b""
+            if src.eof:
+                if not dst.shut:
+                    dst.shut = True
                     try:
-                        upstream.shutdown(socket.SHUT_WR)
+                        dst.sock.shutdown(socket.SHUT_WR)
                     except OSError as exc:
-                        self.lost("upstream", _pending_error(upstream, exc.errno))
+                        self.lost(dst.role, _pending_error(dst.sock, exc.errno))
                         return
-                    if self.c_shut:
-                        self.close()
+                    if src.shut:
+                        self.close()  # both directions have ended
                 return
-            if not self.c_read:
+            if not src.read:
                 return
             if not budget:
                 self.poller.loop.call_soon(self._again)
@@ -487,117 +496,46 @@ class Conn:
             budget -= 1
             view = self.poller.view
             try:
-                n = client.recv_into(view, READ_SIZE, _DONTWAIT)
+                n = src.sock.recv_into(view, READ_SIZE, _DONTWAIT)
             except BlockingIOError:
-                self.c_read = False
+                src.read = False
                 return
             except OSError as exc:
-                self.lost("client", exc)
+                self.lost(src.role, exc)
                 return
             if n == 0:
-                self.c_eof = True
+                src.eof = True
                 continue
-            self.nbytes_up += n
-            self.up_total.value += n
+            src.nbytes += n
+            src.total.value += n
             if n < READ_SIZE and not self.thorough:
-                if self.c_hup:
-                    self.c_eof = True  # the FIN came after everything just read
+                if src.hup:
+                    src.eof = True  # the FIN came after everything just read
                 else:
-                    self.c_read = False
+                    src.read = False
             try:
-                sent = upstream.send(view[:n], _SEND)
+                sent = dst.sock.send(view[:n], _SEND)
             except BlockingIOError:
                 sent = 0
             except OSError as exc:
-                self.lost("upstream", exc)
+                self.lost(dst.role, exc)
                 return
             if sent < n:
-                self.to_upstream = bytes(view[sent:n])
-                self.u_write = False
+                dst.pending = bytes(view[sent:n])
+                dst.write = False
                 return
-            if not self.c_read:
-                return
-
-    def down(self) -> None:
-        """Move upstream bytes to the client until one side has to wait."""
-        upstream = self.upstream
-        assert upstream is not None
-        client = self.client
-        budget = READS_PER_TURN
-        while not self.done:
-            if self.to_client:
-                if not self.c_write:
-                    return
-                data = self.to_client
-                try:
-                    n = client.send(data, _SEND)
-                except BlockingIOError:
-                    self.c_write = False
-                    return
-                except OSError as exc:
-                    self.lost("client", exc)
-                    return
-                if n < len(data):
-                    self.to_client = data[n:]
-                    self.c_write = False
-                    return
-                self.to_client = b""
-            if self.u_eof:
-                if not self.c_shut:
-                    self.c_shut = True
-                    try:
-                        client.shutdown(socket.SHUT_WR)
-                    except OSError as exc:
-                        self.lost("client", _pending_error(client, exc.errno))
-                        return
-                    if self.u_shut:
-                        self.close()
-                return
-            if not self.u_read:
-                return
-            if not budget:
-                self.poller.loop.call_soon(self._again)
-                return
-            budget -= 1
-            view = self.poller.view
-            try:
-                n = upstream.recv_into(view, READ_SIZE, _DONTWAIT)
-            except BlockingIOError:
-                self.u_read = False
-                return
-            except OSError as exc:
-                self.lost("upstream", exc)
-                return
-            if n == 0:
-                self.u_eof = True
-                continue
-            self.nbytes_down += n
-            self.down_total.value += n
-            if n < READ_SIZE and not self.thorough:
-                if self.u_hup:
-                    self.u_eof = True  # the FIN came after everything just read
-                else:
-                    self.u_read = False
-            try:
-                sent = client.send(view[:n], _SEND)
-            except BlockingIOError:
-                sent = 0
-            except OSError as exc:
-                self.lost("client", exc)
-                return
-            if sent < n:
-                self.to_client = bytes(view[sent:n])
-                self.c_write = False
-                return
-            if not self.u_read:
+            if not src.read and not src.eof:
                 return
 
     def _again(self) -> None:
         """Carry on after yielding the loop: no new edge comes for bytes already waiting."""
+        client, upstream = self.client, self.upstream
+        if upstream is None:
+            return
         if not self.done:
-            self.up()
+            self._move(client, upstream)
         if self.connected and not self.done:
-            self.down()
+            self._move(upstream, client)
 
     # ------------------------------------------------------------------ ending
 
@@ -644,14 +582,16 @@ class Conn:
             self.task.cancel()
             self.task = None
         poller = self.poller
-        for sock in (self.client, self.upstream):
-            if sock is None:
+        upstream = self.upstream
+        for side in (self.client, upstream):
+            if side is None:
                 continue
             if reset:
                 with contextlib.suppress(OSError):
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_ZERO)
-            poller.release(sock)
-        self.route.closed(self, self.peername, self.nbytes_up, self.nbytes_down)
+                    side.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_ZERO)
+            poller.release(side.sock)
+        self.route.closed(self, self.peername, self.client.nbytes,
+                          upstream.nbytes if upstream is not None else 0)
 
 
 def _pending_error(sock: socket.socket, fallback: int | None) -> OSError:
