@@ -181,6 +181,19 @@ def echo(acc: Accepted) -> None:
         acc.sock.sendall(chunk)
 
 
+def full_duplex(size: int, seed: int, results: dict[str, object],
+                timeout: float = 300.0) -> Handler:
+    """An upstream that sends ``size`` bytes while it reads to EOF; ``results`` gets the
+    sent stream's hash (``down_sent``) and what was read (``up_received``: count, hash)."""
+    def handler(acc: Accepted) -> None:
+        sender = threading.Thread(
+            target=lambda: results.__setitem__("down_sent", send_stream(acc.sock, size, seed)))
+        sender.start()
+        results["up_received"] = drain_hash(acc.sock, acc.rest)
+        sender.join(timeout)
+    return handler
+
+
 # ----------------------------------------------------------------------------- the relay
 
 @dataclass

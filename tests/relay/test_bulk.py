@@ -12,10 +12,10 @@ import pytest
 
 from tests.relay.helpers import (
     FLAVOURS,
-    Accepted,
     Upstream,
     connect,
     drain_hash,
+    full_duplex,
     run_relay,
     send_stream,
     settled_fd_count,
@@ -29,15 +29,7 @@ GIB = 1 << 30
 @pytest.mark.parametrize("loop", FLAVOURS)
 def test_a_gibibyte_each_way_arrives_intact(tmp_path: Path, loop: str) -> None:
     results: dict[str, object] = {}
-
-    def full_duplex(acc: Accepted) -> None:
-        sender = threading.Thread(
-            target=lambda: results.__setitem__("down_sent", send_stream(acc.sock, GIB, 2)))
-        sender.start()
-        results["up_received"] = drain_hash(acc.sock, acc.rest)
-        sender.join(300)
-
-    with Upstream(full_duplex) as up, run_relay(
+    with Upstream(full_duplex(GIB, 2, results)) as up, run_relay(
             tmp_path, [f"127.0.0.1:{{port}}=127.0.0.1:{up.port}"], loop=loop) as relay:
         with connect(relay.ports[0], timeout=120) as s:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)

@@ -21,7 +21,6 @@ from hairpin_proxy.relay.engines import epoll
 from hairpin_proxy.relay.engines.epoll import Poller
 from tests.peers import free_port
 from tests.relay.helpers import (
-    Accepted,
     Upstream,
     black_hole,
     closed_promptly,
@@ -29,6 +28,7 @@ from tests.relay.helpers import (
     drain_hash,
     echo,
     elapsed,
+    full_duplex,
     relay_in_thread,
     run_relay,
     send_stream,
@@ -133,15 +133,8 @@ def test_a_long_stream_yields_the_loop_between_turns_and_carries_on(
     size = 64 << 20
     results: dict[str, object] = {}
 
-    def full_duplex(acc: Accepted) -> None:
-        sender = threading.Thread(
-            target=lambda: results.__setitem__("down_sent", send_stream(acc.sock, size, 4)))
-        sender.start()
-        results["up_received"] = drain_hash(acc.sock, acc.rest)
-        sender.join(120)
-
     port = free_port()
-    with Upstream(full_duplex) as up, relay_in_thread(
+    with Upstream(full_duplex(size, 4, results, timeout=120)) as up, relay_in_thread(
             [f"127.0.0.1:{port}=127.0.0.1:{up.port}"], engine="epoll"), connect(port) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
         sender = threading.Thread(
