@@ -372,3 +372,36 @@ def relay_in_thread(specs: list[str], resolver: Resolver | None = None,
         loop.call_soon_threadsafe(loop.stop)
         thread.join(30)
         loop.close()
+
+
+@contextlib.contextmanager
+def frozen(relay: Relay) -> Iterator[None]:
+    """The relay stopped: what the peers send meanwhile waits in its sockets, all at once."""
+    os.kill(relay.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(relay.pid, signal.SIGCONT)
+
+
+@contextlib.contextmanager
+def relayed_pair(relay: Relay, upstream: socket.socket) -> Iterator[tuple[socket.socket,
+                                                                          socket.socket]]:
+    """(client, the relay's upstream connection as accepted on ``upstream``), past the header."""
+    with connect(relay.ports[0]) as client:
+        client.sendall(b"hello")
+        sock, _ = upstream.accept()
+        with sock:
+            sock.settimeout(30)
+            _, rest = read_header(sock)
+            while len(rest) < 5:
+                rest += sock.recv(5)
+            assert rest == b"hello"
+            yield client, sock
+
+
+def listening() -> socket.socket:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    return sock

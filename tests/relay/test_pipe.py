@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
-import signal
 import socket
 import struct
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +20,6 @@ from tests.peers import free_port
 from tests.relay.helpers import (
     FLAVOURS,
     Accepted,
-    Relay,
     Upstream,
     black_hole,
     chunks,
@@ -32,8 +28,10 @@ from tests.relay.helpers import (
     drain_hash,
     echo,
     elapsed,
-    read_header,
+    frozen,
+    listening,
     recv_all,
+    relayed_pair,
     run_relay,
     send_stream,
     settled_fd_count,
@@ -280,39 +278,6 @@ def test_a_client_reset_is_passed_on(tmp_path: Path, loop: str) -> None:
         wait_until(lambda: relay.metric("hairpin_proxy_errors_total", listener=listener,
                                         cause="reset") == 1, 30, "the reset to be counted")
     assert seen == ["reset"]
-
-
-@contextlib.contextmanager
-def frozen(relay: Relay) -> Iterator[None]:
-    """The relay stopped: what the peers send meanwhile waits in its sockets, all at once."""
-    os.kill(relay.pid, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        os.kill(relay.pid, signal.SIGCONT)
-
-
-@contextlib.contextmanager
-def relayed_pair(relay: Relay, upstream: socket.socket) -> Iterator[tuple[socket.socket,
-                                                                          socket.socket]]:
-    """(client, the relay's upstream connection as accepted on ``upstream``), past the header."""
-    with connect(relay.ports[0]) as client:
-        client.sendall(b"hello")
-        sock, _ = upstream.accept()
-        with sock:
-            sock.settimeout(30)
-            _, rest = read_header(sock)
-            while len(rest) < 5:
-                rest += sock.recv(5)
-            assert rest == b"hello"
-            yield client, sock
-
-
-def listening() -> socket.socket:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(8)
-    return sock
 
 
 def test_urgent_data_does_not_cut_the_stream_short(tmp_path: Path, loop: str) -> None:

@@ -29,7 +29,9 @@ from tests.relay.helpers import (
     echo,
     elapsed,
     full_duplex,
+    listening,
     relay_in_thread,
+    relayed_pair,
     run_relay,
     send_stream,
     settled_fd_count,
@@ -74,6 +76,39 @@ def test_a_client_reset_while_the_upstream_connects_ends_the_pair_at_once(
     finally:
         for sock in [hole, *fillers]:
             sock.close()
+
+
+@pytest.mark.parametrize("loop", EPOLL)
+@pytest.mark.parametrize("who", ["client", "upstream"])
+def test_a_reset_behind_a_slow_receiver_ends_the_pair_at_once(
+        tmp_path: Path, loop: str, who: str) -> None:
+    """The resetting side's direction is stuck behind a receiver that reads nothing: no read
+    of that side would report the reset until the receiver caught up (or the idle timeout)."""
+    with listening() as lsn, run_relay(tmp_path, [f"127.0.0.1:{{port}}=127.0.0.1:"
+                                                  f"{lsn.getsockname()[1]}"], loop=loop
+                                       ) as relay, relayed_pair(relay, lsn) as (client, up):
+        sender, receiver = (client, up) if who == "client" else (up, client)
+        sender.setblocking(False)
+        started = time.monotonic()
+        stalls = 0
+        while stalls < 20 and elapsed(started) < 30:  # until the relay holds all it will
+            try:
+                sender.send(b"x" * 65536)
+                stalls = 0
+            except BlockingIOError:
+                stalls += 1
+                time.sleep(0.05)
+        sender.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_ZERO)
+        sender.close()
+        listener = f"127.0.0.1:{relay.ports[0]}"
+        wait_until(lambda: relay.metric("hairpin_proxy_connections_active",
+                                        listener=listener) == 0, 30, "the pair to end")
+        assert relay.metric("hairpin_proxy_errors_total", listener=listener,
+                            cause="reset") == 1
+        receiver.settimeout(30)
+        with pytest.raises(ConnectionResetError):
+            while receiver.recv(1 << 20):
+                pass
 
 
 @pytest.mark.parametrize("loop", EPOLL)

@@ -382,7 +382,10 @@ class Conn:
     def _expire(self) -> None:
         self.timer = None
         if not self.connected:
-            self._connect_failed(None)
+            try:
+                self._connect_failed(None)
+            except Exception:
+                self.crashed()
 
     def _connect_failed(self, exc: BaseException | None) -> None:
         spec = self.route.spec
@@ -418,6 +421,8 @@ class Conn:
         # Writability matters only to a direction holding bytes its receiver did not take.
         if events & _WRITABLE and client.pending and not self.done:
             self._move(upstream, client)
+        if events & _ERR and not self.done:
+            self._unreached_error(client)
 
     def upstream_ready(self, events: int) -> None:
         client, upstream = self.client, self.upstream
@@ -434,6 +439,14 @@ class Conn:
             self._move(upstream, client)
         if events & _WRITABLE and upstream.pending and not self.done:
             self._move(client, upstream)
+        if events & _ERR and not self.done:
+            self._unreached_error(upstream)
+
+    def _unreached_error(self, side: Side) -> None:
+        """An error (a reset, mostly) the moves did not get to: its direction waits for a
+        slow receiver. What the side sent can no longer matter; end the pair now rather
+        than when the receiver catches up or the idle timeout strikes."""
+        self.lost(side.role, _pending_error(side.sock, errno.ECONNRESET))
 
     def _note(self, side: Side, events: int) -> None:
         """Take in a readiness report that is not the common one."""
@@ -532,10 +545,13 @@ class Conn:
         client, upstream = self.client, self.upstream
         if upstream is None:
             return
-        if not self.done:
-            self._move(client, upstream)
-        if self.connected and not self.done:
-            self._move(upstream, client)
+        try:
+            if not self.done:
+                self._move(client, upstream)
+            if self.connected and not self.done:
+                self._move(upstream, client)
+        except Exception:
+            self.crashed()
 
     # ------------------------------------------------------------------ ending
 
