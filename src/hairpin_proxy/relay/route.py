@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import socket
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -120,6 +123,16 @@ class Route:
         if side:
             extra["side"] = side
         log.warning(detail, extra=extra)
+
+
+_LINGER_ZERO = struct.pack("ii", 1, 0)
+
+
+def reset_on_close(sock: socket.socket | None) -> None:
+    """Make closing ``sock`` send a reset rather than a FIN (to pass a reset on)."""
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_ZERO)
 
 
 def client_text(client: HostPort | None) -> str:

@@ -17,19 +17,17 @@ that is sent.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
 import logging
 import os
 import select
 import socket
-import struct
 from collections.abc import Callable
 from typing import Any
 
 from hairpin_proxy.metrics import CounterChild
 from hairpin_proxy.relay.resolve import Address, ConnectError, attempt_failure, gave_up
-from hairpin_proxy.relay.route import HostPort, Route, hostport
+from hairpin_proxy.relay.route import HostPort, Route, hostport, reset_on_close
 
 log = logging.getLogger("hairpin_proxy.relay")
 
@@ -54,7 +52,6 @@ _WRITABLE = _OUT | _HUP | _ERR
 _WATCH = _IN | _OUT | _RDHUP | _PRI | select.EPOLLET
 _DONTWAIT = socket.MSG_DONTWAIT
 _SEND = socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL
-_LINGER_ZERO = struct.pack("ii", 1, 0)
 _OUT_OF_DESCRIPTORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 # accept(2): errors of the connection being accepted, not of the listener; take the next one.
 _ACCEPT_SKIP = {errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.ENETDOWN, errno.ENOPROTOOPT,
@@ -163,7 +160,9 @@ class Listener:
         poller.watch(self.fd, self.ready, _IN)
 
     def ready(self, events: int) -> None:
-        accept = self.sock._accept  # type: ignore[attr-defined]  # (fd, address), no wrapper
+        # socket.accept() wraps this in Python: 2-3 µs of user time per connection more
+        # (interleaved pairs); the socket object is built here the same way.
+        accept = self.sock._accept  # type: ignore[attr-defined]  # -> (fd, address)
         family = self.sock.family
         poller, route, local = self.poller, self.route, self.local
         for _ in range(ACCEPT_BATCH):
@@ -317,11 +316,11 @@ class Conn:
                                                 route.connect_timeout)
         except ConnectError as exc:
             self.task = None
-            self.fail(exc.cause, exc.detail)
+            self.abort(exc.cause, exc.detail)
             return
         except Exception as exc:  # never expected; the client must not wait for nothing
             self.task = None
-            self.fail("connect_error", f"cannot connect to {spec.target}: {exc!r}")
+            self.abort("connect_error", f"cannot connect to {spec.target}: {exc!r}")
             return
         self.task = None
         if self.done:
@@ -346,7 +345,7 @@ class Conn:
         try:
             header = self.route.encode(self.peername, self.sockname)
         except ValueError as exc:  # an address the header cannot carry; never expected
-            self.fail("connect_error", f"cannot encode a PROXY header: {exc}")
+            self.abort("connect_error", f"cannot encode a PROXY header: {exc}")
             return
         # The client's first bytes usually wait already: they go in the header's send.
         view = self.poller.view
@@ -391,7 +390,7 @@ class Conn:
         spec = self.route.spec
         assert self.addr is not None
         err = gave_up(spec.target_host, spec.target_port, [attempt_failure(self.addr, exc)])
-        self.fail(err.cause, err.detail)
+        self.abort(err.cause, err.detail)
 
     def _established(self) -> None:
         self.connected = True
@@ -563,15 +562,9 @@ class Conn:
         self.route.error(cause, f"{side} connection lost: {exc}", self.peername, side)
         self.close(reset=True)
 
-    def fail(self, cause: str, detail: str) -> None:
-        """The upstream could not be reached: count, log, and close the client at once."""
-        if self.done:
-            return
-        self.route.error(cause, detail, self.peername)
-        self.close()
-
     def abort(self, cause: str, detail: str, *, quiet: bool = False) -> None:
-        """End both sides now (idle timeout, shutdown); ``quiet`` counts without a log line."""
+        """End both sides now (no upstream, idle timeout, shutdown), counted under ``cause``;
+        ``quiet`` skips the log line."""
         if self.done:
             return
         self.route.error(cause, detail, self.peername, quiet=quiet)
@@ -603,8 +596,7 @@ class Conn:
             if side is None:
                 continue
             if reset:
-                with contextlib.suppress(OSError):
-                    side.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_ZERO)
+                reset_on_close(side.sock)
             poller.release(side.sock)
         self.route.closed(self, self.peername, self.client.nbytes,
                           upstream.nbytes if upstream is not None else 0)

@@ -10,23 +10,19 @@ directions have ended. A reset on either side is passed on as a reset.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
 import os
 import socket
-import struct
 from collections.abc import Callable
 from typing import cast
 
 from hairpin_proxy.metrics import CounterChild
 from hairpin_proxy.relay.resolve import Address, ConnectError, attempt_failure, gave_up
-from hairpin_proxy.relay.route import HostPort, Route, hostport
+from hairpin_proxy.relay.route import HostPort, Route, hostport, reset_on_close
 
 # Per direction a pipe buffers at most HIGH_WATER plus one read (256 KiB in asyncio and uvloop).
 HIGH_WATER = 256 * 1024
 LOW_WATER = 64 * 1024
-
-_LINGER_ZERO = struct.pack("ii", 1, 0)
 
 
 class TransportEngine:
@@ -118,10 +114,7 @@ class Half(asyncio.Protocol):
         if self.transport is None or self.lost:
             return
         if reset:
-            # Pass a reset on as a reset rather than an orderly FIN.
-            sock = self.transport.get_extra_info("socket")
-            with contextlib.suppress(OSError, AttributeError):
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_ZERO)
+            reset_on_close(self.transport.get_extra_info("socket"))
         self.transport.abort()
 
 
