@@ -14,14 +14,16 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from hairpin_proxy.corefile import (
-    BEGIN_MARKER,
+    Answers,
     CorefileError,
+    Directive,
     apply,
     managed_hosts,
     parse,
     remove,
+    strays,
 )
-from tests.corefiles import TARGET
+from tests.corefiles.oracle import check_one_set_per_root, lines, strip_ours
 
 HOSTS = st.lists(st.sampled_from(["a.example.com", "b.example.com", "*.example.com",
                                   "*.apps.example.org", "x-1.example.net"]), max_size=5)
@@ -44,6 +46,8 @@ NESTED = [("health", ["lameduck 5s"]),
           ("log .", ["class error"]),
           ("template IN TXT probe.example.org", ['answer "{{ .Name }} 60 IN TXT \\"a # }\\""'])]
 COMMENTS = ["", "  # a comment", " # { not a brace", ' # "not a quote', "\t#}"]
+ANSWERS = st.sampled_from([Answers.of(["10.96.0.20"]), Answers.of(["fd00::20"]),
+                           Answers.of(["10.96.0.20", "fd00::20"])])
 
 
 @dataclass(frozen=True)
@@ -110,28 +114,34 @@ def corefiles(draw: st.DrawFn) -> Layout:
 GENERATED = settings(max_examples=150, deadline=None)
 
 
+def is_ours(d: Directive) -> bool:
+    return d.name == "template" and any("(?P<hairpin_proxy>" in t.text for t in d.tokens)
+
+
 @GENERATED
-@given(layout=corefiles(), first=HOSTS, second=HOSTS)
-def test_generated_corefiles_round_trip(layout: Layout, first: list[str],
-                                        second: list[str]) -> None:
+@given(layout=corefiles(), first=HOSTS, second=HOSTS, answers=ANSWERS)
+def test_generated_corefiles_round_trip(layout: Layout, first: list[str], second: list[str],
+                                        answers: Answers) -> None:
     text, port = layout.text, layout.port
     cf = parse(text)
     assert len(cf.root_blocks(port)) == layout.roots
-    out = apply(text, first, target=TARGET, dns_port=port)
-    assert out.count(BEGIN_MARKER) == (layout.roots if first else 0)
-    assert apply(out, first, target=TARGET, dns_port=port) == out
+    out = apply(text, first, answers=answers, dns_port=port)
+    check_one_set_per_root(out, first, answers, port)
+    assert strip_ours(out, port) == text
+    assert apply(out, first, answers=answers, dns_port=port) == out
     assert managed_hosts(out, dns_port=port) == tuple(sorted(set(first)))
+    assert strays(out, dns_port=port) == ()
     assert remove(out, dns_port=port) == text
-    assert apply(out, second, target=TARGET, dns_port=port) == apply(
-        text, second, target=TARGET, dns_port=port)
-    # The edit adds directives to root blocks and touches nothing else in the structure.
+    assert apply(out, second, answers=answers, dns_port=port) == apply(
+        text, second, answers=answers, dns_port=port)
+    # The edit adds two stanzas to each root block and touches nothing else in the structure.
     before, after = cf, parse(out)
     assert [b.keys for b in after.server_blocks] == [b.keys for b in before.server_blocks]
     for old, new in zip(before.server_blocks, after.server_blocks, strict=True):
-        names = [d.name for d in new.directives if d.name != "rewrite"]
-        assert names == [d.name for d in old.directives]
+        names = [d.words() for d in new.directives if not is_ours(d)]
+        assert names == [d.words() for d in old.directives]
         added = len(new.directives) - len(old.directives)
-        assert added == (len(set(first)) if old.is_root(port) else 0)
+        assert added == (2 if first and old.is_root(port) else 0)
 
 
 @GENERATED
@@ -141,7 +151,7 @@ def test_removing_any_brace_is_refused(layout: Layout, data: st.DataObject) -> N
     victim = data.draw(st.sampled_from(braces))
     broken = layout.text[:victim.start] + layout.text[victim.end:]
     with pytest.raises(CorefileError) as err:
-        apply(broken, ["a.example.com"], target=TARGET, dns_port=layout.port)
+        apply(broken, ["a.example.com"], answers=Answers.of(["10.0.0.1"]), dns_port=layout.port)
     assert err.value.line is not None
 
 
@@ -155,4 +165,32 @@ def test_an_unterminated_quote_is_refused(layout: Layout, data: st.DataObject) -
     victim = data.draw(st.sampled_from(words))
     broken = layout.text[:victim.start] + '"' + layout.text[victim.start:]
     with pytest.raises(CorefileError, match="unterminated quoted string"):
-        apply(broken, ["a.example.com"], target=TARGET, dns_port=layout.port)
+        apply(broken, ["a.example.com"], answers=Answers.of(["10.0.0.1"]), dns_port=layout.port)
+
+
+@GENERATED
+@given(layout=corefiles(), first=HOSTS, second=HOSTS, answers=ANSWERS, data=st.data())
+def test_damaged_and_moved_sets_give_one_set(layout: Layout, first: list[str],
+                                             second: list[str], answers: Answers,
+                                             data: st.DataObject) -> None:
+    assume(first)
+    text, port = layout.text, layout.port
+    out = apply(text, first, answers=answers, dns_port=port)
+    rows = lines(out)
+    # Drop any of the marker lines, and move the first root block's AAAA stanza to its end.
+    markers = [n for n, row in enumerate(rows) if row.lstrip().startswith("# ")
+               and "hairpin-proxy" in row]
+    dropped = set(data.draw(st.lists(st.sampled_from(markers), unique=True)))
+    if data.draw(st.booleans()):
+        root = parse(out).root_blocks(port)[0]
+        aaaa = [d for d in root.directives if d.words() == ("template", "IN", "AAAA")][-1]
+        start, end = aaaa.line - 1, aaaa.tokens[-1].end_line
+        close = len(rows) if root.body is None else root.body.close.line - 1
+        stanza = rows[start:end]
+        rows = rows[:start] + rows[end:close] + stanza + rows[close:]
+        dropped = {n - len(stanza) if end <= n < close else n for n in dropped}
+    damaged = "".join(row for n, row in enumerate(rows) if n not in dropped)
+    assert managed_hosts(damaged, dns_port=port) == tuple(sorted(set(first)))
+    out = apply(damaged, second, answers=answers, dns_port=port)
+    check_one_set_per_root(out, second, answers, port)
+    assert strip_ours(out, port) == text

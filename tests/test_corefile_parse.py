@@ -226,3 +226,17 @@ def test_blank_and_crlf_lines_between_bare_lines() -> None:
     [block] = parse(text).server_blocks
     assert [(d.name, d.args, d.line, d.column) for d in block.directives] == [
         ("errors", (), 3, 5), ("cache", ("30",), 6, 5)]
+
+
+def test_our_stanzas_read_as_words_and_one_quoted_answer() -> None:
+    text = (".:53 {\n    template IN A {\n"
+            r"        match (?i)^(?P<hairpin_proxy>a\.b|c\$d)\.$ (?i)^(?P<hairpin_proxy>e)\.$" "\n"
+            '        answer "{{ .Name }} 10 IN A 10.0.0.1" "{{ .Name }} 10 IN A 10.0.0.2"\n'
+            "        fallthrough\n    }\n}\n")
+    [template] = parse(text).server_blocks[0].directives
+    assert template.args == ("IN", "A")
+    assert [(d.name, d.args) for d in template.blocks[0].directives] == [
+        ("match", (r"(?i)^(?P<hairpin_proxy>a\.b|c\$d)\.$", r"(?i)^(?P<hairpin_proxy>e)\.$")),
+        ("answer", ("{{ .Name }} 10 IN A 10.0.0.1", "{{ .Name }} 10 IN A 10.0.0.2")),
+        ("fallthrough", ()),
+    ]

@@ -1,83 +1,294 @@
-"""Rule rendering, wildcard regexes, import mode and plugin queries of hairpin_proxy.corefile."""
+"""Our rule format (template stanzas, their regexes, Answers), import mode and plugin queries.
+
+The regexes are compiled with Python's ``re``, which agrees with RE2 (CoreDNS's Go regexp) on
+every construct they use; ``test_regexes_use_only_what_re2_accepts`` checks that they use no
+construct on which the two differ.
+"""
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hairpin_proxy.corefile import (
     BEGIN_MARKER,
     END_MARKER,
+    Answers,
     CorefileError,
     has_plugin,
     import_matches,
     import_snippet,
     imports_key,
+    match_regexes,
     parse,
-    rewrite_rules,
-    wildcard_regex,
+    rules,
+    served_zones,
 )
-from tests.corefiles import SAMPLES, TARGET, Sample
+from tests.corefiles import BY_NAME, SAMPLES, Sample
 
 KEY = "hairpin-proxy.override"
+PREFIX = "(?i)^(?P<hairpin_proxy>"
+WILD_PREFIX = PREFIX + r"[^._][^.]*\.(?:"
 
 
-def test_rules_are_sorted_deduplicated_and_exact_or_regex() -> None:
-    assert rewrite_rules(["b.example.com", "*.example.com", "a.example.com", "b.example.com"],
-                         target=TARGET) == [
-        rf"rewrite name regex ^[^.]+\.example\.com\.?$ {TARGET} answer auto",
-        f"rewrite name exact a.example.com {TARGET}",
-        f"rewrite name exact b.example.com {TARGET}",
+def regexes(hosts: list[str]) -> list[re.Pattern[str]]:
+    return [re.compile(rx) for rx in match_regexes(sorted(set(hosts)))]
+
+
+def matches(hosts: list[str], name: str) -> bool:
+    # CoreDNS's template plugin uses MatchString (a search): the anchors must do the work.
+    return any(p.search(name) for p in regexes(hosts))
+
+
+# --- regex semantics -------------------------------------------------------------------------
+
+
+def test_regex_text_for_a_small_host_set() -> None:
+    assert match_regexes(["*.apps.example.com", "a.example.com", "b-1.example.com"]) == [
+        r"(?i)^(?P<hairpin_proxy>a\.example\.com|b-1\.example\.com)\.$",
+        r"(?i)^(?P<hairpin_proxy>[^._][^.]*\.(?:apps\.example\.com))\.$",
     ]
-    assert rewrite_rules([], target=TARGET) == []
+    assert match_regexes(["a.b"]) == [r"(?i)^(?P<hairpin_proxy>a\.b)\.$"]
+    assert match_regexes(["*.b"]) == [r"(?i)^(?P<hairpin_proxy>[^._][^.]*\.(?:b))\.$"]
+    assert match_regexes([]) == []
 
 
-def test_target_is_emitted_as_given() -> None:
-    assert rewrite_rules(["a.b"], target="svc.example") == ["rewrite name exact a.b svc.example"]
-
-
-@pytest.mark.parametrize(("host", "matches", "misses"), [
-    ("*.example.com",
-     ["a.example.com.", "a.example.com", "xn--bcher-kva.example.com.", "a-b.example.com."],
-     ["example.com.", ".example.com.", "a.b.example.com.", "aexample.com.", "a.exampleXcom.",
-      "a.example.com.evil.", "a.example.com..", "a.example.co."]),
-    ("*.a-b.c_d.io", ["x.a-b.c_d.io."], ["x.a-b.c_dXio.", "x.y.a-b.c_d.io."]),
+@pytest.mark.parametrize(("name", "expected"), [
+    ("a.example.com.", True),
+    ("A.Example.COM.", True),  # case-insensitive
+    ("a.example.com", False),  # CoreDNS always asks with the trailing dot
+    ("xa.example.com.", False),  # anchored at the start
+    ("a.example.com.evil.", False),  # and at the end
+    ("a.example.com..", False),
+    ("aXexample.com.", False),  # the dots are literal
+    ("a.exampleXcom.", False),
+    ("b.a.example.com.", False),
+    ("x.apps.example.com.", True),
+    ("X-1.APPS.example.com.", True),
+    ("apps.example.com.", False),  # a wildcard needs exactly one label in front
+    (".apps.example.com.", False),
+    ("a.b.apps.example.com.", False),
+    ("_acme-challenge.apps.example.com.", False),  # not a host name: left to the real zone
+    ("x.appsXexample.com.", False),
+    ("x.apps.example.co.", False),
+    ("x.apps.example.com.x.", False),
+    ("example.com.", False),
+    ("", False),
 ])
-def test_wildcard_regex_matches_exactly_one_label(host: str, matches: list[str],
-                                                  misses: list[str]) -> None:
-    pattern = re.compile(wildcard_regex(host))
-    # CoreDNS uses FindStringSubmatch (search, not full match): the anchors do the work.
-    for name in matches:
-        assert pattern.search(name), name
-    for name in misses:
-        assert not pattern.search(name), name
+def test_regexes_match_exactly_the_hosts(name: str, expected: bool) -> None:
+    assert matches(["a.example.com", "*.apps.example.com"], name) is expected
 
 
-def test_wildcard_regex_is_anchored_and_escaped() -> None:
-    assert wildcard_regex("*.example.com") == r"^[^.]+\.example\.com\.?$"
-    # Only ASCII punctuation is escaped: RE2 rejects a backslash before a letter.
-    assert wildcard_regex("*.bücher.de") == r"^[^.]+\.bücher\.de\.?$"
+def test_every_regex_is_anchored_case_insensitive_and_named() -> None:
+    for rx in match_regexes(["*.a.example", "b.example", "*.c.example", "d.example"]):
+        assert rx.startswith(PREFIX)
+        assert rx.endswith(r")\.$")
+        pattern = re.compile(rx)
+        assert pattern.flags & re.IGNORECASE
+        assert "hairpin_proxy" in pattern.groupindex
 
 
-def test_import_snippet_is_the_unindented_block() -> None:
-    snippet = import_snippet(["b.example.com", "*.example.com"], target=TARGET)
+# Label characters check_host accepts, including regex metacharacters and non-ASCII.
+_LABEL_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789-_ABC|()[]+?$^!%&,/:<=>@~ü\u00e9\u4e2d"
+LABEL = st.text(_LABEL_CHARS, min_size=1, max_size=12).filter(lambda s: "*" not in s)
+NAME = st.lists(LABEL, min_size=1, max_size=4).map(".".join)
+HOST = st.one_of(NAME, NAME.map(lambda n: "*." + n))
+
+
+def _body(rx: str) -> tuple[bool, str]:
+    if rx.startswith(WILD_PREFIX):
+        return True, rx[len(WILD_PREFIX):-len(r"))\.$")]
+    assert rx.startswith(PREFIX)
+    return False, rx[len(PREFIX):-len(r")\.$")]
+
+
+def _alternatives(body: str) -> list[str]:
+    return [re.sub(r"\\(.)", r"\1", alt) for alt in re.split(r"(?<!\\)\|", body)]
+
+
+def expected_match(hosts: list[str], name: str) -> bool:
+    """Whether a query for ``name`` (no trailing dot) is one of ours: a host, or one label not
+    starting with "_" under a wildcard's domain. Case-insensitive."""
+    name = name.lower()
+    exact = {h.lower() for h in hosts if not h.startswith("*.")}
+    domains = {h[2:].lower() for h in hosts if h.startswith("*.")}
+    first, _, rest = name.partition(".")
+    return name in exact or (bool(first) and not first.startswith("_") and rest in domains)
+
+
+@settings(max_examples=200, deadline=None)
+@given(hosts=st.lists(HOST, min_size=1, max_size=12), probe=NAME, label=LABEL)
+def test_regex_semantics_property(hosts: list[str], probe: str, label: str) -> None:
+    for rx in match_regexes(sorted(set(hosts))):
+        _, body = _body(rx)
+        # Every "." of a host is escaped: an unescaped one would match any character.
+        assert not re.search(r"(?<!\\)\.", body)
+    names = [probe, f"{label}.{probe}"]
+    for h in hosts:
+        domain = h.removeprefix("*.")
+        names += [h, domain, f"{label}.{domain}", f"x.{label}.{domain}",
+                  f"_acme-challenge.{domain}", f"{label}{domain}"]
+    for name in names:
+        for variant in (name, name.upper(), name.lower()):
+            # CoreDNS asks with the trailing dot; without it nothing matches.
+            assert matches(hosts, variant + ".") is expected_match(hosts, variant), variant
+            assert not matches(hosts, variant)
+    for h in hosts:
+        if not h.startswith("*."):
+            assert matches(hosts, h + ".")
+        else:
+            assert matches(hosts, "x." + h[2:] + ".")
+
+
+@settings(max_examples=50, deadline=None)
+@given(hosts=st.lists(HOST, min_size=1, max_size=40))
+def test_regexes_use_only_what_re2_accepts(hosts: list[str]) -> None:
+    for rx in match_regexes(sorted(set(hosts))):
+        # No lookarounds, atomic groups, backreferences or \d-style classes...
+        for construct in ("(?=", "(?!", "(?<=", "(?<!", "(?>", "(?#"):
+            assert construct not in rx
+        # ...and a backslash only ever escapes ASCII punctuation (RE2 refuses "\" + letter,
+        # digit, "_" or anything non-ASCII).
+        for m in re.finditer(r"\\(.)", rx, re.DOTALL):
+            c = m[1]
+            assert c.isascii() and not c.isalnum() and c != "_", rx
+        # The only groups are ours: the named one and, for wildcards, one non-capturing one.
+        assert rx.count("(?P<") == 1
+        assert len(re.findall(r"(?<!\\)\((?!\?)", rx)) == 0
+
+
+# Long hosts (each up to 253 characters) in quantity, so that the regexes are split.
+LONG_LABEL = st.text("abcdefghijklmnopqrstuvwxyz0123456789-ü", min_size=40, max_size=60)
+LONG_HOST = st.builds(lambda labels, wild: ("*." if wild else "") + ".".join(labels),
+                      st.lists(LONG_LABEL, min_size=1, max_size=3), st.booleans())
+
+
+@settings(max_examples=30, deadline=None)
+@given(hosts=st.lists(LONG_HOST, min_size=1, max_size=400, unique=True))
+def test_chunks_stay_under_the_limit_and_cover_exactly_the_hosts(hosts: list[str]) -> None:
+    rxs = match_regexes(sorted(hosts))
+    # CoreDNS measures with Go's len: bytes of UTF-8, not characters.
+    assert all(len(rx.encode("utf-8")) <= rules.MAX_REGEX for rx in rxs)
+    found: list[str] = []
+    for rx in rxs:
+        wild, body = _body(rx)
+        found += [("*." if wild else "") + alt for alt in _alternatives(body)]
+    assert sorted(found) == sorted(hosts)  # every host once, nothing else
+    assert rules.MAX_REGEX <= 10_000  # CoreDNS 1.14 refuses longer ones
+
+
+def test_chunks_are_as_few_as_fit() -> None:
+    hosts = sorted(f"h{i:04d}." + "x" * 200 + ".example.com" for i in range(200))
+    rxs = match_regexes(hosts)
+    assert len(rxs) > 1
+    assert all(len(rx) <= rules.MAX_REGEX for rx in rxs)
+    # Each chunk but the last is full: the next chunk's first host would not have fitted.
+    for rx, following in itertools.pairwise(rxs):
+        first = _body(following)[1].split("|")[0]
+        assert len(rx) + 1 + len(first) > rules.MAX_REGEX
+
+
+def test_non_ascii_hosts_are_chunked_by_bytes() -> None:
+    # Fails if the limit were counted in characters: each "ü" is two bytes.
+    hosts = sorted(f"{i}.{'ü' * 60}.de" for i in range(300))
+    rxs = match_regexes(hosts)
+    assert all(len(rx.encode()) <= rules.MAX_REGEX for rx in rxs)
+    assert max(len(rx.encode()) for rx in rxs) > rules.MAX_REGEX // 2
+
+
+def test_hosts_of_regex_reads_back_only_what_we_write() -> None:
+    hosts = ["*.apps.example.com", "a.example.com", "b|c.example.com"]
+    for rx in match_regexes(hosts):
+        got = rules.hosts_of_regex(rx)
+        assert got is not None and set(got) <= set(hosts)
+    for foreign in [r"(?i)^(?P<hairpin_proxy>a\.example\.com|)\.$",  # empty alternative
+                    r"(?i)^(?P<hairpin_proxy>b\.example\.com|a\.example\.com)\.$",  # unsorted
+                    r"^(?P<hairpin_proxy>a\.example\.com)\.$",  # not case-insensitive
+                    r"(?i)^(?P<hairpin_proxy>a.example.com)\.$",  # unescaped dots
+                    r"(?i)^(?P<hairpin_proxy>[^.]+\.(?:example\.com))\.$",
+                    ".*"]:
+        assert rules.hosts_of_regex(foreign) is None, foreign
+
+
+# --- Answers ---------------------------------------------------------------------------------
+
+
+def test_answers_of_splits_sorts_and_canonicalises() -> None:
+    a = Answers.of(["10.96.0.3", "FD00:0::20", "10.96.0.20", "10.96.0.3", " 10.96.0.4"])
+    assert a == Answers(("10.96.0.20", "10.96.0.3", "10.96.0.4"), ("fd00::20",))
+    assert a.ttl == 10 and bool(a)
+    assert not Answers()
+    assert Answers.of([], ttl=60) == Answers(ttl=60)
+
+
+@pytest.mark.parametrize("bad", ["", "10.0.0", "10.0.0.256", "fe80::1%eth0", "example.com",
+                                 "10.0.0.1/32"])
+def test_answers_of_refuses_what_is_not_an_address(bad: str) -> None:
+    with pytest.raises(CorefileError, match="not an IP address"):
+        Answers.of([bad])
+
+
+@pytest.mark.parametrize("ttl", [0, -1, 3601, True])
+def test_answers_ttl_is_bounded(ttl: int) -> None:
+    with pytest.raises(CorefileError, match="TTL"):
+        Answers.of(["10.0.0.1"], ttl=ttl)
+
+
+@pytest.mark.parametrize(("v4", "v6"), [(("fd00::1",), ()), ((), ("10.0.0.1",)),
+                                        (("010.0.0.1",), ()), ((), ("FD00::1",))])
+def test_answers_fields_must_be_canonical_and_of_their_family(v4: tuple[str, ...],
+                                                              v6: tuple[str, ...]) -> None:
+    with pytest.raises(CorefileError):
+        Answers(v4, v6)
+
+
+# --- import mode -----------------------------------------------------------------------------
+
+
+def test_import_snippet_is_our_rules_unindented() -> None:
+    snippet = import_snippet(["b.example.com", "*.example.com", "b.example.com"],
+                             answers=Answers.of(["10.96.0.20", "fd00::20"], ttl=30))
     assert snippet == (
         f"{BEGIN_MARKER}\n"
-        rf"rewrite name regex ^[^.]+\.example\.com\.?$ {TARGET} answer auto" "\n"
-        f"rewrite name exact b.example.com {TARGET}\n"
+        "template IN A {\n"
+        r"    match (?i)^(?P<hairpin_proxy>b\.example\.com)\.$" "\n"
+        r"    match (?i)^(?P<hairpin_proxy>[^._][^.]*\.(?:example\.com))\.$" "\n"
+        '    answer "{{ .Name }} 30 IN A 10.96.0.20"\n'
+        "    fallthrough\n"
+        "}\n"
+        "template IN AAAA {\n"
+        r"    match (?i)^(?P<hairpin_proxy>b\.example\.com)\.$" "\n"
+        r"    match (?i)^(?P<hairpin_proxy>[^._][^.]*\.(?:example\.com))\.$" "\n"
+        '    answer "{{ .Name }} 30 IN AAAA fd00::20"\n'
+        "    fallthrough\n"
+        "}\n"
         f"{END_MARKER}\n")
-    assert import_snippet([], target=TARGET) == f"{BEGIN_MARKER}\n{END_MARKER}\n"
-    # Spliced into a server block, it reads as directives.
+    # Spliced into a server block, it reads as two template directives.
     block = parse(".:53 {\n" + snippet + "}\n").server_blocks[0]
-    assert [d.args[:2] for d in block.directives] == [("name", "regex"), ("name", "exact")]
+    assert [(d.name, d.args) for d in block.directives] == [
+        ("template", ("IN", "A")), ("template", ("IN", "AAAA"))]
+    assert import_snippet([], answers=Answers()) == f"{BEGIN_MARKER}\n{END_MARKER}\n"
+
+
+def test_import_snippet_answers_nodata_for_a_family_without_address() -> None:
+    snippet = import_snippet(["a.b"], answers=Answers.of(["fd00::20"]))
+    a_stanza = snippet.split("template IN AAAA")[0]
+    assert "    rcode NOERROR\n    fallthrough\n" in a_stanza
+    assert "answer" not in a_stanza
+    assert '"{{ .Name }} 10 IN AAAA fd00::20"' in snippet
 
 
 def test_import_snippet_refuses_bad_input() -> None:
     with pytest.raises(CorefileError):
-        import_snippet(["a b"], target=TARGET)
-    with pytest.raises(CorefileError):
-        import_snippet(["a.b"], target="x}")
+        import_snippet(["a b"], answers=Answers.of(["10.0.0.1"]))
+    with pytest.raises(CorefileError, match="no proxy address"):
+        import_snippet(["a.b"], answers=Answers())
+    with pytest.raises(TypeError):
+        import_snippet("a.b", answers=Answers.of(["10.0.0.1"]))
 
 
 @pytest.mark.parametrize(("pattern", "key", "expected"), [
@@ -139,9 +350,56 @@ def test_corpus_plugins_and_imports(sample: Sample) -> None:
     assert imports_key(sample.text, KEY, dns_port=sample.dns_port) is sample.imports_override
 
 
-@pytest.mark.parametrize("bad", ["b.example.com\nc.example.com", "\n", "a..b", "*", 7])
-def test_one_bad_host_among_many_is_refused(bad: object) -> None:
-    # Large host sets are checked in one step; a single bad host must still be caught.
-    good = [f"h{i}.example.com" for i in range(50)]
-    with pytest.raises((CorefileError, TypeError)):
-        rewrite_rules([*good, bad], target=TARGET)  # type: ignore[list-item]
+# --- served zones ----------------------------------------------------------------------------
+
+KUBE = ("cluster.local", "in-addr.arpa", "ip6.arpa")
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("kubeadm", KUBE),
+    ("k3s", KUBE),  # hosts /etc/coredns/NodeHosts names no zone: it serves the block's
+    ("stub-zone", ("cluster.local", "consul.local", "example.internal", "in-addr.arpa",
+                   "ip6.arpa")),
+    ("multi-block", ("cluster.local", "example.internal", "in-addr.arpa", "ip6.arpa")),
+    ("openshift", ("cluster.local", "hostname.bind", "in-addr.arpa", "ip6.arpa")),
+    ("snippets-quotes", ("in-addr.arpa", "ip6.arpa")),  # {$CLUSTER_DOMAIN} names nothing
+    ("brace-next-line", ()),
+])
+def test_served_zones_of_the_corpus(name: str, expected: tuple[str, ...]) -> None:
+    sample = BY_NAME[name]
+    assert served_zones(sample.text, dns_port=sample.dns_port) == expected
+    migrated = BY_NAME.get(f"{name}-migrated")
+    if migrated is not None:  # the migration changes nothing about what is served
+        assert served_zones(migrated.text, dns_port=migrated.dns_port) == expected
+
+
+def test_served_zones_of_every_plugin_that_answers_itself() -> None:
+    text = (".:53 {\n"
+            "    hosts /etc/hosts Example.NET. {\n"
+            "        10.0.0.1 db.example.org DB.Example.org.\n"
+            "        fd00::1 v6.example.org\n"
+            "        not-an-address x.example.org\n"
+            "        fallthrough\n"
+            "    }\n"
+            "    file /etc/coredns/db.example example.com other.example.\n"
+            "    etcd skydns.local\n"
+            "    secondary sec.example\n"
+            "    route53 example.org.:Z1234 corp.example:Z2\n"
+            "    azure rg:az.example.com\n"
+            "    clouddns gcp.example:proj:zone\n"
+            "    k8s_external ext.example\n"
+            "    auto auto.example {\n        directory /zones\n    }\n"
+            "    template IN A templ.example {\n        answer \"x\"\n    }\n"
+            "    forward fwd.example 10.0.0.1\n"
+            "}\n"
+            "stub.example {\n    forward . 10.0.0.53\n}\n"
+            "tls://tls.example {\n    forward . 10.0.0.53\n}\n"
+            "other-port.example:5353 {\n    forward . 10.0.0.53\n}\n"
+            "dns://.:5353 {\n    kubernetes not-this-port.local\n}\n")
+    assert served_zones(text) == (
+        "auto.example", "az.example.com", "corp.example", "db.example.org", "example.com",
+        "example.net", "example.org", "ext.example", "gcp.example", "other.example",
+        "sec.example", "skydns.local", "stub.example", "v6.example.org")
+    assert served_zones(text, dns_port=5353) == ("not-this-port.local", "other-port.example")
+    with pytest.raises(CorefileError):
+        served_zones(".:53 {\n")

@@ -11,7 +11,7 @@ import pytest
 
 from hairpin_proxy import corefile, hostsfile
 from hairpin_proxy.cli import main
-from tests.corefiles import SAMPLES, TARGET, Sample
+from tests.corefiles import SAMPLES, Sample
 
 FIXTURES = Path(__file__).parent / "manifests"
 CLUSTER = FIXTURES / "cluster"
@@ -25,8 +25,17 @@ EXPECTED = ("*.blog.example.org", "api.example.com", "blog.example.org", "grafan
             "shop.example.com", "tenant.example.com", "www.shop.example.com")
 
 
+PROXY_IP = "10.96.0.50"
+ANSWERS = corefile.Answers.of([PROXY_IP])
+# Leave out the --proxy-ip that render() adds by default (for the tests of its absence).
+NO_IP = "(no --proxy-ip)"
+
+
 def render(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
-    code = main(["render", *(str(a) for a in args)])
+    argv = [str(a) for a in args if a != NO_IP]
+    if "--proxy-ip" not in argv and NO_IP not in args:
+        argv += ["--proxy-ip", PROXY_IP]
+    code = main(["render", *argv])
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -42,7 +51,7 @@ def copy(src: Path, tmp_path: Path, name: str | None = None) -> Path:
 def test_corefile_mode_prints_the_edited_corefile(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = render(capsys, "--corefile", COREFILE, "--ingress", CLUSTER)
     assert code == 0
-    assert out == corefile.apply(COREFILE.read_text(), EXPECTED, target=TARGET)
+    assert out == corefile.apply(COREFILE.read_text(), EXPECTED, answers=ANSWERS)
     assert corefile.managed_hosts(out) == EXPECTED
     # Rejections are reported with their Ingress and reason, and are not an error.
     lines = [line for line in err.splitlines() if "rejected host" in line]
@@ -129,15 +138,35 @@ def test_policy_flags_reach_the_policy(capsys: pytest.CaptureFixture[str]) -> No
     assert "plain.example.com" in hosts("--hosts-from", "all")
 
 
-def test_target_and_cluster_domain(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = render(capsys, "--corefile", COREFILE, "--ingress", CLUSTER,
+def test_target_and_cluster_domain(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # The target names the proxy Service: old rewrite rules to it are converted.
+    old = COREFILE.read_text().replace(".:53 {\n", (
+        ".:53 {\n    rewrite name exact old.example.com hairpin-proxy.hairpin-proxy.svc."
+        "corp.internal.\n    rewrite name exact keep.example.com other.svc.corp.internal.\n"), 1)
+    path = tmp_path / "Corefile"
+    path.write_text(old)
+    code, out, _ = render(capsys, "--corefile", path, "--ingress", CLUSTER,
                           "--cluster-domain", "corp.internal")
     assert code == 0
-    assert "rewrite name exact shop.example.com " \
-           "hairpin-proxy.hairpin-proxy.svc.corp.internal.\n" in out
-    code, out, _ = render(capsys, "--corefile", COREFILE, "--ingress", CLUSTER,
+    assert "old.example.com" not in out and "keep.example.com other.svc" in out
+    assert corefile.managed_hosts(out) == EXPECTED
+    path.write_text(old.replace("hairpin-proxy.hairpin-proxy.svc.corp.internal.",
+                                "proxy.infra.svc.cluster.local."))
+    code, out, _ = render(capsys, "--corefile", path, "--ingress", CLUSTER,
                           "--target", "proxy.infra.svc.cluster.local.")
-    assert "rewrite name exact shop.example.com proxy.infra.svc.cluster.local.\n" in out
+    assert "old.example.com" not in out and "keep.example.com other.svc" in out
+
+
+def test_answers_ttl_and_both_families(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = render(capsys, "--corefile", COREFILE, "--ingress", CLUSTER,
+                          "--proxy-ip", "10.96.0.9", "--proxy-ip", "fd00::9", "--dns-ttl", "30")
+    assert code == 0
+    assert '"{{ .Name }} 30 IN A 10.96.0.9"' in out
+    assert '"{{ .Name }} 30 IN AAAA fd00::9"' in out
+    code, out, err = render(capsys, "--corefile", COREFILE, "--ingress", CLUSTER,
+                            "--dns-ttl", "0")
+    assert (code, out) == (2, "")
+    assert "--dns-ttl: answer TTL must be 1 to 3600 seconds" in err
 
 
 def test_environment_variables_work_like_flags(monkeypatch: pytest.MonkeyPatch,
@@ -152,7 +181,7 @@ def test_environment_variables_work_like_flags(monkeypatch: pytest.MonkeyPatch,
 def test_no_ingresses_found_is_warned_about(capsys: pytest.CaptureFixture[str],
                                             tmp_path: Path) -> None:
     path = tmp_path / "Corefile"
-    path.write_text(corefile.apply(COREFILE.read_text(), EXPECTED, target=TARGET))
+    path.write_text(corefile.apply(COREFILE.read_text(), EXPECTED, answers=ANSWERS))
     (tmp_path / "empty").mkdir()
     code, out, err = render(capsys, "--corefile", path, "--ingress", tmp_path / "empty")
     assert code == 0
@@ -163,7 +192,7 @@ def test_no_ingresses_found_is_warned_about(capsys: pytest.CaptureFixture[str],
 def test_import_snippet(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = render(capsys, "--import-snippet", "--ingress", CLUSTER)
     assert code == 0
-    assert out == corefile.import_snippet(EXPECTED, target=TARGET)
+    assert out == corefile.import_snippet(EXPECTED, answers=ANSWERS)
 
 
 def test_import_snippet_checks_the_corefile_imports_it(capsys: pytest.CaptureFixture[str]
@@ -171,7 +200,7 @@ def test_import_snippet_checks_the_corefile_imports_it(capsys: pytest.CaptureFix
     k3s = REPO_CORPUS / "k3s.Corefile"
     code, out, _ = render(capsys, "--import-snippet", "--corefile", k3s, "--ingress", CLUSTER)
     assert code == 0
-    assert out == corefile.import_snippet(EXPECTED, target=TARGET)
+    assert out == corefile.import_snippet(EXPECTED, answers=ANSWERS)
     # kubeadm's Corefile imports nothing: the snippet would be dead, so it is an error.
     code, out, err = render(capsys, "--import-snippet", "--corefile", COREFILE,
                             "--ingress", CLUSTER)
@@ -243,9 +272,12 @@ def test_broken_hosts_file_markers(capsys: pytest.CaptureFixture[str], tmp_path:
     (["--corefile", COREFILE, "--hosts-file", HOSTS, "--proxy-ip", "10.0.0.1",
       "--ingress", CLUSTER], "(got --corefile, --hosts-file)"),
     (["--import-snippet", "--check", "--ingress", CLUSTER], "--diff and --check compare"),
-    (["--hosts-file", HOSTS, "--ingress", CLUSTER], "--hosts-file needs at least one --proxy-ip"),
-    (["--corefile", COREFILE, "--proxy-ip", "10.0.0.1", "--ingress", CLUSTER],
-     "--proxy-ip is only meaningful with --hosts-file"),
+    (["--hosts-file", HOSTS, "--ingress", CLUSTER, NO_IP],
+     "--hosts-file needs at least one --proxy-ip"),
+    (["--corefile", COREFILE, "--ingress", CLUSTER, NO_IP],
+     "--corefile needs at least one --proxy-ip ADDRESS (the proxy Service's ClusterIP"),
+    (["--import-snippet", "--ingress", CLUSTER, NO_IP],
+     "--import-snippet needs at least one --proxy-ip"),
     (["--corefile", COREFILE], "give at least one --ingress PATH"),
     (["--corefile", COREFILE, "--ingress", CLUSTER, "--dns-port", "70000"], "not a port number"),
     (["--corefile", COREFILE, "--ingress", CLUSTER, "--cluster-domain", "."],
@@ -270,8 +302,7 @@ def test_errors_exit_2_and_print_nothing(capsys: pytest.CaptureFixture[str],
 
 @pytest.mark.parametrize(("text", "message"), [
     (".:53 {\n    errors\n", "Corefile:"),
-    (".:53 {\n    # BEGIN hairpin-proxy (managed; do not edit)\n    errors\n}\n",
-     "BEGIN marker without an END marker"),
+    ('.:53 {\n    forward . "8.8.8.8\n}\n', "unterminated quoted string"),
 ])
 def test_bad_corefile(capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str,
                       message: str) -> None:
@@ -295,21 +326,23 @@ def test_corefile_without_a_root_block_for_the_port(capsys: pytest.CaptureFixtur
 def test_console_script_with_stdin_and_pipes(tmp_path: Path) -> None:
     path = copy(COREFILE, tmp_path)
     stdin = (CLUSTER / "ingresses.yaml").read_text()
-    proc = subprocess.run([str(BIN), "render", "--corefile", str(path), "--ingress", "-",
+    proc = subprocess.run([str(BIN), "render", "--proxy-ip", PROXY_IP, "--corefile", str(path),
+                           "--ingress", "-",
                            "--ingress", str(CLUSTER / "apps")],
                           input=stdin, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     assert corefile.managed_hosts(proc.stdout) == EXPECTED
     assert "ingress=tenant/sneaky" in proc.stderr
-    check = subprocess.run([str(BIN), "render", "--corefile", str(path), "--ingress",
+    check = subprocess.run([str(BIN), "render", "--proxy-ip", PROXY_IP, "--corefile",
+                            str(path), "--ingress",
                             str(CLUSTER), "--check"],
                            capture_output=True, text=True, timeout=120, check=False)
     assert (check.returncode, check.stdout) == (1, "")
 
 
 def test_console_script_error_and_closed_pipe(tmp_path: Path) -> None:
-    proc = subprocess.run([str(BIN), "render", "--corefile", str(COREFILE), "--ingress",
-                           str(FIXTURES / "broken")],
+    proc = subprocess.run([str(BIN), "render", "--proxy-ip", PROXY_IP, "--corefile",
+                           str(COREFILE), "--ingress", str(FIXTURES / "broken")],
                           capture_output=True, text=True, timeout=120, check=False)
     assert (proc.returncode, proc.stdout) == (2, "")
     assert "bad.yaml: invalid YAML" in proc.stderr
@@ -319,7 +352,8 @@ def test_console_script_error_and_closed_pipe(tmp_path: Path) -> None:
         f"---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: i{i}}}\n"
         f"spec: {{tls: [{{hosts: [h{i}.example.com]}}]}}\n" for i in range(3000)))
     pipeline = subprocess.run(
-        f"'{BIN}' render --import-snippet --ingress '{many}' | head -c 10 >/dev/null; "
+        f"'{BIN}' render --proxy-ip {PROXY_IP} --import-snippet --ingress '{many}' "
+        "| head -c 10 >/dev/null; "
         "echo ${PIPESTATUS[0]}",
         shell=True, executable="/bin/bash", capture_output=True, text=True, timeout=120,
         check=False)

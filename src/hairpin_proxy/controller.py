@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import dataclasses
 import gc
 import itertools
 import logging
@@ -48,6 +49,8 @@ from hairpin_proxy.settings import CleanupSettings, ControllerSettings
 from hairpin_proxy.sinks.configmap import Mutate, WriteResult, write_configmap
 from hairpin_proxy.sinks.coredns import CorednsSink, SinkError
 from hairpin_proxy.sinks.coredns_import import ImportSink
+from hairpin_proxy.sinks.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
+from hairpin_proxy.sinks.nodelocal import NodeLocalSink
 from hairpin_proxy.sinks.published import PublishedSink, parse_lines, service_addresses
 
 log = logging.getLogger("hairpin_proxy.controller")
@@ -61,9 +64,23 @@ _INLINE_CHANGES = 64
 
 def _few_changes(key: tuple[int, ...], last: tuple[int, ...]) -> bool:
     """Whether the policy can catch up on the event loop: since ``last`` (the caches'
-    generations, IngressClasses last) only a few Ingresses changed, and no IngressClass."""
-    return (len(key) == len(last) and key[-1] == last[-1]
+    generations, then the policy's and the IngressClasses') only a few Ingresses changed, and
+    neither the policy nor any IngressClass."""
+    return (len(key) == len(last) and key[-2:] == last[-2:]
             and sum(key) - sum(last) <= _INLINE_CHANGES)
+
+
+NUDGE_ANNOTATION = "hairpin-proxy.io/corefile-version"
+
+
+class _Done(Exception):
+    """The pass has nothing more to write."""
+
+
+def _has_ready_endpoint(slices: Iterable[JsonObj]) -> bool:
+    """Whether any EndpointSlice has an endpoint that is ready (unset counts as ready)."""
+    return any(isinstance(ep, dict) and (ep.get("conditions") or {}).get("ready") is not False
+               for sl in slices for ep in (sl.get("endpoints") or ()))
 
 
 class ControllerMetrics:
@@ -99,6 +116,16 @@ class ControllerMetrics:
                                          "(0: no answer).", ("verb", "code"))
         self.duration = registry.histogram(p + "reconcile_duration_seconds",
                                            "Time from a reconcile's start to its last write.")
+        self.withdrawn = registry.gauge(p + "rules_withdrawn",
+                                        "1 while every rule is withdrawn (proxy Service missing "
+                                        "or without ready endpoints, or uninstalling).")
+        self.strays = registry.gauge(p + "stray_rules",
+                                     "Rules of ours found outside the root server blocks "
+                                     "(reported, never edited).")
+        self.node_local_blocked = registry.gauge(
+            p + "node_local_dns_reconciled",
+            "1 while NodeLocal DNSCache's ConfigMap is managed by the addon manager (not "
+            "edited).")
         self.evaluations = registry.counter(p + "ingress_evaluations_total",
                                             "Ingresses run through the host policy (new or "
                                             "changed ones; all of them after an IngressClass "
@@ -337,8 +364,11 @@ class Controller:
         else:
             metrics.leader.set(1)
 
-        def reflector(path: str, kind: str, name: str | None = None) -> Reflector:
+        def reflector(path: str, kind: str, name: str | None = None,
+                      labels: str | None = None) -> Reflector:
             params = {"fieldSelector": f"metadata.name={name}"} if name else {}
+            if labels:
+                params["labelSelector"] = labels
             made = Reflector(client, path, kind=kind, params=params, on_change=self.dirty.set,
                              silence_timeout=s.watch_timeout, on_restart=self._watch_restarted)
             if name:
@@ -361,8 +391,17 @@ class Controller:
                                  s.proxy_service)
         self.published_cm = reflector(resource_path("v1", "configmaps", namespace),
                                       "published-configmap", s.publish_configmap)
+        self.slices = reflector(resource_path("discovery.k8s.io/v1", "endpointslices", namespace),
+                                "proxy-endpointslices",
+                                labels=f"kubernetes.io/service-name={s.proxy_service}")
+        self.own_namespace = reflector(resource_path("v1", "namespaces"), "own-namespace",
+                                       namespace)
+        self.node_local = [reflector(resource_path("v1", "configmaps", ns), f"configmap {name}",
+                                     name) for ns, name in NODE_LOCAL_CANDIDATES]
         self.reflectors = [*self.ingresses, self.classes, self.coredns, self.service,
-                           self.published_cm]
+                           self.published_cm, self.slices, self.own_namespace]
+        if s.node_local_dns == "auto":
+            self.reflectors += self.node_local
         if s.mode == "coredns-import":
             self.reflectors.append(self.import_cm)
         self.synced_once = False
@@ -376,6 +415,18 @@ class Controller:
         self._written: dict[str, tuple[str, JsonObj]] = {}
         # "namespace/name" → the data this pass wrote there, or found already right.
         self._sent: dict[str, object] = {}
+        # Why every rule is withdrawn now ("" while they stand), and since when the proxy has
+        # had no ready endpoint.
+        self.withdrawn = ""
+        self._proxy_down_since: float | None = None
+        self._grace_timer: asyncio.TimerHandle | None = None
+        self.uninstalling = False
+        # What the Corefile told last: (its text, zones it serves, strays), parsed once per text.
+        self._corefile_facts: tuple[str, tuple[str, ...], tuple[corefile.Stray, ...]] = (
+            "", (), ())
+        self._policy_gen = 0
+        self._reported_strays: tuple[corefile.Stray, ...] = ()
+        self.node_local_notes: dict[str, str] = {}
 
     # ------------------------------------------------------------------ state
 
@@ -426,7 +477,10 @@ class Controller:
             return Check(False, "leader election pending")
         if self.is_leader() and not self.synced_once:
             return Check(False, "first sync not done")
-        return Check(True, "ok (leader)" if self.is_leader() else "ok (standby)")
+        notes = "".join(f"; {note}" for note in (
+            f"rules withdrawn: {self.withdrawn}" if self.withdrawn and self.is_leader() else "",
+            *self.node_local_notes.values()) if note)
+        return Check(True, ("ok (leader)" if self.is_leader() else "ok (standby)") + notes)
 
     # ------------------------------------------------------------------ loop
 
@@ -485,7 +539,8 @@ class Controller:
                 self.dirty.set()
 
     async def _evaluate(self) -> PolicyResult:
-        key = (*(r.generation for r in self.ingresses), self.classes.generation)
+        key = (*(r.generation for r in self.ingresses), self._policy_gen,
+               self.classes.generation)
         if self._result is None or key != self._result_key:
             # Copies taken on the event loop, where the watches change the caches (a C-level
             # dict copy, well under a millisecond for 10,000). A full pass (the first, or
@@ -498,10 +553,10 @@ class Controller:
                 items = {k: v for r in self.ingresses for k, v in r.cache.items()}
             classes = list(self.classes.cache.values())
             if _few_changes(key, self._result_key):
-                result, evaluated = self._policy_cache.update(items, classes)
+                result, evaluated = self._policy_cache.update(items, classes, self.policy)
             else:
                 result, evaluated = await asyncio.to_thread(self._policy_cache.update, items,
-                                                            classes)
+                                                            classes, self.policy)
             self._result, self._result_key = result, key
             self.metrics.evaluations.inc(evaluated)
             return result
@@ -515,27 +570,34 @@ class Controller:
         self._sent.clear()
         if not self.caches_synced():
             return True
+        self._check_uninstall()
         if not self.is_leader():
             return self._not_leading()
         started = time.perf_counter()
-        result = await self._evaluate()
+        s = self.settings
+        coredns_cm = self._current(self.coredns, s.configmap_namespace, s.configmap_name)
+        self._learn_corefile(coredns_cm)
+        # Uninstalling is a race with the namespace's deletion (our service account goes with
+        # it): the withdrawal is written before anything else is computed.
+        result = PolicyResult((), (), {}, ()) if self.uninstalling else await self._evaluate()
         self.metrics.hosts_rejected.set(len(result.rejections))
         self._report(result.rejections)
         try:
-            if self.settings.mode == "coredns":
-                cm = self._current(self.coredns, self.settings.configmap_namespace,
-                                   self.settings.configmap_name)
-                # Parsing and editing a Corefile with thousands of rules takes a while: off the
-                # event loop, so Lease renewals and watches are never held up by it. The
-                # write below then finds the edit remembered.
+            answers, withdrawn = self._proxy_answers()
+            self._set_withdrawn(withdrawn)
+            if s.mode == "coredns":
+                cm = coredns_cm
+                # Parsing and editing a large Corefile takes a while: off the event loop, so
+                # Lease renewals and watches are never held up by it. The write below then
+                # finds the edit remembered.
                 previous = self.corefile_sink.remembered_hosts(cm)
                 if previous is None:
                     previous = await asyncio.to_thread(self.corefile_sink.current_hosts, cm)
-                hosts = self._guarded(result.hosts, previous)
+                hosts = () if withdrawn else self._guarded(result.hosts, previous)
                 await asyncio.to_thread(self.corefile_sink.edit, self.corefile_sink.text(cm),
-                                        hosts)
+                                        hosts, answers)
                 what, sink_name = "corefile", self.corefile_sink.where
-                mutate = self.corefile_sink.mutate(hosts)
+                mutate = self.corefile_sink.mutate(hosts, answers)
                 ns, name = self.corefile_sink.namespace, self.corefile_sink.name
             else:
                 cm = self._current(self.import_cm, self.settings.configmap_namespace,
@@ -543,9 +605,9 @@ class Controller:
                 pub = self._current(self.published_cm, self.published.namespace,
                                     self.published.name)
                 previous = parse_lines((pub or {}).get("data", {}).get("hosts"))
-                hosts = self._guarded(result.hosts, previous)
+                hosts = () if withdrawn else self._guarded(result.hosts, previous)
                 what, sink_name = "import", self.import_sink.where
-                mutate = self.import_sink.mutate(hosts)
+                mutate = self.import_sink.mutate(hosts, answers)
                 ns, name = self.import_sink.namespace, self.import_sink.name
             if not self.is_leader():
                 return self._not_leading()
@@ -562,6 +624,14 @@ class Controller:
                                                   "hosts": len(hosts),
                                                   "added": len(hosts) - kept,
                                                   "removed": len(before) - kept})
+                if s.nudge_coredns and written.obj is not None:
+                    self._spawn(self._nudge(_rv(written.obj)))
+            if not await self._write_node_local(hosts):
+                return self._not_leading()
+            if self.uninstalling:
+                # Our namespace, and the published hosts with it, is going away: nothing can
+                # be created there any more, and the DNS rules are already gone.
+                raise _Done
             svc = self.service.get(f"{self.namespace}/{self.settings.proxy_service}")
             pub = self._current(self.published_cm, self.published.namespace,
                                 self.published.name)
@@ -578,6 +648,8 @@ class Controller:
                 self.metrics.writes.labels("published").inc()
                 log.info("published hosts updated", extra={"configmap": self.published.where,
                                                            "hosts": len(hosts)})
+        except _Done:
+            pass
         except corefile.CorefileError as exc:
             # Never write what we cannot parse; the next change to the ConfigMap retries.
             self.metrics.parse_errors.inc()
@@ -607,6 +679,191 @@ class Controller:
             log.info("first sync done", extra={"hosts": len(hosts),
                                                "rejected": len(result.rejections)})
         return True
+
+    # ------------------------------------------------------------------ the proxy's health
+
+    def _proxy_answers(self) -> tuple[corefile.Answers, str]:
+        """(what managed names resolve to, why every rule must be withdrawn now or "").
+
+        Rules that lead to a proxy that is not there would be worse than no rules: without a
+        Service there is no address to answer with, and without a ready endpoint for longer
+        than the grace period the names are given back to their public answers until the
+        proxy is back. A rolling update keeps endpoints ready; a brief gap is what the grace
+        period is for.
+        """
+        s = self.settings
+        if self.uninstalling:
+            return corefile.Answers(ttl=s.dns_ttl), ("hairpin-proxy is being uninstalled (its "
+                                                     "namespace is terminating)")
+        svc = self.service.get(f"{self.namespace}/{s.proxy_service}")
+        if svc is None:
+            self._proxy_down_since = None
+            return corefile.Answers(ttl=s.dns_ttl), (f"the proxy Service {self.namespace}/"
+                                                     f"{s.proxy_service} does not exist")
+        answers = corefile.Answers.of(service_addresses(svc), s.dns_ttl)
+        if not answers:
+            return answers, "the proxy Service has no ClusterIP"
+        if _has_ready_endpoint(self.slices.cache.values()):
+            self._proxy_down_since = None
+            return answers, ""
+        now = time.monotonic()
+        if self._proxy_down_since is None:
+            self._proxy_down_since = now
+        left = self._proxy_down_since + s.proxy_grace - now
+        if left > 0:
+            if self._grace_timer is not None:
+                self._grace_timer.cancel()
+            self._grace_timer = asyncio.get_running_loop().call_later(left + 0.05,
+                                                                      self.dirty.set)
+            return answers, ""
+        return answers, (f"the proxy Service has had no ready endpoint for {s.proxy_grace:g}s "
+                         "or more")
+
+    def _set_withdrawn(self, reason: str) -> None:
+        if reason == self.withdrawn:
+            return
+        before, self.withdrawn = self.withdrawn, reason
+        self.metrics.withdrawn.set(1 if reason else 0)
+        svc = self.service.get(f"{self.namespace}/{self.settings.proxy_service}")
+        involved = ({"apiVersion": "v1", "kind": "Service", **svc} if svc is not None else
+                    {"apiVersion": "v1", "kind": "ConfigMap",
+                     **(self.coredns.get(f"{self.settings.configmap_namespace}/"
+                                         f"{self.settings.configmap_name}") or {})})
+        if reason:
+            log.warning("every rule withdrawn; managed names get their public answers again",
+                        extra={"reason": reason})
+            self._event(involved, "RulesWithdrawn", f"hairpin-proxy withdrew its DNS rules: "
+                        f"{reason}", "Warning")
+        elif before:
+            log.info("rules restored", extra={"was": before})
+            self._event(involved, "RulesRestored", "hairpin-proxy restored its DNS rules: the "
+                        "proxy is back", "Normal")
+
+    def _event(self, involved: JsonObj, reason: str, message: str, kind: str) -> None:
+        if not (involved.get("metadata") or {}).get("name"):
+            return
+
+        async def send() -> None:
+            if await self.events.warn(involved, reason=reason, message=message,
+                                      key=f"{reason}|{message}", event_type=kind):
+                self.metrics.events.labels(reason).inc()
+        self._spawn(send())
+
+    # ------------------------------------------------------------------ uninstall
+
+    def _check_uninstall(self) -> None:
+        """Our namespace terminating means an uninstall (``kubectl delete -f``/``-k``, or of
+        the namespace): every rule is withdrawn at once, before the namespace controller
+        deletes our service account and the manifests' RBAC goes (deleted after the
+        namespace: see docs/install.md). A rolling update, a drained node, a crash or a lost
+        leadership never withdraw anything."""
+        if self.uninstalling:
+            return
+        ns = self.own_namespace.get(f"/{self.namespace}")
+        if ns is not None and (ns.get("metadata") or {}).get("deletionTimestamp"):
+            self.uninstalling = True
+            log.warning("our namespace is being deleted: withdrawing every rule",
+                        extra={"namespace": self.namespace})
+
+    # ------------------------------------------------------------------ the Corefile's facts
+
+    def _learn_corefile(self, cm: JsonObj | None) -> None:
+        """Zones the Corefile already serves (refused as hosts) and rules of ours outside the
+        root blocks (reported), read once per Corefile text."""
+        s = self.settings
+        try:
+            text = self.corefile_sink.text(cm)
+        except SinkError:
+            return
+        if text == self._corefile_facts[0]:
+            return
+        try:
+            zones = corefile.served_zones(text, dns_port=s.dns_port)
+            strays = corefile.strays(text, target=self.target, dns_port=s.dns_port)
+        except corefile.CorefileError:
+            return  # the edit reports it
+        self._corefile_facts = (text, zones, strays)
+        if zones != self.policy.served_zones:
+            self.policy = dataclasses.replace(self.policy, served_zones=zones)
+            self._policy_gen += 1
+            log.info("zones the Corefile serves itself are never redirected",
+                     extra={"zones": ",".join(zones)})
+        self.metrics.strays.set(len(strays))
+        if strays and strays != self._reported_strays:
+            message = ("rules of hairpin-proxy outside the root server block, left as they "
+                       "are (copied by hand?): " + "; ".join(map(str, strays)))
+            log.warning(message, extra={"configmap": self.corefile_sink.where})
+            if cm is not None:
+                self._event({"apiVersion": "v1", "kind": "ConfigMap", **cm}, "StrayRules",
+                            message, "Warning")
+        self._reported_strays = strays
+
+    # ------------------------------------------------------------------ node-local-dns
+
+    async def _write_node_local(self, hosts: Sequence[str]) -> bool:
+        """Our hosts in NodeLocal DNSCache's Corefile, where it runs and is ours to edit;
+        False when leadership was lost on the way."""
+        if self.settings.node_local_dns != "auto":
+            return True
+        for (ns, name), reflector in zip(NODE_LOCAL_CANDIDATES, self.node_local, strict=True):
+            cm = self._current(reflector, ns, name)
+            where = f"{ns}/{name}"
+            if cm is None:
+                self.node_local_notes.pop(where, None)
+                continue
+            if NodeLocalSink.reconciled_by_addon_manager(cm):
+                self._node_local_reconciled(cm, where)
+                continue
+            self.node_local_notes.pop(where, None)
+            sink = NodeLocalSink(ns, name, cluster_domain=self.settings.cluster_domain)
+            if not self.is_leader():
+                return False
+            try:
+                written = await write_configmap(self.client, ns, name,
+                                                self._sending(ns, name, sink.mutate(hosts)),
+                                                current=cm,
+                                                on_conflict=self.metrics.conflicts.inc)
+            except (corefile.CorefileError, SinkError) as exc:
+                # Its own problem: CoreDNS's rules are written all the same.
+                self.node_local_notes[where] = f"node-local-dns {where} not edited: {exc}"
+                log.error("cannot edit node-local-dns's Corefile; leaving it alone",
+                          extra={"configmap": where, "error": str(exc)})
+                continue
+            self._remember(written)
+            if written.changed:
+                self.metrics.writes.labels("node-local-dns").inc()
+                log.info("node-local-dns rules updated", extra={"configmap": where,
+                                                                "hosts": len(hosts)})
+        self.metrics.node_local_blocked.set(1 if any(
+            "addon manager" in n for n in self.node_local_notes.values()) else 0)
+        return True
+
+    def _node_local_reconciled(self, cm: JsonObj, where: str) -> None:
+        note = (f"node-local-dns {where} is reconciled by the addon manager "
+                "(addonmanager.kubernetes.io/mode: Reconcile): not edited, so pods that resolve "
+                "through it bypass our rules; see docs/platforms/node-local-dns.md")
+        if self.node_local_notes.get(where) != note:
+            log.warning(note)
+            self._event({"apiVersion": "v1", "kind": "ConfigMap", **cm},
+                        "NodeLocalDNSReconciled", note, "Warning")
+        self.node_local_notes[where] = note
+
+    # ------------------------------------------------------------------ propagation
+
+    async def _nudge(self, version: str) -> None:
+        """Annotate the CoreDNS pods: the kubelet then syncs them, and with them their
+        ConfigMap volume, within seconds instead of at its next periodic sync (a minute or
+        more). The containers are not restarted."""
+        s = self.settings
+        base = resource_path("v1", "pods", s.configmap_namespace)
+        try:
+            pods, _ = await self.client.list(base, {"labelSelector": s.coredns_selector})
+            for pod in pods:
+                name = (pod.get("metadata") or {}).get("name")
+                await self.client.merge_patch(f"{base}/{name}", {"metadata": {"annotations": {
+                    NUDGE_ANNOTATION: version}}})
+        except ApiError as exc:
+            log.warning("could not nudge the CoreDNS pods", extra={"error": str(exc)})
 
     def _not_leading(self) -> bool:
         # A standby is done. A leader whose renewal is merely overdue must try again soon:
@@ -742,14 +999,13 @@ class Controller:
             return None
 
     async def _check_node_local_dns(self) -> None:
-        ds = await self._optional_get(resource_path("apps/v1", "daemonsets", "kube-system",
-                                                    "node-local-dns"))
-        cm = None if ds else await self._optional_get(
-            resource_path("v1", "configmaps", "kube-system", "node-local-dns"))
-        if ds or cm:
-            self._warn("node-local-dns", "node-local-dns is present: pods that resolve through "
-                       "it may bypass the CoreDNS rewrite rules (configure it to forward "
-                       "these names to CoreDNS, or use the etchosts agent)")
+        if self.settings.node_local_dns != "off":
+            return  # kept in step by every pass
+        for ns, name in NODE_LOCAL_CANDIDATES:
+            if await self._optional_get(resource_path("v1", "configmaps", ns, name)):
+                self._warn("node-local-dns", "node-local-dns is present and --node-local-dns "
+                           "is off: pods that resolve through it bypass our rules",
+                           configmap=f"{ns}/{name}")
 
     async def _check_proxy_ip_mode(self) -> None:
         try:
@@ -862,8 +1118,8 @@ def run(settings: ControllerSettings) -> int:
 
 async def _cleanup(s: CleanupSettings, client: KubeClient, namespace: str) -> int:
     if s.mode == "coredns":
-        sink = CorednsSink(s.configmap_namespace, s.configmap_name, s.configmap_key, "",
-                           s.dns_port)
+        sink = CorednsSink(s.configmap_namespace, s.configmap_name, s.configmap_key,
+                           corefile.DEFAULT_TARGET, s.dns_port)
         try:
             outcome = (await write_configmap(client, sink.namespace, sink.name,
                                              sink.removal())).outcome
@@ -882,6 +1138,16 @@ async def _cleanup(s: CleanupSettings, client: KubeClient, namespace: str) -> in
         if ImportSink.ours_and_empty(await client.get(path)) and await client.delete(path):
             log.info("deleted the import ConfigMap we had created",
                      extra={"configmap": f"{isink.namespace}/{isink.name}"})
+    for ns, name in NODE_LOCAL_CANDIDATES:
+        nsink = NodeLocalSink(ns, name)
+        try:
+            outcome = (await write_configmap(client, ns, name, nsink.removal())).outcome
+        except (SinkError, ApiError) as exc:
+            log.debug("no node-local-dns rules removed", extra={"configmap": nsink.where,
+                                                                "error": str(exc)})
+            continue
+        if outcome == "updated":
+            log.info("node-local-dns rules removed", extra={"configmap": nsink.where})
     published = resource_path("v1", "configmaps", namespace, s.publish_configmap)
     if await client.delete(published):
         log.info("deleted the published hosts", extra={

@@ -62,6 +62,8 @@ class HostPolicy:
     domains: tuple[str, ...] = ()
     cluster_domain: str = "cluster.local"
     target: str = "hairpin-proxy.hairpin-proxy.svc.cluster.local."
+    # Zones the cluster's DNS already answers itself (read from the Corefile): never ours.
+    served_zones: tuple[str, ...] = ()
     # Derived once per policy so evaluate() compiles and normalises nothing per call.
     _zones: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _dotted_zones: tuple[str, ...] = field(init=False, repr=False, compare=False)
@@ -85,7 +87,9 @@ class HostPolicy:
         # cluster.local stays protected under a custom domain: many clusters keep answering it
         # (kubelet --cluster-domain and CoreDNS zones drift apart), and a rewrite there would
         # hijack in-cluster service names.
-        zones = (cluster, *(z for z in (DEFAULT_CLUSTER_DOMAIN,) if z != cluster), *RESERVED_ZONES)
+        zones = tuple(dict.fromkeys(
+            (cluster, *(z for z in (DEFAULT_CLUSTER_DOMAIN,) if z != cluster), *RESERVED_ZONES,
+             *(z for z in map(_norm_domain, self.served_zones) if z))))
         target = _norm_domain(self.target)
         protected = tuple(z for z in (target, *zones) if z)
         derived = {
@@ -234,8 +238,11 @@ def _protected_reason(name: str, policy: HostPolicy) -> str:
     if name == policy._target:
         return "the proxy's own target name"
     zone = next(z for z in policy._zones if name == z or name.endswith("." + z))
-    what = "the cluster domain " if zone in (policy._zones[0], DEFAULT_CLUSTER_DOMAIN) else ""
-    return f"at or under {what}{zone}"
+    if zone in (policy._zones[0], DEFAULT_CLUSTER_DOMAIN):
+        return f"at or under the cluster domain {zone}"
+    if zone in RESERVED_ZONES:
+        return f"at or under {zone}"
+    return f"at or under {zone}, a zone the cluster's DNS already answers (Corefile)"
 
 
 def check_host(host: object, policy: HostPolicy) -> tuple[str | None, str | None]:

@@ -43,10 +43,10 @@ def _mode(s: RenderSettings) -> str:
     if s.import_snippet and (s.diff or s.check):
         raise RenderError("--diff and --check compare with a file: use them with --corefile "
                           "or --hosts-file")
-    if s.hosts_file is not None and not s.proxy_ip:
-        raise RenderError("--hosts-file needs at least one --proxy-ip ADDRESS")
-    if s.proxy_ip and s.hosts_file is None:
-        raise RenderError("--proxy-ip is only meaningful with --hosts-file")
+    if not s.proxy_ip:
+        raise RenderError(f"{chosen[0]} needs at least one --proxy-ip ADDRESS (the proxy "
+                          "Service's ClusterIP: kubectl -n hairpin-proxy get service "
+                          "hairpin-proxy -o jsonpath='{.spec.clusterIPs}')")
     if not s.ingress:
         raise RenderError("give at least one --ingress PATH (a file, a directory or - for "
                           "standard input)")
@@ -111,6 +111,10 @@ def _emit(out: TextIO, text: str) -> None:
 def render(s: RenderSettings, out: TextIO) -> int:
     mode = _mode(s)
     ips = _proxy_ips(s.proxy_ip)
+    try:
+        answers = corefile.Answers.of(ips, s.dns_ttl)
+    except corefile.CorefileError as exc:
+        raise RenderError(f"--dns-ttl: {exc.reason}") from None
     target = s.target or default_target(s.cluster_domain)
     try:
         policy = HostPolicy.from_settings(s, target)
@@ -132,7 +136,7 @@ def render(s: RenderSettings, out: TextIO) -> int:
 
     if mode == "--import-snippet":
         try:
-            snippet = corefile.import_snippet(result.hosts, target=target)
+            snippet = corefile.import_snippet(result.hosts, answers=answers)
         except corefile.CorefileError as exc:
             raise RenderError(f"import snippet: {exc}") from None
         if s.corefile is not None:
@@ -152,7 +156,8 @@ def render(s: RenderSettings, out: TextIO) -> int:
     old = _read(path)
     if mode == "--corefile":
         try:
-            new = corefile.apply(old, result.hosts, target=target, dns_port=s.dns_port)
+            new = corefile.apply(old, result.hosts, answers=answers, target=target,
+                                 dns_port=s.dns_port)
         except corefile.CorefileError as exc:
             raise RenderError(f"{path}: {exc}") from None
     else:

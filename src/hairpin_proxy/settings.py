@@ -235,10 +235,13 @@ class RenderSettings(PolicySettings, LogSettings):
     hosts_file: Path | None = opt(None, "Hosts file to render instead of a Corefile (only read).")
     ingress: tuple[str, ...] = opt((), "Ingress YAML/JSON file, directory, or - for standard "
                                        "input (repeatable).", metavar="PATH")
-    proxy_ip: tuple[str, ...] = opt((), "Proxy Service address for the hosts file "
-                                        "(repeatable, IPv4 or IPv6).")
-    target: str = opt("", "Rewrite target; default hairpin-proxy.hairpin-proxy.svc."
+    proxy_ip: tuple[str, ...] = opt((), "Proxy Service ClusterIP the rules answer with "
+                                        "(repeatable, IPv4 or IPv6; needed for every output "
+                                        "but --diff/--check of a removal).")
+    target: str = opt("", "The proxy Service's name, by which rules of earlier versions are "
+                          "recognised; default hairpin-proxy.hairpin-proxy.svc."
                           "<cluster-domain>.")
+    dns_ttl: int = opt(10, "TTL in seconds of the A/AAAA answers for managed hosts (1-3600).")
     dns_port: int = opt(53, "Port of the server blocks to manage.")
     diff: bool = opt(False, "Print a unified diff instead of the new file.")
     check: bool = opt(False, "Print nothing; exit 1 when the file would change.")
@@ -264,8 +267,20 @@ class CorednsTargetSettings:
 
 @dataclasses.dataclass(frozen=True)
 class ControllerSettings(CorednsTargetSettings, PolicySettings, KubeSettings, LogSettings):
-    target: str = opt("", "Rewrite target; default <proxy-service>.<namespace>.svc."
+    target: str = opt("", "The proxy Service's name, by which rules of earlier versions are "
+                          "recognised; default <proxy-service>.<namespace>.svc."
                           "<cluster-domain>.")
+    dns_ttl: int = opt(10, "TTL in seconds of the A/AAAA answers for managed hosts (1-3600).")
+    proxy_grace: float = opt(60.0, "Seconds the proxy Service may have no ready endpoint "
+                                   "before every rule is withdrawn (restored when it is back).")
+    node_local_dns: Literal["auto", "off"] = opt(
+        "auto", "Keep our hosts in NodeLocal DNSCache's Corefile too when it runs "
+                "(ConfigMap kube-system/node-local-dns or nodelocaldns); off leaves it alone.")
+    nudge_coredns: bool = opt(False, "After each Corefile write, annotate the CoreDNS pods so "
+                                     "that the kubelet refreshes their ConfigMap volume at once "
+                                     "(needs the nudge-coredns RBAC component).")
+    coredns_selector: str = opt("k8s-app=kube-dns", "Label selector of the CoreDNS pods "
+                                                    "(for --nudge-coredns).")
     proxy_service: str = opt("hairpin-proxy", "The proxy Service in our namespace.")
     publish_configmap: str = opt("hairpin-proxy-hosts", "ConfigMap in our namespace where the "
                                                         "host list is published for etchosts.")

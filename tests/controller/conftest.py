@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakeapi.fixtures import corefile_configmap, fake_api, kubeconfig
+from tests.fakeapi.fixtures import (
+    corefile_configmap,
+    endpoint_slice,
+    fake_api,
+    kubeconfig,
+    service,
+)
 from tests.fakeapi.server import FakeApiServer
 from tests.peers import CliProcess, free_port
 
@@ -18,6 +24,7 @@ __all__ = ["fake_api", "kubeconfig"]
 
 NAMESPACE = "hairpin-proxy"
 TARGET = "hairpin-proxy.hairpin-proxy.svc.cluster.local."
+PROXY_IP = "10.96.0.50"
 
 # kubeadm's default Corefile.
 COREFILE = """\
@@ -98,8 +105,11 @@ class Controller(CliProcess):
 
 @pytest.fixture
 def cluster(fake_api: FakeApiServer) -> FakeApiServer:
-    """The fake API with our namespace and a kubeadm CoreDNS ConfigMap."""
+    """The fake API with our namespace, the proxy Service with a ready endpoint, and a kubeadm
+    CoreDNS ConfigMap."""
     fake_api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    fake_api.create(service(NAMESPACE, "hairpin-proxy", cluster_ips=[PROXY_IP]))
+    fake_api.create(endpoint_slice(NAMESPACE, "hairpin-proxy"))
     fake_api.create(corefile_configmap(COREFILE))
     return fake_api
 

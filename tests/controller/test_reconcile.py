@@ -12,7 +12,7 @@ from hairpin_proxy import corefile
 from tests.controller.conftest import (
     COREFILE,
     NAMESPACE,
-    TARGET,
+    PROXY_IP,
     Controller,
     corefile_puts,
     corefile_text,
@@ -41,7 +41,8 @@ def test_follows_create_update_delete(cluster: FakeApiServer, start: Start) -> N
     cluster.create(ingress("shop", "web", tls_hosts=["shop.example.com"]))
     wait_until(lambda: managed(cluster) == ("shop.example.com",), what="host added")
     text = corefile_text(cluster)
-    assert f"shop.example.com {TARGET}" in text
+    assert "shop\\.example\\.com" in text
+    assert f'"{{{{ .Name }}}} 10 IN A {PROXY_IP}"' in text
     # Everything outside our block is as it was.
     assert corefile.remove(text) == COREFILE
 
@@ -165,9 +166,14 @@ def test_published_addresses_follow_the_proxy_service(cluster: FakeApiServer,
     ctl = start()
     ctl.wait_ready()
     cluster.create(ingress("a", "a", tls_hosts=["a.example.com"]))
+    wait_until(lambda: managed(cluster) == ("a.example.com",), what="host added")
+    # The Service recreated dual-stack: the rules answer both families with its new addresses.
+    cluster.delete("Service", NAMESPACE, "hairpin-proxy")
     cluster.create(service(NAMESPACE, "hairpin-proxy", cluster_ips=["10.96.7.7", "fd00::7"]))
     wait_until(lambda: published(cluster).get("addresses") == "10.96.7.7\nfd00::7\n",
                what="addresses published")
+    wait_until(lambda: "IN AAAA fd00::7" in corefile_text(cluster), what="AAAA answered")
+    assert '"{{ .Name }} 10 IN A 10.96.7.7"' in corefile_text(cluster)
     assert published(cluster)["hosts"] == "a.example.com\n"
     writes = cluster.count("PUT", r"/configmaps/hairpin-proxy-hosts$") + \
         cluster.count("POST", r"/namespaces/hairpin-proxy/configmaps$")
@@ -283,12 +289,12 @@ def test_import_mode_writes_only_its_key(cluster: FakeApiServer, start: Start) -
         cm = cluster.get("ConfigMap", "kube-system", "coredns-custom")
         return dict(cm["data"]) if cm else {}
 
-    wait_until(lambda: "a.example.com" in custom().get("hairpin-proxy.override", ""),
+    wait_until(lambda: r"a\.example\.com" in custom().get("hairpin-proxy.override", ""),
                what="import key written")
     assert custom()["other.server"] == "example.org:53 {\n    forward . 10.0.0.1\n}\n"
     assert set(custom()) == {"other.server", "hairpin-proxy.override"}
-    assert custom()["hairpin-proxy.override"] == corefile.import_snippet(["a.example.com"],
-                                                                        target=TARGET)
+    assert custom()["hairpin-proxy.override"] == corefile.import_snippet(
+        ["a.example.com"], answers=corefile.Answers.of([PROXY_IP]))
     assert corefile_text(cluster) == COREFILE
     assert corefile_puts(cluster) == 0
     # The stock Corefile imports nothing: said once, in the log and the metrics.

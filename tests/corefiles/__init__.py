@@ -6,8 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).parent
-# The default rewrite target, as the tests expect to see it in rules.
+# The proxy Service name that rules of earlier versions rewrote to (the default target).
 TARGET = "hairpin-proxy.hairpin-proxy.svc.cluster.local."
+# The hosts of the rules in the files that hold some (see README.md).
+HOSTS = ("*.apps.example.com", "a.example.com", "b.example.com")
 
 
 @dataclass(frozen=True)
@@ -18,6 +20,9 @@ class Sample:
     has_reload: bool = True
     imports_override: bool = False  # imports /etc/coredns/custom/*.override in the root block
     legacy_lines: int = 0  # lines "... # Added by hairpin-proxy"
+    managed: tuple[str, ...] = ()  # what managed_hosts reads from the file as it is
+    strays: int = 0  # rules of ours outside the root blocks (reported, never edited)
+    migrated: bool = False  # as kubeadm's Corefile migration prints it (see migrate.py)
 
     @property
     def path(self) -> Path:
@@ -42,11 +47,36 @@ SAMPLES: tuple[Sample, ...] = (
     Sample("eks"),
     Sample("multi-block"),
     Sample("stub-zone"),
-    Sample("legacy", legacy_lines=2),
+    Sample("legacy", legacy_lines=2, managed=("bar.example.com", "foo.example.com")),
     Sample("crlf"),
     Sample("tabs"),
     Sample("snippets-quotes"),
     Sample("brace-next-line", has_reload=False),
+    # Rules of earlier versions, and rules of ours damaged or moved by hand.
+    Sample("old-rewrite", managed=HOSTS),
+    Sample("begin-only", managed=HOSTS),
+    Sample("end-only", managed=HOSTS, imports_override=True),
+    Sample("moved-to-stub", strays=3),
+    Sample("moved-in-root", managed=HOSTS, migrated=True),
+    Sample("split-in-root", managed=HOSTS),
+    Sample("duplicated", managed=("*.apps.example.com", "a.example.com", "c.example.com")),
+    # What kubeadm's migration makes of layouts holding rules of ours (tests/corefiles/migrate.py).
+    Sample("kubeadm-migrated", managed=HOSTS, migrated=True),
+    Sample("k3s-migrated", managed=HOSTS, migrated=True, imports_override=True),
+    Sample("rke2-migrated", managed=HOSTS, migrated=True),
+    Sample("microk8s-migrated", managed=HOSTS, migrated=True),
+    Sample("talos-migrated", managed=HOSTS, migrated=True),
+    Sample("openshift-migrated", dns_port=5353, managed=HOSTS, migrated=True),
+    Sample("gardener-migrated", dns_port=8053, managed=HOSTS, migrated=True,
+           imports_override=True),
+    Sample("aks-migrated", managed=HOSTS, migrated=True, imports_override=True),
+    Sample("eks-migrated", managed=HOSTS, migrated=True),
+    Sample("stub-zone-migrated", managed=HOSTS, migrated=True),
+    Sample("tabs-migrated", managed=HOSTS, migrated=True),
+    Sample("snippets-quotes-migrated", managed=HOSTS, migrated=True),
+    Sample("brace-next-line-migrated", managed=HOSTS, migrated=True, has_reload=False),
+    Sample("legacy-migrated", managed=("bar.example.com", "foo.example.com"), migrated=True),
+    Sample("old-rewrite-migrated", managed=HOSTS, migrated=True),
 )
 
 BY_NAME = {s.name: s for s in SAMPLES}

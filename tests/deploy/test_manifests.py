@@ -27,7 +27,8 @@ FORBIDDEN_VERBS = {"*", "escalate", "bind", "impersonate", "deletecollection"}
 ALL_RENDERS = ["base", "overlays/k3s", "overlays/aks", "overlays/rke2", "overlays/etchosts",
                "cleanup/default", "cleanup/coredns-import", "cleanup/rke2",
                "components/traefik", "components/coredns-import", "components/rke2",
-               "components/proxy-v2", "components/etchosts", "components/image"]
+               "components/proxy-v2", "components/etchosts", "components/image",
+               "components/nudge-coredns"]
 # Each cleanup Job runs with the controller's service account as installed by this render.
 CLEANUP_FOR = {"cleanup/default": "base", "cleanup/coredns-import": "overlays/k3s",
                "cleanup/rke2": "overlays/rke2"}
@@ -399,7 +400,7 @@ def test_cleanup_job_matches_its_install(renders: dict[str, list[Doc]], job: str
 
 @pytest.mark.parametrize("name", ["base", "overlays/k3s", "overlays/aks", "overlays/rke2",
                                   "overlays/etchosts", "components/coredns-import",
-                                  "components/rke2"])
+                                  "components/rke2", "components/nudge-coredns"])
 def test_controller_may_do_exactly_what_its_flags_say(
         renders: dict[str, list[Doc]], name: str) -> None:
     docs = renders[name]
@@ -421,9 +422,20 @@ def test_controller_may_do_exactly_what_its_flags_say(
     else:
         assert not allowed(docs, sa, dns_ns, "", "configmaps", "delete", written)
         assert not allowed(docs, sa, dns_ns, "", "configmaps", "create")
-    # Optional checks: node-local-dns (DaemonSet or ConfigMap), LoadBalancer ipMode.
-    assert allowed(docs, sa, "kube-system", "apps", "daemonsets", "get", "node-local-dns")
-    assert allowed(docs, sa, "kube-system", "", "configmaps", "get", "node-local-dns")
+    # NodeLocal DNSCache's ConfigMap (upstream or kubespray name), kept in step, by name.
+    for cache in ("node-local-dns", "nodelocaldns"):
+        for verb in ("get", "list", "watch", "update"):
+            assert allowed(docs, sa, "kube-system", "", "configmaps", verb, cache), (cache, verb)
+    # The proxy's endpoints (withdrawal when none is ready) in our namespace only, and our
+    # namespace itself by name (its deletion is the uninstall).
+    for verb in ("list", "watch"):
+        assert allowed(docs, sa, own, "discovery.k8s.io", "endpointslices", verb)
+        assert not allowed(docs, sa, "default", "discovery.k8s.io", "endpointslices", verb)
+        assert allowed(docs, sa, "", "", "namespaces", verb, own)
+        assert not allowed(docs, sa, "", "", "namespaces", verb, "kube-system")
+    # Only the opt-in nudge may patch pods, and only in the CoreDNS namespace.
+    assert allowed(docs, sa, dns_ns, "", "pods", "patch") == (flags["nudge_coredns"] == "True")
+    assert not allowed(docs, sa, own, "", "pods", "patch")
     for verb in sorted(READ_VERBS):
         assert allowed(docs, sa, "any-namespace", "", "services", verb)
     for kind in ("ingresses", "ingressclasses"):

@@ -173,10 +173,26 @@ def daemonset(namespace: str, name: str, image: str = "registry.example/agent:1"
     return _workload("DaemonSet", namespace, name, image, labels)
 
 
+def endpoint_slice(namespace: str, service_name: str, *, ready: bool | None = True,
+                   addresses: Sequence[str] = ("10.244.0.10",), name: str | None = None) -> Obj:
+    """A discovery.k8s.io/v1 EndpointSlice of a Service (one endpoint per address); ``ready``
+    None leaves the condition unset, which the API defines as ready."""
+    conditions: Obj = {} if ready is None else {"ready": ready}
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": _meta(namespace, name or f"{service_name}-abcde",
+                          {"kubernetes.io/service-name": service_name}, None),
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [a], "conditions": dict(conditions)} for a in addresses],
+        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+    }
+
+
 def corefile_configmap(text: str) -> Obj:
     """kube-system/coredns with the given Corefile, as kubeadm and most distributions ship it."""
     return configmap("kube-system", "coredns", {"Corefile": text})
 
 
-__all__ = ["configmap", "corefile_configmap", "daemonset", "deployment", "fake_api", "ingress",
-           "ingress_class", "kubeconfig", "namespace", "service"]
+__all__ = ["configmap", "corefile_configmap", "daemonset", "deployment", "endpoint_slice",
+           "fake_api", "ingress", "ingress_class", "kubeconfig", "namespace", "service"]

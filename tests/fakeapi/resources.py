@@ -62,6 +62,8 @@ RESOURCES: tuple[ResourceType, ...] = (
                  has_generation=True, has_status=True, short_names=("deploy",)),
     ResourceType("apps", "v1", "daemonsets", "DaemonSet", True,
                  has_generation=True, has_status=True, short_names=("ds",)),
+    ResourceType("rbac.authorization.k8s.io", "v1", "roles", "Role", True),
+    ResourceType("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True),
 )
 
 _BY_PATH: dict[tuple[str, str, str], ResourceType] = {

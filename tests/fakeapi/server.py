@@ -372,6 +372,24 @@ class FakeApiServer:
         rt = res.resolve(kind)
         return self._call(lambda: self.store.delete(rt, namespace, name)[0])
 
+    def finalize_namespace(self, name: str) -> None:
+        """What the namespace controller does last: delete what is left in a Terminating
+        namespace, clear its spec.finalizers, and so let it go."""
+        def run() -> None:
+            for rt in res.RESOURCES:
+                if rt.namespaced:
+                    for (ns, obj_name) in list(self.store.snapshot(rt)):
+                        if ns == name:
+                            with contextlib.suppress(st.ApiError):
+                                self.store.delete(rt, ns, obj_name)
+            nsrt = res.resolve("namespaces")
+            obj = self.store.get(nsrt, None, name)
+            obj["spec"]["finalizers"] = []
+            self.store.update(nsrt, None, name, obj, from_api=False, check_rv=False)
+            if self.store.find(nsrt, None, name) is not None:
+                self.store.delete(nsrt, None, name)
+        self._call(run)
+
     def get(self, kind: str, namespace: str | None, name: str) -> Obj | None:
         rt = res.resolve(kind)
         return self._call(lambda: self.store.find(rt, namespace, name))
@@ -943,7 +961,8 @@ class FakeApiServer:
         obj, gone = self.store.delete(rt, route.namespace, route.name, precondition_rv=pre_rv,
                                       precondition_uid=pre_uid, dry_run=self._dry_run(request))
         if not gone:
-            return _json(obj, 202)
+            # A Terminating namespace is answered 200 with the object, like the real API.
+            return _json(obj, 200 if rt.plural == "namespaces" else 202)
         if rt.delete_returns_object:
             return _json(obj)
         details: Obj = {"name": route.name}

@@ -105,6 +105,11 @@ def invalid(rt: ResourceType, name: str, causes: list[tuple[str, str, str]]) -> 
     return ApiError(status(422, "Invalid", f'{kind} "{name}" is invalid: {text}', details))
 
 
+def forbidden(rt: ResourceType, name: str, why: str) -> ApiError:
+    return ApiError(status(403, "Forbidden", f'{rt.plural} "{name}" is forbidden: {why}',
+                           _details(rt, name)))
+
+
 def bad_request(message: str) -> ApiError:
     return ApiError(status(400, "BadRequest", message))
 

@@ -258,6 +258,11 @@ class Store:
             md["namespace"] = ns
             if from_api and ("", ns) not in self._objects[resolve("namespaces")]:
                 raise st.not_found(resolve("namespaces"), ns)
+            owner = self._objects[resolve("namespaces")].get(("", ns))
+            if from_api and owner is not None and owner["metadata"].get("deletionTimestamp"):
+                raise st.forbidden(rt, md.get("name") or "",
+                                   f"unable to create new content in namespace {ns} because "
+                                   "it is being terminated")
         else:
             md.pop("namespace", None)
         if not md.get("name") and md.get("generateName"):
@@ -405,6 +410,19 @@ class Store:
                                         f"{old['metadata']['uid']}")
         if dry_run:
             return copy.deepcopy(old), True
+        if rt.plural == "namespaces" and (old.get("spec") or {}).get("finalizers"):
+            # The namespace controller empties a Terminating namespace and then clears
+            # spec.finalizers; until then it stays, phase Terminating (the fake has no such
+            # controller: a test finishes the deletion with finalize_namespace()).
+            if old["metadata"].get("deletionTimestamp"):
+                return copy.deepcopy(old), False
+            new = copy.deepcopy(old)
+            new["metadata"]["deletionTimestamp"] = now_rfc3339()
+            new.setdefault("status", {})["phase"] = "Terminating"
+            new["metadata"]["resourceVersion"] = str(self._bump())
+            self._objects[rt][(ns, name)] = new
+            self._emit(rt, "MODIFIED", new, old)
+            return copy.deepcopy(new), False
         if old["metadata"].get("finalizers"):
             if old["metadata"].get("deletionTimestamp"):
                 return copy.deepcopy(old), False

@@ -80,11 +80,12 @@ class KubeClient:
             self.on_response(verb, status)
 
     async def request(self, method: str, path: str, *, params: Mapping[str, str] | None = None,
-                      body: Mapping[str, Any] | None = None) -> JsonObj:
+                      body: Mapping[str, Any] | None = None,
+                      content_type: str = "application/json") -> JsonObj:
         content = None if body is None else json.dumps(body).encode()
         headers = {"Accept": "application/json"}
         if content is not None:
-            headers["Content-Type"] = "application/json"
+            headers["Content-Type"] = content_type
         try:
             resp = await self.http.request(method, path, params=dict(params or {}),
                                            content=content, headers=headers)
@@ -117,6 +118,11 @@ class KubeClient:
     async def replace(self, path: str, body: Mapping[str, Any]) -> JsonObj:
         """PUT; carries body.metadata.resourceVersion, so a stale write gets a 409."""
         return await self.request("PUT", path, body=body)
+
+    async def merge_patch(self, path: str, body: Mapping[str, Any]) -> JsonObj:
+        """PATCH with a JSON merge patch (RFC 7386)."""
+        return await self.request("PATCH", path, body=body,
+                                  content_type="application/merge-patch+json")
 
     async def delete(self, path: str) -> bool:
         """True when deleted, False when it was already gone."""

@@ -68,8 +68,9 @@ class EventRecorder:
         return True
 
     async def warn(self, involved: Mapping[str, Any], *, reason: str, message: str,
-                   key: str) -> bool:
-        """Record a Warning Event on ``involved`` unless rate-limited; True when sent."""
+                   key: str, event_type: str = "Warning") -> bool:
+        """Record an Event (Warning unless told) on ``involved`` unless rate-limited; True
+        when sent."""
         meta = involved.get("metadata") or {}
         uid = str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
         if not self.due(uid, key):
@@ -88,7 +89,7 @@ class EventRecorder:
                 "uid": str(meta.get("uid") or ""),
                 "resourceVersion": str(meta.get("resourceVersion") or ""),
             },
-            "reason": reason, "message": message[:1024], "type": "Warning",
+            "reason": reason, "message": message[:1024], "type": event_type,
             "source": {"component": COMPONENT},
             "reportingComponent": COMPONENT, "reportingInstance": self.instance,
             "firstTimestamp": stamp, "lastTimestamp": stamp, "eventTime": None, "count": 1,

@@ -21,9 +21,9 @@ class CorednsSink:
     key: str
     target: str
     dns_port: int = 53
-    # The last edit, (text before, hosts, text after): the watch echoes our own write back
-    # and most reconciles change nothing, so neither needs a fresh parse of a large Corefile.
-    _memo: dict[str, tuple[str, tuple[str, ...], str]] = field(
+    # The last edit, (text before, hosts, answers, text after): the watch echoes our own write
+    # back and most reconciles change nothing, so neither needs a fresh parse.
+    _memo: dict[str, tuple[str, tuple[str, ...], corefile.Answers, str]] = field(
         default_factory=dict, compare=False, repr=False)
 
     @property
@@ -44,29 +44,35 @@ class CorednsSink:
         known = self.remembered_hosts(cm)
         if known is not None:
             return known
-        return corefile.managed_hosts(self.text(cm), dns_port=self.dns_port)
+        return corefile.managed_hosts(self.text(cm), target=self.target,
+                                      dns_port=self.dns_port)
 
     def remembered_hosts(self, cm: JsonObj | None) -> tuple[str, ...] | None:
         """current_hosts when the text is our last edit's (no parse needed), else None."""
         last = self._memo.get("last")
-        return last[1] if last is not None and self.text(cm) == last[2] else None
+        if last is None or self.text(cm) != last[3]:
+            return None
+        return last[1]
 
-    def edit(self, text: str, hosts: Sequence[str]) -> str:
-        """corefile.apply, remembering the last edit (apply is idempotent)."""
-        wanted = tuple(hosts)
+    def edit(self, text: str, hosts: Sequence[str], answers: corefile.Answers) -> str:
+        """corefile.apply, remembering the last edit (apply is idempotent). No address to
+        answer with means no rules: a name is never sent nowhere."""
+        wanted = tuple(hosts) if answers else ()
         last = self._memo.get("last")
-        if last is not None and wanted == last[1] and text in (last[0], last[2]):
-            return last[2]
-        new = corefile.apply(text, wanted, target=self.target, dns_port=self.dns_port)
-        self._memo["last"] = (text, wanted, new)
+        if last is not None and (wanted, answers) == last[1:3] and text in (last[0], last[3]):
+            return last[3]
+        new = corefile.apply(text, wanted, answers=answers, target=self.target,
+                             dns_port=self.dns_port)
+        self._memo["last"] = (text, wanted, answers, new)
         return new
 
-    def mutate(self, hosts: Sequence[str]) -> Mutate:
-        return self._rewrite(lambda text: self.edit(text, hosts))
+    def mutate(self, hosts: Sequence[str], answers: corefile.Answers) -> Mutate:
+        return self._rewrite(lambda text: self.edit(text, hosts, answers))
 
     def removal(self) -> Mutate:
-        """The uninstall change: our block out, the rest byte for byte as it was."""
-        return self._rewrite(lambda text: corefile.remove(text, dns_port=self.dns_port))
+        """The uninstall change: our rules out, the rest byte for byte as it was."""
+        return self._rewrite(lambda text: corefile.remove(text, target=self.target,
+                                                          dns_port=self.dns_port))
 
     def _rewrite(self, edit: Callable[[str], str]) -> Mutate:
         """A change of our key's text; None (no write) when the text stays the same."""

@@ -25,8 +25,8 @@ class ImportSink:
     def where(self) -> str:
         return f"{self.namespace}/{self.name}[{self.key}]"
 
-    def mutate(self, hosts: Sequence[str]) -> Mutate:
-        snippet = corefile.import_snippet(hosts, target=self.target)
+    def mutate(self, hosts: Sequence[str], answers: corefile.Answers) -> Mutate:
+        snippet = corefile.import_snippet(hosts if answers else (), answers=answers)
 
         def change(cm: JsonObj | None) -> JsonObj | None:
             if cm is None:

@@ -1,0 +1,82 @@
+"""CoreDNS Corefiles: read them, ask them questions, and keep our rules in them. Pure.
+
+- ``lexer`` and ``parser`` read a Corefile the way CoreDNS does, into the ``syntax`` tree;
+- ``queries`` answers questions about it (plugins, imports, the zones it already serves);
+- ``rules`` is our rule format (``template`` stanzas answering A/AAAA) and how it is recognised;
+- ``editor`` applies a host set: exactly one set of our rules, every other byte kept.
+
+Text in, text out: nothing here touches files, sockets, clocks or the API.
+"""
+
+from hairpin_proxy.corefile.editor import (
+    DEFAULT_TARGET,
+    MAX_CONFIGMAP_BYTES,
+    Stray,
+    apply,
+    import_snippet,
+    managed_hosts,
+    remove,
+    strays,
+)
+from hairpin_proxy.corefile.lexer import tokenize
+from hairpin_proxy.corefile.parser import parse, parse_address
+from hairpin_proxy.corefile.queries import (
+    DEFAULT_COREFILE_DIR,
+    DEFAULT_CUSTOM_DIR,
+    has_plugin,
+    import_matches,
+    imports_key,
+    served_zones,
+)
+from hairpin_proxy.corefile.rules import (
+    BEGIN_MARKER,
+    DEFAULT_TTL,
+    END_MARKER,
+    LEGACY_MARKER,
+    MAX_TTL,
+    Answers,
+    match_regexes,
+)
+from hairpin_proxy.corefile.syntax import (
+    DEFAULT_DNS_PORT,
+    Address,
+    Corefile,
+    CorefileError,
+    Directive,
+    ServerBlock,
+    Token,
+)
+
+__all__ = [
+    "BEGIN_MARKER",
+    "DEFAULT_COREFILE_DIR",
+    "DEFAULT_CUSTOM_DIR",
+    "DEFAULT_DNS_PORT",
+    "DEFAULT_TARGET",
+    "DEFAULT_TTL",
+    "END_MARKER",
+    "LEGACY_MARKER",
+    "MAX_CONFIGMAP_BYTES",
+    "MAX_TTL",
+    "Address",
+    "Answers",
+    "Corefile",
+    "CorefileError",
+    "Directive",
+    "ServerBlock",
+    "Stray",
+    "Token",
+    "apply",
+    "has_plugin",
+    "import_matches",
+    "import_snippet",
+    "imports_key",
+    "managed_hosts",
+    "match_regexes",
+    "parse",
+    "parse_address",
+    "remove",
+    "served_zones",
+    "strays",
+    "tokenize",
+]

@@ -1,0 +1,359 @@
+"""The editor: keep exactly one set of our rules in each root server block, nothing else.
+
+Our rules are found by their content (see ``rules``), never only by the marker comments around
+them: a Corefile that lost its comments (kubeadm's migration, a reformatting GitOps tool), whose
+markers survive on one side only, or whose rules were moved by hand still gives exactly one set
+of rules after one edit, with no duplicates and no orphans. Every byte that is not ours stays
+as it was: an edit deletes whole lines of ours (our stanzas, the rules of earlier versions, the
+marker comments, the original hairpin-proxy's ``# Added by hairpin-proxy`` lines) and inserts
+the new text where the first of them stood, or right after the line that opens the block.
+
+Our rules found outside the root server blocks (someone copied them into a stub domain or a
+snippet) are reported by ``strays`` and never edited: they are someone else's now.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from hairpin_proxy.corefile.names import checked_hosts
+from hairpin_proxy.corefile.parser import parse
+from hairpin_proxy.corefile.rules import (
+    BEGIN_MARKER,
+    END_MARKER,
+    LEGACY_MARKER,
+    MARKER_PREFIXES,
+    Answers,
+    is_old_rule,
+    is_our_template,
+    old_rule_host,
+    old_targets,
+    render,
+    template_hosts,
+)
+from hairpin_proxy.corefile.syntax import (
+    DEFAULT_DNS_PORT,
+    Corefile,
+    CorefileError,
+    Directive,
+    ServerBlock,
+)
+
+MAX_CONFIGMAP_BYTES = 1024 * 1024
+DEFAULT_TARGET = "hairpin-proxy.hairpin-proxy.svc.cluster.local."
+
+
+def _check_size(text: str) -> None:
+    size = len(text.encode("utf-8"))
+    if size > MAX_CONFIGMAP_BYTES:
+        raise CorefileError(f"the result would be {size} bytes, over the ConfigMap limit of "
+                            f"{MAX_CONFIGMAP_BYTES} bytes")
+
+
+def _roots(cf: Corefile, dns_port: int) -> tuple[ServerBlock, ...]:
+    if not 0 < dns_port < 65536:
+        raise CorefileError(f"DNS port {dns_port} is not a TCP/UDP port")
+    roots = cf.root_blocks(dns_port)
+    if not roots:
+        seen = ", ".join(" ".join(b.keys) for b in cf.server_blocks) or "none"
+        raise CorefileError(f"no server block for the root zone '.' on port {dns_port} "
+                            f"(server blocks found: {seen})")
+    return roots
+
+
+def _line_start(text: str, offset: int) -> int:
+    return text.rfind("\n", 0, offset) + 1
+
+
+def _line_end(text: str, offset: int) -> int:
+    """The offset just after the line ending of the line holding ``offset`` (or EOF)."""
+    nl = text.find("\n", offset)
+    return len(text) if nl < 0 else nl + 1
+
+
+def _line_ending(text: str, offset: int) -> str:
+    nl = text.find("\n", offset)
+    if nl < 0:
+        return ""
+    return "\r\n" if nl > 0 and text[nl - 1] == "\r" else "\n"
+
+
+def _indent_unit(text: str) -> str:
+    tabs = len(re.findall(r"(?m)^\t+\S", text))
+    spaces = len(re.findall(r"(?m)^ +\S", text))
+    return "\t" if tabs > spaces else "    "
+
+
+@dataclass(frozen=True, slots=True)
+class _Span:
+    """Whole lines of ours to delete: [lo, hi), with the indentation of the first."""
+
+    lo: int
+    hi: int
+    indent: str
+
+
+def _whole_lines(text: str, start: int, end: int, line: int, what: str) -> _Span:
+    lo, hi = _line_start(text, start), _line_end(text, end)
+    before, after = text[lo:start], text[end:hi].strip()
+    if before.strip() or (after and not after.startswith("#")):
+        raise CorefileError(f"cannot remove this {what}: it shares its line with something "
+                            "that is not ours", line=line, column=start - lo + 1)
+    return _Span(lo, hi, before)
+
+
+def _is_ours(d: Directive, targets: Sequence[str]) -> bool:
+    return is_our_template(d) or is_old_rule(d, targets)
+
+
+def _our_spans(cf: Corefile, block: ServerBlock, targets: Sequence[str]) -> list[_Span]:
+    """Our directives and marker lines directly inside ``block``."""
+    text = cf.text
+    spans = [_whole_lines(text, d.start, d.end, d.line, "hairpin-proxy rule")
+             for d in block.directives if _is_ours(d, targets)]
+    lo, hi = block.inner(len(text))
+    for c in cf.comments:
+        if lo <= c.start < hi and c.alone and c.text.startswith(MARKER_PREFIXES) \
+                and _container(cf, c.start) is block:
+            spans.append(_Span(_line_start(text, c.start), _line_end(text, c.start),
+                               text[_line_start(text, c.start):c.start]))
+    return spans
+
+
+def _container(cf: Corefile, offset: int) -> ServerBlock | None:
+    """The server block whose body holds ``offset`` directly (not in a nested block)."""
+    for block in cf.server_blocks:
+        lo, hi = block.inner(len(cf.text))
+        if not lo <= offset < hi:
+            continue
+        for d in block.directives:
+            for nested in d.blocks:
+                if nested.open.start <= offset < nested.close.end:
+                    return None
+        return block
+    return None
+
+
+def _legacy_spans(cf: Corefile) -> list[_Span]:
+    """The lines the original hairpin-proxy added (``... # Added by hairpin-proxy``)."""
+    text = cf.text
+    spans: list[_Span] = []
+    for c in cf.comments:
+        # The original tool dropped every line that, stripped, ended with its marker.
+        if not c.text.rstrip().endswith(LEGACY_MARKER):
+            continue
+        start, end = _line_start(text, c.start), _line_end(text, c.start)
+        on_line = [t for t in cf.tokens if t.end > start and t.start < end]
+        if (any(t.kind in ("open", "close") for t in on_line)
+                or any(t.start < start or t.end > end for t in on_line)
+                or _container(cf, c.start) is None):
+            raise CorefileError("cannot remove this line marked 'Added by hairpin-proxy': it is "
+                                "not a plain directive line inside a server block",
+                                line=c.line, column=c.column)
+        line = text[start:end]
+        spans.append(_Span(start, end, line[:len(line) - len(line.lstrip())]))
+    return spans
+
+
+def _insertion(cf: Corefile, block: ServerBlock, unit: str) -> tuple[int, str, str]:
+    """Where new rules go in a block without any of ours: (offset, indentation, line ending)."""
+    text = cf.text
+    opener = block.body.open if block.body is not None else block.header[-1]
+    following = next((t for t in cf.tokens if t.start >= opener.end), None)
+    if block.body is not None and following is not None and following.line == opener.line:
+        # Something shares the opening line; go in front of the closing brace instead.
+        close = block.body.close
+        if not close.first_on_line:
+            raise CorefileError("cannot place our rules: this root server block opens and "
+                                "closes on one line", line=block.line, column=block.column)
+        offset = _line_start(text, close.start)
+        nl = _line_ending(text, close.start) or _line_ending(text, opener.start)
+    else:
+        nl = _line_ending(text, opener.end)
+        if not nl:
+            raise CorefileError("cannot place our rules: the server block's opening line is "
+                                "the last line and has no line ending",
+                                line=block.line, column=block.column)
+        offset = _line_end(text, opener.end)
+    for d in block.directives:
+        if d.first_on_line:
+            return offset, text[_line_start(text, d.start):d.start], nl
+    header_start = _line_start(text, block.header[0].start)
+    # A byte-order mark in front of the first header is not indentation.
+    header_indent = text[header_start:block.header[0].start].lstrip("\ufeff")
+    return offset, header_indent + unit, nl
+
+
+def _splice(text: str, edits: Iterable[tuple[int, int, str]]) -> str:
+    """Apply non-overlapping edits front to back; an insertion sorts before a deletion that
+    starts at the same offset, so it lands in front of what follows."""
+    pieces: list[str] = []
+    done = 0
+    for lo, hi, new in sorted(set(edits), key=lambda e: (e[0], e[1])):
+        if lo < done:
+            raise CorefileError("internal check failed: overlapping edits")
+        pieces += (text[done:lo], new)
+        done = hi
+    pieces.append(text[done:])
+    return "".join(pieces)
+
+
+def _edit(cf: Corefile, hosts: Sequence[str], answers: Answers, dns_port: int,
+          targets: Sequence[str]) -> str:
+    text = cf.text
+    roots = _roots(cf, dns_port)
+    unit = _indent_unit(text)
+    legacy = _legacy_spans(cf)
+    edits: list[tuple[int, int, str]] = [(s.lo, s.hi, "") for s in legacy]
+    for block in roots:
+        lo, hi = block.inner(len(text))
+        spans = _our_spans(cf, block, targets)
+        edits += [(s.lo, s.hi, "") for s in spans]
+        if not hosts:
+            continue
+        spans += [s for s in legacy if lo <= s.lo < hi]
+        if spans:
+            first = min(spans, key=lambda s: s.lo)
+            offset, indent = first.lo, first.indent
+            nl = _line_ending(text, first.lo) or "\n"
+        else:
+            offset, indent, nl = _insertion(cf, block, unit)
+        edits.append((offset, offset, render(hosts, answers, indent, unit, nl)))
+    return _splice(text, edits)
+
+
+@dataclass(frozen=True)
+class _Found:
+    """Our rules in one server block, as read back."""
+
+    templates: tuple[Directive, ...]
+    old_rules: tuple[Directive, ...]
+
+    def hosts(self) -> set[str]:
+        found: set[str] = set()
+        for d in self.templates:
+            found |= template_hosts(d)
+        for d in self.old_rules:
+            host = old_rule_host(d)
+            if host is not None:
+                found.add(host)
+        return found
+
+
+def _found(block: ServerBlock, targets: Sequence[str]) -> _Found:
+    return _Found(tuple(d for d in block.directives if is_our_template(d)),
+                  tuple(d for d in block.directives if is_old_rule(d, targets)))
+
+
+def _answers_of(d: Directive) -> tuple[str, ...]:
+    return tuple(a for block in d.blocks for inner in block.directives
+                 if inner.name == "answer" for a in inner.args)
+
+
+def _verify(out: str, hosts: Sequence[str], answers: Answers, dns_port: int,
+            targets: Sequence[str]) -> None:
+    """Read the result back: each root block holds exactly the wanted rules."""
+    cf = parse(out)
+    expected = parse(".:53 {\n" + render(hosts, answers, "", "    ", "\n") + "}\n") \
+        if hosts else None
+    for block in _roots(cf, dns_port):
+        found = _found(block, targets)
+        if found.old_rules or (expected is None and found.templates):
+            raise CorefileError("internal check failed: rules of ours are left over")
+        if expected is None:
+            continue
+        want = expected.server_blocks[0].directives
+        if ([d.args for d in found.templates] != [d.args for d in want]
+                or [_answers_of(d) for d in found.templates] != [_answers_of(d) for d in want]
+                or any(template_hosts(d) != set(hosts) for d in found.templates)):
+            raise CorefileError("internal check failed: the edited Corefile does not hold "
+                                "the requested rules")
+
+
+def apply(text: str, hosts: Iterable[str], *, answers: Answers,
+          target: str = DEFAULT_TARGET, dns_port: int = DEFAULT_DNS_PORT) -> str:
+    """Return ``text`` with exactly one set of our rules for ``hosts`` in each root block.
+
+    ``answers`` are the proxy Service's addresses; ``target`` is its name, by which rewrite
+    rules of earlier versions are recognised and converted. An empty host set removes our
+    rules. Raises CorefileError, and changes nothing, when the text cannot be parsed or edited
+    safely, or hosts are to be redirected with no address to answer with.
+    """
+    wanted = checked_hosts(hosts)
+    if wanted and not answers:
+        raise CorefileError("no proxy address to answer with: the rules would send the names "
+                            "nowhere")
+    targets = old_targets(target)
+    out = _edit(parse(text), wanted, answers, dns_port, targets)
+    _check_size(out)
+    _verify(out, wanted, answers, dns_port, targets)
+    return out
+
+
+def remove(text: str, *, target: str = DEFAULT_TARGET, dns_port: int = DEFAULT_DNS_PORT
+           ) -> str:
+    """Return ``text`` without any rules of ours in its root blocks (nor legacy lines)."""
+    return apply(text, [], answers=Answers(), target=target, dns_port=dns_port)
+
+
+def managed_hosts(text: str, *, target: str = DEFAULT_TARGET,
+                  dns_port: int = DEFAULT_DNS_PORT) -> tuple[str, ...]:
+    """The hosts our rules in the root server block(s) redirect now, sorted.
+
+    Raises CorefileError when the text cannot be parsed or has no root server block.
+    """
+    cf = parse(text)
+    targets = old_targets(target)
+    hosts: set[str] = set()
+    for block in _roots(cf, dns_port):
+        hosts |= _found(block, targets).hosts()
+    return tuple(sorted(hosts))
+
+
+@dataclass(frozen=True)
+class Stray:
+    """A rule of ours outside the root server blocks: reported, never edited."""
+
+    line: int
+    where: str  # the server block's keys or the snippet's name
+    what: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.what} in {self.where}"
+
+
+def strays(text: str, *, target: str = DEFAULT_TARGET, dns_port: int = DEFAULT_DNS_PORT
+           ) -> tuple[Stray, ...]:
+    """Rules of ours in server blocks other than the root ones, and in snippets, in the
+    order of the file."""
+    cf = parse(text)
+    targets = old_targets(target)
+    places: list[tuple[str, Sequence[Directive]]] = [
+        (f"server block '{' '.join(b.keys)}'", b.directives)
+        for b in cf.server_blocks if not b.is_root(dns_port)]
+    places += [(f"snippet ({s.name})", s.body.directives) for s in cf.snippets]
+    found: list[Stray] = []
+    for where, directives in places:
+        for d in directives:
+            if is_our_template(d):
+                found.append(Stray(d.line, where, "hairpin-proxy template stanza"))
+            elif is_old_rule(d, targets):
+                found.append(Stray(d.line, where, "rewrite rule to the proxy Service"))
+    return tuple(sorted(found, key=lambda s: s.line))
+
+
+def import_snippet(hosts: Iterable[str], *, answers: Answers) -> str:
+    """The content of a ``coredns-custom``-style key: our rules, unindented."""
+    wanted = checked_hosts(hosts)
+    if not wanted:
+        return f"{BEGIN_MARKER}\n{END_MARKER}\n"
+    if not answers:
+        raise CorefileError("no proxy address to answer with: the rules would send the names "
+                            "nowhere")
+    out = render(wanted, answers, "", "    ", "\n")
+    _check_size(out)
+    # The snippet is spliced into the root server block; it must read as directives there.
+    _verify(".:53 {\n" + out + "}\n", wanted, answers, DEFAULT_DNS_PORT, ())
+    return out

@@ -1,0 +1,254 @@
+r"""Our rule format: ``template`` stanzas answering A and AAAA for the managed names.
+
+Two stanzas, one per query type, each matching every managed name with (at most) two anchored,
+case-insensitive regexes: one alternation of the exact names, one of the wildcard domains
+behind a single leading label. A matching A query is answered with the proxy Service's IPv4
+addresses, a matching AAAA query with its IPv6 addresses, or with an empty NOERROR answer
+(NODATA) when the Service has none, so a dual-stack client never goes around the proxy. Every
+other query type, and every other name, falls through to the rest of the plugin chain::
+
+    template IN A {
+        match (?i)^(?P<hairpin_proxy>a\.example\.com|b\.example\.com)\.$
+        match (?i)^(?P<hairpin_proxy>[^._][^.]*\.(?:apps\.example\.com))\.$
+        answer "{{ .Name }} 10 IN A 10.96.0.20"
+        fallthrough
+    }
+
+The named group ``hairpin_proxy`` is how a stanza is known to be ours: unlike a comment it
+survives kubeadm's Corefile migration and any reformatting. The rules that earlier versions
+wrote (``rewrite name ... <proxy Service name>``) are recognised by their target, so that they
+are converted in one write whether or not their marker comments are still there.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from bisect import bisect_left
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hairpin_proxy.corefile.names import regex_escape
+from hairpin_proxy.corefile.syntax import CorefileError, Directive
+
+BEGIN_MARKER = "# BEGIN hairpin-proxy (managed; do not edit)"
+END_MARKER = "# END hairpin-proxy"
+LEGACY_MARKER = "# Added by hairpin-proxy"
+# Comment lines starting so are ours, even when damaged: an edit drops them with our rules.
+MARKER_PREFIXES = ("# BEGIN hairpin-proxy", "# END hairpin-proxy")
+
+GROUP = "hairpin_proxy"
+# The flag goes first: RE2 takes it anywhere, Python's re (and most others) only there.
+_OPEN = f"(?i)^(?P<{GROUP}>"
+_CLOSE = r")\.$"
+# One label that does not start with "_": a wildcard Ingress host stands for host names, not
+# service labels such as _acme-challenge, whose A queries are left to the real zone.
+_ONE_LABEL = r"[^._][^.]*\."
+_WILD_OPEN = f"{_OPEN}{_ONE_LABEL}(?:"
+_WILD_CLOSE = ")" + _CLOSE
+
+# CoreDNS (1.14 and later) refuses a regex longer than 10,000 bytes (Go's len, so UTF-8 bytes,
+# not characters): many names are spread over several regexes, each at most MAX_REGEX bytes.
+MAX_REGEX = 8000
+
+DEFAULT_TTL = 10
+MAX_TTL = 3600
+# The name the original hairpin-proxy rewrote to, without the trailing dot it never wrote.
+ORIGINAL_TARGET = "hairpin-proxy.hairpin-proxy.svc.cluster.local"
+
+
+@dataclass(frozen=True)
+class Answers:
+    """What a managed name resolves to: the proxy Service's ClusterIPs, and for how long."""
+
+    ipv4: tuple[str, ...] = ()
+    ipv6: tuple[str, ...] = ()
+    ttl: int = DEFAULT_TTL
+
+    @classmethod
+    def of(cls, addresses: Sequence[str], ttl: int = DEFAULT_TTL) -> Answers:
+        """Split addresses by family (sorted, duplicates dropped); CorefileError when one is
+        not an IP address or the TTL is out of range."""
+        v4: set[str] = set()
+        v6: set[str] = set()
+        for text in addresses:
+            try:
+                if not isinstance(text, str) or "%" in text:
+                    raise ValueError
+                ip = ipaddress.ip_address(text.strip())
+            except ValueError:
+                raise CorefileError(f"proxy address {text!r} is not an IP address") from None
+            (v4 if ip.version == 4 else v6).add(str(ip))
+        return cls(tuple(sorted(v4)), tuple(sorted(v6)), ttl)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.ttl, bool) or not isinstance(self.ttl, int) \
+                or not 0 < self.ttl <= MAX_TTL:
+            raise CorefileError(f"answer TTL must be 1 to {MAX_TTL} seconds, got {self.ttl!r}")
+        for family, ips in ((4, self.ipv4), (6, self.ipv6)):
+            for ip in ips:
+                try:
+                    parsed = ipaddress.ip_address(ip)
+                except ValueError:
+                    raise CorefileError(f"proxy address {ip!r} is not an IP address") from None
+                if parsed.version != family or str(parsed) != ip:
+                    raise CorefileError(f"proxy address {ip!r} is not a canonical IPv{family} "
+                                        "address")
+
+    def __bool__(self) -> bool:
+        return bool(self.ipv4 or self.ipv6)
+
+
+def _utf8_len(s: str) -> int:
+    return len(s) if s.isascii() else len(s.encode("utf-8"))
+
+
+def _chunked(opening: str, parts: Sequence[str], closing: str) -> list[str]:
+    """``opening`` + alternatives + ``closing``, as few regexes as fit MAX_REGEX bytes each."""
+    out: list[str] = []
+    room = MAX_REGEX - _utf8_len(opening) - _utf8_len(closing)
+    run: list[str] = []
+    size = -1
+    for part in parts:
+        length = _utf8_len(part)
+        if run and size + 1 + length > room:
+            out.append(opening + "|".join(run) + closing)
+            run, size = [], -1
+        run.append(part)
+        size += 1 + length
+    if run:
+        out.append(opening + "|".join(run) + closing)
+    return out
+
+
+def exact_regexes(hosts: Sequence[str]) -> list[str]:
+    """Anchored regexes matching exactly the (non-wildcard) ``hosts``."""
+    return _chunked(_OPEN, [regex_escape(h) for h in hosts], _CLOSE)
+
+
+def wildcard_regexes(hosts: Sequence[str]) -> list[str]:
+    """Anchored regexes matching one label in front of each ``*.domain`` of ``hosts``."""
+    return _chunked(_WILD_OPEN, [regex_escape(h[2:]) for h in hosts], _WILD_CLOSE)
+
+
+def split_hosts(hosts: Sequence[str]) -> tuple[Sequence[str], Sequence[str]]:
+    """(exact hosts, wildcard hosts) of sorted hosts: the wildcards sort together."""
+    lo, hi = bisect_left(hosts, "*."), bisect_left(hosts, "*/")
+    return [*hosts[:lo], *hosts[hi:]], hosts[lo:hi]
+
+
+def match_regexes(hosts: Sequence[str]) -> list[str]:
+    """The regexes of one stanza for sorted, checked hosts."""
+    exact, wild = split_hosts(hosts)
+    return exact_regexes(exact) + wildcard_regexes(wild)
+
+
+def render(hosts: Sequence[str], answers: Answers, indent: str, unit: str, nl: str) -> str:
+    """The managed text (markers and stanzas) for sorted, checked, non-empty ``hosts``."""
+    inner = indent + unit
+    matches = "".join(f"{inner}match {rx}{nl}" for rx in match_regexes(hosts))
+    out = [f"{indent}{BEGIN_MARKER}{nl}"]
+    for qtype, ips in (("A", answers.ipv4), ("AAAA", answers.ipv6)):
+        out.append(f"{indent}template IN {qtype} {{{nl}{matches}")
+        if ips:
+            rrs = " ".join(f'"{{{{ .Name }}}} {answers.ttl} IN {qtype} {ip}"' for ip in ips)
+            out.append(f"{inner}answer {rrs}{nl}")
+        else:
+            # No address of this family: an empty answer, never the public one.
+            out.append(f"{inner}rcode NOERROR{nl}")
+        out.append(f"{inner}fallthrough{nl}{indent}}}{nl}")
+    out.append(f"{indent}{END_MARKER}{nl}")
+    return "".join(out)
+
+
+# --- recognising our rules -------------------------------------------------------------------
+
+_ALTERNATIVE = re.compile(r"(?:\\.|[^\\|])+")
+_UNESCAPE = re.compile(r"\\(.)")
+
+
+def _alternatives(body: str) -> list[str] | None:
+    parts = _ALTERNATIVE.findall(body)
+    if "|".join(parts) != body:
+        return None  # an empty alternative
+    return [_UNESCAPE.sub(r"\1", p) for p in parts]
+
+
+def hosts_of_regex(regex: str) -> list[str] | None:
+    """The hosts of a regex as ``match_regexes`` writes it; None for any other regex."""
+    if regex.startswith(_WILD_OPEN) and regex.endswith(_WILD_CLOSE):
+        domains = _alternatives(regex[len(_WILD_OPEN):-len(_WILD_CLOSE)])
+        hosts = None if domains is None else ["*." + d for d in domains]
+    elif regex.startswith(_OPEN) and regex.endswith(_CLOSE):
+        hosts = _alternatives(regex[len(_OPEN):-len(_CLOSE)])
+    else:
+        return None
+    # Only what we would write back the same way counts as read.
+    if hosts is None or match_regexes(sorted(set(hosts))) != [regex]:
+        return None
+    return hosts
+
+
+def is_our_template(d: Directive) -> bool:
+    """A ``template`` stanza carrying our named group in a ``match`` regex."""
+    if d.name != "template" or not d.blocks:
+        return False
+    marker = f"(?P<{GROUP}>"
+    return any(inner.name == "match" and any(marker in a for a in inner.args)
+               for block in d.blocks for inner in block.directives)
+
+
+def template_hosts(d: Directive) -> set[str]:
+    """The hosts that one of our template stanzas matches (regexes we did not write: none)."""
+    hosts: set[str] = set()
+    for block in d.blocks:
+        for inner in block.directives:
+            if inner.name == "match":
+                for regex in inner.args:
+                    hosts.update(hosts_of_regex(regex) or ())
+    return hosts
+
+
+# ``rewrite [continue|stop] name [exact|regex|...] FROM TO [answer auto|answer name ...]``
+_REWRITE_TYPES = ("exact", "prefix", "suffix", "substring", "regex")
+_OLD_WILDCARD = re.compile(r"\^\[\^\.\]\+\\\.(?P<suffix>.+)\\\.\?\$")
+
+
+def rewrite_target(d: Directive) -> tuple[str, str, str] | None:
+    """(match type, FROM, TO) of a ``rewrite name`` rule without a block; None otherwise."""
+    if d.name != "rewrite" or d.blocks:
+        return None
+    words = list(d.args)
+    if words[:1] in (["continue"], ["stop"]):
+        words = words[1:]
+    if words[:1] != ["name"]:
+        return None
+    words = words[1:]
+    kind = words.pop(0) if words and words[0] in _REWRITE_TYPES and len(words) >= 3 else "exact"
+    if len(words) < 2:
+        return None
+    return kind, words[0], words[1]
+
+
+def is_old_rule(d: Directive, targets: Sequence[str]) -> bool:
+    """A ``rewrite name`` rule that sends a name to our proxy Service (any earlier form)."""
+    found = rewrite_target(d)
+    return found is not None and found[2].lower().rstrip(".") in targets
+
+
+def old_rule_host(d: Directive) -> str | None:
+    """The host of an old rule as earlier versions wrote it (exact, or the one-label
+    wildcard regex); None for a rule of another shape."""
+    found = rewrite_target(d)
+    if found is None:
+        return None
+    kind, source, _ = found
+    if kind == "exact":
+        return source.lower().rstrip(".")
+    m = _OLD_WILDCARD.fullmatch(source) if kind == "regex" else None
+    return "*." + _UNESCAPE.sub(r"\1", m["suffix"]) if m else None
+
+
+def old_targets(target: str) -> tuple[str, ...]:
+    """The rewrite targets, normalised, that mark a rule as ours."""
+    return tuple(dict.fromkeys(t.lower().rstrip(".") for t in (target, ORIGINAL_TARGET) if t))

@@ -1,0 +1,138 @@
+"""Test oracles that find our lines in a Corefile line by line, apart from the editor's logic.
+
+Only the extent of the root server blocks comes from the parser (``parse``, tested on its own in
+test_corefile_parse.py); which lines are ours is decided here from their text:
+
+- marker comment lines (``# BEGIN hairpin-proxy...``, ``# END hairpin-proxy...``);
+- ``rewrite ... name ...`` lines whose last-but-one or last word names the proxy Service;
+- ``template IN A|AAAA {`` stanzas, up to their closing ``}`` line, holding ``(?P<hairpin_proxy>``;
+- anywhere in the file, lines ending with the original tool's ``# Added by hairpin-proxy``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hairpin_proxy import corefile
+
+ORIGINAL = "hairpin-proxy.hairpin-proxy.svc.cluster.local"
+_STANZA_OPEN = re.compile(r"[ \t]*template[ \t]+IN[ \t]+(A|AAAA)[ \t]*\{[ \t]*\r?\n?")
+_STANZA_CLOSE = re.compile(r"[ \t]*\}[ \t]*\r?\n?")
+
+
+def lines(text: str) -> list[str]:
+    """Lines with their endings; only "\\n" ends a line (as in a Corefile)."""
+    return re.findall(r"[^\n]*\n|[^\n]+", text)
+
+
+def root_ranges(text: str, dns_port: int) -> list[range]:
+    """0-based numbers of the lines strictly inside each root block's braces (or, without
+    braces, after its header)."""
+    rows = lines(text)
+    out = []
+    for block in corefile.parse(text).root_blocks(dns_port):
+        lo, hi = block.inner(len(text))
+        first = text.count("\n", 0, lo) + 1
+        last = len(rows) - 1 if block.body is None else text.count("\n", 0, hi) - 1
+        out.append(range(first, last + 1))
+    return out
+
+
+def _is_old_rule(line: str, targets: Sequence[str]) -> bool:
+    words = line.split("#", 1)[0].split()
+    if words[:1] != ["rewrite"] or "name" not in words[1:3]:
+        return False
+    tail = [w.lower().rstrip(".") for w in words[-3:]]
+    return any(t in tail for t in targets)
+
+
+@dataclass(frozen=True)
+class Ours:
+    """The line numbers of our lines, by root block (in order), and anywhere else (legacy)."""
+
+    by_block: tuple[tuple[int, ...], ...]
+    legacy: tuple[int, ...]
+
+    def all(self) -> set[int]:
+        return {n for block in self.by_block for n in block} | set(self.legacy)
+
+
+def find_ours(text: str, dns_port: int = 53,
+              target: str = "hairpin-proxy.hairpin-proxy.svc.cluster.local.") -> Ours:
+    rows = lines(text)
+    ranges = root_ranges(text, dns_port)
+    root = {n for r in ranges for n in r}
+    targets = {target.lower().rstrip("."), ORIGINAL}
+    ours: set[int] = set()
+    legacy = tuple(n for n, row in enumerate(rows)
+                   if row.rstrip().endswith("# Added by hairpin-proxy"))
+    n = 0
+    while n < len(rows):
+        row = rows[n]
+        if n not in root:
+            n += 1
+            continue
+        stripped = row.strip()
+        if stripped.startswith(("# BEGIN hairpin-proxy", "# END hairpin-proxy")) \
+                or _is_old_rule(row, list(targets)):
+            ours.add(n)
+        elif _STANZA_OPEN.fullmatch(row):
+            end = n + 1
+            while end < len(rows) and not _STANZA_CLOSE.fullmatch(rows[end]):
+                end += 1
+            if any("(?P<hairpin_proxy>" in r for r in rows[n:end]):
+                ours.update(range(n, end + 1))
+                n = end
+        n += 1
+    by_block = tuple(tuple(sorted(k for k in ours if k in r)) for r in ranges)
+    return Ours(by_block, legacy)
+
+
+def strip_ours(text: str, dns_port: int = 53,
+               target: str = "hairpin-proxy.hairpin-proxy.svc.cluster.local.") -> str:
+    """The text without our lines: what every edit must leave byte for byte as it was."""
+    drop = find_ours(text, dns_port, target).all()
+    return "".join(row for n, row in enumerate(lines(text)) if n not in drop)
+
+
+def expected_set(hosts: Sequence[str], answers: corefile.Answers, indent: str, unit: str,
+                 nl: str) -> str:
+    """One set of our rules as the tests expect it, built here rather than by the editor."""
+    regexes = corefile.match_regexes(sorted(set(hosts)))
+    out = [f"{indent}{corefile.BEGIN_MARKER}{nl}"]
+    for qtype, ips in (("A", answers.ipv4), ("AAAA", answers.ipv6)):
+        out.append(f"{indent}template IN {qtype} {{{nl}")
+        out += [f"{indent}{unit}match {rx}{nl}" for rx in regexes]
+        if ips:
+            rrs = " ".join(f'"{{{{ .Name }}}} {answers.ttl} IN {qtype} {ip}"' for ip in ips)
+            out.append(f"{indent}{unit}answer {rrs}{nl}")
+        else:
+            out.append(f"{indent}{unit}rcode NOERROR{nl}")
+        out.append(f"{indent}{unit}fallthrough{nl}{indent}}}{nl}")
+    out.append(f"{indent}{corefile.END_MARKER}{nl}")
+    return "".join(out)
+
+
+def check_one_set_per_root(text: str, hosts: Sequence[str], answers: corefile.Answers,
+                           dns_port: int = 53) -> None:
+    """Each root block holds our lines as one run, exactly one expected set (none when
+    ``hosts`` is empty), and no legacy line is left anywhere."""
+    rows = lines(text)
+    found = find_ours(text, dns_port)
+    assert found.legacy == ()
+    for numbers in found.by_block:
+        if not hosts:
+            assert numbers == (), [rows[n] for n in numbers]
+            continue
+        assert numbers, "a root block without our rules"
+        assert list(numbers) == list(range(numbers[0], numbers[-1] + 1)), "not one run"
+        run = "".join(rows[n] for n in numbers)
+        begin = rows[numbers[0]]
+        indent = begin[:len(begin) - len(begin.lstrip())]
+        nl = "\r\n" if begin.endswith("\r\n") else "\n"
+        stanza = rows[numbers[0] + 2]
+        unit = stanza[len(indent):len(stanza) - len(stanza.lstrip())]
+        assert unit in ("    ", "\t"), repr(unit)
+        assert run == expected_set(hosts, answers, indent, unit, nl)
