@@ -421,6 +421,8 @@ class Controller:
         self._proxy_down_since: float | None = None
         self._grace_timer: asyncio.TimerHandle | None = None
         self.uninstalling = False
+        # Set once a pass has written the withdrawal that uninstalling asks for.
+        self.withdrawal_written = asyncio.Event()
         # What the Corefile told last: (its text, zones it serves, strays), parsed once per text.
         self._corefile_facts: tuple[str, tuple[str, ...], tuple[corefile.Stray, ...]] = (
             "", (), ())
@@ -670,6 +672,8 @@ class Controller:
         self.metrics.hosts_managed.set(len(hosts))
         self.metrics.last_sync.set(time.time())
         self.metrics.duration.observe(time.perf_counter() - started)
+        if self.uninstalling:
+            self.withdrawal_written.set()
         if not self.synced_once:
             self.synced_once = True
             # The caches now hold most of what this process will keep (tens of thousands of
@@ -1082,6 +1086,10 @@ async def _serve(settings: ControllerSettings, cluster: kconfig.ClusterConfig,
             code = 1
         else:
             log.info("stopping")
+            if ctl.uninstalling and not ctl.withdrawal_written.is_set():
+                # SIGTERM in the middle of an uninstall: finish withdrawing the rules first.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(ctl.withdrawal_written.wait(), 5.0)
     finally:
         stopper.cancel()
         main.cancel()

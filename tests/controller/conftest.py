@@ -50,6 +50,35 @@ COREFILE = """\
 }
 """
 
+# NodeLocal DNSCache's Corefile as the upstream manifest installs it.
+NODE_LOCAL = """\
+cluster.local:53 {
+    errors
+    cache {
+            success 9984 30
+            denial 9984 5
+    }
+    reload
+    loop
+    bind 169.254.20.10 10.96.0.10
+    forward . __PILLAR__CLUSTER__DNS__ {
+            force_tcp
+    }
+    prometheus :9253
+    health 169.254.20.10:8080
+    }
+.:53 {
+    errors
+    cache 30
+    reload
+    loop
+    bind 169.254.20.10 10.96.0.10
+    forward . __PILLAR__UPSTREAM__SERVERS__
+    prometheus :9253
+    }
+"""
+
+
 # Short timings so that elections, debouncing and reconnects happen within a test.
 FAST = ("--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "0.5",
         "--debounce", "0.1", "--watch-timeout", "5")

@@ -5,8 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from hairpin_proxy import corefile
-from tests.controller.conftest import COREFILE, NAMESPACE, Controller, corefile_text, wait_until
-from tests.fakeapi.fixtures import ingress
+from tests.controller.conftest import (
+    COREFILE,
+    NAMESPACE,
+    NODE_LOCAL,
+    Controller,
+    corefile_text,
+    wait_until,
+)
+from tests.corefiles import BY_NAME
+from tests.fakeapi.fixtures import configmap, ingress
 from tests.fakeapi.server import FakeApiServer
 
 Start = Callable[..., Controller]
@@ -81,3 +89,29 @@ def test_cleanup_reports_an_unreachable_api(cluster: FakeApiServer, start: Start
         assert "cleanup failed" in cleanup.log()
     finally:
         cluster.come_up()
+
+
+def test_cleanup_removes_the_node_local_dns_block_and_old_rules(cluster: FakeApiServer,
+                                                                start: Start) -> None:
+    cluster.create(configmap("kube-system", "node-local-dns", {"Corefile": NODE_LOCAL}))
+    # Rules the original tool left, besides ours.
+    cm = cluster.get("ConfigMap", "kube-system", "coredns")
+    assert cm is not None
+    cm["data"]["Corefile"] = BY_NAME["legacy"].text
+    cluster.update(cm)
+    cluster.create(ingress("a", "a", tls_hosts=["a.example.com"]))
+    ctl = start()
+    ctl.wait_ready()
+
+    def node_local() -> str:
+        obj = cluster.get("ConfigMap", "kube-system", "node-local-dns")
+        assert obj is not None
+        return str(obj["data"]["Corefile"])
+
+    wait_until(lambda: "hairpin-proxy.invalid" in node_local(), what="node-local-dns block")
+    assert ctl.stop() == 0
+    cleanup = start(command="cleanup")
+    assert cleanup.proc.wait(30) == 0, cleanup.log()
+    assert node_local() == NODE_LOCAL
+    assert "hairpin" not in corefile_text(cluster)
+    assert corefile.managed_hosts(corefile_text(cluster)) == ()

@@ -11,6 +11,7 @@ from hairpin_proxy.corefile.nodelocal import nodelocal_hosts
 from tests.controller.conftest import (
     COREFILE,
     NAMESPACE,
+    NODE_LOCAL,
     PROXY_IP,
     Controller,
     corefile_puts,
@@ -27,32 +28,6 @@ from tests.fakeapi.server import FakeApiServer
 
 Start = Callable[..., Controller]
 
-NODE_LOCAL = """\
-cluster.local:53 {
-    errors
-    cache {
-            success 9984 30
-            denial 9984 5
-    }
-    reload
-    loop
-    bind 169.254.20.10 10.96.0.10
-    forward . __PILLAR__CLUSTER__DNS__ {
-            force_tcp
-    }
-    prometheus :9253
-    health 169.254.20.10:8080
-    }
-.:53 {
-    errors
-    cache 30
-    reload
-    loop
-    bind 169.254.20.10 10.96.0.10
-    forward . __PILLAR__UPSTREAM__SERVERS__
-    prometheus :9253
-    }
-"""
 
 
 def managed(api: FakeApiServer) -> tuple[str, ...]:
@@ -186,6 +161,19 @@ def test_deleting_our_namespace_withdraws_every_rule_at_once(cluster: FakeApiSer
     cluster.finalize_namespace(NAMESPACE)
 
 
+def test_sigterm_during_the_uninstall_waits_for_the_withdrawal(cluster: FakeApiServer,
+                                                                start: Start) -> None:
+    ctl = with_host(cluster, start)
+    # The first withdrawal attempt fails; SIGTERM (the pod's deletion) arrives before the retry.
+    cluster.fail_requests(1, status=500, method="PUT", path_re=r"/configmaps/coredns$")
+    cluster.delete("Namespace", None, NAMESPACE)
+    wait_until(lambda: any(r.get("msg") == "reconcile failed; will retry"
+                           for r in ctl.records()), timeout=5, what="failed attempt")
+    assert ctl.stop() == 0
+    assert managed(cluster) == ()
+    cluster.finalize_namespace(NAMESPACE)
+
+
 def test_a_controller_restart_withdraws_nothing(cluster: FakeApiServer, start: Start) -> None:
     ctl = with_host(cluster, start)
     puts = corefile_puts(cluster)
@@ -252,6 +240,12 @@ def test_node_local_dns_forwards_our_hosts_to_coredns(cluster: FakeApiServer,
 
     wait_until(lambda: nodelocal_hosts(text()) == ("a.example.com",), what="block written")
     assert "forward . __PILLAR__CLUSTER__DNS__ {" in text().split("a.example.com:53", 1)[1]
+    # Someone puts the stock file back: the block is repaired.
+    cm = cluster.get("ConfigMap", "kube-system", "nodelocaldns")
+    assert cm is not None
+    cm["data"]["Corefile"] = NODE_LOCAL
+    cluster.update(cm)
+    wait_until(lambda: nodelocal_hosts(text()) == ("a.example.com",), what="block repaired")
     cluster.delete("Ingress", "a", "a")
     wait_until(lambda: text() == NODE_LOCAL, what="block removed")
 
