@@ -626,8 +626,10 @@ class Controller:
                                                   "hosts": len(hosts),
                                                   "added": len(hosts) - kept,
                                                   "removed": len(before) - kept})
-                if s.nudge_coredns and written.obj is not None:
-                    self._spawn(self._nudge(_rv(written.obj)))
+                if (s.nudge_coredns or self.uninstalling) and written.obj is not None:
+                    # On uninstall it is tried anyway: without the permission it is refused,
+                    # and the kubelet's own sync brings the withdrawal a minute or so later.
+                    self._spawn(self._nudge(_rv(written.obj), quiet=not s.nudge_coredns))
             if not await self._write_node_local(hosts):
                 return self._not_leading()
             if self.uninstalling:
@@ -854,7 +856,7 @@ class Controller:
 
     # ------------------------------------------------------------------ propagation
 
-    async def _nudge(self, version: str) -> None:
+    async def _nudge(self, version: str, *, quiet: bool = False) -> None:
         """Annotate the CoreDNS pods: the kubelet then syncs them, and with them their
         ConfigMap volume, within seconds instead of at its next periodic sync (a minute or
         more). The containers are not restarted."""
@@ -867,7 +869,8 @@ class Controller:
                 await self.client.merge_patch(f"{base}/{name}", {"metadata": {"annotations": {
                     NUDGE_ANNOTATION: version}}})
         except ApiError as exc:
-            log.warning("could not nudge the CoreDNS pods", extra={"error": str(exc)})
+            (log.debug if quiet else log.warning)("could not nudge the CoreDNS pods",
+                                                  extra={"error": str(exc)})
 
     def _not_leading(self) -> bool:
         # A standby is done. A leader whose renewal is merely overdue must try again soon:
