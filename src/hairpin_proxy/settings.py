@@ -191,6 +191,8 @@ class PolicySettings:
                                       "empty allows every domain.")
     cluster_domain: str = opt("cluster.local", "The cluster's DNS domain; hosts under it are "
                                                "never redirected.")
+    max_hosts_per_ingress: int = opt(100, "An Ingress asking for more hosts than this is "
+                                          "refused as a whole; 0 means no limit.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -271,6 +273,17 @@ class ControllerSettings(CorednsTargetSettings, PolicySettings, KubeSettings, Lo
                           "recognised; default <proxy-service>.<namespace>.svc."
                           "<cluster-domain>.")
     dns_ttl: int = opt(10, "TTL in seconds of the A/AAAA answers for managed hosts (1-3600).")
+    verify_hosts: Literal["on", "off"] = opt(
+        "on", "Redirect a host only when its public DNS answer is one of this cluster's load "
+              "balancer addresses; off for split-horizon or air-gapped clusters.")
+    verify_resolver: tuple[str, ...] = opt(
+        (), "DNS server ADDR[:PORT] to verify hosts against (repeatable); default: the system "
+            "resolver (the controller runs with dnsPolicy: Default, the node's).")
+    verify_interval: float = opt(300.0, "Seconds between re-checks of a host's public DNS.")
+    rules_budget: int = opt(524288, "Bytes our rules may take in the Corefile; the newest "
+                                    "Ingresses that would overflow it are refused.")
+    write_interval: float = opt(2.0, "Least seconds between two writes of a DNS ConfigMap (a "
+                                     "flapping Ingress cannot make CoreDNS reload without end).")
     proxy_grace: float = opt(60.0, "Seconds the proxy Service may have no ready endpoint "
                                    "before every rule is withdrawn (restored when it is back).")
     node_local_dns: Literal["auto", "off"] = opt(
