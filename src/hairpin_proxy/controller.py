@@ -49,6 +49,7 @@ from hairpin_proxy.sinks.coredns_import import ImportSink
 from hairpin_proxy.sinks.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
 from hairpin_proxy.sinks.nodelocal import NodeLocalSink
 from hairpin_proxy.sinks.published import PublishedSink, parse_lines, service_addresses
+from hairpin_proxy.slim import slim_ingress
 
 log = logging.getLogger("hairpin_proxy.controller")
 
@@ -123,6 +124,14 @@ class ControllerMetrics:
             p + "node_local_dns_reconciled",
             "1 while NodeLocal DNSCache's ConfigMap is managed by the addon manager (not "
             "edited).")
+        self.throttled = registry.counter(p + "writes_throttled_total",
+                                          "Passes held back by --write-interval.")
+        self.rules_bytes = registry.gauge(p + "rules_bytes",
+                                          "Bytes the managed hosts take in our rules (the "
+                                          "budget is --rules-budget).")
+        self.over_budget = registry.gauge(p + "ingresses_over_budget",
+                                          "Ingresses refused because their hosts would "
+                                          "overflow --rules-budget.")
         self.evaluations = registry.counter(p + "ingress_evaluations_total",
                                             "Ingresses run through the host policy (new or "
                                             "changed ones; all of them after an IngressClass "
@@ -215,12 +224,14 @@ class Controller:
             metrics.leader.set(1)
 
         def reflector(path: str, kind: str, name: str | None = None,
-                      labels: str | None = None) -> Reflector:
+                      labels: str | None = None,
+                      transform: Callable[[JsonObj], JsonObj] | None = None) -> Reflector:
             params = {"fieldSelector": f"metadata.name={name}"} if name else {}
             if labels:
                 params["labelSelector"] = labels
             made = Reflector(client, path, kind=kind, params=params, on_change=self.dirty.set,
-                             silence_timeout=s.watch_timeout, on_restart=self._watch_restarted)
+                             silence_timeout=s.watch_timeout, on_restart=self._watch_restarted,
+                             transform=transform)
             if name:
                 made.on_change = lambda: self._one_changed(made)
             return made
@@ -228,10 +239,11 @@ class Controller:
         if s.include_namespace:
             # dict.fromkeys: a namespace given twice is watched once.
             self.ingresses = [reflector(resource_path(INGRESS_API, "ingresses", ns),
-                                        f"ingresses/{ns}")
+                                        f"ingresses/{ns}", transform=slim_ingress)
                               for ns in dict.fromkeys(s.include_namespace)]
         else:
-            self.ingresses = [reflector(resource_path(INGRESS_API, "ingresses"), "ingresses")]
+            self.ingresses = [reflector(resource_path(INGRESS_API, "ingresses"), "ingresses",
+                                        transform=slim_ingress)]
         self.classes = reflector(resource_path(INGRESS_API, "ingressclasses"), "ingressclasses")
         self.coredns = reflector(resource_path("v1", "configmaps", s.configmap_namespace),
                                  "coredns-configmap", s.configmap_name)
@@ -271,6 +283,8 @@ class Controller:
         self._proxy_down_since: float | None = None
         self._grace_timer: asyncio.TimerHandle | None = None
         self.uninstalling = False
+        self._last_write = -1e9  # event-loop time of the last DNS ConfigMap write
+        self._refused_for_budget = 0
         # Set once a pass has written the withdrawal that uninstalling asks for.
         self.withdrawal_written = asyncio.Event()
         # What the Corefile told last: (its text, zones it serves, strays), parsed once per text.
@@ -374,6 +388,13 @@ class Controller:
                 except TimeoutError:
                     break
             self.dirty.clear()
+            hold = self._last_write + self.settings.write_interval - loop.time()
+            if hold > 0 and not self.uninstalling:
+                # A write not long ago: CoreDNS reloads on every change, so an Ingress that
+                # flaps in a loop must not make it reload without end.
+                self.metrics.throttled.inc()
+                await asyncio.sleep(hold)
+                self.dirty.clear()
             try:
                 ok = await self.reconcile()
             except Exception:
@@ -432,6 +453,7 @@ class Controller:
         # Uninstalling is a race with the namespace's deletion (our service account goes with
         # it): the withdrawal is written before anything else is computed.
         result = PolicyResult((), (), {}, ()) if self.uninstalling else await self._evaluate()
+        result = self._within_budget(result)
         self.metrics.hosts_rejected.set(len(result.rejections))
         self._report(result.rejections)
         try:
@@ -468,6 +490,7 @@ class Controller:
                                             on_conflict=self.metrics.conflicts.inc)
             self._remember(written)
             if written.changed:
+                self._last_write = asyncio.get_running_loop().time()
                 self.metrics.writes.labels(what).inc()
                 before = set(previous)
                 kept = len(before.intersection(hosts))
@@ -535,6 +558,50 @@ class Controller:
             log.info("first sync done", extra={"hosts": len(hosts),
                                                "rejected": len(result.rejections)})
         return True
+
+    def _within_budget(self, result: PolicyResult) -> PolicyResult:
+        """``result`` with the Ingresses refused whose hosts would overflow --rules-budget:
+        the oldest Ingresses keep their hosts, so one new object can never stop the rules
+        of every other from being written."""
+        budget = self.settings.rules_budget
+        size = corefile.rules_bytes(result.hosts)
+        if size <= budget:
+            self.metrics.rules_bytes.set(size)
+            self.metrics.over_budget.set(0)
+            self._refused_for_budget = 0
+            return result
+        by_origin: dict[str, list[str]] = {}
+        for host, origins in result.sources.items():
+            for origin in origins:
+                by_origin.setdefault(origin, []).append(host)
+
+        def age(origin: str) -> tuple[str, str]:
+            ns, _, name = origin.partition("/")
+            obj = self._find_ingress(ns, name) or {}
+            return str((obj.get("metadata") or {}).get("creationTimestamp") or "~"), origin
+
+        kept: set[str] = set()
+        total = 0
+        refused: list[Rejection] = []
+        for origin in sorted(by_origin, key=age):
+            new = [h for h in by_origin[origin] if h not in kept]
+            cost = corefile.rules_bytes(new)
+            if total + cost > budget:
+                ns, _, name = origin.partition("/")
+                refused.append(Rejection(ns, name, "", (
+                    f"its {len(by_origin[origin])} host(s) would take the rules past "
+                    f"--rules-budget ({budget} bytes); newer Ingresses are refused first")))
+                continue
+            kept.update(new)
+            total += cost
+        self.metrics.rules_bytes.set(total)
+        self.metrics.over_budget.set(len(refused))
+        if len(refused) != self._refused_for_budget:
+            log.warning("rules budget exceeded; the newest Ingresses are refused",
+                        extra={"budget": budget, "wanted": size, "refused": len(refused)})
+        self._refused_for_budget = len(refused)
+        return dataclasses.replace(result, hosts=tuple(sorted(kept)),
+                                   rejections=(*result.rejections, *refused))
 
     # ------------------------------------------------------------------ the proxy's health
 
@@ -687,6 +754,7 @@ class Controller:
                 continue
             self._remember(written)
             if written.changed:
+                self._last_write = asyncio.get_running_loop().time()
                 self.metrics.writes.labels("node-local-dns").inc()
                 log.info("node-local-dns rules updated", extra={"configmap": where,
                                                                 "hosts": len(hosts)})

@@ -2,9 +2,40 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
+from hairpin_proxy.corefile.nodelocal import apply_nodelocal
+
 Obj = dict[str, Any]
+
+# NodeLocal DNSCache's Corefile as its upstream manifest installs it (placeholders replaced).
+NODE_LOCAL_COREFILE = """\
+cluster.local:53 {
+    errors
+    cache {
+            success 9984 30
+            denial 9984 5
+    }
+    reload
+    loop
+    bind 169.254.20.10 10.96.0.10
+    forward . __PILLAR__CLUSTER__DNS__ {
+            force_tcp
+    }
+    prometheus :9253
+    health 169.254.20.10:8080
+    }
+.:53 {
+    errors
+    cache 30
+    reload
+    loop
+    bind 169.254.20.10 10.96.0.10
+    forward . __PILLAR__UPSTREAM__SERVERS__
+    prometheus :9253
+    }
+"""
 
 
 def _workload(kind: str, namespace: str, name: str, container: Obj,
@@ -56,3 +87,17 @@ def with_ingress_status(obj: Obj, *, ip: str = "", hostname: str = "") -> Obj:
 def with_annotations(obj: Obj, annotations: dict[str, str]) -> Obj:
     obj["metadata"].setdefault("annotations", {}).update(annotations)
     return obj
+
+
+def node_local_configmap(name: str, hosts: Iterable[str] = (), *, reconciled: bool = False,
+                         text: str = NODE_LOCAL_COREFILE) -> Obj:
+    """kube-system/<name> holding node-local-dns's Corefile with our block for ``hosts`` (none:
+    no block), labelled as the addon manager's when ``reconciled``."""
+    labels = {"k8s-app": "node-local-dns"}
+    if reconciled:
+        labels["addonmanager.kubernetes.io/mode"] = "Reconcile"
+    return {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"namespace": "kube-system", "name": name, "labels": labels},
+        "data": {"Corefile": apply_nodelocal(text, hosts)},
+    }

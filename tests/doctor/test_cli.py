@@ -24,6 +24,7 @@ from tests.doctor.objects import (
     coredns_deployment,
     daemonset,
     endpoint_slice,
+    node_local_configmap,
     with_annotations,
     with_ingress_status,
 )
@@ -37,7 +38,7 @@ HOST = "shop.example.test"
 LB_IP = "127.0.0.1"
 PROXY_IP = "127.0.0.2"
 NS = "hairpin-proxy"
-TARGET = "hairpin-proxy.hairpin-proxy.svc.cluster.local."
+ANSWERS = corefile.Answers.of([PROXY_IP])
 KUBEADM = (Path(__file__).parents[1] / "corefiles" / "kubeadm.Corefile").read_text()
 NO_RELOAD = KUBEADM.replace("    reload\n", "")
 DO_PP = "service.beta.kubernetes.io/do-loadbalancer-enable-proxy-protocol"
@@ -79,19 +80,25 @@ def one(report: dict[str, Any]) -> dict[str, Any]:
 def setup_cluster(api: FakeApiServer, *, ip_mode: str = "VIP", hostname: str = "",
                   rule: bool = False, corefile_text: str = KUBEADM,
                   coredns: str = "1.11.1", node_local_dns: bool = False,
+                  node_local_cm: str = "", node_local_hosts: tuple[str, ...] = (),
+                  reconciled: bool = False,
                   proxy: bool = False, ready: bool | None = True) -> None:
+    """A cluster; ``node_local_cm`` names node-local-dns's ConfigMap (none when empty), whose
+    block of ours covers ``node_local_hosts`` and which the addon manager may reconcile."""
     entry: dict[str, str] = {"hostname": hostname} if hostname else {"ip": LB_IP}
     if ip_mode:
         entry["ipMode"] = ip_mode
     lb = service("ingress-nginx", "ingress-nginx-controller", type="LoadBalancer",
                  lb_ingress=[entry])
     api.create(with_annotations(lb, {DO_PP: "true"}))
-    text = corefile.apply(corefile_text, [HOST], target=TARGET) if rule else corefile_text
+    text = corefile.apply(corefile_text, [HOST], answers=ANSWERS) if rule else corefile_text
     api.create(corefile_configmap(text))
     api.create(coredns_deployment(coredns))
     api.create(daemonset("kube-system", "kube-proxy", {"k8s-app": "kube-proxy"}))
     if node_local_dns:
         api.create(daemonset("kube-system", "node-local-dns", {"k8s-app": "node-local-dns"}))
+    if node_local_cm:
+        api.create(node_local_configmap(node_local_cm, node_local_hosts, reconciled=reconciled))
     if proxy:
         api.create(service(NS, "hairpin-proxy", cluster_ips=[PROXY_IP]))
         if ready is not None:
@@ -155,7 +162,18 @@ def test_rule_missing(fake_api: FakeApiServer, kubeconfig: Path, pp_nginx: Nginx
     ({}, "dns-not-updated"),
     ({"corefile_text": NO_RELOAD}, "coredns-no-reload"),
     ({"coredns": "1.8.3"}, "coredns-too-old"),
-    ({"node_local_dns": True}, "node-local-dns"),
+    # node-local-dns without either ConfigMap the controller edits: nothing sends the name on.
+    ({"node_local_dns": True}, "node-local-dns-missing"),
+    # Our block there, but for other names (not written yet, or --node-local-dns off).
+    ({"node_local_dns": True, "node_local_cm": "node-local-dns",
+      "node_local_hosts": ("other.example.test",)}, "node-local-dns-missing"),
+    ({"node_local_dns": True, "node_local_cm": "nodelocaldns"}, "node-local-dns-missing"),
+    # The addon manager owns the ConfigMap: the controller cannot keep the names there.
+    ({"node_local_dns": True, "node_local_cm": "node-local-dns", "reconciled": True},
+     "node-local-dns-reconciled"),
+    # Our block covers the host (as a wildcard's zone): node-local-dns is not the reason.
+    ({"node_local_dns": True, "node_local_cm": "node-local-dns",
+      "node_local_hosts": ("*.example.test",)}, "dns-not-updated"),
 ])
 def test_rule_exists_but_dns_still_answers_the_lb(fake_api: FakeApiServer, kubeconfig: Path,
                                                   pp_nginx: Nginx, kwargs: dict[str, Any],
@@ -173,7 +191,8 @@ def test_rule_in_the_import_key(fake_api: FakeApiServer, kubeconfig: Path,
                   corefile_text=KUBEADM.replace("    reload\n",
                                                 "    reload\n    import custom/*.override\n"))
     fake_api.create(configmap("kube-system", "coredns-custom", {
-        "hairpin-proxy.override": corefile.import_snippet(["*.example.test"], target=TARGET)}))
+        "hairpin-proxy.override": corefile.import_snippet(["*.example.test"],
+                                                          answers=ANSWERS)}))
     rc, report, _ = doctor(HOST, "--resolve", f"{HOST}:{LB_IP}", *ports(pp_nginx),
                            "--mode", "coredns-import", kubeconfig=kubeconfig)
     assert rc == 1 and one(report)["verdict"] == "dns-not-updated"
@@ -338,7 +357,68 @@ def test_node_local_dns_found_by_name_when_listing_is_refused(
     fake_api.fail_requests(5, status=403, path_re=r"/daemonsets\?")
     rc, report, _ = doctor(HOST, "--resolve", f"{HOST}:{LB_IP}", *ports(pp_nginx),
                            kubeconfig=kubeconfig)
-    assert rc == 1 and one(report)["verdict"] == "node-local-dns"
+    assert rc == 1 and one(report)["verdict"] == "node-local-dns-missing"
     assert report["cluster"]["node_local_dns"] is True
     assert any(p.startswith("list DaemonSets") and "403" in p
                for p in report["cluster"]["problems"])
+
+
+def test_with_the_controllers_role_the_configmap_tells(fake_api: FakeApiServer,
+                                                       kubeconfig: Path, pp_nginx: Nginx) -> None:
+    """No DaemonSet may be read (as with the controller's Role): node-local-dns's ConfigMap,
+    found by name, says it is deployed, and who owns it."""
+    setup_cluster(fake_api, proxy=True, rule=True, node_local_dns=True,
+                  node_local_cm="node-local-dns", reconciled=True)
+    fake_api.fail_requests(5, status=403, path_re=r"/daemonsets")
+    rc, report, _ = doctor(HOST, "--resolve", f"{HOST}:{LB_IP}", *ports(pp_nginx),
+                           kubeconfig=kubeconfig)
+    h = one(report)
+    assert rc == 1 and h["verdict"] == "node-local-dns-reconciled"
+    assert "kube-system/node-local-dns" in h["advice"]
+    assert "docs/platforms/node-local-dns.md" in h["advice"]
+    cluster = report["cluster"]
+    assert cluster["node_local_dns"] is None
+    assert cluster["node_local_configmap"] == "kube-system/node-local-dns"
+    assert cluster["node_local_reconciled"] is True and cluster["node_local_zones"] == []
+    assert any("addon manager" in p for p in cluster["problems"])
+
+
+def test_refused_node_local_configmap_is_unknown(fake_api: FakeApiServer, kubeconfig: Path,
+                                                pp_nginx: Nginx) -> None:
+    setup_cluster(fake_api, proxy=True, rule=True, node_local_dns=True,
+                  node_local_cm="node-local-dns", reconciled=True)
+    fake_api.fail_requests(5, status=403,
+                           path_re=r"/configmaps/(node-local-dns|nodelocaldns)$")
+    rc, report, _ = doctor(HOST, "--resolve", f"{HOST}:{LB_IP}", *ports(pp_nginx),
+                           kubeconfig=kubeconfig)
+    h = one(report)
+    # Unknown coverage never picks a node-local-dns verdict; the advice says it is unknown.
+    assert rc == 1 and h["verdict"] == "dns-not-updated"
+    assert "whether it sends this name to CoreDNS is unknown" in h["advice"]
+    cluster = report["cluster"]
+    assert cluster["node_local_dns"] is True
+    assert cluster["node_local_configmap"] is None
+    assert cluster["node_local_reconciled"] is None and cluster["node_local_zones"] is None
+    assert sum("node-local-dns ConfigMap" in p and "403" in p
+               for p in cluster["problems"]) == 2
+
+
+def test_unreadable_node_local_corefile_is_unknown(fake_api: FakeApiServer, kubeconfig: Path,
+                                                   pp_nginx: Nginx) -> None:
+    """Both ConfigMaps exist: the first name is read (and said so); its Corefile cannot be
+    read, so whether our block covers the host is unknown."""
+    setup_cluster(fake_api, proxy=True, rule=True, node_local_dns=True,
+                  node_local_cm="nodelocaldns", node_local_hosts=(HOST,))
+    broken = node_local_configmap("node-local-dns")
+    broken["data"] = {"Corefile": "cluster.local:53 {\n    errors\n"}
+    fake_api.create(broken)
+    rc, report, _ = doctor(HOST, "--resolve", f"{HOST}:{LB_IP}", *ports(pp_nginx),
+                           kubeconfig=kubeconfig)
+    assert rc == 1 and one(report)["verdict"] == "dns-not-updated"
+    cluster = report["cluster"]
+    assert cluster["node_local_configmap"] == "kube-system/node-local-dns"
+    assert cluster["node_local_reconciled"] is False and cluster["node_local_zones"] is None
+    problems = cluster["problems"]
+    assert any("both exist" in p for p in problems)
+    assert any(p.startswith("cannot read node-local-dns's Corefile in "
+                            "kube-system/node-local-dns[Corefile]") for p in problems)

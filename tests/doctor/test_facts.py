@@ -147,6 +147,27 @@ def test_rule_covers(host: str, rules: list[str], covered: bool) -> None:
     assert f.rule_covers(host, rules) is covered
 
 
+@pytest.mark.parametrize(("host", "zones", "covered"), [
+    ("a.example.com", ["a.example.com"], True),
+    ("A.Example.com.", ["a.example.com."], True),
+    ("a.example.com", ["example.com"], True),
+    ("x.y.example.com", ["example.com"], True),
+    ("example.com", ["example.com"], True),
+    ("badexample.com", ["example.com"], False),
+    ("example.com", ["a.example.com"], False),
+    ("a.example.com", ["", "b.example.com"], False),
+    ("a.example.com", [], False),
+])
+def test_zone_covers(host: str, zones: list[str], covered: bool) -> None:
+    assert f.zone_covers(host, zones) is covered
+
+
+def test_cluster_facts_know_nothing_about_node_local_dns_by_default() -> None:
+    c = f.ClusterFacts()
+    assert c.node_local_dns is None and c.node_local_configmap is None
+    assert c.node_local_reconciled is None and c.node_local_zones is None
+
+
 def test_attempt_descriptions() -> None:
     assert f.Attempt("http", 404).describe() == "HTTP 404"
     assert f.Attempt("empty").describe() == "empty reply"

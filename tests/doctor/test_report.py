@@ -61,7 +61,39 @@ def test_text() -> None:
     assert "  proxy Service      no; ready endpoints: unknown\n" in text
     assert "  note               list the proxy's: 403\n" in text
     assert "note: a note\n" in text
+    assert "  DNS rules          0; reload plugin: yes\n" in text
+    assert "  node-local-dns     DaemonSet: no; ConfigMap: unknown\n" in text
     assert text.endswith("2 host(s) checked, 2 need attention\n")
+
+
+def test_node_local_dns_line() -> None:
+    def line(**kw: object) -> str:
+        text = to_text(Report((), ClusterFacts(**kw)))  # type: ignore[arg-type]
+        (found,) = [ln for ln in text.splitlines() if ln.startswith("  node-local-dns ")]
+        return found.split(None, 1)[1]
+    assert line() == "DaemonSet: unknown; ConfigMap: unknown"
+    assert line(node_local_dns=True, node_local_reconciled=False,
+                node_local_zones=frozenset()) == "DaemonSet: yes; ConfigMap: none"
+    assert line(node_local_configmap="kube-system/node-local-dns", node_local_reconciled=True,
+                node_local_zones=frozenset({"a.example.com", "example.org"})) == (
+        "DaemonSet: unknown; ConfigMap kube-system/node-local-dns (reconciled by the addon "
+        "manager); our zones there: 2")
+    assert line(node_local_dns=True, node_local_configmap="kube-system/nodelocaldns",
+                node_local_reconciled=False) == (
+        "DaemonSet: yes; ConfigMap kube-system/nodelocaldns; our zones there: unknown")
+
+
+def test_json_node_local_facts() -> None:
+    c = ClusterFacts(node_local_dns=None, node_local_configmap="kube-system/node-local-dns",
+                     node_local_reconciled=True,
+                     node_local_zones=frozenset({"b.example.com", "a.example.com"}))
+    doc = json.loads(to_json(Report((), c)))["cluster"]
+    assert doc["node_local_dns"] is None
+    assert doc["node_local_configmap"] == "kube-system/node-local-dns"
+    assert doc["node_local_reconciled"] is True
+    assert doc["node_local_zones"] == ["a.example.com", "b.example.com"]
+    empty = json.loads(to_json(Report((), ClusterFacts())))["cluster"]
+    assert empty["node_local_zones"] is None and empty["node_local_reconciled"] is None
 
 
 def test_text_without_cluster_or_hosts() -> None:

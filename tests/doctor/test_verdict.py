@@ -25,7 +25,8 @@ from hairpin_proxy.doctor.facts import (
 
 TRI = (None, False, True)
 TRI_FIELDS = ("rule", "proxy_installed", "proxy_ready", "ip_mode_proxy", "hostname_only",
-              "node_local_dns", "coredns_ok", "reload")
+              "node_local_dns", "node_local_reconciled", "node_local_covered", "coredns_ok",
+              "reload")
 
 
 def test_pure_modules_load_no_io() -> None:
@@ -45,21 +46,24 @@ def matching(s: v.Situation) -> list[str]:
 
 
 def test_every_combination_matches_exactly_one_rule() -> None:
-    """All 5 x 4 x 4 x 3^8 situations: the conditions are exclusive and exhaustive."""
+    """All 5 x 4 x 4 x 3^10 situations: the conditions are exclusive and exhaustive."""
     started = time.monotonic()
     seen: set[str] = set()
     count = 0
+    rules = [(r.code, r.when) for r in v.RULES]
+    assert len(TRI_FIELDS) == 10
     for dns, http, tls in itertools.product(v.DNS_STATES, v.PORT_STATES, v.PORT_STATES):
         for tri in itertools.product(TRI, repeat=len(TRI_FIELDS)):
-            rule, inst, ready, ipm, name, nld, cok, rel = tri
+            rule, inst, ready, ipm, name, nld, rec, cov, cok, rel = tri
             s = v.Situation(dns, http, tls, rule=rule, proxy_installed=inst, proxy_ready=ready,
                             ip_mode_proxy=ipm, hostname_only=name, node_local_dns=nld,
+                            node_local_reconciled=rec, node_local_covered=cov,
                             coredns_ok=cok, reload=rel)
-            hits = [r for r in v.RULES if r.when(s)]
-            assert len(hits) == 1, (s, [r.code for r in hits])
-            seen.add(hits[0].code)
+            hits = [code for code, when in rules if when(s)]
+            assert len(hits) == 1, (s, hits)
+            seen.add(hits[0])
             count += 1
-    assert count == 5 * 4 * 4 * 3 ** 8
+    assert count == 5 * 4 * 4 * 3 ** 10
     assert seen == set(v.CODES), set(v.CODES) - seen
     assert time.monotonic() - started < 600
 
@@ -105,8 +109,14 @@ EXAMPLES: dict[str, v.Situation] = {
     "fixed": v.Situation("proxy", W, W),
     "proxy-no-endpoints": v.Situation("proxy", F, F, proxy_ready=False),
     "proxy-failing": v.Situation("proxy", W, F, proxy_ready=True),
-    "node-local-dns": v.Situation("lb", H, H, rule=True, node_local_dns=True,
-                                  coredns_ok=False, reload=False),
+    "node-local-dns-reconciled": v.Situation("lb", H, H, rule=True, node_local_dns=True,
+                                             node_local_reconciled=True, coredns_ok=False,
+                                             node_local_configmap="kube-system/node-local-dns"),
+    "node-local-dns-missing": v.Situation("lb", H, H, rule=True, node_local_dns=True,
+                                          node_local_reconciled=False,
+                                          node_local_covered=False, coredns_ok=False,
+                                          reload=False,
+                                          node_local_configmap="kube-system/nodelocaldns"),
     "coredns-too-old": v.Situation("lb", H, S, rule=True, node_local_dns=False,
                                    coredns_ok=False, coredns_version="1.8.0"),
     "coredns-no-reload": v.Situation("other", S, H, rule=True, reload=False),
@@ -128,6 +138,62 @@ def test_examples_cover_the_whole_table() -> None:
 @pytest.mark.parametrize("code", sorted(EXAMPLES))
 def test_each_verdict_by_example(code: str) -> None:
     assert v.decide(EXAMPLES[code]).code == code
+
+
+@pytest.mark.parametrize(("reconciled", "covered", "code"), [
+    # The addon manager's ConfigMap: the controller cannot put our block there...
+    (True, False, "node-local-dns-reconciled"),
+    (True, None, "node-local-dns-reconciled"),
+    # ...unless it is there anyway (someone else wrote it): then node-local-dns passes.
+    (True, True, "dns-not-updated"),
+    (False, False, "node-local-dns-missing"),
+    (None, False, "node-local-dns-missing"),
+    (False, True, "dns-not-updated"),
+    (None, True, "dns-not-updated"),
+    # Coverage unknown and not known to be reconciled: nothing known to blame.
+    (False, None, "dns-not-updated"),
+    (None, None, "dns-not-updated"),
+])
+def test_node_local_dns_branches(reconciled: bool | None, covered: bool | None,
+                                 code: str) -> None:
+    s = v.Situation("lb", H, H, rule=True, node_local_dns=True,
+                    node_local_reconciled=reconciled, node_local_covered=covered)
+    assert v.decide(s).code == code
+    # Without node-local-dns (or not known to be there) its ConfigMap does not matter.
+    for deployed in (False, None):
+        other = v.Situation("lb", H, H, rule=True, node_local_dns=deployed,
+                            node_local_reconciled=reconciled, node_local_covered=covered)
+        assert v.decide(other).code == "dns-not-updated"
+    # The later rule-exists verdicts still apply once node-local-dns passes.
+    old = v.Situation("lb", H, H, rule=True, node_local_dns=True,
+                      node_local_reconciled=reconciled, node_local_covered=covered,
+                      coredns_ok=False)
+    assert v.decide(old).code == (code if code != "dns-not-updated" else "coredns-too-old")
+
+
+def test_node_local_dns_advice() -> None:
+    reconciled = v.decide(EXAMPLES["node-local-dns-reconciled"]).advice
+    assert "kube-system/node-local-dns" in reconciled and "addon manager" in reconciled
+    assert "docs/platforms/node-local-dns.md" in reconciled
+    missing = v.decide(EXAMPLES["node-local-dns-missing"]).advice
+    assert "kube-system/nodelocaldns" in missing and "--node-local-dns off" in missing
+    nowhere = v.decide(v.Situation("lb", H, H, rule=True, node_local_dns=True,
+                                   node_local_reconciled=False, node_local_covered=False))
+    assert nowhere.code == "node-local-dns-missing"
+    assert "neither kube-system/node-local-dns nor kube-system/nodelocaldns" in nowhere.advice
+    unknown = v.decide(v.Situation("lb", H, H, rule=True, node_local_dns=True))
+    assert unknown.code == "dns-not-updated" and "is unknown" in unknown.advice
+    assert "unknown" not in v.decide(EXAMPLES["dns-not-updated"]).advice
+
+
+def test_rule_missing_names_a_proxy_without_endpoints() -> None:
+    """The controller withdraws every rule while the proxy has no ready endpoint."""
+    plain = v.decide(EXAMPLES["rule-missing"]).advice
+    assert "template stanza" in plain and "rewrite" not in plain
+    down = v.decide(v.Situation("lb", H, H, rule=False, proxy_installed=True,
+                                proxy_ready=False))
+    assert down.code == "rule-missing"
+    assert "no ready endpoints" in down.advice and "--proxy-grace" in down.advice
 
 
 def test_advice_carries_the_details() -> None:
@@ -207,6 +273,51 @@ def test_summarize_reads_the_cluster_facts() -> None:
     assert v.verdict(deeper).code == "rule-missing"
 
 
+def node_local_facts(host: str, **cluster: object) -> HostFacts:
+    c = ClusterFacts(rule_hosts=(host,), reload_plugin=True, **cluster)  # type: ignore[arg-type]
+    return HostFacts(host, Resolution(("203.0.113.7",)), ("lb",), probe(EMPTY, OK, OK), None,
+                     lb(), c)
+
+
+@pytest.mark.parametrize(("host", "zones", "covered"), [
+    ("shop.example.com", {"shop.example.com"}, True),
+    ("shop.example.com", {"example.com"}, True),  # a *.example.com host's zone
+    ("a.shop.example.com", {"example.com"}, True),  # a zone covers every depth
+    ("shop.example.com", {"other.example.com"}, False),
+    ("example.com", {"shop.example.com"}, False),
+    ("shop.example.com", set(), False),
+])
+def test_summarize_reads_node_local_coverage(host: str, zones: set[str],
+                                             covered: bool) -> None:
+    s = v.summarize(node_local_facts(host, node_local_dns=True,
+                                     node_local_configmap="kube-system/node-local-dns",
+                                     node_local_reconciled=False,
+                                     node_local_zones=frozenset(zones)))
+    assert s.node_local_dns is True and s.node_local_reconciled is False
+    assert s.node_local_covered is covered
+    assert s.node_local_configmap == "kube-system/node-local-dns"
+
+
+def test_summarize_node_local_deployed_from_its_configmap() -> None:
+    """The DaemonSet unknown (the controller's Role reads none): the ConfigMap says it runs."""
+    s = v.summarize(node_local_facts("shop.example.com", node_local_dns=None,
+                                     node_local_configmap="kube-system/node-local-dns",
+                                     node_local_reconciled=True,
+                                     node_local_zones=frozenset()))
+    assert s.node_local_dns is True and s.node_local_reconciled is True
+    assert s.node_local_covered is False
+    assert v.decide(s).code == "node-local-dns-reconciled"
+    # Found absent stays absent, even with a leftover ConfigMap.
+    gone = v.summarize(node_local_facts("shop.example.com", node_local_dns=False,
+                                        node_local_configmap="kube-system/node-local-dns",
+                                        node_local_zones=frozenset()))
+    assert gone.node_local_dns is False and v.decide(gone).code == "dns-not-updated"
+    # DaemonSet and ConfigMap both unknown: unknown.
+    blind = v.summarize(node_local_facts("shop.example.com"))
+    assert blind.node_local_dns is None and blind.node_local_covered is None
+    assert v.decide(blind).code == "dns-not-updated"
+
+
 def test_summarize_without_cluster_knows_nothing() -> None:
     facts = HostFacts("a.example.com", Resolution(("198.51.100.1",)), ("other",),
                       probe(EMPTY, OK, OK), probe(EMPTY, EMPTY, OK, "tls"))
@@ -241,6 +352,10 @@ clusters = st.one_of(st.none(), st.builds(
     rule_hosts=st.one_of(st.none(), st.lists(st.sampled_from(
         ["a.example.com", "*.example.com", "b.example.org"]), max_size=3).map(tuple)),
     reload_plugin=st.sampled_from(TRI), node_local_dns=st.sampled_from(TRI),
+    node_local_configmap=st.sampled_from([None, "kube-system/node-local-dns"]),
+    node_local_reconciled=st.sampled_from(TRI),
+    node_local_zones=st.one_of(st.none(), st.sets(st.sampled_from(
+        ["a.example.com", "example.com", "example.org"]), max_size=2).map(frozenset)),
     coredns_version=st.one_of(st.none(), st.tuples(st.integers(0, 2), st.integers(0, 12),
                                                    st.integers(0, 9))),
 ))

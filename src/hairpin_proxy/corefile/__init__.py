@@ -36,6 +36,7 @@ from hairpin_proxy.corefile.rules import (
     MAX_TTL,
     Answers,
     match_regexes,
+    rules_bytes,
 )
 from hairpin_proxy.corefile.syntax import (
     DEFAULT_DNS_PORT,
@@ -76,6 +77,7 @@ __all__ = [
     "parse",
     "parse_address",
     "remove",
+    "rules_bytes",
     "served_zones",
     "strays",
     "tokenize",

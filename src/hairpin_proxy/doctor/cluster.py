@@ -16,6 +16,9 @@ from hairpin_proxy.doctor import facts as f
 from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
 from hairpin_proxy.policy import HostPolicy, PolicyResult, default_target, evaluate
 from hairpin_proxy.settings import DoctorSettings
+from hairpin_proxy.sinks.coredns import SinkError
+from hairpin_proxy.sinks.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
+from hairpin_proxy.sinks.nodelocal import NodeLocalSink
 
 T = TypeVar("T")
 
@@ -95,9 +98,13 @@ async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
     t_import = get("read the import ConfigMap",
                    resource_path("v1", "configmaps", sys_ns, s.import_configmap_name)) \
         if s.mode == "coredns-import" else None
-    # By name first: that is all the controller's own Role may read in kube-system.
+    # By name first (a narrow Role may allow just that); the controller's own Role reads no
+    # DaemonSets at all, only node-local-dns's ConfigMaps, by name.
     t_nld = get("read the node-local-dns DaemonSet",
                 resource_path("apps/v1", "daemonsets", "kube-system", "node-local-dns"))
+    t_nl_cms = [(ns, name, get(f"read the node-local-dns ConfigMap {ns}/{name}",
+                               resource_path("v1", "configmaps", ns, name)))
+                for ns, name in NODE_LOCAL_CANDIDATES]
     t_daemonsets = many("list DaemonSets in kube-system",
                         resource_path("apps/v1", "daemonsets", "kube-system"))
     t_deployments = many("list the CoreDNS Deployments",
@@ -109,6 +116,7 @@ async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
     import_cm = None if t_import is None else await t_import
     nld, daemonsets, deployments = await t_nld, await t_daemonsets, await t_deployments
     ingresses, classes = await t_ingresses, await t_classes
+    node_local = await _node_local_configmap(t_nl_cms, notes)
 
     lb_services = None
     if services is not None:
@@ -150,6 +158,9 @@ async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
         rule_hosts=rule_hosts,
         reload_plugin=reload,
         node_local_dns=_node_local_dns(nld, daemonsets, notes),
+        node_local_configmap=node_local.where,
+        node_local_reconciled=node_local.reconciled,
+        node_local_zones=node_local.zones,
         coredns_image=image,
         coredns_version=None if image is None else f.image_version(image),
         ingress_addresses=addresses,
@@ -168,6 +179,51 @@ def _node_local_dns(by_name: JsonObj | None, daemonsets: list[JsonObj] | None,
         # Absent by its usual name; other names could not be looked for.
         return False
     return None
+
+
+@dataclass(frozen=True)
+class _NodeLocal:
+    where: str | None = None
+    reconciled: bool | None = None
+    zones: frozenset[str] | None = None
+
+
+async def _node_local_configmap(
+        asked: list[tuple[str, str, asyncio.Task[JsonObj | None]]], notes: _Notes
+) -> _NodeLocal:
+    """node-local-dns's ConfigMap, under the first of the names the controller edits that
+    exists: whether the addon manager owns it, and the zones of our server block there.
+
+    None of them found (and none refused): no ConfigMap, so no block of ours anywhere. A
+    refused read with none found: unknown, as the refused one may be the one that exists.
+    """
+    found: list[tuple[str, str, JsonObj]] = []
+    refused = False
+    for ns, name, task in asked:
+        cm = await task
+        if cm is not None:
+            found.append((ns, name, cm))
+        elif f"read the node-local-dns ConfigMap {ns}/{name}" in notes.failed:
+            refused = True
+    if not found:
+        return _NodeLocal() if refused else _NodeLocal(reconciled=False, zones=frozenset())
+    ns, name, cm = found[0]
+    if len(found) > 1:
+        others = ", ".join(f"{n}/{m}" for n, m, _ in found[1:])
+        notes.problems.append(f"node-local-dns ConfigMaps {ns}/{name} and {others} both "
+                              f"exist: {ns}/{name} was read")
+    sink = NodeLocalSink(ns, name)
+    reconciled = sink.reconciled_by_addon_manager(cm)
+    try:
+        zones: frozenset[str] | None = frozenset(sink.current_hosts(cm))
+    except (SinkError, corefile.CorefileError) as exc:
+        notes.problems.append(f"cannot read node-local-dns's Corefile in {sink.where}: {exc}")
+        zones = None
+    if reconciled:
+        notes.problems.append(
+            f"node-local-dns ConfigMap {ns}/{name} is reconciled by the addon manager "
+            "(addonmanager.kubernetes.io/mode: Reconcile): the controller does not edit it")
+    return _NodeLocal(f"{ns}/{name}", reconciled, zones)
 
 
 def _cluster_ips(svc: JsonObj | None) -> tuple[str, ...]:

@@ -100,10 +100,20 @@ class ClusterFacts:
     proxy_service_found: bool | None = None
     proxy_addresses: tuple[str, ...] = ()
     proxy_ready_endpoints: int | None = None
-    # Hosts (and wildcards) whose rewrite rule is in effect; None when the Corefile is unknown.
+    # Hosts (and wildcards) whose DNS rule (template stanza, or an earlier version's rewrite
+    # rule) is in effect; None when the Corefile is unknown.
     rule_hosts: tuple[str, ...] | None = None
     reload_plugin: bool | None = None
+    # The NodeLocal DNSCache DaemonSet is deployed (None: it could not be looked for).
     node_local_dns: bool | None = None
+    # Its ConfigMap (namespace/name) when found under one of the names the controller edits.
+    node_local_configmap: str | None = None
+    # That ConfigMap carries addonmanager.kubernetes.io/mode: Reconcile, so the controller
+    # leaves it alone (False when there is none; None when it could not be read).
+    node_local_reconciled: bool | None = None
+    # The zones of our server block there (a ``*.d`` host shows as ``d``); empty when there
+    # is no block or no such ConfigMap; None when it could not be read.
+    node_local_zones: frozenset[str] | None = None
     coredns_image: str | None = None
     coredns_version: tuple[int, int, int] | None = None
     # host -> "ip or hostname" entries from the status of the Ingresses that name it.
@@ -266,7 +276,7 @@ def ingress_hosts_and_status(ingress: Mapping[str, Any]) -> tuple[tuple[str, ...
 
 
 def rule_covers(host: str, rule_hosts: Sequence[str]) -> bool:
-    """Whether a rewrite rule for one of ``rule_hosts`` applies to ``host`` (a ``*.`` wildcard
+    """Whether the DNS rule for one of ``rule_hosts`` applies to ``host`` (a ``*.`` wildcard
     covers exactly one more label, as the generated regex does)."""
     name = host.lower().rstrip(".")
     for rule in rule_hosts:
@@ -277,6 +287,17 @@ def rule_covers(host: str, rule_hosts: Sequence[str]) -> bool:
             label, _, rest = name.partition(".")
             if label and rest == r[2:]:
                 return True
+    return False
+
+
+def zone_covers(host: str, zones: Iterable[str]) -> bool:
+    """Whether a server block for ``zones`` takes queries for ``host``: the name is one of the
+    zones or lies under one, at any depth (our node-local-dns block's zones)."""
+    name = host.lower().rstrip(".")
+    for zone in zones:
+        z = zone.lower().rstrip(".")
+        if z and (name == z or name.endswith("." + z)):
+            return True
     return False
 
 

@@ -78,6 +78,10 @@ def _cluster_json(c: ClusterFacts) -> dict[str, Any]:
         "rule_hosts": None if c.rule_hosts is None else list(c.rule_hosts),
         "reload_plugin": c.reload_plugin,
         "node_local_dns": c.node_local_dns,
+        "node_local_configmap": c.node_local_configmap,
+        "node_local_reconciled": c.node_local_reconciled,
+        "node_local_zones": None if c.node_local_zones is None
+        else sorted(c.node_local_zones),
         "coredns_image": c.coredns_image,
         "coredns_version": None if c.coredns_version is None
         else ".".join(map(str, c.coredns_version)),
@@ -144,6 +148,21 @@ def _lb_line(svc: LbService) -> str:
     return f"{svc.name}: {entries}; {pp}"
 
 
+def _node_local_line(c: ClusterFacts) -> str:
+    text = f"DaemonSet: {_yes(c.node_local_dns)}"
+    if c.node_local_configmap is None:
+        if c.node_local_zones is not None:
+            text += "; ConfigMap: none"
+        elif c.node_local_reconciled is None:
+            text += "; ConfigMap: unknown"
+        return text
+    text += f"; ConfigMap {c.node_local_configmap}"
+    if c.node_local_reconciled:
+        text += " (reconciled by the addon manager)"
+    zones = "unknown" if c.node_local_zones is None else str(len(c.node_local_zones))
+    return text + f"; our zones there: {zones}"
+
+
 def _cluster_lines(c: ClusterFacts) -> list[str]:
     lines = ["cluster:"]
     if c.lb_services is None:
@@ -158,12 +177,12 @@ def _cluster_lines(c: ClusterFacts) -> list[str]:
     lines.append(f"  proxy Service      {found}{f' ({addrs})' if addrs else ''}; ready "
                  f"endpoints: {ready}")
     rules = "unknown" if c.rule_hosts is None else str(len(c.rule_hosts))
-    lines.append(f"  rewrite rules      {rules}; reload plugin: {_yes(c.reload_plugin)}")
+    lines.append(f"  DNS rules          {rules}; reload plugin: {_yes(c.reload_plugin)}")
     version = "unknown" if c.coredns_version is None else ".".join(map(str, c.coredns_version))
     ok = {True: "", False: " (older than 1.8.4)", None: ""}[c.coredns_ok]
     lines.append(f"  CoreDNS            {version}{ok}"
                  f"{f' [{c.coredns_image}]' if c.coredns_image else ''}")
-    lines.append(f"  node-local-dns     {_yes(c.node_local_dns)}")
+    lines.append(f"  node-local-dns     {_node_local_line(c)}")
     lines.extend(f"  note               {p}" for p in c.problems)
     return lines
 

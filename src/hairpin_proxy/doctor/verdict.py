@@ -22,36 +22,49 @@ How DNS reads: ``error`` (no address), ``proxy`` (every answer is the proxy Serv
 
 The decision list (``dns-*`` first, then by DNS class, then by what the probes saw):
 
-====================  ====  =================================================================
-code                  ok    when
-====================  ====  =================================================================
-dns-failed            no    the name does not resolve
-not-probed            no    it resolves, but both ports were skipped
-fixed                 yes   every answer is the proxy Service and every probed port works
-proxy-no-endpoints    no    every answer is the proxy Service, a port does not work, and the
-                            proxy Service has no ready endpoints
-proxy-failing         no    every answer is the proxy Service, a port does not work, and the
-                            proxy has (or may have) ready endpoints
-node-local-dns        no    hairpin, the rule exists, node-local-dns is deployed
-coredns-too-old       no    hairpin, the rule exists, no node-local-dns, CoreDNS < 1.8.4
-coredns-no-reload     no    hairpin, the rule exists, none of the above, no ``reload`` plugin
-dns-not-updated       no    hairpin, the rule exists, none of the above
-ipmode-ignored        no    hairpin, no rule in effect, the load balancer says ``ipMode: Proxy``
-rule-missing          no    hairpin, no rule in effect, hairpin-proxy is installed
-hairpin-confirmed     no    hairpin, no rule in effect, hairpin-proxy is not (known to be)
-                            installed
-not-needed-ipmode     yes   every probed port works and the load balancer says ``ipMode: Proxy``
-not-needed-hostname   yes   every probed port works and the load balancer publishes only a
-                            hostname
-works                 yes   every probed port works (nothing to fix)
-unreachable           no    no port shows the hairpin, and not every port works: something
-                            else is wrong (the advice says what was seen)
-====================  ====  =================================================================
+=========================  ====  ==============================================================
+code                       ok    when
+=========================  ====  ==============================================================
+dns-failed                 no    the name does not resolve
+not-probed                 no    it resolves, but both ports were skipped
+fixed                      yes   every answer is the proxy Service and every probed port works
+proxy-no-endpoints         no    every answer is the proxy Service, a port does not work, and
+                                 the proxy Service has no ready endpoints
+proxy-failing              no    every answer is the proxy Service, a port does not work, and
+                                 the proxy has (or may have) ready endpoints
+node-local-dns-reconciled  no    hairpin, the rule exists, node-local-dns is deployed, its
+                                 ConfigMap is reconciled by the addon manager, and our block
+                                 there does not (known to) cover the host
+node-local-dns-missing     no    hairpin, the rule exists, node-local-dns is deployed, its
+                                 ConfigMap is not (known to be) reconciled, and our block there
+                                 does not cover the host (or there is no such ConfigMap)
+coredns-too-old            no    hairpin, the rule exists, node-local-dns passed, CoreDNS
+                                 < 1.8.4
+coredns-no-reload          no    hairpin, the rule exists, none of the above, no ``reload``
+dns-not-updated            no    hairpin, the rule exists, none of the above
+ipmode-ignored             no    hairpin, no rule in effect, the load balancer says ``ipMode:
+                                 Proxy``
+rule-missing               no    hairpin, no rule in effect, hairpin-proxy is installed
+hairpin-confirmed          no    hairpin, no rule in effect, hairpin-proxy is not (known to be)
+                                 installed
+not-needed-ipmode          yes   every probed port works and the load balancer says ``ipMode:
+                                 Proxy``
+not-needed-hostname        yes   every probed port works and the load balancer publishes only
+                                 a hostname
+works                      yes   every probed port works (nothing to fix)
+unreachable                no    no port shows the hairpin, and not every port works:
+                                 something else is wrong (the advice says what was seen)
+=========================  ====  ==============================================================
 
 "hairpin" means: DNS is not ``proxy`` and at least one probed port reads ``hairpin``. "The
-rule exists" means the Corefile (or the imported key) has a rewrite rule covering the host;
-unknown counts as "no rule in effect". Unknown cluster facts never select a verdict that
-depends on them being true or false.
+rule exists" means the Corefile (or the imported key) has a rule of ours covering the host (a
+``template`` stanza, or an earlier version's ``rewrite`` rule); unknown counts as "no rule in
+effect". "node-local-dns passed" means: node-local-dns is not (known to be) deployed, or our
+server block in its Corefile covers the host, or that coverage is unknown and the ConfigMap is
+not known to be reconciled. node-local-dns counts as deployed when its DaemonSet is found, or
+when the DaemonSet could not be looked for (the controller's Role reads no DaemonSets) and its
+ConfigMap exists. Unknown cluster facts never select a verdict that depends on them being true
+or false.
 """
 
 from __future__ import annotations
@@ -61,7 +74,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
 
-from hairpin_proxy.doctor.facts import HostFacts, PortProbe, rule_covers
+from hairpin_proxy.doctor.facts import HostFacts, PortProbe, rule_covers, zone_covers
 
 Dns = Literal["error", "proxy", "mixed", "lb", "other"]
 Port = Literal["works", "hairpin", "fails", "skipped"]
@@ -80,13 +93,16 @@ class Situation:
     proxy_ready: bool | None = None
     ip_mode_proxy: bool | None = None
     hostname_only: bool | None = None
-    node_local_dns: bool | None = None
+    node_local_dns: bool | None = None  # deployed
+    node_local_reconciled: bool | None = None  # its ConfigMap is the addon manager's
+    node_local_covered: bool | None = None  # our block in its Corefile covers the host
     coredns_ok: bool | None = None
     reload: bool | None = None
     # Only for the advice text.
     dns_error: str = ""
     seen: str = ""
     coredns_version: str = ""
+    node_local_configmap: str = ""  # namespace/name; "" when none was found
 
     @cached_property
     def probed(self) -> tuple[Port, ...]:
@@ -136,6 +152,57 @@ def _no_rule(s: Situation) -> bool:
     return s.hairpin and s.rule is not True
 
 
+def _node_local_reconciled(s: Situation) -> bool:
+    return (s.node_local_dns is True and s.node_local_reconciled is True
+            and s.node_local_covered is not True)
+
+
+def _node_local_missing(s: Situation) -> bool:
+    return (s.node_local_dns is True and s.node_local_reconciled is not True
+            and s.node_local_covered is False)
+
+
+def _node_local_passed(s: Situation) -> bool:
+    """node-local-dns is not what keeps the names from CoreDNS (as far as is known)."""
+    return (s.node_local_dns is not True or s.node_local_covered is True
+            or (s.node_local_covered is None and s.node_local_reconciled is not True))
+
+
+def _node_local_missing_advice(s: Situation) -> str:
+    head = ("the rule exists but DNS still returns the load balancer address"
+            f"{_mixed_note(s)}: node-local-dns is deployed and answers before CoreDNS, ")
+    if not s.node_local_configmap:
+        return head + ("but neither kube-system/node-local-dns nor kube-system/nodelocaldns, "
+                       "the ConfigMaps the controller keeps our names in, exists: forward the "
+                       "names to CoreDNS in its Corefile yourself (see "
+                       "docs/platforms/node-local-dns.md)")
+    return head + (f"and its Corefile ({s.node_local_configmap}) has no hairpin-proxy server "
+                   "block covering this host, so it never asks CoreDNS for it: the controller "
+                   "writes that block unless it runs with --node-local-dns off; check its "
+                   "flags, its log and /readyz, or wait a moment if it has just started")
+
+
+def _not_updated_advice(s: Situation) -> str:
+    unknown = ""
+    if s.node_local_dns is True and s.node_local_covered is None:
+        unknown = (" (node-local-dns is deployed; whether it sends this name to CoreDNS is "
+                   "unknown)")
+    return ("the rule exists but DNS still returns the load balancer address"
+            f"{_mixed_note(s)}: wait for CoreDNS to reload (up to two minutes) and for "
+            f"cached answers to expire, then check again{unknown}")
+
+
+def _rule_missing_advice(s: Situation) -> str:
+    if s.proxy_ready is False:
+        return ("hairpin confirmed: hairpin-proxy is installed but no DNS rule for this host "
+                "is in effect, and the proxy Service has no ready endpoints: the controller "
+                "withdraws every rule while it has none (after --proxy-grace); check the "
+                "hairpin-proxy pods")
+    return ("hairpin confirmed: hairpin-proxy is installed but no DNS rule (template stanza) "
+            "for this host is in effect; check the controller's log and its --hosts-from, "
+            "--ingress-class, --domain settings")
+
+
 def _mixed_note(s: Situation) -> str:
     return " (some answers already point at hairpin-proxy)" if s.dns == "mixed" else ""
 
@@ -160,27 +227,31 @@ RULES: tuple[Rule, ...] = (
          lambda s: "resolves to hairpin-proxy, but requests through it fail "
                    f"({s.seen or 'no answer'}): check the proxy's target and --proxy-protocol "
                    "version against the ingress controller"),
-    Rule("node-local-dns", False,
-         lambda s: _rule_exists(s) and s.node_local_dns is True,
-         lambda s: "DNS still returns the load balancer address although the rule exists"
-                   f"{_mixed_note(s)}: node-local-dns bypasses CoreDNS; forward the names to "
-                   "CoreDNS there too (see the node-local-dns notes in the docs)"),
+    Rule("node-local-dns-reconciled", False,
+         lambda s: _rule_exists(s) and _node_local_reconciled(s),
+         lambda s: "the rule exists but DNS still returns the load balancer address"
+                   f"{_mixed_note(s)}: node-local-dns answers before CoreDNS, and its "
+                   f"ConfigMap {s.node_local_configmap or '(unknown)'} is reconciled by the "
+                   "addon manager (addonmanager.kubernetes.io/mode: Reconcile), which reverts "
+                   "edits, so the controller cannot keep the names there; see "
+                   "docs/platforms/node-local-dns.md for the options"),
+    Rule("node-local-dns-missing", False,
+         lambda s: _rule_exists(s) and _node_local_missing(s),
+         _node_local_missing_advice),
     Rule("coredns-too-old", False,
-         lambda s: _rule_exists(s) and s.node_local_dns is not True and s.coredns_ok is False,
+         lambda s: _rule_exists(s) and _node_local_passed(s) and s.coredns_ok is False,
          lambda s: f"the rule exists but CoreDNS {s.coredns_version or '(unknown)'} predates "
                    "1.8.4 and answers rewritten names wrongly: upgrade CoreDNS"),
     Rule("coredns-no-reload", False,
-         lambda s: (_rule_exists(s) and s.node_local_dns is not True
+         lambda s: (_rule_exists(s) and _node_local_passed(s)
                     and s.coredns_ok is not False and s.reload is False),
          lambda s: "the rule exists but the Corefile has no reload plugin, so CoreDNS never "
                    "read it: add reload or restart CoreDNS (kubectl -n kube-system rollout "
                    "restart deployment coredns)"),
     Rule("dns-not-updated", False,
-         lambda s: (_rule_exists(s) and s.node_local_dns is not True
+         lambda s: (_rule_exists(s) and _node_local_passed(s)
                     and s.coredns_ok is not False and s.reload is not False),
-         lambda s: "the rule exists but DNS still returns the load balancer address"
-                   f"{_mixed_note(s)}: wait for CoreDNS to reload (up to two minutes) and for "
-                   "cached answers to expire, then check again"),
+         _not_updated_advice),
     Rule("ipmode-ignored", False,
          lambda s: _no_rule(s) and s.ip_mode_proxy is True,
          lambda s: "hairpin confirmed although the load balancer reports ipMode Proxy: the "
@@ -188,9 +259,7 @@ RULES: tuple[Rule, ...] = (
                    "hairpin-proxy or fix the service proxy"),
     Rule("rule-missing", False,
          lambda s: _no_rule(s) and s.ip_mode_proxy is not True and s.proxy_installed is True,
-         lambda s: "hairpin confirmed: hairpin-proxy is installed but no rewrite rule for this "
-                   "host is in effect; check the controller's log and its --hosts-from, "
-                   "--ingress-class, --domain settings"),
+         _rule_missing_advice),
     Rule("hairpin-confirmed", False,
          lambda s: (_no_rule(s) and s.ip_mode_proxy is not True
                     and s.proxy_installed is not True),
@@ -283,16 +352,28 @@ def summarize(facts: HostFacts) -> Situation:
     ready = None
     if c is not None and c.proxy_ready_endpoints is not None:
         ready = c.proxy_ready_endpoints > 0
+    node_local = covered = None
+    if c is not None:
+        node_local = c.node_local_dns
+        if node_local is None and c.node_local_configmap is not None:
+            # The DaemonSet could not be looked for (the controller's Role reads none); its
+            # ConfigMap, under the names the controller edits, says it is there.
+            node_local = True
+        if c.node_local_zones is not None:
+            covered = zone_covers(facts.host, c.node_local_zones)
     return Situation(
         dns=dns_state(facts), http=port_state(facts.http), tls=port_state(facts.tls),
         rule=rule,
         proxy_installed=None if c is None else c.proxy_service_found,
         proxy_ready=ready,
         ip_mode_proxy=ip_mode_proxy, hostname_only=hostname_only,
-        node_local_dns=None if c is None else c.node_local_dns,
+        node_local_dns=node_local,
+        node_local_reconciled=None if c is None else c.node_local_reconciled,
+        node_local_covered=covered,
         coredns_ok=None if c is None else c.coredns_ok,
         reload=None if c is None else c.reload_plugin,
         dns_error=facts.resolution.error, seen=seen(facts), coredns_version=version,
+        node_local_configmap="" if c is None else c.node_local_configmap or "",
     )
 
 

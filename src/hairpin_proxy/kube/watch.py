@@ -67,7 +67,8 @@ class Reflector:
                  params: Mapping[str, str] | None = None,
                  silence_timeout: float = 70.0,
                  on_restart: Callable[[str, str], None] | None = None,
-                 backoff: Backoff | None = None) -> None:
+                 backoff: Backoff | None = None,
+                 transform: Callable[[JsonObj], JsonObj] | None = None) -> None:
         self.client = client
         self.path = path
         self.kind = kind
@@ -77,6 +78,9 @@ class Reflector:
         # Called with (kind, why) whenever a watch has to be re-established.
         self.on_restart = on_restart
         self.backoff = backoff or Backoff()
+        # What is kept of each object: by default all but managedFields; a caller that reads
+        # only a few fields keeps only those (tens of thousands of Ingresses).
+        self.keep = transform or _strip
         self.cache: dict[str, JsonObj] = {}
         self.resource_version = ""
         self.synced = asyncio.Event()
@@ -129,7 +133,8 @@ class Reflector:
 
     async def _list(self) -> None:
         items, rv = await self.client.list(self.path, self.params)
-        fresh = {object_key(o): _strip(o) for o in items}
+        keep = self.keep
+        fresh = {object_key(o): keep(o) for o in items}
         changed = fresh != self.cache or not self.synced.is_set()
         self.cache = fresh
         self.resource_version = rv
@@ -169,7 +174,7 @@ class Reflector:
                 continue
             key = object_key(obj)
             if etype in ("ADDED", "MODIFIED"):
-                self.cache[key] = _strip(obj)
+                self.cache[key] = self.keep(obj)
             elif etype == "DELETED":
                 self.cache.pop(key, None)
             else:
