@@ -7,12 +7,15 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from publicsuffixlist import PublicSuffixList
 
 from hairpin_proxy.policy import (
+    ClassIndex,
     HostPolicy,
     PolicyResult,
     Rejection,
     check_host,
+    class_index,
     default_ingress_classes,
     default_target,
     evaluate,
@@ -77,7 +80,12 @@ ACCEPTED = [
     (LONGEST, LONGEST),
     ("my.cluster.local.example.com", "my.cluster.local.example.com"),
     ("localhost.example.com", "localhost.example.com"),
-    ("example.home.arpa", "example.home.arpa"),
+    ("svc.example.com", "svc.example.com"),
+    ("home.arpa.example.com", "home.arpa.example.com"),
+    ("*.example.co.uk", "*.example.co.uk"),
+    ("example.co.uk", "example.co.uk"),
+    ("x.github.io", "x.github.io"),
+    ("*.x.github.io", "*.x.github.io"),
 ]
 
 
@@ -128,6 +136,18 @@ REJECTED = [
     ("in-addr.arpa", "at or under in-addr.arpa"),
     ("b.a.ip6.arpa", "at or under ip6.arpa"),
     ("foo.localhost", "at or under localhost"),
+    ("*.foo.localhost", "at or under localhost"),
+    ("example.home.arpa", "a name at or under home.arpa, used inside home and private networks"),
+    ("home.arpa", "a name at or under home.arpa, used inside home and private networks"),
+    ("my-db.internal", "a name under a top-level label used inside clusters (internal)"),
+    ("web.prod.svc", "a name under a top-level label used inside clusters (svc)"),
+    ("*.apps.local", "a name under a top-level label used inside clusters (local)"),
+    ("db.cluster", "a name under a top-level label used inside clusters (cluster)"),
+    # public suffixes (ICANN and private sections of the list)
+    ("co.uk", "a public suffix (co.uk), shared by many owners"),
+    ("github.io", "a public suffix (github.io), shared by many owners"),
+    ("*.co.uk", "wildcard covers a whole public suffix (co.uk)"),
+    ("*.github.io", "wildcard covers a whole public suffix (github.io)"),
     ("hairpin-proxy.hairpin-proxy.svc.cluster.local", "the proxy's own target name"),
     ("hairpin-proxy.hairpin-proxy.svc.cluster.local.", "the proxy's own target name"),
     ("localhost", "single-label name"),
@@ -245,12 +265,15 @@ def test_default_target() -> None:
 def test_from_settings_maps_every_field() -> None:
     s = PolicySettings(hosts_from="all", ingress_class=("nginx",), include_namespace=("a",),
                        exclude_namespace=("b",), domain=("example.com",),
-                       cluster_domain="corp.internal")
+                       cluster_domain="corp.internal", max_hosts_per_ingress=7)
     policy = HostPolicy.from_settings(s, "")
     assert policy == HostPolicy(hosts_from="all", ingress_classes=("nginx",),
                                 include_namespaces=("a",), exclude_namespaces=("b",),
                                 domains=("example.com",), cluster_domain="corp.internal",
-                                target="hairpin-proxy.hairpin-proxy.svc.corp.internal.")
+                                target="hairpin-proxy.hairpin-proxy.svc.corp.internal.",
+                                max_hosts_per_ingress=7)
+    assert policy.max_hosts_per_ingress == 7
+    assert HostPolicy.from_settings(PolicySettings(), "").max_hosts_per_ingress == 100
     assert HostPolicy.from_settings(s, "x.example.org.").target == "x.example.org."
 
 
@@ -283,6 +306,9 @@ def test_class_matrix(selected: tuple[str, ...], classes: list[dict[str, Any]],
     assert result.hosts == (("a.example.com",) if matches else ())
     defaults = frozenset(c["metadata"]["name"] for c in classes
                          if c["metadata"].get("annotations"))
+    assert ingress_matches(ing, policy, class_index(classes)) is matches
+    assert class_index(classes).defaults == defaults == default_ingress_classes(classes)
+    # The bare set of defaults (the older form) checks no class for existence.
     assert ingress_matches(ing, policy, defaults) is matches
 
 
@@ -465,6 +491,7 @@ long_names = st.lists(st.text(alphabet="ab1-", min_size=50, max_size=70), min_si
 host_like = (st.text(alphabet=LABEL_ALPHABET, max_size=40) | st.text(max_size=20) | long_names
              | st.from_regex(r"\A(\*\.)?([a-z0-9]([a-z0-9-]{0,5}[a-z0-9])?\.){1,4}[a-z]{2,6}\.?\Z"))
 
+PSL = PublicSuffixList()  # the package itself, as the reference for public suffixes
 _REF_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?")
 
 
@@ -496,8 +523,10 @@ def test_check_host_agrees_with_a_reference_and_always_gives_a_reason(host: str)
     assert (name is None) != (reason is None)
     bare = host.lower().removesuffix(".").removeprefix("*.")
     protected = any(bare == z or bare.endswith("." + z)
-                    for z in ("never.test", "in-addr.arpa", "ip6.arpa", "localhost"))
-    valid = reference_valid(host) and not protected
+                    for z in ("never.test", "in-addr.arpa", "ip6.arpa", "localhost", "home.arpa"))
+    internal = bare.rpartition(".")[2] in ("svc", "local", "cluster", "internal")
+    valid = reference_valid(host) and not protected and not internal \
+        and not PSL.is_public(bare)
     assert (name is not None) == valid, (host, reason)
     # The generic fallback means a failure nobody diagnosed: it must stay unreachable.
     assert reason != "not a valid DNS name"
@@ -550,8 +579,8 @@ def test_evaluate_is_the_merge_of_per_ingress_results(
         domains: list[str]) -> None:
     policy = HostPolicy(hosts_from=hosts_from, domains=tuple(domains),
                         ingress_classes=("nginx",) if with_class else ())
-    defaults = default_ingress_classes(classes)
-    parts = [evaluate_ingress(x, policy, defaults) for x in ingresses]
+    index = class_index(classes)
+    parts = [evaluate_ingress(x, policy, index) for x in ingresses]
     whole = evaluate(ingresses, classes, policy)
     assert merge(parts) == whole
     assert dict(merge(parts).sources) == dict(whole.sources)
@@ -565,8 +594,8 @@ def test_evaluate_is_the_merge_of_per_ingress_results(
 
 def test_merge_counts_each_ingress_once_per_host_and_keeps_their_order() -> None:
     a = evaluate_ingress(tls_ingress("x.example.com", "X.example.com.", "10.0.0.1", name="a"),
-                         POLICY, frozenset())
-    b = evaluate_ingress(tls_ingress("x.example.com", name="b"), POLICY, frozenset())
+                         POLICY, ClassIndex())
+    b = evaluate_ingress(tls_ingress("x.example.com", name="b"), POLICY, ClassIndex())
     assert a.hosts == ("x.example.com",) and a.origin == "default/a"
     merged = merge([b, a, a])
     assert merged.hosts == ("x.example.com",)
@@ -603,3 +632,119 @@ def test_a_wildcard_covering_several_protected_names_names_the_target_first() ->
     policy = HostPolicy(cluster_domain="k8s.example.com", target="proxy.example.com.")
     assert check_host("*.example.com", policy) == (
         None, "wildcard covers the proxy's own target name")
+
+
+# --------------------------------------------------------------------------- class existence
+
+def test_class_index_lists_every_class_and_the_defaults() -> None:
+    objs: list[Any] = [ingress_class("nginx", default=True), ingress_class("traefik"), None,
+                       {"metadata": {"name": 3}}, {"metadata": {"name": ""}}, {"metadata": []}]
+    assert class_index(objs) == ClassIndex(frozenset({"nginx"}), frozenset({"nginx", "traefik"}))
+    assert class_index([]) == ClassIndex() == ClassIndex(frozenset(), frozenset())
+
+
+@pytest.mark.parametrize("selected", [(), ("nginx",), ("nginx-typo",)])
+def test_an_ingress_naming_a_missing_class_is_refused_with_a_reason(
+        selected: tuple[str, ...]) -> None:
+    policy = HostPolicy(ingress_classes=selected)
+    ings = [tls_ingress("typo.example.com", name="typo", cls="nginx-typo"),
+            tls_ingress("ok.example.com", name="ok", cls="nginx")]
+    result = evaluate(ings, NGINX_DEFAULT, policy)
+    assert result.rejections == (
+        Rejection("default", "typo", "", "IngressClass 'nginx-typo' does not exist"),)
+    assert result.hosts == (() if selected == ("nginx-typo",) else ("ok.example.com",))
+    assert not ingress_matches(ings[0], policy, class_index(NGINX_DEFAULT))
+    assert str(result.rejections[0]) == \
+        "default/typo: IngressClass 'nginx-typo' does not exist"
+
+
+def test_a_class_that_exists_but_is_not_served_is_ignored_silently() -> None:
+    result = evaluate([tls_ingress("t.example.com", cls="traefik", name="t")], NGINX_DEFAULT,
+                      HostPolicy(ingress_classes=("nginx",)))
+    assert result == PolicyResult((), (), {})
+
+
+def test_the_legacy_annotation_needs_no_ingressclass_object() -> None:
+    policy = HostPolicy(ingress_classes=("nginx",))
+    result = evaluate([tls_ingress("a.example.com", annotation="nginx")], [], policy)
+    assert (result.hosts, result.rejections) == (("a.example.com",), ())
+    # Without a class filter, an unknown annotation value is not checked either.
+    result = evaluate([tls_ingress("a.example.com", annotation="whatever")], [], POLICY)
+    assert (result.hosts, result.rejections) == (("a.example.com",), ())
+
+
+def test_a_missing_class_in_an_excluded_namespace_stays_silent() -> None:
+    policy = HostPolicy(exclude_namespaces=("other",))
+    result = evaluate([tls_ingress("a.example.com", cls="ghost", namespace="other")], [], policy)
+    assert result == PolicyResult((), (), {})
+
+
+def test_class_existence_is_checked_whatever_the_defaults() -> None:
+    # A default class serves class-less Ingresses; it does not make a missing name exist.
+    for classes in (NGINX_DEFAULT, NO_DEFAULT, []):
+        result = evaluate([tls_ingress("a.example.com", cls="ghost"), tls_ingress(
+            "b.example.com", name="free")], classes, POLICY)
+        assert [r.reason for r in result.rejections] == ["IngressClass 'ghost' does not exist"]
+        assert result.hosts == ("b.example.com",)
+
+
+def test_odd_class_names_are_shown_log_safe() -> None:
+    result = evaluate([tls_ingress("a.example.com", cls="x\ny" + "z" * 300)], [], POLICY)
+    (rej,) = result.rejections
+    assert "\n" not in rej.reason and len(rej.reason) < 160
+    assert rej.reason.startswith("IngressClass 'x\\ny") and rej.reason.endswith("does not exist")
+
+
+def test_a_bare_set_of_defaults_checks_no_existence() -> None:
+    ing = tls_ingress("a.example.com", cls="ghost")
+    assert evaluate_ingress(ing, POLICY, frozenset()).hosts == ("a.example.com",)
+    assert evaluate_ingress(ing, POLICY, ClassIndex(frozenset(), None)).hosts == ("a.example.com",)
+    assert evaluate_ingress(ing, POLICY, ClassIndex()).rejections[0].reason == \
+        "IngressClass 'ghost' does not exist"
+
+
+# --------------------------------------------------------------------------- host limit
+
+def _many(count: int, **kw: Any) -> dict[str, Any]:
+    return tls_ingress(*(f"h{i}.example.com" for i in range(count)), **kw)
+
+
+def test_the_host_limit_is_inclusive() -> None:
+    assert HostPolicy().max_hosts_per_ingress == 100
+    ok = evaluate([_many(100)], [], POLICY)
+    assert len(ok.hosts) == 100 and ok.rejections == ()
+    over = evaluate([_many(101, name="big"), tls_ingress("small.example.com", name="small")], [],
+                    POLICY)
+    assert over.hosts == ("small.example.com",)
+    assert over.rejections == (Rejection(
+        "default", "big", "",
+        "asks for 101 hosts, more than the limit of 100 per Ingress (--max-hosts-per-ingress)"),)
+
+
+def test_the_host_limit_counts_distinct_names() -> None:
+    policy = HostPolicy(max_hosts_per_ingress=2, hosts_from="all")
+    # One name in three spellings, in tls and rules: one host.
+    ing = ingress(tls=[{"hosts": ["a.example.com", "A.example.com."]}],
+                  rules=[{"host": "a.example.com"}, {"host": "b.example.com"}])
+    assert evaluate([ing], [], policy).hosts == ("a.example.com", "b.example.com")
+    ing["spec"]["rules"].append({"host": "c.example.com"})
+    (rej,) = evaluate([ing], [], policy).rejections
+    assert rej.host == "" and "3 hosts" in rej.reason and "limit of 2 " in rej.reason
+    # Invalid values count too: the limit bounds what an Ingress may ask, not what passes.
+    bad = tls_ingress("a.example.com", 7, "10.0.0.1")
+    assert "3 hosts" in evaluate([bad], [], policy).rejections[0].reason
+
+
+def test_a_zero_limit_means_none() -> None:
+    policy = HostPolicy(max_hosts_per_ingress=0)
+    assert len(evaluate([_many(1000)], [], policy).hosts) == 1000
+    with pytest.raises(ValueError, match="max_hosts_per_ingress"):
+        HostPolicy(max_hosts_per_ingress=-1)
+
+
+@given(st.integers(min_value=1, max_value=12), st.integers(min_value=0, max_value=15))
+@settings(max_examples=100)
+def test_the_limit_refuses_exactly_the_ingresses_above_it(limit: int, count: int) -> None:
+    result = evaluate([_many(count)], [], HostPolicy(max_hosts_per_ingress=limit))
+    assert len(result.hosts) == (count if count <= limit else 0)
+    assert len(result.rejections) == (count > limit)

@@ -359,3 +359,18 @@ def test_console_script_error_and_closed_pipe(tmp_path: Path) -> None:
         check=False)
     assert "Traceback" not in pipeline.stderr
     assert pipeline.stdout.strip() == "0"
+
+
+def test_class_existence_is_checked_only_when_classes_are_given(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    ing = ("apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: web, namespace: a}\n"
+           "spec: {ingressClassName: typo, tls: [{hosts: [a.example.com]}]}\n")
+    (tmp_path / "ing.yaml").write_text(ing)
+    code, out, _ = render(capsys, "--corefile", COREFILE, "--ingress", tmp_path / "ing.yaml")
+    assert code == 0 and corefile.managed_hosts(out) == ("a.example.com",)
+    (tmp_path / "classes.yaml").write_text(
+        "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {name: nginx}\n"
+        "spec: {controller: k8s.io/ingress-nginx}\n")
+    code, out, err = render(capsys, "--corefile", COREFILE, "--ingress", tmp_path)
+    assert code == 0 and corefile.managed_hosts(out) == ()
+    assert "IngressClass 'typo' does not exist" in err

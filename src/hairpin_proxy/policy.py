@@ -4,6 +4,19 @@ Whoever may create an Ingress in any namespace controls these strings, and a rew
 hijacks cluster-wide DNS for the name, so every host is validated as hostile input: anything
 that is not a plain public-looking DNS name (or a one-label wildcard of one) is rejected with
 a reason, and malformed objects become rejections rather than exceptions.
+
+Names are also judged against the Public Suffix List (the copy that ships with the
+``publicsuffixlist`` package, read once per process; ICANN *and* private sections): a name that
+is itself a public suffix (``co.uk``, ``github.io``) is refused, and so is a wildcard whose
+base is one (``*.co.uk``, ``*.github.io``), since it would capture names of many unrelated
+owners. The private section counts because ``*.github.io`` covers other people's sites just as
+``*.co.uk`` covers other people's companies. Names under top-level labels used inside clusters
+and private networks (``svc``, ``local``, ``cluster``, ``internal``, ``localhost``,
+``home.arpa``) are refused whatever the cluster domain.
+
+An Ingress whose ``spec.ingressClassName`` names an IngressClass that does not exist is
+refused as a whole (the legacy ``kubernetes.io/ingress.class`` annotation needs no object), and
+so is one asking for more than ``max_hosts_per_ingress`` distinct hosts.
 """
 
 from __future__ import annotations
@@ -13,7 +26,10 @@ import ipaddress
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
+
+from publicsuffixlist import PublicSuffixList
 
 if TYPE_CHECKING:
     from hairpin_proxy.settings import PolicySettings
@@ -26,6 +42,13 @@ RESERVED_ZONES = ("in-addr.arpa", "ip6.arpa", "localhost")
 DEFAULT_CLUSTER_DOMAIN = "cluster.local"
 MAX_NAME = 253
 MAX_LABEL = 63
+# Top-level labels that name things inside clusters and private networks, never public sites:
+# a rewrite there would shadow names the cluster's own DNS (or a node's) answers.
+CLUSTER_TLDS = frozenset({"svc", "local", "cluster", "internal", "localhost"})
+# RFC 8375: the zone for home networks. Its top-level label (arpa) is public, so it goes apart.
+HOME_ZONE = "home.arpa"
+# Names ending so are looked at closer (home.arpa is the only refused name under arpa).
+_SPECIAL_SUFFIXES = (*(f".{tld}" for tld in sorted(CLUSTER_TLDS)), f".{HOME_ZONE}")
 
 # The common case (a valid, lower-case, multi-label name without its root dot) is decided by
 # this one match plus a length test; only names that fail pay for the step-by-step diagnosis
@@ -64,6 +87,8 @@ class HostPolicy:
     target: str = "hairpin-proxy.hairpin-proxy.svc.cluster.local."
     # Zones the cluster's DNS already answers itself (read from the Corefile): never ours.
     served_zones: tuple[str, ...] = ()
+    # An Ingress asking for more distinct hosts than this is refused as a whole; 0: no limit.
+    max_hosts_per_ingress: int = 100
     # Derived once per policy so evaluate() compiles and normalises nothing per call.
     _zones: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _dotted_zones: tuple[str, ...] = field(init=False, repr=False, compare=False)
@@ -75,11 +100,20 @@ class HostPolicy:
     _classes: frozenset[str] = field(init=False, repr=False, compare=False)
     _include: frozenset[str] = field(init=False, repr=False, compare=False)
     _exclude: frozenset[str] = field(init=False, repr=False, compare=False)
+    # The Public Suffix List's rules (shared by every policy of the process), None when only
+    # the package can answer.
+    _psl_public: frozenset[str] | None = field(init=False, repr=False, compare=False)
+    _psl_wildcard: frozenset[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.hosts_from not in HOSTS_FROM:
             raise ValueError(f"hosts_from must be one of {', '.join(HOSTS_FROM)}, "
                              f"got {self.hosts_from!r}")
+        if isinstance(self.max_hosts_per_ingress, bool) \
+                or not isinstance(self.max_hosts_per_ingress, int) \
+                or self.max_hosts_per_ingress < 0:
+            raise ValueError("max_hosts_per_ingress must be a whole number, 0 or more, "
+                             f"got {self.max_hosts_per_ingress!r}")
         cluster = _norm_domain(self.cluster_domain)
         if not cluster:
             raise ValueError("cluster_domain must not be empty")
@@ -92,6 +126,7 @@ class HostPolicy:
              *(z for z in map(_norm_domain, self.served_zones) if z))))
         target = _norm_domain(self.target)
         protected = tuple(z for z in (target, *zones) if z)
+        suffixes = _rule_sets()
         derived = {
             "_zones": zones,
             "_dotted_zones": tuple("." + z for z in zones),
@@ -103,6 +138,8 @@ class HostPolicy:
             "_classes": frozenset(self.ingress_classes),
             "_include": frozenset(self.include_namespaces),
             "_exclude": frozenset(self.exclude_namespaces),
+            "_psl_public": None if suffixes is None else suffixes.public,
+            "_psl_wildcard": frozenset() if suffixes is None else suffixes.wildcard,
         }
         for key, value in derived.items():
             object.__setattr__(self, key, value)
@@ -118,6 +155,7 @@ class HostPolicy:
             domains=tuple(s.domain),
             cluster_domain=s.cluster_domain,
             target=target or default_target(s.cluster_domain),
+            max_hosts_per_ingress=s.max_hosts_per_ingress,
         )
 
 
@@ -155,6 +193,12 @@ def show(value: object) -> str:
     return text if len(text) <= _SHOW_MAX else text[:_SHOW_MAX] + "…"
 
 
+def _quoted(value: str) -> str:
+    """``value`` in quotes, log-safe and short: 'nginx'."""
+    text = repr(value)
+    return text if len(text) <= _SHOW_MAX else text[:_SHOW_MAX] + "…"
+
+
 def _is_ip(text: str) -> bool:
     candidate = text[1:-1] if text.startswith("[") and text.endswith("]") else text
     candidate = candidate.removesuffix(".")
@@ -163,6 +207,97 @@ def _is_ip(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+# --------------------------------------------------------------------------- public suffixes
+
+class _Suffixes(NamedTuple):
+    """The Public Suffix List's rules as three sets, for a few set lookups per name."""
+
+    public: frozenset[str]  # exact rules and the roots of wildcard rules ("ck" for "*.ck")
+    wildcard: frozenset[str]  # roots of wildcard rules: every child is public ("ck")
+    exceptions: frozenset[str]  # names of exception rules ("www.ck" for "!www.ck")
+
+
+_psl_instance: PublicSuffixList | None = None
+_suffixes: _Suffixes | None = None
+_suffixes_ready = False
+
+
+def _psl() -> PublicSuffixList:
+    """The process's one PublicSuffixList (the package's bundled copy, ICANN and private)."""
+    global _psl_instance
+    if _psl_instance is None:
+        _psl_instance = PublicSuffixList()
+    return _psl_instance
+
+
+def _rule_sets() -> _Suffixes | None:
+    """The list's rules as sets, or None when this version of the package keeps them otherwise
+    (then every question goes to the package, cached)."""
+    global _suffixes, _suffixes_ready
+    if not _suffixes_ready:
+        _suffixes = _read_rules(_psl())
+        _suffixes_ready = True
+    return _suffixes
+
+
+def _read_rules(psl: PublicSuffixList) -> _Suffixes | None:
+    rules = getattr(psl, "_publicsuffix", None)
+    if not isinstance(rules, (set, frozenset)) or not rules \
+            or not all(isinstance(r, str) for r in rules):
+        return None
+    wildcard = frozenset(r[2:] for r in rules if r.startswith("*."))
+    exceptions = frozenset(r[1:] for r in rules if r.startswith("!"))
+    exact = frozenset(r for r in rules if not r.startswith(("*.", "!")))
+    found = _Suffixes(exact | wildcard, wildcard, exceptions)
+    # The sets stand in for the package's own matching: if they disagree on names whose
+    # answers are known, its internals changed, and the package answers instead.
+    for name in ("com", "co.uk", "github.io", "example.com", "www.example.co.uk", "foo.ck",
+                 "www.ck", "kobe.jp", "city.kobe.jp", "x.city.kobe.jp", "a.kawasaki.jp",
+                 "s3.amazonaws.com", "amazonaws.com"):
+        if _public_by_sets(name, found) != psl.is_public(name):
+            return None
+    return found
+
+
+def _public_by_sets(name: str, rules: _Suffixes) -> bool:
+    """``PublicSuffixList.is_public`` for a lower-case name of at least two labels: the name is
+    listed (or the root of a wildcard rule), or its parent's wildcard rule covers it, and no
+    exception rule lifts it out."""
+    if name in rules.public:
+        return name not in rules.exceptions
+    parent = name.partition(".")[2]
+    return parent in rules.wildcard and parent not in rules.exceptions \
+        and name not in rules.exceptions
+
+
+@lru_cache(maxsize=65536)
+def _public_by_package(name: str) -> bool:
+    return _psl().is_public(name)
+
+
+def is_public_suffix(name: str) -> bool:
+    """Whether ``name`` (lower case, no root dot) is a public suffix (ICANN or private section):
+    ``com``, ``co.uk``, ``github.io``; a name unknown to the list is public when it is a single
+    label."""
+    if "." not in name:
+        return True
+    rules = _rule_sets()
+    if rules is None:
+        return _public_by_package(name)
+    return _public_by_sets(name, rules)
+
+
+def _cluster_tld_reason(name: str) -> str | None:
+    """Why ``name`` (valid, lower case, two labels or more) is refused for its top-level label,
+    or None. Only names ending in one of ``_SPECIAL_SUFFIXES`` get here."""
+    tld = name[name.rfind(".") + 1:]
+    if tld in CLUSTER_TLDS:
+        return f"a name under a top-level label used inside clusters ({tld})"
+    if tld == "arpa" and (name == HOME_ZONE or name.endswith("." + HOME_ZONE)):
+        return f"a name at or under {HOME_ZONE}, used inside home and private networks"
+    return None
 
 
 def _syntax_reason(host: str) -> str:
@@ -218,6 +353,10 @@ def _check_str(host: str, policy: HostPolicy) -> tuple[str | None, str | None, b
     # A wildcard's base is a suffix of the name, so this also covers "*.<zone>".
     if name.endswith(policy._dotted_zones) or name in policy._protected:
         return None, _protected_reason(name, policy), False
+    if name.endswith(_SPECIAL_SUFFIXES) or name == HOME_ZONE:
+        reason = _cluster_tld_reason(name)
+        if reason is not None:
+            return None, reason, False
     if name[0] == "*":
         base = name[2:]
         # "*.base" matches exactly one more label: refuse if that covers a protected name.
@@ -225,8 +364,15 @@ def _check_str(host: str, policy: HostPolicy) -> tuple[str | None, str | None, b
             if protected.partition(".")[2] == base:
                 what = "the proxy's own target name" if protected == policy._target else protected
                 return None, f"wildcard covers {what}", False
+        if is_public_suffix(base):
+            return None, f"wildcard covers a whole public suffix ({base})", False
     else:
         base = name
+        # Two set lookups rule out nearly every name before the exact test.
+        public = policy._psl_public
+        if (public is None or name in public
+                or name[name.find(".") + 1:] in policy._psl_wildcard) and is_public_suffix(name):
+            return None, f"a public suffix ({name}), shared by many owners", False
     if policy._domains and base not in policy._domains \
             and not base.endswith(policy._dotted_domains):
         allowed = ", ".join(sorted(policy._domains))
@@ -251,21 +397,47 @@ def check_host(host: object, policy: HostPolicy) -> tuple[str | None, str | None
     return name, reason
 
 
-def default_ingress_classes(ingress_classes: Iterable[Any]) -> frozenset[str]:
-    """Names of the IngressClasses marked as the cluster default; malformed ones are skipped."""
+@dataclass(frozen=True)
+class ClassIndex:
+    """What the policy needs to know of the cluster's IngressClasses.
+
+    ``defaults``: the classes marked as the cluster default (they serve class-less Ingresses);
+    ``names``: every class that exists. ``names=None`` means "not known": Ingresses naming a
+    class are then not checked for its existence (the form a bare ``frozenset`` of defaults
+    stands for, where callers still pass one).
+    """
+
+    defaults: frozenset[str] = frozenset()
+    names: frozenset[str] | None = frozenset()
+
+
+def class_index(ingress_classes: Iterable[Any]) -> ClassIndex:
+    """The ClassIndex of these IngressClass objects; malformed ones are skipped."""
     names: set[str] = set()
+    defaults: set[str] = set()
     for obj in ingress_classes:
         if not isinstance(obj, _MAPS):
             continue
         meta = obj.get("metadata")
         if not isinstance(meta, _MAPS):
             continue
-        annotations = meta.get("annotations")
         name = meta.get("name")
-        if isinstance(annotations, _MAPS) and isinstance(name, str) \
-                and annotations.get(DEFAULT_CLASS_ANNOTATION) == "true":
-            names.add(name)
-    return frozenset(names)
+        if not isinstance(name, str) or not name:
+            continue
+        names.add(name)
+        annotations = meta.get("annotations")
+        if isinstance(annotations, _MAPS) and annotations.get(DEFAULT_CLASS_ANNOTATION) == "true":
+            defaults.add(name)
+    return ClassIndex(frozenset(defaults), frozenset(names))
+
+
+def default_ingress_classes(ingress_classes: Iterable[Any]) -> frozenset[str]:
+    """Names of the IngressClasses marked as the cluster default; malformed ones are skipped."""
+    return class_index(ingress_classes).defaults
+
+
+def _as_index(classes: ClassIndex | frozenset[str]) -> ClassIndex:
+    return classes if isinstance(classes, ClassIndex) else ClassIndex(frozenset(classes), None)
 
 
 def _namespace(meta: Mapping[Any, Any]) -> str | None:
@@ -277,17 +449,34 @@ def _namespace(meta: Mapping[Any, Any]) -> str | None:
     return ns if isinstance(ns, str) else None
 
 
-def _selected(meta: Mapping[Any, Any], spec: object, ns: str, policy: HostPolicy,
-              default_classes: frozenset[str]) -> bool:
-    if (policy._include and ns not in policy._include) or ns in policy._exclude:
-        return False
-    if not policy._classes:
-        return True
-    classes: set[str] = set()
+def _spec_class(spec: object) -> str | None:
     if isinstance(spec, _MAPS):
         cls = spec.get("ingressClassName")
         if isinstance(cls, str) and cls:
-            classes.add(cls)
+            return cls
+    return None
+
+
+def _missing_class(spec: object, classes: ClassIndex) -> str | None:
+    """The class named by ``spec.ingressClassName`` when no such IngressClass exists."""
+    if classes.names is None:
+        return None
+    cls = _spec_class(spec)
+    return cls if cls is not None and cls not in classes.names else None
+
+
+def _namespace_selected(ns: str, policy: HostPolicy) -> bool:
+    return not ((policy._include and ns not in policy._include) or ns in policy._exclude)
+
+
+def _class_selected(meta: Mapping[Any, Any], spec: object, policy: HostPolicy,
+                    defaults: frozenset[str]) -> bool:
+    if not policy._classes:
+        return True
+    classes: set[str] = set()
+    cls = _spec_class(spec)
+    if cls is not None:
+        classes.add(cls)
     annotations = meta.get("annotations")
     if isinstance(annotations, _MAPS):
         cls = annotations.get(CLASS_ANNOTATION)
@@ -295,22 +484,26 @@ def _selected(meta: Mapping[Any, Any], spec: object, ns: str, policy: HostPolicy
             classes.add(cls)
     if not classes:
         # An Ingress without a class is served by the default class, if any.
-        return not policy._classes.isdisjoint(default_classes)
+        return not policy._classes.isdisjoint(defaults)
     return not policy._classes.isdisjoint(classes)
 
 
 def ingress_matches(ingress: Mapping[Any, Any], policy: HostPolicy,
-                    default_classes: frozenset[str]) -> bool:
-    """Whether ``ingress`` is selected by the policy's namespace and class filters."""
+                    classes: ClassIndex | frozenset[str]) -> bool:
+    """Whether ``ingress`` is selected by the policy's namespace and class filters (an Ingress
+    naming an IngressClass that does not exist is not)."""
     if not isinstance(ingress, _MAPS):
         return False
     meta = ingress.get("metadata")
     if not isinstance(meta, _MAPS):
         return False
     ns = _namespace(meta)
-    if ns is None:
+    if ns is None or not _namespace_selected(ns, policy):
         return False
-    return _selected(meta, ingress.get("spec"), ns, policy, default_classes)
+    index = _as_index(classes)
+    spec = ingress.get("spec")
+    return _missing_class(spec, index) is None \
+        and _class_selected(meta, spec, policy, index.defaults)
 
 
 def _entries(spec: Mapping[Any, Any], key: str,
@@ -369,16 +562,30 @@ _Checked = dict[str, tuple[str | None, str | None, bool]]
 
 
 def evaluate_ingress(ingress: object, policy: HostPolicy,
-                     default_classes: frozenset[str]) -> IngressResult:
+                     classes: ClassIndex | frozenset[str]) -> IngressResult:
     """The hosts one Ingress asks for under ``policy``, and each host refused with its reason.
 
-    ``default_classes`` is ``default_ingress_classes(...)`` of the cluster's IngressClasses.
+    ``classes`` is ``class_index(...)`` of the cluster's IngressClasses (a bare frozenset of
+    the default classes still works, without the check that a named class exists).
     Never raises on a malformed object: each defect becomes a Rejection.
     """
-    return _evaluate_one(ingress, policy, default_classes, {}, {})
+    return _evaluate_one(ingress, policy, _as_index(classes), {}, {})
 
 
-def _evaluate_one(ingress: object, policy: HostPolicy, defaults: frozenset[str],
+def _distinct_hosts(candidates: list[object]) -> int:
+    """How many different hosts ``candidates`` names, counting spellings of one name once."""
+    names: set[str] = set()
+    others = 0
+    for host in candidates:
+        if isinstance(host, str):
+            lowered = host.lower()
+            names.add(lowered[:-1] if lowered[-1:] == "." else lowered)
+        else:
+            others += 1
+    return len(names) + others
+
+
+def _evaluate_one(ingress: object, policy: HostPolicy, classes: ClassIndex,
                   checked: _Checked, shown: dict[str, str]) -> IngressResult:
     # ``checked`` and ``shown`` memoise host checks and namespace renderings across the
     # Ingresses of one evaluate(): hosts repeat, namespaces are few.
@@ -397,17 +604,34 @@ def _evaluate_one(ingress: object, policy: HostPolicy, defaults: frozenset[str],
             show(meta.get("namespace")), name, "",
             "malformed Ingress: metadata.namespace is not a string"),))
     spec = ingress.get("spec")
-    if (policy._include or policy._exclude or policy._classes) \
-            and not _selected(meta, spec, raw_ns, policy, defaults):
+    if (policy._include or policy._exclude) and not _namespace_selected(raw_ns, policy):
         return _NOTHING
     ns = shown.get(raw_ns)
     if ns is None:
         ns = shown[raw_ns] = show(raw_ns)
+    # A class that does not exist: a typo, or a class someone means to create later. Whoever
+    # serves it is unknown, so the Ingress is refused, visibly, rather than guessed at.
+    names = classes.names
+    if names is not None:
+        cls = spec.get("ingressClassName") if isinstance(spec, _MAPS) else None
+        if isinstance(cls, str) and cls and cls not in names:
+            return IngressResult(rejections=(
+                Rejection(ns, name, "", f"IngressClass {_quoted(cls)} does not exist"),))
+    if policy._classes and not _class_selected(meta, spec, policy, classes.defaults):
+        return _NOTHING
     if not isinstance(spec, _MAPS):
         return IngressResult(rejections=(
             Rejection(ns, name, "", "malformed Ingress: spec is not an object"),))
     problems: list[str] = []
     candidates = _candidate_hosts(spec, policy.hosts_from, problems)
+    limit = policy.max_hosts_per_ingress
+    # Only an Ingress with more host entries than the limit pays for counting distinct ones.
+    if limit and len(candidates) > limit:
+        count = _distinct_hosts(candidates)
+        if count > limit:
+            return IngressResult(rejections=(Rejection(
+                ns, name, "", f"asks for {count} hosts, more than the limit of {limit} "
+                              "per Ingress (--max-hosts-per-ingress)"),))
     rejections = [Rejection(ns, name, "", f"malformed Ingress: {p}") for p in problems] \
         if problems else []
     ignored: list[Rejection] = []
@@ -466,8 +690,8 @@ def evaluate(ingresses: Iterable[Mapping[str, Any]], ingress_classes: Iterable[M
     ``merge`` of ``evaluate_ingress`` over the Ingresses. Never raises on malformed objects:
     each defect becomes a Rejection, and one bad host or Ingress never keeps the others out.
     """
-    defaults = default_ingress_classes(ingress_classes)
+    index = class_index(ingress_classes)
     checked: _Checked = {}
     shown: dict[str, str] = {}
-    return merge(_evaluate_one(ingress, policy, defaults, checked, shown)
+    return merge(_evaluate_one(ingress, policy, index, checked, shown)
                  for ingress in ingresses)

@@ -9,10 +9,11 @@ from collections.abc import Iterable, Mapping
 
 from hairpin_proxy.kube.client import JsonObj
 from hairpin_proxy.policy import (
+    ClassIndex,
     HostPolicy,
     IngressResult,
     PolicyResult,
-    default_ingress_classes,
+    class_index,
     evaluate_ingress,
 )
 
@@ -24,10 +25,11 @@ class PolicyCache:
     the new, changed and deleted Ingresses by object identity (in C when the keys kept their
     order, about a millisecond for 10,000), evaluates only those whose uid or resourceVersion
     differs (a relist brings equal content in new objects), and applies just the differences
-    to the merged host set (host → contributing Ingresses). A change in the default
-    IngressClasses (which decides whether a class-less Ingress is selected) or in the policy
-    drops everything. ``update`` returns what ``policy.evaluate`` gives for the same Ingresses
-    taken in key order. One caller at a time (the reconcile loop).
+    to the merged host set (host → contributing Ingresses). A change in the IngressClasses'
+    ``ClassIndex`` (which classes exist: an Ingress naming a missing one is refused; which are
+    the default: they decide whether a class-less Ingress is selected) or in the policy drops
+    everything. ``update`` returns what ``policy.evaluate`` gives for the same Ingresses taken
+    in key order. One caller at a time (the reconcile loop).
     """
 
     def __init__(self, policy: HostPolicy) -> None:
@@ -35,7 +37,7 @@ class PolicyCache:
         self._reset()
 
     def _reset(self) -> None:
-        self._defaults: frozenset[str] | None = None
+        self._index: ClassIndex | None = None
         # The objects last seen, by key, in the caller's order; an object is unchanged while
         # the caller still holds the very same one (the watch replaces, never edits).
         self._objs: dict[str, JsonObj] = {}
@@ -63,10 +65,10 @@ class PolicyCache:
 
     def _update(self, ingresses: Mapping[str, JsonObj], classes: Iterable[JsonObj],
                 policy: HostPolicy) -> tuple[PolicyResult, int]:
-        defaults = default_ingress_classes(classes)
-        if policy is not self.policy or defaults != self._defaults:
+        index = class_index(classes)
+        if policy is not self.policy or index != self._index:
             self._reset()
-            self.policy, self._defaults = policy, defaults
+            self.policy, self._index = policy, index
         changed, removed = self._changes(ingresses)
         touched: set[str] = set()
         evaluated = 0
@@ -81,7 +83,7 @@ class PolicyCache:
             if known is not None and version[1] and known[0] == version:
                 self._results[key] = (version, known[1])
                 continue
-            result = evaluate_ingress(obj, policy, defaults)
+            result = evaluate_ingress(obj, policy, index)
             evaluated += 1
             self._results[key] = (version, result)
             if known is None or known[1][:2] != result[:2]:

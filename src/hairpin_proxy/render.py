@@ -19,7 +19,15 @@ from typing import TextIO
 from hairpin_proxy import corefile, hostsfile
 from hairpin_proxy.logs import setup_logging
 from hairpin_proxy.manifests import ManifestError, load
-from hairpin_proxy.policy import HostPolicy, PolicyResult, default_target, evaluate
+from hairpin_proxy.policy import (
+    ClassIndex,
+    HostPolicy,
+    PolicyResult,
+    default_target,
+    evaluate,
+    evaluate_ingress,
+    merge,
+)
 from hairpin_proxy.settings import RenderSettings
 
 log = logging.getLogger("hairpin_proxy.render")
@@ -127,7 +135,14 @@ def render(s: RenderSettings, out: TextIO) -> int:
     if not manifests.ingresses:
         # Most likely a wrong path; the output would drop every rule.
         log.warning("no Ingress objects found", extra={"files": len(manifests.files)})
-    result = evaluate(manifests.ingresses, manifests.ingress_classes, policy)
+    if manifests.ingress_classes:
+        result = evaluate(manifests.ingresses, manifests.ingress_classes, policy)
+    else:
+        # Manifests often leave the IngressClasses out: whether a class exists is unknown
+        # then, and is not held against the Ingresses (the controller checks it).
+        log.info("no IngressClass among the inputs: class names are not checked")
+        unknown = ClassIndex(frozenset(), None)
+        result = merge(evaluate_ingress(i, policy, unknown) for i in manifests.ingresses)
     _report(result)
     log.debug("evaluated", extra={"files": len(manifests.files),
                                   "ingresses": len(manifests.ingresses),

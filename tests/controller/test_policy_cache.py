@@ -107,12 +107,37 @@ def test_a_new_default_class_reevaluates_everything() -> None:
     assert cluster.check(pc, NGINX) == 2
     result, _ = pc.update(dict(cluster.cache), list(cluster.classes.values()))
     assert result.hosts == ("free.example.com", "n.example.com")
-    # A class change that leaves the defaults alone costs nothing.
+    # Another class, even no default, changes which class names exist: everything again.
     cluster.classes["other"] = ingress_class("other")
+    assert cluster.check(pc, NGINX) == 2
     assert cluster.check(pc, NGINX) == 0
     del cluster.classes["nginx"]
     assert cluster.check(pc, NGINX) == 2
     assert cluster.check(pc, HostPolicy()) == 2
+
+
+def test_class_existence_follows_the_classes_added_and_removed() -> None:
+    cluster = Cluster()
+    cluster.put(ingress("a", "typo", tls_hosts=["t.example.com"], class_name="nginx-typo"))
+    cluster.put(ingress("a", "free", tls_hosts=["f.example.com"]))
+    cluster.classes["nginx"] = ingress_class("nginx")
+    pc = PolicyCache(HostPolicy())
+    assert cluster.check(pc) == 2
+    result, _ = pc.update(dict(cluster.cache), list(cluster.classes.values()))
+    assert result.hosts == ("f.example.com",)
+    assert [r.reason for r in result.rejections] == ["IngressClass 'nginx-typo' does not exist"]
+    # Unchanged classes: nothing is evaluated again.
+    assert cluster.check(pc) == 0
+    # The class appears (a non-default one): the Ingress is looked at again, and accepted.
+    cluster.classes["typo"] = ingress_class("nginx-typo")
+    assert cluster.check(pc) == 2
+    result, _ = pc.update(dict(cluster.cache), list(cluster.classes.values()))
+    assert (result.hosts, result.rejections) == (("f.example.com", "t.example.com"), ())
+    # And goes away again.
+    del cluster.classes["typo"]
+    assert cluster.check(pc) == 2
+    result, _ = pc.update(dict(cluster.cache), list(cluster.classes.values()))
+    assert result.hosts == ("f.example.com",) and len(result.rejections) == 1
 
 
 def test_a_failed_update_leaves_no_half_applied_state() -> None:
@@ -153,6 +178,7 @@ step = st.one_of(
               st.sampled_from([None, "nginx", "other"])),
     st.tuples(st.just("delete"), st.sampled_from(NAMES)),
     st.tuples(st.just("default"), st.sampled_from([None, "nginx", "other"])),
+    st.tuples(st.just("class"), st.sampled_from(["nginx", "other"]), st.booleans()),
     st.tuples(st.just("relist")),
     st.tuples(st.just("junk"), st.sampled_from(NAMES)),
     st.tuples(st.just("check")),
@@ -182,6 +208,12 @@ def test_any_sequence_of_changes_matches_a_full_evaluation(steps: list[Any],
             cluster.delete(keys.pop(op[1]))
         elif op[0] == "default":
             cluster.classes = {} if op[1] is None else {"c": ingress_class(op[1], default=True)}
+        elif op[0] == "class":
+            # A class that is no default exists, or is gone.
+            if op[2]:
+                cluster.classes[op[1]] = ingress_class(op[1])
+            else:
+                cluster.classes.pop(op[1], None)
         elif op[0] == "relist":
             cluster.relist()
         elif op[0] == "junk":

@@ -327,6 +327,7 @@ def test_admin_endpoint_reports_sync_and_leadership(cluster: FakeApiServer,
 
 def test_only_new_ingresses_are_evaluated_until_the_default_class_changes(
         cluster: FakeApiServer, start: Start) -> None:
+    cluster.create(ingress_class("nginx"))
     for i in range(20):
         cluster.create(ingress("apps", f"app{i}", tls_hosts=[f"app{i}.example.com"],
                                class_name="nginx"))
@@ -349,7 +350,11 @@ def test_only_new_ingresses_are_evaluated_until_the_default_class_changes(
     assert updates()[0] == (20, 20, 0)
 
     # Ingresses without a class now belong to nginx: every Ingress is looked at again.
-    cluster.create(ingress_class("nginx", default=True))
+    nginx = cluster.get("IngressClass", None, "nginx")
+    assert nginx is not None
+    nginx["metadata"]["annotations"] = ingress_class("nginx", default=True)["metadata"][
+        "annotations"]
+    cluster.update(nginx)
     wait_until(lambda: "free.example.com" in managed(cluster), what="class-less Ingress")
     assert len(managed(cluster)) == 22
     assert ctl.metric(evaluations) == 44
