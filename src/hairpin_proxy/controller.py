@@ -49,7 +49,14 @@ from hairpin_proxy.sinks.coredns_import import ImportSink
 from hairpin_proxy.sinks.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
 from hairpin_proxy.sinks.nodelocal import NodeLocalSink
 from hairpin_proxy.sinks.published import PublishedSink, parse_lines, service_addresses
-from hairpin_proxy.slim import slim_ingress
+from hairpin_proxy.slim import slim_ingress, slim_service
+from hairpin_proxy.verify import (
+    HostChecker,
+    LbIndex,
+    lb_addresses,
+    make_resolver,
+    parse_servers,
+)
 
 log = logging.getLogger("hairpin_proxy.controller")
 
@@ -69,10 +76,22 @@ def _few_changes(key: tuple[int, ...], last: tuple[int, ...]) -> bool:
 
 
 NUDGE_ANNOTATION = "hairpin-proxy.io/corefile-version"
+# Seconds between rebuilds of the load balancer index for Ingress status changes.
+_LB_REBUILD = 10.0
+_VERDICTS = ("verified", "ip-mode-proxy", "not-this-cluster", "unresolved", "pending",
+             "resolver-error")
+# Verdicts told on the Ingress: (Event reason, Event type).
+_REPORTED = {"not-this-cluster": ("HostNotOnThisCluster", "Warning"),
+             "unresolved": ("HostNotOnThisCluster", "Warning"),
+             "ip-mode-proxy": ("HostBehindProxyLoadBalancer", "Normal")}
 
 
 class _Done(Exception):
     """The pass has nothing more to write."""
+
+
+class _NotLeading(Exception):
+    """The Lease was lost during the pass: no further write."""
 
 
 def _has_ready_endpoint(slices: Iterable[JsonObj]) -> bool:
@@ -132,6 +151,19 @@ class ControllerMetrics:
         self.over_budget = registry.gauge(p + "ingresses_over_budget",
                                           "Ingresses refused because their hosts would "
                                           "overflow --rules-budget.")
+        self.verdicts = registry.gauge(p + "host_verdicts",
+                                       "Managed-host candidates by verification verdict.",
+                                       ("verdict",))
+        self.verify_checks = registry.counter(p + "verify_lookups_total",
+                                              "Public DNS lookups made to verify hosts.")
+        self.verify_errors = registry.counter(p + "verify_lookup_errors_total",
+                                              "Verification lookups the resolver failed.")
+        # Read at scrape time: a kept verdict ages while nothing else happens.
+        self.kept_age_source: Callable[[], float] = lambda: 0.0
+        self.verify_kept_age = registry.gauge(p + "verify_oldest_kept_verdict_seconds",
+                                              "Age of the oldest verdict kept through resolver "
+                                              "failures (0: none).",
+                                              callback=lambda: self.kept_age_source())  # noqa: PLW0108 - set later
         self.evaluations = registry.counter(p + "ingress_evaluations_total",
                                             "Ingresses run through the host policy (new or "
                                             "changed ones; all of them after an IngressClass "
@@ -262,6 +294,22 @@ class Controller:
                                      name) for ns, name in NODE_LOCAL_CANDIDATES]
         self.reflectors = [*self.ingresses, self.classes, self.coredns, self.service,
                            self.published_cm, self.slices, self.own_namespace]
+        # Host verification: a host is redirected only when its public DNS answer is one of
+        # this cluster's load balancers (every LoadBalancer Service's and Ingress's status).
+        self.checker: HostChecker | None = None
+        self.lb_services: Reflector | None = None
+        if s.verify_hosts == "on":
+            self.checker = HostChecker(make_resolver(s.verify_resolver),
+                                       interval=s.verify_interval, on_change=self.dirty.set)
+            self.lb_services = reflector(resource_path("v1", "services"), "services",
+                                         transform=slim_service)
+            self.reflectors.append(self.lb_services)
+            checker = self.checker
+            metrics.kept_age_source = lambda: checker.stats().oldest_kept_age or 0.0
+        self._lb = LbIndex()
+        self._lb_key: tuple[int, int] | None = None
+        self._lb_at = -1e9
+        self._verify_counts = (0, 0)
         if s.node_local_dns == "auto":
             self.reflectors += self.node_local
         if s.mode == "coredns-import":
@@ -285,6 +333,7 @@ class Controller:
         self.uninstalling = False
         self._last_write = -1e9  # event-loop time of the last DNS ConfigMap write
         self._refused_for_budget = 0
+        self._verdicts_logged: dict[tuple[str, str], float] = {}
         # Set once a pass has written the withdrawal that uninstalling asks for.
         self.withdrawal_written = asyncio.Event()
         # What the Corefile told last: (its text, zones it serves, strays), parsed once per text.
@@ -324,6 +373,10 @@ class Controller:
     def _sending(self, namespace: str, name: str, mutate: Mutate) -> Mutate:
         """``mutate``, remembering the data it asks to write."""
         def run(cm: JsonObj | None) -> JsonObj | None:
+            # Runs right before every POST/PUT, the retries after a 409 included: a replica
+            # that has lost the Lease sends nothing more (fenced leadership).
+            if not self.is_leader():
+                raise _NotLeading
             out = mutate(cm)
             # Nothing to write: the data there now is what this pass wants.
             have = out if out is not None else cm
@@ -355,6 +408,8 @@ class Controller:
         if self.elector is not None:
             tasks.append(asyncio.create_task(self.elector.run(), name="leader election"))
         tasks.append(asyncio.create_task(self._loop(), name="reconcile"))
+        if self.checker is not None:
+            tasks.append(self.checker.start())
         tasks.append(asyncio.create_task(self._startup_warnings(), name="warnings"))
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
@@ -362,6 +417,8 @@ class Controller:
                 if not task.cancelled() and task.exception() is not None:
                     raise task.exception()  # type: ignore[misc]
         finally:
+            if self.checker is not None:
+                await self.checker.stop()
             for task in [*tasks, *self._tasks]:
                 task.cancel()
             await asyncio.gather(*tasks, *self._tasks, return_exceptions=True)
@@ -467,7 +524,8 @@ class Controller:
                 previous = self.corefile_sink.remembered_hosts(cm)
                 if previous is None:
                     previous = await asyncio.to_thread(self.corefile_sink.current_hosts, cm)
-                hosts = () if withdrawn else self._guarded(result.hosts, previous)
+                wanted = await self._verified(result, previous)
+                hosts = () if withdrawn else self._guarded(wanted, previous)
                 await asyncio.to_thread(self.corefile_sink.edit, self.corefile_sink.text(cm),
                                         hosts, answers)
                 what, sink_name = "corefile", self.corefile_sink.where
@@ -479,7 +537,8 @@ class Controller:
                 pub = self._current(self.published_cm, self.published.namespace,
                                     self.published.name)
                 previous = parse_lines((pub or {}).get("data", {}).get("hosts"))
-                hosts = () if withdrawn else self._guarded(result.hosts, previous)
+                wanted = await self._verified(result, previous)
+                hosts = () if withdrawn else self._guarded(wanted, previous)
                 what, sink_name = "import", self.import_sink.where
                 mutate = self.import_sink.mutate(hosts, answers)
                 ns, name = self.import_sink.namespace, self.import_sink.name
@@ -527,6 +586,8 @@ class Controller:
                                                            "hosts": len(hosts)})
         except _Done:
             pass
+        except _NotLeading:
+            return self._not_leading()
         except corefile.CorefileError as exc:
             # Never write what we cannot parse; the next change to the ConfigMap retries.
             self.metrics.parse_errors.inc()
@@ -602,6 +663,75 @@ class Controller:
         self._refused_for_budget = len(refused)
         return dataclasses.replace(result, hosts=tuple(sorted(kept)),
                                    rejections=(*result.rejections, *refused))
+
+    # ------------------------------------------------------------------ host verification
+
+    async def _lb_index(self) -> LbIndex:
+        """This cluster's load balancer addresses. Rebuilt at once when a Service changes; for
+        Ingress changes (their status rarely changes) at most every 10 s, off the event loop:
+        at 10,000 Ingresses a rebuild takes tens of milliseconds."""
+        assert self.lb_services is not None
+        key = (self.lb_services.generation, sum(r.generation for r in self.ingresses))
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if self._lb_key is None or key[0] != self._lb_key[0] or (
+                key[1] != self._lb_key[1] and now - self._lb_at >= _LB_REBUILD):
+            services = list(self.lb_services.cache.values())
+            ingresses = [obj for r in self.ingresses for obj in r.cache.values()]
+            self._lb = await asyncio.to_thread(lb_addresses, services, ingresses)
+            self._lb_key, self._lb_at = key, now
+        elif key[1] != self._lb_key[1]:
+            loop.call_later(self._lb_at + _LB_REBUILD - now + 0.05, self.dirty.set)
+        return self._lb
+
+    async def _verified(self, result: PolicyResult, previous: Iterable[str]
+                        ) -> tuple[str, ...]:
+        """The hosts of ``result`` whose public DNS leads to this cluster's load balancer.
+
+        A host not checked yet keeps what the rules hold now (a restart or a new leader
+        neither withdraws nor adds anything before its first answer); a host that cannot be
+        checked because the resolver fails keeps its last verdict (the checker's rule)."""
+        if self.checker is None or self.uninstalling:
+            return result.hosts
+        self.checker.update(result.hosts, await self._lb_index())
+        verdicts = self.checker.verdicts()
+        had = set(previous)
+        out: list[str] = []
+        counts: dict[str, int] = {}
+        for host in result.hosts:
+            verdict = verdicts.get(host)
+            code = verdict.code if verdict is not None else "pending"
+            counts[code] = counts.get(code, 0) + 1
+            if (verdict is not None and verdict.redirect) or (code == "pending" and host in had):
+                out.append(host)
+            elif verdict is not None and code in _REPORTED:
+                self._report_verdict(host, code, verdict.reason, result.sources.get(host, ()))
+        for code in _VERDICTS:
+            self.metrics.verdicts.labels(code).set(counts.get(code, 0))
+        stats = self.checker.stats()
+        checks, errors = self._verify_counts
+        self.metrics.verify_checks.inc(max(0, stats.checks - checks))
+        self.metrics.verify_errors.inc(max(0, stats.errors - errors))
+        self._verify_counts = (stats.checks, stats.errors)
+        return tuple(out)
+
+    def _report_verdict(self, host: str, code: str, reason: str,
+                        origins: Sequence[str]) -> None:
+        reason_name, kind = _REPORTED[code]
+        key = (host, code)
+        now = time.monotonic()
+        last = self._verdicts_logged.get(key)
+        if last is not None and now - last < self.settings.event_interval:
+            return
+        self._verdicts_logged[key] = now
+        (log.info if kind == "Normal" else log.warning)(
+            "host not redirected", extra={"host": host, "verdict": code, "reason": reason})
+        for origin in origins:
+            ns, _, name = origin.partition("/")
+            obj = self._find_ingress(ns, name)
+            if obj is not None:
+                self._event({"apiVersion": INGRESS_API, "kind": "Ingress", **obj}, reason_name,
+                             f"{reason}: not redirected by hairpin-proxy", kind)
 
     # ------------------------------------------------------------------ the proxy's health
 
@@ -783,6 +913,8 @@ class Controller:
         try:
             pods, _ = await self.client.list(base, {"labelSelector": s.coredns_selector})
             for pod in pods:
+                if not self.is_leader() and not self.uninstalling:
+                    return
                 name = (pod.get("metadata") or {}).get("name")
                 await self.client.merge_patch(f"{base}/{name}", {"metadata": {"annotations": {
                     NUDGE_ANNOTATION: version}}})
@@ -959,6 +1091,16 @@ def _settings_error(s: ControllerSettings) -> str:
         return "--mass-removal-fraction must be between 0 and 1"
     if s.watch_timeout <= 0:
         return "--watch-timeout must be positive"
+    if s.verify_interval <= 0:
+        return "--verify-interval must be positive"
+    if s.write_interval < 0 or s.rules_budget <= 0 or s.proxy_grace < 0:
+        return "--write-interval and --proxy-grace must not be negative, --rules-budget positive"
+    if not 0 < s.dns_ttl <= corefile.MAX_TTL:
+        return f"--dns-ttl must be 1 to {corefile.MAX_TTL} seconds"
+    try:
+        parse_servers(s.verify_resolver)
+    except ValueError as exc:
+        return f"--verify-resolver: {exc}"
     return ""
 
 

@@ -62,3 +62,15 @@ def slim_ingress(obj: JsonObj) -> JsonObj:
     if isinstance(status, dict) and isinstance(status.get("loadBalancer"), dict):
         out["status"] = {"loadBalancer": status["loadBalancer"]}
     return out
+
+
+def slim_service(obj: JsonObj) -> JsonObj:
+    """What host verification reads of a Service: its type and load balancer status."""
+    out: JsonObj = {k: obj[k] for k in ("apiVersion", "kind") if k in obj}
+    out["metadata"] = _pick(obj.get("metadata"), _META)
+    spec = obj.get("spec")
+    out["spec"] = _pick(spec, ("type",))
+    status = obj.get("status")
+    if isinstance(status, dict) and isinstance(status.get("loadBalancer"), dict):
+        out["status"] = {"loadBalancer": status["loadBalancer"]}
+    return out

@@ -4,25 +4,69 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
 
 from hairpin_proxy import corefile
 from hairpin_proxy.controller import Controller as Reconciler
 from hairpin_proxy.controller import ControllerMetrics
 from hairpin_proxy.kube import config as kconfig
 from hairpin_proxy.kube.client import KubeClient
+from hairpin_proxy.kube.lease import micro_time
 from hairpin_proxy.metrics import Registry
 from hairpin_proxy.settings import ControllerSettings
 from tests.controller.conftest import NAMESPACE, Controller, corefile_text, wait_until
 from tests.fakeapi.fixtures import ingress
-from tests.fakeapi.server import FakeApiServer
+from tests.fakeapi.server import RECORD, FakeApiServer, RequestRecord
 
 Start = Callable[..., Controller]
 LEASE = "hairpin-proxy-controller"
 LEASE_DURATION = 3.0
 RETRY_PERIOD = 0.5
+
+
+COREDNS_PUT = r"/namespaces/kube-system/configmaps/coredns$"
+
+
+class AttributedApi(FakeApiServer):
+    """The fake API, also noting who sent each request (the bearer token of the client's
+    kubeconfig: one per replica) and when its answer was ready. The request log alone cannot
+    tell two replicas apart."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.sender: dict[int, str] = {}
+        self.answered: dict[int, float] = {}
+
+    @web.middleware
+    async def _middleware(
+        self, request: web.Request,
+        handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+    ) -> web.StreamResponse:
+        token = request.headers.get("Authorization", "").partition(" ")[2].strip()
+        try:
+            return await super()._middleware(request, handler)
+        finally:
+            record = request.get(RECORD)
+            if record is not None:
+                self.sender[id(record)] = token
+                self.answered[id(record)] = time.time()
+
+    def by(self, record: RequestRecord) -> str:
+        return self.sender.get(id(record), "")
+
+
+@pytest.fixture
+def fake_api() -> Iterator[FakeApiServer]:
+    """This module's fake API tells the replicas' requests apart (no authentication)."""
+    with AttributedApi(bookmark_interval=0.5) as server:
+        yield server
 
 
 def holder(api: FakeApiServer) -> str:
@@ -108,7 +152,7 @@ def test_overdue_renewal_defers_the_write_instead_of_dropping_it(cluster: FakeAp
     """A leader whose renewal is late (busy loop) must retry, not forget, pending work."""
     settings = ControllerSettings(kubeconfig=kubeconfig, namespace=NAMESPACE,
                                   admin_listen="", lease_duration=3, renew_deadline=2,
-                                  retry_period=0.5)
+                                  retry_period=0.5, verify_hosts="off")
 
     async def main() -> tuple[bool, bool]:
         client = KubeClient.from_cluster(kconfig.load(kubeconfig))
@@ -131,3 +175,138 @@ def test_overdue_renewal_defers_the_write_instead_of_dropping_it(cluster: FakeAp
     assert overdue is False  # retried after a backoff
     assert standby is True  # nothing to do for a standby
     assert cluster.count("PUT", r"/configmaps/coredns$") == 0
+
+
+def identity_of(ctl: Controller) -> str:
+    for record in ctl.records():
+        if record.get("msg") == "controller starting":
+            return str(record["identity"])
+    raise AssertionError(f"no identity logged:\n{ctl.log()}")
+
+
+# A PUT the old leader sent before it read the 409 may reach the server a little after the 409
+# was answered (two connections, one loop on each side): the in-flight allowance. A pass of the
+# reconcile loop is at least a debounce (0.1 s) plus a round trip apart, far beyond it.
+IN_FLIGHT = 0.05
+
+
+def test_an_ousted_leader_stops_writing_at_its_next_renewal(cluster: FakeApiServer,
+                                                            tmp_path: Path) -> None:
+    """Mid-burst, the Lease is handed to the standby (as a forced takeover, or a leader
+    elected while ours was partitioned, would): the old leader's next renewal gets a 409, and
+    from that answer on not one PUT of the Corefile comes from it; the new one converges."""
+    api = cluster
+    assert isinstance(api, AttributedApi)
+    ctls: dict[str, Controller] = {}
+    stop = threading.Event()
+    hosts: list[str] = []
+
+    def burst() -> None:
+        while not stop.is_set():
+            i = len(hosts)
+            api.create(ingress("apps", f"app{i}", tls_hosts=[f"app{i}.example.com"]))
+            hosts.append(f"app{i}.example.com")
+            time.sleep(0.15)
+
+    writer = threading.Thread(target=burst, name="ingress burst")
+    try:
+        for token in ("replica-a", "replica-b"):
+            kc = api.write_kubeconfig(tmp_path / f"kubeconfig-{token}", token=token)
+            ctls[token] = Controller(api, kc, tmp_path / f"{token}.log")
+        for ctl in ctls.values():
+            ctl.wait_ready()
+        wait_until(lambda: len(leader_of(list(ctls.values()))) == 1, what="one leader")
+        old = next(t for t, c in ctls.items() if c.metric("hairpin_controller_leader") == 1)
+        new = next(t for t in ctls if t != old)
+        assert holder(api) == identity_of(ctls[old])
+        successor = identity_of(ctls[new])
+
+        writer.start()
+        wait_until(lambda: any(api.by(r) == old for r in api.requests("PUT", COREDNS_PUT)),
+                   what="the old leader writes")
+        time.sleep(0.5)
+        handed_over: list[float] = []
+
+        def hand_over() -> None:
+            # Just before the old leader's next renewal is handled: that renewal gets a 409.
+            api.patch("Lease", NAMESPACE, LEASE, {"spec": {"holderIdentity": successor,
+                                                           "renewTime": micro_time()}})
+            handed_over.append(time.time())
+
+        api.before_next_request(hand_over, "PUT", rf"/leases/{LEASE}$")
+        wait_until(lambda: handed_over, what="hand-over")
+        wait_until(lambda: ctls[new].metric("hairpin_controller_leader") == 1,
+                   what="the successor leads")
+        assert ctls[old].metric("hairpin_controller_leader") == 0
+        time.sleep(1.5)  # the burst goes on under the new leader
+        stop.set()
+        writer.join()
+        wait_until(lambda: set(corefile.managed_hosts(corefile_text(api))) == set(hosts),
+                   what="the new leader converges the Corefile")
+        time.sleep(0.5)
+        assert ctls[old].metric("hairpin_controller_leader") == 0
+        assert holder(api) == successor
+    finally:
+        stop.set()
+        if writer.is_alive():
+            writer.join()
+        for ctl in ctls.values():
+            ctl.stop()
+
+    lost = handed_over[0]
+    (refused,) = [r for r in api.requests("PUT", rf"/leases/{LEASE}$", since=lost - 1)
+                  if api.by(r) == old and r.status == 409]
+    told = api.answered[id(refused)]  # the earliest the old leader can know
+    puts = api.requests("PUT", COREDNS_PUT)
+    assert {api.by(r) for r in puts} == {old, new}, "every Corefile PUT is attributed"
+    before = [r for r in puts if api.by(r) == old and r.time < lost]
+    in_flight = [r for r in puts if api.by(r) == old and lost <= r.time <= told + IN_FLIGHT]
+    late = [(round(r.time - told, 3), r.status) for r in puts
+            if api.by(r) == old and r.time > told + IN_FLIGHT]
+    assert before, "the old leader wrote during the burst"
+    assert late == [], f"the old leader wrote after it was told (s after, status): {late}"
+    assert len(in_flight) <= 1
+    mine = [r for r in puts if api.by(r) == new and r.time >= lost]
+    assert mine and all(r.status == 200 for r in mine[-1:])
+    # The successor is the only writer from the hand-over on (bar one PUT in flight then).
+    assert [api.by(r) for r in puts if r.time > told + IN_FLIGHT] == [new] * len(
+        [r for r in puts if r.time > told + IN_FLIGHT])
+
+
+def test_a_write_refused_after_the_lease_is_lost_is_not_retried(cluster: FakeApiServer,
+                                                                  kubeconfig: Path) -> None:
+    """The leader checks is_leader(), sends its PUT; while it is in flight the new leader
+    writes the ConfigMap (our PUT: 409) and our Lease is lost. The retry must not happen."""
+    cluster.create(ingress("a", "a", tls_hosts=["a.example.com"]))
+    settings = ControllerSettings(kubeconfig=kubeconfig, namespace=NAMESPACE,
+                                  admin_listen="", lease_duration=3, renew_deadline=2,
+                                  retry_period=0.5, verify_hosts="off")
+
+    async def main() -> None:
+        client = KubeClient.from_cluster(kconfig.load(kubeconfig))
+        ctl = Reconciler(settings, client, NAMESPACE, ControllerMetrics(Registry()))
+        tasks = [asyncio.create_task(r.run()) for r in ctl.reflectors]
+        try:
+            await asyncio.wait_for(asyncio.gather(*(r.synced.wait() for r in ctl.reflectors)),
+                                   10)
+            elector = ctl.elector
+            assert elector is not None
+            elector._leading = True
+            elector._last_renew = elector.clock()
+            assert ctl.is_leader()
+
+            def lose() -> None:
+                cluster.touch("ConfigMap", "kube-system", "coredns")  # the successor's write
+                elector._leading = False  # ... and our renewal's 409, both while in flight
+
+            await asyncio.to_thread(cluster.before_next_request, lose, "PUT", COREDNS_PUT)
+            await ctl.reconcile()
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await client.close()
+
+    asyncio.run(main())
+    statuses = [r.status for r in cluster.requests("PUT", COREDNS_PUT)]
+    assert statuses == [409], statuses

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from hairpin_proxy.kube import config as kconfig
-from hairpin_proxy.kube.client import KubeClient
-from hairpin_proxy.kube.lease import LeaderElector
+from hairpin_proxy.kube.client import JsonObj, KubeClient
+from hairpin_proxy.kube.lease import LeaderElector, micro_time
 from tests.fakeapi.server import FakeApiServer
 
 
@@ -118,3 +118,146 @@ def test_release_lets_a_standby_in_at_once(fake_api: FakeApiServer, kubeconfig: 
         await client.close()
 
     asyncio.run(main())
+
+
+def slow_elector(client: KubeClient, identity: str, changes: list[bool]) -> LeaderElector:
+    """Deadline 15 s: losing the Lease within a second can only be the 409, not the clock."""
+    return LeaderElector(client, namespace="default", name="lock", identity=identity,
+                         on_change=changes.append, lease_duration=20.0, renew_deadline=15.0,
+                         retry_period=0.2)
+
+
+def test_a_renewal_refused_because_another_took_the_lease_ends_leadership_at_once(
+        fake_api: FakeApiServer, kubeconfig: Path) -> None:
+    changes: list[bool] = []
+    # What the elector says at the moment its next request after the refusal (the GET of the
+    # slow path) reaches the server: it must have stopped before sending anything more.
+    at_next_request: list[tuple[bool, list[bool]]] = []
+
+    async def main() -> float:
+        client = KubeClient.from_cluster(kconfig.load(kubeconfig))
+        a = slow_elector(client, "a", changes)
+        task = asyncio.create_task(a.run())
+        await until(lambda: a.is_leader)
+
+        def hijack() -> None:
+            # Another candidate wrote the Lease just before our renewal is handled: it is
+            # answered 409.
+            fake_api.patch("Lease", "default", "lock", {"spec": {
+                "holderIdentity": "b", "renewTime": micro_time(), "leaseDurationSeconds": 20}})
+            fake_api.before_next_request(
+                lambda: at_next_request.append((a.is_leader, list(changes))), "GET",
+                r"/leases/lock$")
+
+        await asyncio.to_thread(fake_api.before_next_request, hijack, "PUT", r"/leases/lock$")
+        cut = time.monotonic()
+        await until(lambda: not a.is_leader)
+        took = time.monotonic() - cut
+        await asyncio.sleep(0.6)  # a few more attempts: it stays a standby
+        assert not a.is_leader and not a.holds_lease and a.holder == "b"
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await client.close()
+        return took
+
+    took = asyncio.run(main())
+    assert changes == [True, False]
+    assert at_next_request == [(False, [True, False])]
+    # One retry period and a round trip, far from the 15 s renew deadline.
+    assert took < 2.0, took
+    puts = fake_api.requests("PUT", r"/leases/lock$")
+    assert [r.status for r in puts].count(409) == 1
+    # A standby: no further writes of the Lease, which "b" holds for 20 s.
+    assert puts[-1].status == 409
+    lease = fake_api.get("Lease", "default", "lock")
+    assert lease is not None and lease["spec"]["holderIdentity"] == "b"
+
+
+def test_two_electors_the_ousted_one_stops_before_its_deadline(fake_api: FakeApiServer,
+                                                               kubeconfig: Path) -> None:
+    """The Lease is handed to "b" (as `kubectl edit` or a forced takeover would): "b" leads at
+    its next attempt, "a" stops at its next renewal, well before its deadline."""
+    a_changes: list[bool] = []
+    b_changes: list[bool] = []
+
+    async def main() -> None:
+        client = KubeClient.from_cluster(kconfig.load(kubeconfig))
+        a, b = slow_elector(client, "a", a_changes), slow_elector(client, "b", b_changes)
+        ta = asyncio.create_task(a.run())
+        await until(lambda: a.is_leader)
+        tb = asyncio.create_task(b.run())
+        await asyncio.sleep(0.5)
+        assert not b.is_leader
+        await asyncio.to_thread(fake_api.patch, "Lease", "default", "lock", {"spec": {
+            "holderIdentity": "b", "renewTime": micro_time()}})
+        await until(lambda: b.is_leader and not a.is_leader, limit=3.0)
+        await asyncio.sleep(0.6)
+        assert b.is_leader and not a.is_leader
+        for t in (ta, tb):
+            t.cancel()
+        await asyncio.gather(ta, tb, return_exceptions=True)
+        await client.close()
+
+    asyncio.run(main())
+    assert a_changes == [True, False]
+    assert b_changes == [True]
+
+
+@pytest.mark.parametrize("how", ["touched", "injected 409", "deleted"])
+def test_a_refused_renewal_while_the_lease_still_names_us_is_taken_back(
+        fake_api: FakeApiServer, kubeconfig: Path, how: str) -> None:
+    """An unrelated edit of the Lease (or its deletion) also makes the renewal fail: the
+    leader stops, then takes the Lease back in the same attempt, as client-go's slow path
+    does: same holder, same acquireTime, no new transition (a new Lease when deleted)."""
+    changes: list[bool] = []
+
+    async def main() -> JsonObj | None:
+        client = KubeClient.from_cluster(kconfig.load(kubeconfig))
+        a = slow_elector(client, "a", changes)
+        task = asyncio.create_task(a.run())
+        await until(lambda: a.is_leader)
+        first = await asyncio.to_thread(fake_api.get, "Lease", "default", "lock")
+        if how == "touched":
+            await asyncio.to_thread(fake_api.touch, "Lease", "default", "lock")
+        elif how == "deleted":
+            await asyncio.to_thread(fake_api.delete, "Lease", "default", "lock")
+        else:
+            await asyncio.to_thread(fake_api.fail_requests, 1, 409, "PUT", r"/leases/lock$")
+        await until(lambda: len(changes) == 3)
+        assert a.is_leader
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await client.close()
+        return first
+
+    first = asyncio.run(main())
+    assert changes == [True, False, True]
+    lease = fake_api.get("Lease", "default", "lock")
+    assert first is not None and lease is not None
+    assert lease["spec"]["holderIdentity"] == "a"
+    assert lease["spec"]["leaseTransitions"] == 0
+    if how != "deleted":
+        assert lease["spec"]["acquireTime"] == first["spec"]["acquireTime"]
+        assert lease["metadata"]["uid"] == first["metadata"]["uid"]
+
+
+def test_only_conflicts_end_leadership_early(fake_api: FakeApiServer,
+                                             kubeconfig: Path) -> None:
+    """A renewal failing for any other reason (500, timeout) keeps the leader until its
+    deadline, as in client-go: the API being unavailable is not a sign of a new holder."""
+    changes: list[bool] = []
+
+    async def main() -> None:
+        client = KubeClient.from_cluster(kconfig.load(kubeconfig))
+        a = slow_elector(client, "a", changes)
+        task = asyncio.create_task(a.run())
+        await until(lambda: a.is_leader)
+        await asyncio.to_thread(fake_api.fail_requests, 5, 500, None, r"/leases/lock$")
+        await until(lambda: fake_api.count(None, r"/leases/lock$") >= 7)
+        assert a.is_leader
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await client.close()
+
+    asyncio.run(main())
+    assert changes == [True]

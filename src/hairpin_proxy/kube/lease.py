@@ -5,7 +5,8 @@ changed for leaseDurationSeconds as measured by OUR clock since we first saw it 
 different nodes are never compared. Every update is a PUT with the resourceVersion read, so of
 two racing candidates one gets a 409. A leader renews every retry period; once it has gone
 ``renew_deadline`` (< lease duration) without a successful renewal it stops leading, before
-anybody else may take the Lease.
+anybody else may take the Lease. A renewal refused because somebody else changed the Lease
+(409, or 404 once deleted) ends the leadership at once, without waiting for the deadline.
 """
 
 from __future__ import annotations
@@ -131,7 +132,13 @@ class LeaderElector:
             except ApiError as exc:
                 if exc.status not in (404, 409):
                     raise
+                # Someone else wrote the Lease (409) or deleted it (404): it may name another
+                # holder by now, who may be writing already. Stop at once, before the GET
+                # below and before anything the caller does meanwhile. If the Lease still
+                # names us (an unrelated edit), the slow path below takes it back and the
+                # caller hears "became leader" again.
                 self._lease = None
+                self._set_leading(False)
         lease = await self.client.get(self.path)
         if lease is None:
             body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",

@@ -1,0 +1,398 @@
+"""RBAC against the code: every API call the controller and `cleanup` really make is allowed by
+the manifests that install them, and every grant of the controller's Roles is used.
+
+The real CLI runs against the fake API with every feature on, with the arguments of the
+rendered Deployment / cleanup Job. Each request the fake server received is turned into the
+RBAC request the API server's authorizer would see (as its RequestInfo does: GET on a name is
+get, on a collection list, or watch with watch=true; POST create; PUT update; PATCH patch;
+DELETE delete; list/watch with fieldSelector=metadata.name=X are for the name X).
+
+Runs, and the render whose RBAC applies to each (as test_manifests' CLEANUP_FOR pairs them):
+  default   controller --leader-elect --nudge-coredns, node-local-dns present, proxy Service
+            and EndpointSlice, Ingresses (one rejected: an Event), a CoreDNS pod
+            → components/nudge-coredns (the base plus the nudge Role)
+  cleanup   cleanup after it                                         → base
+  import    controller --leader-elect --mode=coredns-import (kubespray's nodelocaldns present)
+            then its cleanup                                         → overlays/k3s
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from hairpin_proxy import corefile
+from tests.controller.conftest import COREFILE, NAMESPACE, NODE_LOCAL, PROXY_IP, Controller
+from tests.corefiles import BY_NAME
+from tests.deploy.rendering import Doc, find
+from tests.deploy.test_manifests import allowed, pod_spec
+from tests.fakeapi.fixtures import configmap, corefile_configmap, endpoint_slice, ingress, service
+from tests.fakeapi.server import FakeApiServer, RequestRecord
+
+SA = "hairpin-proxy-controller"
+
+
+@dataclass(frozen=True, order=True)
+class Access:
+    """One RBAC request: namespace ("" when cluster-scoped), group, resource, verb, name."""
+
+    namespace: str
+    group: str
+    resource: str
+    verb: str
+    name: str = ""
+
+    def __str__(self) -> str:
+        where = f"{self.namespace}/" if self.namespace else ""
+        group = f".{self.group}" if self.group else ""
+        return f"{self.verb} {where}{self.resource}{group}{'/' + self.name if self.name else ''}"
+
+
+@dataclass(frozen=True, order=True)
+class Grant:
+    """One (resource, verb, name) of a rule, with the namespace its binding confines it to."""
+
+    scope: str  # "" for a ClusterRoleBinding
+    group: str
+    resource: str
+    verb: str
+    name: str = ""  # "" when the rule has no resourceNames
+
+    def covers(self, a: Access) -> bool:
+        return ((not self.scope or self.scope == a.namespace) and self.group == a.group
+                and self.resource == a.resource and self.verb == a.verb
+                and (not self.name or self.name == a.name))
+
+    def __str__(self) -> str:
+        return str(Access(self.scope, self.group, self.resource, self.verb, self.name))
+
+
+def _name_from_field_selector(selector: str) -> str:
+    """X for exactly "metadata.name=X" (or ==): what RBAC's resourceNames match for list and
+    watch; anything else selects no single name."""
+    terms = [t for t in selector.split(",") if t]
+    if len(terms) != 1:
+        return ""
+    field, sep, value = terms[0].replace("==", "=").partition("=")
+    return value if sep and field == "metadata.name" else ""
+
+
+def access_of(r: RequestRecord) -> Access | None:
+    """The RBAC request for a recorded API request; None for a non-resource URL."""
+    parts = [p for p in r.path.split("/") if p]
+    if len(parts) >= 3 and parts[0] == "api":
+        group, rest = "", parts[2:]
+    elif len(parts) >= 4 and parts[0] == "apis":
+        group, rest = parts[1], parts[3:]
+    else:
+        return None
+    namespace = ""
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        namespace, rest = rest[1], rest[2:]
+    resource, name = rest[0], rest[1] if len(rest) > 1 else ""
+    if len(rest) > 2:
+        resource += "/" + rest[2]
+    if resource == "namespaces" and name:
+        namespace = name  # as the API server's RequestInfo has it
+    if r.method == "GET":
+        verb = "get" if name else ("watch" if r.watch else "list")
+    else:
+        verb = {"POST": "create", "PUT": "update", "PATCH": "patch",
+                "DELETE": "delete" if name else "deletecollection"}[r.method]
+    if verb in ("list", "watch"):
+        name = _name_from_field_selector(r.query.get("fieldSelector", ""))
+    return Access(namespace, group, resource, verb, name)
+
+
+def is_allowed(docs: list[Doc], a: Access) -> bool:
+    return allowed(docs, SA, a.namespace, a.group, a.resource, a.verb, a.name or None)
+
+
+def grants(docs: list[Doc], sa: str = SA) -> set[Grant]:
+    """Every (resource, verb, name) the Roles and ClusterRoles bound to the account grant."""
+    roles = {(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]): d for d in docs
+             if d["kind"] in ("Role", "ClusterRole")}
+    out: set[Grant] = set()
+    for b in docs:
+        if b["kind"] not in ("RoleBinding", "ClusterRoleBinding") or not any(
+                s["kind"] == "ServiceAccount" and s["name"] == sa
+                and s.get("namespace") == "hairpin-proxy" for s in b["subjects"]):
+            continue
+        scope = b["metadata"].get("namespace") or ""
+        ref = b["roleRef"]
+        role = roles[(ref["kind"], scope or None if ref["kind"] == "Role" else None,
+                      ref["name"])]
+        for rule in role["rules"]:
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    for verb in rule["verbs"]:
+                        for name in rule.get("resourceNames") or [""]:
+                            out.add(Grant(scope, group, resource, verb, name))
+    return out
+
+
+def unexercised(docs: list[Doc], calls: Iterable[Access]) -> set[Grant]:
+    seen = list(calls)
+    return {g for g in grants(docs) if not any(g.covers(a) for a in seen)}
+
+
+# Grants no run here exercises, each with the reason. Kept exact: a grant no code uses goes
+# from deploy/ instead of being listed here.
+DOCTOR_ONLY = "read by `hairpin-proxy doctor` run with the controller's service account " \
+              "(docs/doctor.md, Permissions), not by the controller or cleanup"
+EXCEPTIONS: dict[tuple[str, Grant], str] = {
+    **{(render, Grant("", "", "services", "get")): DOCTOR_ONLY
+       for render in ("base", "components/nudge-coredns", "overlays/k3s")},
+    **{(render, Grant("kube-system", "", "configmaps", "get", "coredns")): DOCTOR_ONLY
+       for render in ("overlays/k3s",)},
+}
+
+
+# --------------------------------------------------------------------------- the runs
+
+
+@dataclass
+class Run:
+    label: str
+    render: str  # the manifests whose RBAC applies
+    calls: list[Access]
+    non_resource: list[str]
+
+
+def _args(docs: list[Doc], kind: str, name: str) -> list[str]:
+    args: list[str] = pod_spec(find(docs, kind, name))["containers"][0]["args"]
+    return args[1:]  # without the subcommand, which Controller puts first
+
+
+def _wait(what: str, predicate: object, timeout: float = 30.0) -> None:
+    assert callable(predicate)
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"{what} not reached within {timeout}s"
+        time.sleep(0.05)
+
+
+def _split(records: list[RequestRecord]) -> tuple[list[Access], list[str]]:
+    calls, other = [], []
+    for r in records:
+        a = access_of(r)
+        if a is None:
+            other.append(r.path)
+        else:
+            calls.append(a)
+    return calls, other
+
+
+def _cluster(api: FakeApiServer, corefile_text: str) -> None:
+    """What tests/controller's `cluster` fixture sets up, plus a CoreDNS pod."""
+    api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    api.create(service(NAMESPACE, "hairpin-proxy", cluster_ips=[PROXY_IP]))
+    api.create(endpoint_slice(NAMESPACE, "hairpin-proxy"))
+    api.create(corefile_configmap(corefile_text))
+    api.create({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "coredns-5d78c9869d-abcde", "namespace": "kube-system",
+                             "labels": {"k8s-app": "kube-dns"}},
+                "spec": {"containers": [{"name": "coredns", "image": "coredns:1.11.1"}]}})
+
+
+def _extras(api: FakeApiServer) -> None:
+    # NodeLocal DNSCache under both names the controller knows (upstream's, kubespray's), so
+    # that each grant is exercised; and two Ingresses, one rejected with a HostRejected Event
+    # (a zone the Corefile serves itself).
+    for name in ("node-local-dns", "nodelocaldns"):
+        api.create(configmap("kube-system", name, {"Corefile": NODE_LOCAL}))
+    api.create(ingress("shop", "shop", tls_hosts=["shop.example.com"]))
+    api.create(ingress("shop", "internal", tls_hosts=["web.cluster.local"]))
+
+
+def _host_in(api: FakeApiServer, namespace: str, name: str, key: str, host: str) -> bool:
+    """Whether the host's first label is in the key (the Corefile has it as a regex)."""
+    cm = api.get("ConfigMap", namespace, name)
+    return cm is not None and host.partition(".")[0] in str((cm.get("data") or {}).get(key, ""))
+
+
+def _default_run(renders: dict[str, list[Doc]], work: Path) -> list[Run]:
+    nudge = renders["components/nudge-coredns"]
+    with FakeApiServer(bookmark_interval=0.5) as api:
+        _cluster(api, COREFILE)
+        _extras(api)
+        # Conflicted writes re-read the ConfigMap: the `get` of each written name.
+        for path in (r"/configmaps/coredns$", r"/configmaps/node-local-dns$",
+                     r"/configmaps/hairpin-proxy-hosts$"):
+            api.conflict_next_put(path)
+        kubeconfig = api.write_kubeconfig(work / "kubeconfig-default")
+        ctl = Controller(api, kubeconfig, work / "default.log",
+                         *_args(nudge, "Deployment", "hairpin-proxy-controller"))
+        try:
+            ctl.wait_ready()
+            _wait("first rules", lambda: _host_in(api, "kube-system", "node-local-dns",
+                                                  "Corefile", "shop.example.com"))
+            # A second change: the published hosts (created on the first pass) are updated.
+            api.create(ingress("shop", "cart", tls_hosts=["cart.example.com"]))
+            _wait("second rules", lambda: all(
+                _host_in(api, ns, name, key, "cart.example.com") for ns, name, key in (
+                    ("kube-system", "coredns", "Corefile"),
+                    ("kube-system", "node-local-dns", "Corefile"),
+                    (NAMESPACE, "hairpin-proxy-hosts", "hosts"))))
+            _wait("conflicts", lambda: all(
+                any(r.status == 409 for r in api.requests("PUT", path)) for path in (
+                    r"/configmaps/coredns$", r"/configmaps/node-local-dns$",
+                    r"/configmaps/hairpin-proxy-hosts$")))
+            _wait("nudge", lambda: "hairpin-proxy.io/corefile-version" in (
+                (api.get("Pod", "kube-system", "coredns-5d78c9869d-abcde") or {})
+                .get("metadata", {}).get("annotations") or {}))
+            _wait("event", lambda: api.list("Event", "shop"))
+            time.sleep(1.0)  # a lease renewal or two more
+        finally:
+            assert ctl.stop() == 0, ctl.log()
+        controller_calls = _split(api.requests())
+        api.clear_requests()
+        cleanup = Controller(api, kubeconfig, work / "cleanup.log",
+                             *_args(renders["cleanup/default"], "Job", "hairpin-proxy-cleanup"),
+                             command="cleanup")
+        assert cleanup.proc.wait(30) == 0, cleanup.log()
+        cleanup.stop()
+        coredns = api.get("ConfigMap", "kube-system", "coredns")
+        assert coredns is not None
+        assert corefile.managed_hosts(coredns["data"]["Corefile"]) == ()
+        assert api.get("ConfigMap", NAMESPACE, "hairpin-proxy-hosts") is None
+        cleanup_calls = _split(api.requests())
+    return [Run("default", "components/nudge-coredns", *controller_calls),
+            Run("cleanup", "base", *cleanup_calls)]
+
+
+def _import_run(renders: dict[str, list[Doc]], work: Path) -> list[Run]:
+    k3s = renders["overlays/k3s"]
+    with FakeApiServer(bookmark_interval=0.5) as api:
+        _cluster(api, BY_NAME["k3s"].text)
+        _extras(api)
+        for path in (r"/configmaps/coredns-custom$", r"/configmaps/nodelocaldns$",
+                     r"/configmaps/hairpin-proxy-hosts$"):
+            api.conflict_next_put(path)
+        kubeconfig = api.write_kubeconfig(work / "kubeconfig-import")
+        ctl = Controller(api, kubeconfig, work / "import.log",
+                         *_args(k3s, "Deployment", "hairpin-proxy-controller"))
+        try:
+            ctl.wait_ready()
+            _wait("import ConfigMap created", lambda: _host_in(
+                api, "kube-system", "coredns-custom", "hairpin-proxy.override",
+                "shop.example.com"))
+            api.create(ingress("shop", "cart", tls_hosts=["cart.example.com"]))
+            _wait("second rules", lambda: all(
+                _host_in(api, ns, name, key, "cart.example.com") for ns, name, key in (
+                    ("kube-system", "coredns-custom", "hairpin-proxy.override"),
+                    ("kube-system", "nodelocaldns", "Corefile"),
+                    (NAMESPACE, "hairpin-proxy-hosts", "hosts"))))
+            _wait("event", lambda: api.list("Event", "shop"))
+            _wait("conflicts", lambda: all(
+                any(r.status == 409 for r in api.requests("PUT", path)) for path in (
+                    r"/configmaps/coredns-custom$", r"/configmaps/nodelocaldns$",
+                    r"/configmaps/hairpin-proxy-hosts$")))
+            time.sleep(1.0)
+        finally:
+            assert ctl.stop() == 0, ctl.log()
+        controller_calls = _split(api.requests())
+        api.clear_requests()
+        job = renders["cleanup/coredns-import"]
+        cleanup = Controller(api, kubeconfig, work / "cleanup-import.log",
+                             *_args(job, "Job", "hairpin-proxy-cleanup"), command="cleanup")
+        assert cleanup.proc.wait(30) == 0, cleanup.log()
+        cleanup.stop()
+        assert api.get("ConfigMap", "kube-system", "coredns-custom") is None  # ours, emptied
+        cleanup_calls = _split(api.requests())
+    return [Run("import", "overlays/k3s", *controller_calls),
+            Run("cleanup-import", "overlays/k3s", *cleanup_calls)]
+
+
+@pytest.fixture(scope="module")
+def runs(renders: dict[str, list[Doc]],
+         tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Run]]:
+    work = tmp_path_factory.mktemp("rbac-calls")
+    yield _default_run(renders, work) + _import_run(renders, work)
+
+
+def denied(docs: list[Doc], calls: Iterable[Access]) -> list[str]:
+    return sorted({str(a) for a in calls if not is_allowed(docs, a)})
+
+
+# --------------------------------------------------------------------------- the checks
+
+
+def test_every_call_is_allowed(renders: dict[str, list[Doc]], runs: list[Run]) -> None:
+    for run in runs:
+        assert run.calls, run.label
+        assert denied(renders[run.render], run.calls) == [], (run.label, run.render)
+        # Discovery and health URLs are open to every authenticated user (system:discovery,
+        # system:public-info-viewer); the controller asks for none of them today.
+        assert set(run.non_resource) <= {"/version", "/api", "/apis", "/healthz"}, run.label
+
+
+def test_the_nudge_is_the_only_call_beyond_the_base(renders: dict[str, list[Doc]],
+                                                    runs: list[Run]) -> None:
+    (default,) = [r for r in runs if r.label == "default"]
+    assert denied(renders["base"], default.calls) == ["list kube-system/pods",
+                                                      "patch kube-system/pods/"
+                                                      "coredns-5d78c9869d-abcde"]
+
+
+def _coverage(renders: dict[str, list[Doc]], runs: list[Run]) -> dict[tuple[str, Grant], str]:
+    """(render, grant) → "" for every grant no run under that render's RBAC exercised."""
+    calls = {run.label: run.calls for run in runs}
+    # The nudge install is the base plus one Role: the default run exercises both, with the
+    # cleanup after it.
+    by_render = {"base": calls["default"] + calls["cleanup"],
+                 "components/nudge-coredns": calls["default"] + calls["cleanup"],
+                 "overlays/k3s": calls["import"] + calls["cleanup-import"]}
+    return {(render, g): "" for render, calls in by_render.items()
+            for g in unexercised(renders[render], calls)}
+
+
+def test_every_grant_is_exercised(renders: dict[str, list[Doc]], runs: list[Run]) -> None:
+    missing = _coverage(renders, runs)
+    unexpected = sorted(f"{render}: {g}" for render, g in set(missing) - set(EXCEPTIONS))
+    stale = sorted(f"{render}: {g}" for render, g in set(EXCEPTIONS) - set(missing))
+    assert unexpected == [], "granted but never used"
+    assert stale == [], "listed as unused but exercised (or no longer granted)"
+
+
+def test_the_checks_catch_a_missing_and_an_unused_grant(renders: dict[str, list[Doc]],
+                                                        runs: list[Run]) -> None:
+    (default,) = [r for r in runs if r.label == "default"]
+    docs = copy.deepcopy(renders["components/nudge-coredns"])
+    role = find(docs, "Role", "hairpin-proxy-controller-coredns", "kube-system")
+    rule = next(r for r in role["rules"] if r.get("resourceNames") == ["coredns"])
+    rule["verbs"].remove("update")
+    assert "update kube-system/configmaps/coredns" in denied(docs, default.calls)
+    # ... and a grant nobody uses: deleting the Lease.
+    own = find(docs, "Role", "hairpin-proxy-controller", "hairpin-proxy")
+    own["rules"].append({"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                         "resourceNames": ["hairpin-proxy-controller"], "verbs": ["delete"]})
+    assert Grant("hairpin-proxy", "coordination.k8s.io", "leases", "delete",
+                 "hairpin-proxy-controller") in unexercised(docs, default.calls)
+
+
+def test_request_mapping() -> None:
+    def rec(method: str, path: str, **query: str) -> Access | None:
+        return access_of(RequestRecord(method, path, query, 0.0, query.get("watch") == "true"))
+
+    assert rec("GET", "/api/v1/namespaces", fieldSelector="metadata.name=hairpin-proxy",
+               watch="true") == Access("", "", "namespaces", "watch", "hairpin-proxy")
+    assert rec("GET", "/api/v1/namespaces/hairpin-proxy") == Access(
+        "hairpin-proxy", "", "namespaces", "get", "hairpin-proxy")
+    assert rec("GET", "/apis/networking.k8s.io/v1/ingresses") == Access(
+        "", "networking.k8s.io", "ingresses", "list")
+    assert rec("GET", "/api/v1/namespaces/kube-system/configmaps",
+               fieldSelector="metadata.name=coredns,metadata.namespace=kube-system") == Access(
+        "kube-system", "", "configmaps", "list")
+    assert rec("PUT", "/apis/coordination.k8s.io/v1/namespaces/n/leases/l") == Access(
+        "n", "coordination.k8s.io", "leases", "update", "l")
+    assert rec("PUT", "/api/v1/namespaces/n/pods/p/status") == Access(
+        "n", "", "pods/status", "update", "p")
+    assert rec("DELETE", "/api/v1/namespaces/n/configmaps") == Access(
+        "n", "", "configmaps", "deletecollection")
+    assert rec("GET", "/version") is None
