@@ -18,6 +18,21 @@ Mutate = Callable[[JsonObj | None], JsonObj | None]
 MANAGED_BY = {"app.kubernetes.io/managed-by": "hairpin-proxy"}
 
 
+def rewrite_key(key: str, text_of: Callable[[JsonObj | None], str],
+                edit: Callable[[str], str]) -> Mutate:
+    """A change of one key's text (read by ``text_of``, which raises when it is missing);
+    None (no write) when the text stays the same."""
+    def change(cm: JsonObj | None) -> JsonObj | None:
+        text = text_of(cm)
+        new = edit(text)
+        if new == text:
+            return None
+        assert cm is not None
+        cm["data"][key] = new
+        return cm
+    return change
+
+
 class _Unknown:
     pass
 

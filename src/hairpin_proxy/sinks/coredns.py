@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from hairpin_proxy import corefile
 from hairpin_proxy.kube.client import JsonObj
-from hairpin_proxy.sinks.configmap import Mutate
+from hairpin_proxy.sinks.configmap import Mutate, rewrite_key
 
 
 class SinkError(RuntimeError):
@@ -75,13 +75,4 @@ class CorednsSink:
                                                           dns_port=self.dns_port))
 
     def _rewrite(self, edit: Callable[[str], str]) -> Mutate:
-        """A change of our key's text; None (no write) when the text stays the same."""
-        def change(cm: JsonObj | None) -> JsonObj | None:
-            text = self.text(cm)
-            new = edit(text)
-            if new == text:
-                return None
-            assert cm is not None
-            cm["data"][self.key] = new
-            return cm
-        return change
+        return rewrite_key(self.key, self.text, edit)

@@ -15,7 +15,7 @@ from hairpin_proxy.corefile.nodelocal import (
     remove_nodelocal,
 )
 from hairpin_proxy.kube.client import JsonObj
-from hairpin_proxy.sinks.configmap import Mutate
+from hairpin_proxy.sinks.configmap import Mutate, rewrite_key
 from hairpin_proxy.sinks.coredns import SinkError
 
 # Where NodeLocal DNSCache keeps its Corefile: upstream's ConfigMap, then kubespray's.
@@ -60,16 +60,7 @@ class NodeLocalSink:
             lambda text: remove_nodelocal(text, cluster_domain=self.cluster_domain))
 
     def _rewrite(self, edit: Callable[[str], str]) -> Mutate:
-        """A change of our key's text; None (no write) when the text stays the same."""
-        def change(cm: JsonObj | None) -> JsonObj | None:
-            text = self.text(cm)
-            new = edit(text)
-            if new == text:
-                return None
-            assert cm is not None
-            cm["data"][self.key] = new
-            return cm
-        return change
+        return rewrite_key(self.key, self.text, edit)
 
     @staticmethod
     def reconciled_by_addon_manager(cm: JsonObj | None) -> bool:
