@@ -361,3 +361,9 @@ class DoctorSettings(CorednsTargetSettings, PolicySettings, KubeSettings, LogSet
                                        "instead of the resolver (repeatable; a diagnostic aid).")
     api: bool = opt(True, "Ask the Kubernetes API for cluster facts; --no-api probes DNS and "
                           "the ports only.")
+    verify_hosts: Literal["on", "off"] = opt(
+        "on", "As the controller's --verify-hosts: on checks whether each host's public DNS "
+              "points at this cluster's load balancer (the controller redirects only those).")
+    verify_resolver: tuple[str, ...] = opt(
+        (), "As the controller's --verify-resolver: DNS server ADDR[:PORT] for that check "
+            "(repeatable); default: the system resolver.")

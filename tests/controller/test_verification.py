@@ -109,3 +109,152 @@ def test_a_resolver_outage_keeps_verified_hosts_and_adds_none(
     wait_until(lambda: managed(cluster) == ("app.example.test", "dual.example.test"),
                what="new host verified once DNS answers")
     assert again.proc.poll() is None
+
+
+# ---------------------------------------------------------------------- hostile cases
+
+
+def refusals(api: FakeApiServer) -> dict[tuple[str, str], list[str]]:
+    """HostNotOnThisCluster Events in every namespace: (namespace, Ingress) -> messages."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for e in api.list("Event"):
+        if e.get("reason") != "HostNotOnThisCluster":
+            continue
+        involved = e["involvedObject"]
+        assert isinstance(involved, dict)
+        out.setdefault((involved["namespace"], involved["name"]), []).append(str(e["message"]))
+    return out
+
+
+def resource_version(obj: dict[str, object] | None) -> int:
+    assert obj is not None
+    meta = obj["metadata"]
+    assert isinstance(meta, dict)
+    return int(meta["resourceVersion"])
+
+
+def corefile_mark(api: FakeApiServer) -> int:
+    return resource_version(api.get("ConfigMap", "kube-system", "coredns"))
+
+
+def written_since(api: FakeApiServer, mark: int) -> list[tuple[str, ...]]:
+    """The managed hosts of every Corefile version written after ``mark``."""
+    out = []
+    for _type, obj in api.changes("ConfigMap", "kube-system", "coredns"):
+        if resource_version(obj) > mark:
+            out.append(corefile.managed_hosts(obj["data"]["Corefile"]))
+    return out
+
+
+def hold(api: FakeApiServer, host: str, seconds: float) -> None:
+    """``host`` stays written for ``seconds``: in the Corefile now and in every version written
+    meanwhile (a withdrawal and re-add between two polls would show there)."""
+    mark = corefile_mark(api)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert host in managed(api), f"{host} withdrawn"
+        time.sleep(0.05)
+    assert all(host in hosts for hosts in written_since(api, mark)), written_since(api, mark)
+
+
+def test_a_tenant_cannot_claim_a_name_that_is_not_this_clusters(
+        cluster: FakeApiServer, start: Start, dns: Dnsmasq) -> None:
+    """A tenant's Ingress for a name that resolves elsewhere (think api.github.com) is refused
+    with an Event on that Ingress only; the other tenants' hosts are redirected as before."""
+    with_lb(cluster)
+    cluster.create(ingress("shop", "web", tls_hosts=["app.example.test"]))
+    cluster.create(ingress("blog", "site", tls_hosts=["dual.example.test"]))
+    cluster.create(ingress("evil", "grab", tls_hosts=["other.example.test"]))
+    verifying(start, dns)
+    wait_until(lambda: managed(cluster) == ("app.example.test", "dual.example.test"),
+               what="the other tenants' hosts written")
+    wait_until(lambda: ("evil", "grab") in refusals(cluster), what="Event on the Ingress")
+    # Re-checks (interval 1 s) change nothing: no withdrawal, no Event elsewhere.
+    hold(cluster, "app.example.test", 2.5)
+    assert managed(cluster) == ("app.example.test", "dual.example.test")
+    seen = refusals(cluster)
+    assert set(seen) == {("evil", "grab")}, seen
+    assert all(f"other.example.test resolves to {OTHER_IP}" in m for m in seen["evil", "grab"])
+    assert not [e for e in cluster.list("Event") if e.get("type") == "Warning"
+                and e["involvedObject"]["namespace"] != "evil"]
+
+    # The tenant adds the name beside one that is ours: only the foreign name is refused.
+    obj = cluster.get("Ingress", "evil", "grab")
+    assert obj is not None
+    obj["spec"]["tls"][0]["hosts"] = ["other.example.test", "*.wild.example.test"]
+    cluster.update(obj)
+    wait_until(lambda: managed(cluster) == ("*.wild.example.test", "app.example.test",
+                                            "dual.example.test"), what="its own host written")
+    assert "other.example.test" not in managed(cluster)
+    assert set(refusals(cluster)) == {("evil", "grab")}
+
+
+@pytest.mark.parametrize("first", ["web", "copy"])
+def test_a_host_claimed_twice_stays_while_either_claims_it(
+        cluster: FakeApiServer, start: Start, dns: Dnsmasq, first: str) -> None:
+    """An Ingress updated to claim a host another one has (both on this cluster): the host
+    stays while either claims it, whichever goes first, and goes with the last claim."""
+    with_lb(cluster)
+    cluster.create(ingress("shop", "web", tls_hosts=["app.example.test"]))
+    cluster.create(ingress("blog", "copy", tls_hosts=["dual.example.test"]))
+    verifying(start, dns)
+    wait_until(lambda: managed(cluster) == ("app.example.test", "dual.example.test"),
+               what="both written")
+    obj = cluster.get("Ingress", "blog", "copy")
+    assert obj is not None
+    obj["spec"]["tls"][0]["hosts"] = ["dual.example.test", "app.example.test"]
+    cluster.update(obj)
+    hold(cluster, "app.example.test", 2.5)
+    namespaces = {"web": "shop", "copy": "blog"}
+    second = "copy" if first == "web" else "web"
+    cluster.delete("Ingress", namespaces[first], first)
+    if first == "copy":
+        wait_until(lambda: "dual.example.test" not in managed(cluster), what="dual withdrawn")
+    hold(cluster, "app.example.test", 2.5)
+    assert not refusals(cluster)
+    cluster.delete("Ingress", namespaces[second], second)
+    wait_until(lambda: "app.example.test" not in managed(cluster),
+               what="withdrawn with the last claim")
+    wait_until(lambda: managed(cluster) == (), what="nothing left")
+
+
+def test_a_host_is_redirected_only_while_its_dns_points_here(
+        cluster: FakeApiServer, start: Start, tmp_path: Path) -> None:
+    """The host's public answer is this cluster's load balancer for a short window only: it is
+    redirected during the window and withdrawn at the next check after the answer moves."""
+    flip = "flip.example.test"
+    server = Dnsmasq(tmp_path, hosts={flip: [OTHER_IP]})
+    server.start()
+    try:
+        assert server.lookup(flip) == (OTHER_IP,)
+        with_lb(cluster)
+        cluster.create(ingress("shop", "web", tls_hosts=["app.example.test", flip]))
+        ctl = verifying(start, server)
+        wait_until(lambda: managed(cluster) == ("app.example.test",), what="app only")
+        wait_until(lambda: ("shop", "web") in refusals(cluster), what="flip refused")
+
+        # The window opens: redirected at the next check, and kept while it lasts.
+        server.reload({flip: [LB_IP]})
+        assert server.lookup(flip) == (LB_IP,)
+        wait_until(lambda: flip in managed(cluster), timeout=10, what="redirected")
+        hold(cluster, flip, 2.5)
+
+        # The answer moves elsewhere: withdrawn at the next check (interval 1 s).
+        checks = ctl.metric("hairpin_controller_verify_lookups_total")
+        server.reload({flip: [OTHER_IP]})
+        moved = time.monotonic()
+        wait_until(lambda: flip not in managed(cluster), timeout=10, what="withdrawn")
+        assert time.monotonic() - moved < 6
+        assert ctl.metric("hairpin_controller_verify_lookups_total") > checks
+        assert managed(cluster) == ("app.example.test",)
+
+        # Once more, and this time the name goes away altogether (NXDOMAIN).
+        server.reload({flip: [LB_IP]})
+        wait_until(lambda: flip in managed(cluster), timeout=10, what="redirected again")
+        server.reload({})
+        assert server.lookup(flip) == ()
+        wait_until(lambda: flip not in managed(cluster), timeout=10, what="withdrawn again")
+        assert managed(cluster) == ("app.example.test",)
+        assert ctl.proc.poll() is None
+    finally:
+        server.stop()

@@ -53,12 +53,20 @@ def relay(tmp_path_factory: pytest.TempPathFactory, pp_nginx: Nginx) -> Iterator
         yield r
 
 
-def doctor(*args: str, kubeconfig: Path | None = None) -> tuple[int, dict[str, Any], str]:
+# The host verification asks public DNS, which tests reach only through their own dnsmasq
+# (tests/doctor/test_verification.py turns it on).
+NO_VERIFY = ("--verify-hosts", "off")
+
+
+def doctor(*args: str, kubeconfig: Path | None = None, verify: tuple[str, ...] = NO_VERIFY,
+           timeout: str = "5", environ: dict[str, str] | None = None
+           ) -> tuple[int, dict[str, Any], str]:
     """Run ``hairpin-proxy doctor ... --output json``: (exit status, JSON report, stderr)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HAIRPIN_")}
     env.pop("KUBECONFIG", None)
+    env.update(environ or {})
     cmd = [sys.executable, "-m", "hairpin_proxy", "doctor", *args, "--output", "json",
-           "--timeout", "5"]
+           "--timeout", timeout, *verify]
     if kubeconfig is not None:
         cmd += ["--kubeconfig", str(kubeconfig), "--namespace", NS]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env,
@@ -136,7 +144,7 @@ def test_text_report(fake_api: FakeApiServer, kubeconfig: Path, pp_nginx: Nginx)
     env = {k: v for k, v in os.environ.items() if not k.startswith("HAIRPIN_")}
     proc = subprocess.run(
         [sys.executable, "-m", "hairpin_proxy", "doctor", HOST, "--resolve", f"{HOST}:{LB_IP}",
-         *ports(pp_nginx), "--kubeconfig", str(kubeconfig), "--namespace", NS],
+         *ports(pp_nginx), "--kubeconfig", str(kubeconfig), "--namespace", NS, *NO_VERIFY],
         capture_output=True, text=True, timeout=120, env=env, check=False)
     assert proc.returncode == 1
     out = proc.stdout
@@ -146,6 +154,7 @@ def test_text_report(fake_api: FakeApiServer, kubeconfig: Path, pp_nginx: Nginx)
     assert "PROXY v1 HTTP 200" in out and "-> hairpin" in out
     assert f"{DO_PP}='true' (DigitalOcean: on)" in out
     assert "CoreDNS            1.11.1" in out
+    assert "  verify   off (redirected): --verify-hosts off: the controller redirects" in out
     assert "1 host(s) checked, 1 need attention" in out
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import itertools
+import math
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -21,12 +23,18 @@ from hairpin_proxy.doctor.facts import (
     LbService,
     PortProbe,
     Resolution,
+    Verification,
 )
 
 TRI = (None, False, True)
 TRI_FIELDS = ("rule", "proxy_installed", "proxy_ready", "ip_mode_proxy", "hostname_only",
               "node_local_dns", "node_local_reconciled", "node_local_covered", "coredns_ok",
-              "reload")
+              "reload", "verified")
+# Every field a rule's condition may read, with all its values.
+FIELD_VALUES: dict[str, tuple[Any, ...]] = {
+    "dns": v.DNS_STATES, "http": v.PORT_STATES, "tls": v.PORT_STATES,
+    **{name: TRI for name in TRI_FIELDS},
+}
 
 
 def test_pure_modules_load_no_io() -> None:
@@ -45,27 +53,63 @@ def matching(s: v.Situation) -> list[str]:
     return [r.code for r in v.RULES if r.when(s)]
 
 
+_UNSET: Any = object()
+
+
+class _Need(Exception):
+    def __init__(self, field: str) -> None:
+        super().__init__(field)
+        self.field = field
+
+
+class _Lazy(v.Situation):
+    """A Situation whose unset fields raise ``_Need`` when a condition reads them."""
+
+    def __getattribute__(self, name: str) -> Any:
+        value = object.__getattribute__(self, name)
+        if value is _UNSET:
+            raise _Need(name)
+        return value
+
+
+def explore(assigned: dict[str, Any]) -> Iterator[tuple[dict[str, Any], list[str]]]:
+    """(assignment, matching rules) over every combination of facts: a field is assigned
+    only when a condition reads it, so each leaf stands for every value of the fields it
+    leaves unset (the conditions read nothing else)."""
+    fields: dict[str, Any] = {name: assigned.get(name, _UNSET) for name in FIELD_VALUES}
+    s = _Lazy(**fields)
+    try:
+        hits = [r.code for r in v.RULES if r.when(s)]
+    except _Need as need:
+        for value in FIELD_VALUES[need.field]:
+            yield from explore({**assigned, need.field: value})
+        return
+    yield assigned, hits
+
+
 def test_every_combination_matches_exactly_one_rule() -> None:
-    """All 5 x 4 x 4 x 3^10 situations: the conditions are exclusive and exhaustive."""
+    """All 5 x 4 x 4 x 3^11 situations: the conditions are exclusive and exhaustive."""
     started = time.monotonic()
     seen: set[str] = set()
     count = 0
-    rules = [(r.code, r.when) for r in v.RULES]
-    assert len(TRI_FIELDS) == 10
-    for dns, http, tls in itertools.product(v.DNS_STATES, v.PORT_STATES, v.PORT_STATES):
-        for tri in itertools.product(TRI, repeat=len(TRI_FIELDS)):
-            rule, inst, ready, ipm, name, nld, rec, cov, cok, rel = tri
-            s = v.Situation(dns, http, tls, rule=rule, proxy_installed=inst, proxy_ready=ready,
-                            ip_mode_proxy=ipm, hostname_only=name, node_local_dns=nld,
-                            node_local_reconciled=rec, node_local_covered=cov,
-                            coredns_ok=cok, reload=rel)
-            hits = [code for code, when in rules if when(s)]
-            assert len(hits) == 1, (s, hits)
-            seen.add(hits[0])
-            count += 1
-    assert count == 5 * 4 * 4 * 3 ** 10
+    assert len(TRI_FIELDS) == 11
+    for assigned, hits in explore({}):
+        assert len(hits) == 1, (assigned, hits)
+        seen.add(hits[0])
+        count += math.prod(len(values) for name, values in FIELD_VALUES.items()
+                           if name not in assigned)
+    assert count == 5 * 4 * 4 * 3 ** 11
     assert seen == set(v.CODES), set(v.CODES) - seen
-    assert time.monotonic() - started < 600
+    assert time.monotonic() - started < 60
+
+
+def test_exploring_agrees_with_plain_evaluation() -> None:
+    """The lazy Situation decides as the real one does (spot checks of the leaves)."""
+    for n, (assigned, hits) in enumerate(explore({})):
+        if n % 7:
+            continue
+        full = {name: assigned.get(name, values[-1]) for name, values in FIELD_VALUES.items()}
+        assert matching(v.Situation(**full)) == hits
 
 
 situations = st.builds(
@@ -75,6 +119,8 @@ situations = st.builds(
     **{name: st.sampled_from(TRI) for name in TRI_FIELDS},
     dns_error=st.text(max_size=20), seen=st.text(max_size=40),
     coredns_version=st.sampled_from(["", "1.8.3", "1.11.1"]),
+    verify_code=st.sampled_from(["", "not-this-cluster", "unresolved", "ip-mode-proxy"]),
+    verify_reason=st.text(max_size=40),
 )
 
 
@@ -122,6 +168,11 @@ EXAMPLES: dict[str, v.Situation] = {
     "coredns-no-reload": v.Situation("other", S, H, rule=True, reload=False),
     "dns-not-updated": v.Situation("mixed", H, W, rule=True),
     "ipmode-ignored": v.Situation("lb", H, H, rule=False, ip_mode_proxy=True),
+    "not-this-cluster": v.Situation(
+        "lb", H, H, rule=False, proxy_installed=True, verified=False,
+        verify_code="not-this-cluster",
+        verify_reason="shop.example.com resolves to 198.51.100.7, not to this cluster's load "
+                      "balancer 203.0.113.7"),
     "rule-missing": v.Situation("lb", H, H, rule=False, proxy_installed=True),
     "hairpin-confirmed": v.Situation("lb", H, F),
     "not-needed-ipmode": v.Situation("lb", W, W, ip_mode_proxy=True),
@@ -380,3 +431,86 @@ def test_any_gathered_facts_give_one_verdict(facts: HostFacts) -> None:
     out = v.verdict(facts)
     assert out.code in v.CODES
     assert len(matching(v.summarize(facts))) == 1
+
+
+# --------------------------------------------------------------------------- verification
+
+NOT_OURS = Verification("not-this-cluster", "a.example.com resolves to 198.51.100.1, not to "
+                        "this cluster's load balancer 203.0.113.7", "a.example.com",
+                        ("198.51.100.1",), (), "system")
+
+
+@pytest.mark.parametrize(("code", "redirect"), [
+    ("verified", True), ("off", True),
+    ("not-this-cluster", False), ("unresolved", False), ("ip-mode-proxy", False),
+    ("resolver-error", None), ("pending", None), ("unknown", None),
+])
+def test_verification_redirect(code: str, redirect: bool | None) -> None:
+    assert Verification(code, "why").redirect is redirect
+
+
+def hairpin_facts(check: Verification | None, *, installed: bool | None = True,
+                  lb_service: LbService | None = None) -> HostFacts:
+    cluster = ClusterFacts(lb_services=() if lb_service is None else (lb_service,),
+                           proxy_service_found=installed, rule_hosts=())
+    return HostFacts("a.example.com", Resolution(("203.0.113.7",)), ("lb",),
+                     probe(EMPTY, OK, OK), None, lb_service, cluster, check)
+
+
+@pytest.mark.parametrize("installed", [True, False, None])
+def test_not_verified_host_without_rule_is_not_this_cluster(installed: bool | None) -> None:
+    facts = hairpin_facts(NOT_OURS, installed=installed)
+    s = v.summarize(facts)
+    assert s.verified is False and s.verify_code == "not-this-cluster"
+    out = v.verdict(facts)
+    assert out.code == "not-this-cluster" and not out.ok
+    assert "does not point at this cluster's load balancer" in out.advice
+    assert "by design" in out.advice and "--verify-hosts off" in out.advice
+    assert "198.51.100.1" in out.advice  # the controller's reason
+
+
+@pytest.mark.parametrize(("check", "code"), [
+    (None, "rule-missing"),
+    (Verification("verified", "ours"), "rule-missing"),
+    (Verification("off", "off"), "rule-missing"),
+    # Unknown: the resolver failed, or the load balancer addresses are unknown.
+    (Verification("resolver-error", "timeout"), "rule-missing"),
+    (Verification("unknown", "Ingresses could not be listed"), "rule-missing"),
+    (Verification("unresolved", "a.example.com does not resolve (NXDOMAIN)"),
+     "not-this-cluster"),
+])
+def test_only_a_known_refusal_selects_not_this_cluster(check: Verification | None,
+                                                       code: str) -> None:
+    assert v.verdict(hairpin_facts(check)).code == code
+
+
+def test_not_this_cluster_needs_the_hairpin_and_no_rule() -> None:
+    base = hairpin_facts(NOT_OURS)
+    works = HostFacts(base.host, base.resolution, base.kinds, probe(OK, BAD, BAD), None,
+                      None, base.cluster, NOT_OURS)
+    assert v.verdict(works).code == "works"
+    assert base.cluster is not None
+    ruled = ClusterFacts(lb_services=(), proxy_service_found=True, rule_hosts=("a.example.com",),
+                         reload_plugin=True, coredns_version=(1, 11, 1), node_local_dns=False)
+    with_rule = HostFacts(base.host, base.resolution, base.kinds, base.http, None, None, ruled,
+                          NOT_OURS)
+    assert v.verdict(with_rule).code == "dns-not-updated"
+
+
+def test_ip_mode_proxy_verification() -> None:
+    """The public answer's load balancer reports ipMode Proxy: with the doctor's own load
+    balancer reading unknown, that is the ipMode fact; against a known VIP one, the
+    controller still leaves the host alone."""
+    check = Verification("ip-mode-proxy", "a.example.com resolves to 203.0.113.7, whose load "
+                         "balancer (Service x/y) reports ipMode Proxy")
+    unknown_lb = HostFacts("a.example.com", Resolution(("203.0.113.7",)), ("other",),
+                           probe(EMPTY, OK, OK), None, None,
+                           ClusterFacts(lb_services=None, proxy_service_found=True,
+                                        rule_hosts=()), check)
+    s = v.summarize(unknown_lb)
+    assert s.ip_mode_proxy is True and s.verified is False
+    assert v.verdict(unknown_lb).code == "ipmode-ignored"
+    vip = hairpin_facts(check, lb_service=lb("VIP"))
+    out = v.verdict(vip)
+    assert out.code == "not-this-cluster" and "ipMode Proxy" in out.advice
+    assert "service proxy ignores ipMode" in out.advice

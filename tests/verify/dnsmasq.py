@@ -3,20 +3,28 @@
 The zone is fixed (``RECORDS``); everything under ``example.test`` that it does not list is
 NXDOMAIN (``--local``), and any other name is REFUSED (no upstream servers). A missing dnsmasq
 is a failure, not a skip: CI installs real peers (scripts/system-deps.sh).
+
+``Dnsmasq(..., hosts={name: [addresses]})`` adds records that can change at runtime: they are
+served from an ``--addn-hosts`` file, and ``reload(hosts)`` rewrites it and sends SIGHUP, on
+which dnsmasq re-reads the file and clears its cache; ``reload`` returns once the new records
+are served. Use names that ``RECORDS`` does not cover (``--address`` ones win).
 """
 
 from __future__ import annotations
 
 import getpass
 import shutil
+import signal
 import socket
 import subprocess
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import dns.exception
 import dns.message
 import dns.query
+import dns.rcode
 import dns.rdatatype
 import pytest
 
@@ -70,13 +78,20 @@ def free_port() -> int:
 class Dnsmasq:
     """One dnsmasq process; ``stop`` and ``start`` again (same port) to make an outage."""
 
-    def __init__(self, log_dir: Path, port: int | None = None) -> None:
+    def __init__(self, log_dir: Path, port: int | None = None, *,
+                 hosts: Mapping[str, Sequence[str]] | None = None) -> None:
         self.binary = dnsmasq_binary()
         # Once it has served on a port, clients are configured with it: restarts keep it.
         self.fixed_port = port is not None
         self.port = port or free_port()
         self.log_path = log_dir / "dnsmasq.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        # The --addn-hosts file (None: no such records).
+        self.hosts_path: Path | None = None
+        self.hosts: dict[str, tuple[str, ...]] = {}
+        if hosts is not None:
+            self.hosts_path = log_dir / "dnsmasq.hosts"
+            self._write_hosts(hosts)
 
     @property
     def server(self) -> str:
@@ -103,6 +118,8 @@ class Dnsmasq:
                 "--listen-address=127.0.0.1", f"--port={self.port}", "--pid-file=",
                 f"--user={getpass.getuser()}", "--log-queries", "--log-facility=-",
                 *RECORDS]
+        if self.hosts_path is not None:
+            argv.append(f"--addn-hosts={self.hosts_path}")
         self.log_path.write_bytes(b"")
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True)
@@ -124,6 +141,48 @@ class Dnsmasq:
         except (OSError, dns.exception.DNSException):
             return False
         return True
+
+    def _write_hosts(self, hosts: Mapping[str, Sequence[str]]) -> None:
+        assert self.hosts_path is not None
+        self.hosts = {name.lower(): tuple(addrs) for name, addrs in hosts.items()}
+        text = "".join(f"{addr} {name}\n" for name, addrs in self.hosts.items()
+                       for addr in addrs)
+        tmp = self.hosts_path.with_suffix(".tmp")
+        tmp.write_text(text)
+        tmp.replace(self.hosts_path)  # dnsmasq never reads half a file
+
+    def lookup(self, name: str) -> tuple[str, ...] | None:
+        """The A and AAAA addresses dnsmasq serves for ``name`` now (sorted), or None when it
+        does not answer."""
+        found: list[str] = []
+        for rdtype in (dns.rdatatype.A, dns.rdatatype.AAAA):
+            query = dns.message.make_query(name.rstrip(".") + ".", rdtype)
+            try:
+                reply = dns.query.udp(query, "127.0.0.1", port=self.port, timeout=0.5)
+            except (OSError, dns.exception.DNSException):
+                return None
+            if reply.rcode() not in (dns.rcode.NOERROR, dns.rcode.NXDOMAIN):
+                return None
+            found.extend(rr.to_text() for rrset in reply.answer if rrset.rdtype == rdtype
+                         for rr in rrset)
+        return tuple(sorted(found))
+
+    def reload(self, hosts: Mapping[str, Sequence[str]], timeout: float = 10.0) -> None:
+        """Serve ``hosts`` instead of the current --addn-hosts records (a name left out
+        no longer resolves); returns once dnsmasq answers with them."""
+        assert self.hosts_path is not None, "started without hosts="
+        assert self.proc is not None and self.proc.poll() is None, "dnsmasq is not running"
+        before = set(self.hosts)
+        self._write_hosts(hosts)
+        self.proc.send_signal(signal.SIGHUP)
+        wanted = {name: tuple(sorted(self.hosts.get(name, ())))
+                  for name in before | set(self.hosts)}
+        deadline = time.monotonic() + timeout
+        while any(self.lookup(name) != addrs for name, addrs in wanted.items()):
+            if time.monotonic() > deadline:
+                pytest.fail(f"dnsmasq did not serve {wanted} within {timeout}s of SIGHUP:\n"
+                            f"{read_text(self.log_path)}", pytrace=False)
+            time.sleep(0.05)
 
     def stop(self) -> None:
         if self.proc is not None:

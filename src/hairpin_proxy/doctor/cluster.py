@@ -19,6 +19,7 @@ from hairpin_proxy.settings import DoctorSettings
 from hairpin_proxy.sinks.coredns import SinkError
 from hairpin_proxy.sinks.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
 from hairpin_proxy.sinks.nodelocal import NodeLocalSink
+from hairpin_proxy.verify.lb import LbIndex, lb_addresses
 
 T = TypeVar("T")
 
@@ -28,6 +29,10 @@ class ClusterView:
     facts: f.ClusterFacts
     # The hosts the controller would manage (None when Ingresses could not be listed).
     managed: PolicyResult | None
+    # This cluster's load balancer addresses as the controller gathers them, from every
+    # Service and Ingress (None when either could not be listed: a partial index could call
+    # a host of ours not this cluster's).
+    lb: LbIndex | None = None
 
 
 class _Notes:
@@ -166,7 +171,8 @@ async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
         ingress_addresses=addresses,
         problems=tuple(notes.problems),
     )
-    return ClusterView(facts, managed)
+    lb = None if services is None or ingresses is None else lb_addresses(services, ingresses)
+    return ClusterView(facts, managed, lb)
 
 
 def _node_local_dns(by_name: JsonObj | None, daemonsets: list[JsonObj] | None,

@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from hairpin_proxy.doctor import facts as f
 from hairpin_proxy.doctor.facts import PortProbe
@@ -21,6 +23,9 @@ from hairpin_proxy.doctor.report import HostReport, Report, to_json, to_text
 from hairpin_proxy.doctor.verdict import verdict as host_verdict
 from hairpin_proxy.logs import setup_logging
 from hairpin_proxy.settings import DoctorSettings
+
+if TYPE_CHECKING:
+    from hairpin_proxy.verify import LbIndex
 
 __all__ = ["run"]
 
@@ -39,6 +44,8 @@ class _Cluster:
     facts: f.ClusterFacts | None
     managed: tuple[str, ...] | None
     note: str
+    # This cluster's load balancer addresses as the controller gathers them (None: unknown).
+    lb: LbIndex | None = None
 
 
 def _ask_cluster(s: DoctorSettings) -> _Cluster:
@@ -66,7 +73,7 @@ def _ask_cluster(s: DoctorSettings) -> _Cluster:
                 and view.managed is None):
             return _Cluster(None, None, "the API did not answer: "
                             + (c.problems[0] if c.problems else "no reason given"))
-        return _Cluster(c, None if view.managed is None else view.managed.hosts, "")
+        return _Cluster(c, None if view.managed is None else view.managed.hosts, "", view.lb)
     return asyncio.run(ask())
 
 
@@ -111,6 +118,43 @@ def _hosts(s: DoctorSettings, cluster: _Cluster) -> tuple[tuple[str, ...], tuple
     return hosts, tuple(notes)
 
 
+def _start_verification(s: DoctorSettings, cluster: _Cluster, hosts: tuple[str, ...],
+                        pool: ThreadPoolExecutor
+                        ) -> Callable[[], list[f.Verification | None]]:
+    """Start the controller's host verification of ``hosts`` (in ``pool``, beside the
+    probes); the returned call waits for it. Not checked (None) without cluster facts."""
+    from hairpin_proxy.doctor import verification as ver
+
+    if s.verify_hosts == "off":
+        off = f.Verification("off", ver.OFF_REASON)
+        return lambda: [off for _ in hosts]
+    if cluster.facts is None:
+        return lambda: [None for _ in hosts]
+    described = ver.describe_resolver(s.verify_resolver)
+    if cluster.lb is None:
+        unknown = ver.unknown("this cluster's load balancer addresses are unknown (Services or "
+                              "Ingresses could not be listed)", described)
+        return lambda: [unknown for _ in hosts]
+    limit = ver.lookup_limit(s.timeout)
+    resolver = ver.make(s.verify_resolver, s.timeout)
+    fut = pool.submit(ver.check, hosts, cluster.lb, resolver, limit=limit, described=described)
+    # Lookups run CONCURRENCY at a time; a margin for the loop itself.
+    rounds = -(-(len(hosts) + len(cluster.lb.hostnames)) // ver.CONCURRENCY)
+    deadline = time.monotonic() + limit * max(1, rounds) + 5.0
+
+    def wait() -> list[f.Verification | None]:
+        try:
+            return list(fut.result(timeout=max(0.0, deadline - time.monotonic())))
+        except TimeoutError:
+            late = ver.unknown(f"the lookups did not finish within {limit:g}s", described)
+            return [late for _ in hosts]
+        except Exception as exc:  # a bug there must not cost the rest of the report
+            log.warning("host verification failed", exc_info=True)
+            failed = ver.unknown(f"the check failed: {exc or type(exc).__name__}", described)
+            return [failed for _ in hosts]
+    return wait
+
+
 def diagnose(s: DoctorSettings) -> Report:
     """Gather every fact and decide every verdict (raises UsageError)."""
     if not (0 <= s.port <= 65535 and 0 <= s.tls_port <= 65535):
@@ -121,15 +165,23 @@ def diagnose(s: DoctorSettings) -> Report:
         overrides = parse_overrides(s.resolve)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if s.verify_hosts == "on":
+        from hairpin_proxy.verify import parse_servers
+        try:
+            parse_servers(s.verify_resolver)
+        except ValueError as exc:
+            raise UsageError(f"--verify-resolver: {exc}") from None
     cluster = _ask_cluster(s)
     hosts, notes = _hosts(s, cluster)
     c = cluster.facts
     proxy_addrs = (*s.proxy_address, *(c.proxy_addresses if c else ()))
     lb_index = f.lb_address_index(c.lb_services or ()) if c else {}
     ports = [(p, tls) for p, tls in ((s.port, False), (s.tls_port, True)) if p]
-    workers = max(1, min(MAX_THREADS, len(hosts) * (1 + 3 * len(ports))))
+    # One more for the host verification, which runs its own event loop.
+    workers = max(1, min(MAX_THREADS, len(hosts) * (1 + 3 * len(ports)))) + 1
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="doctor")
     try:
+        verifying = _start_verification(s, cluster, hosts, pool)
         lookups = [start_resolve(_probe_name(h), overrides, s.timeout, pool) for h in hosts]
         resolutions = [wait() for wait in lookups]
         pending = []
@@ -142,14 +194,16 @@ def diagnose(s: DoctorSettings) -> Report:
                                                     tls=over_tls, timeout=s.timeout, pool=pool)
             pending.append(started)
         reports = []
-        for h, res, started in zip(hosts, resolutions, pending, strict=True):
+        checks = verifying()
+        for h, res, started, check in zip(hosts, resolutions, pending, checks, strict=True):
             kinds = tuple(f.classify_address(a, lb_index, proxy_addrs) for a in res.addresses)
             http_probe = started[False]() if False in started else None
             tls_probe = started[True]() if True in started else None
             facts = f.HostFacts(h, res, kinds, http_probe, tls_probe,
-                                _match_lb(h, res.addresses, kinds, c), c)
+                                _match_lb(h, res.addresses, kinds, c), c, check)
             v = host_verdict(facts)
-            log.debug("host checked", extra={"host": h, "verdict": v.code})
+            log.debug("host checked", extra={"host": h, "verdict": v.code,
+                                             "verification": check.code if check else None})
             reports.append(HostReport(facts, v))
     finally:
         # A resolver call that outlived its timeout must not hold the report back.

@@ -331,6 +331,41 @@ def lb_address_index(services: Iterable[LbService]) -> dict[str, LbEntry]:
     return out
 
 
+# Verification codes (``hairpin_proxy.verify.Code`` values, spelled out here so that this
+# module stays free of the resolver's imports) and the doctor's own two.
+VERIFY_REDIRECT = frozenset({"verified", "off"})
+VERIFY_REFUSED = frozenset({"not-this-cluster", "unresolved", "ip-mode-proxy"})
+
+
+@dataclass(frozen=True)
+class Verification:
+    """What the controller's host verification says of a host, computed with its code
+    (``hairpin_proxy.verify``: ``lb_addresses``, ``make_resolver``, ``decide``).
+
+    ``code`` is a verify verdict code (verified, ip-mode-proxy, not-this-cluster, unresolved,
+    resolver-error), ``off`` (``--verify-hosts off``: every host the policy allows is
+    redirected) or ``unknown`` (the load balancer addresses could not be gathered).
+    """
+    code: str
+    reason: str
+    # The name resolved (the probe name under a wildcard) and its public answer.
+    queried: str = ""
+    addresses: tuple[str, ...] = ()
+    # Our load balancer addresses among them.
+    matched: tuple[str, ...] = ()
+    # The resolver asked: "system" or the --verify-resolver servers.
+    resolver: str = ""
+
+    @property
+    def redirect(self) -> bool | None:
+        """Whether the controller redirects the host; None when that is unknown."""
+        if self.code in VERIFY_REDIRECT:
+            return True
+        if self.code in VERIFY_REFUSED:
+            return False
+        return None
+
+
 @dataclass(frozen=True)
 class HostFacts:
     """Everything found out about one host."""
@@ -342,3 +377,5 @@ class HostFacts:
     # The LoadBalancer Service this host is served by (from its answers or its Ingress status).
     lb: LbService | None = None
     cluster: ClusterFacts | None = None  # None: the API was not asked or not reachable
+    # The controller's verdict on the host's public DNS (None: not checked, e.g. no API).
+    verification: Verification | None = None

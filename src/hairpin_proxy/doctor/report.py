@@ -12,6 +12,7 @@ from hairpin_proxy.doctor.facts import (
     HostFacts,
     LbService,
     PortProbe,
+    Verification,
     rule_covers,
 )
 from hairpin_proxy.doctor.verdict import Verdict, port_state
@@ -90,6 +91,14 @@ def _cluster_json(c: ClusterFacts) -> dict[str, Any]:
     }
 
 
+def _verification_json(v: Verification | None) -> dict[str, Any] | None:
+    if v is None:
+        return None
+    return {"code": v.code, "redirect": v.redirect, "reason": v.reason,
+            "queried": v.queried or None, "addresses": list(v.addresses),
+            "matched": list(v.matched), "resolver": v.resolver or None}
+
+
 def host_json(h: HostReport) -> dict[str, Any]:
     f = h.facts
     return {
@@ -106,6 +115,7 @@ def host_json(h: HostReport) -> dict[str, Any]:
         "http": _probe_json(f.http),
         "tls": _probe_json(f.tls),
         "load_balancer": None if f.lb is None else _lb_json(f.lb),
+        "verification": _verification_json(f.verification),
     }
 
 
@@ -131,6 +141,12 @@ def _dns_line(f: HostFacts) -> str:
         parts.append(f"{a} ({_KIND[k]})")
     suffix = " [--resolve]" if f.resolution.overridden else ""
     return ", ".join(parts) + suffix
+
+
+def _verification_line(v: Verification) -> str:
+    redirect = {True: "redirected", False: "not redirected", None: "unknown"}[v.redirect]
+    via = f" [resolver {v.resolver}]" if v.resolver else ""
+    return f"{v.code} ({redirect}): {v.reason}{via}"
 
 
 def _probe_line(p: PortProbe) -> str:
@@ -199,6 +215,8 @@ def to_text(r: Report) -> str:
                 out.append(f"  {name:<8} {_probe_line(p)}")
         if f.lb is not None:
             out.append(f"  lb       {_lb_line(f.lb)}")
+        if f.verification is not None:
+            out.append(f"  verify   {_verification_line(f.verification)}")
         c = f.cluster
         if c is not None and c.rule_hosts is not None:
             out.append(f"  rule     {'yes' if rule_covers(f.host, c.rule_hosts) else 'no'}")

@@ -44,9 +44,13 @@ coredns-no-reload          no    hairpin, the rule exists, none of the above, no
 dns-not-updated            no    hairpin, the rule exists, none of the above
 ipmode-ignored             no    hairpin, no rule in effect, the load balancer says ``ipMode:
                                  Proxy``
-rule-missing               no    hairpin, no rule in effect, hairpin-proxy is installed
-hairpin-confirmed          no    hairpin, no rule in effect, hairpin-proxy is not (known to be)
-                                 installed
+not-this-cluster           no    hairpin, no rule in effect, and the host is not verified:
+                                 its public DNS does not point at this cluster's load balancer
+                                 (or does not resolve), so the controller will not redirect it
+rule-missing               no    hairpin, no rule in effect, the host is (or may be) verified,
+                                 hairpin-proxy is installed
+hairpin-confirmed          no    hairpin, no rule in effect, the host is (or may be) verified,
+                                 hairpin-proxy is not (known to be) installed
 not-needed-ipmode          yes   every probed port works and the load balancer says ``ipMode:
                                  Proxy``
 not-needed-hostname        yes   every probed port works and the load balancer publishes only
@@ -63,8 +67,12 @@ effect". "node-local-dns passed" means: node-local-dns is not (known to be) depl
 server block in its Corefile covers the host, or that coverage is unknown and the ConfigMap is
 not known to be reconciled. node-local-dns counts as deployed when its DaemonSet is found, or
 when the DaemonSet could not be looked for (the controller's Role reads no DaemonSets) and its
-ConfigMap exists. Unknown cluster facts never select a verdict that depends on them being true
-or false.
+ConfigMap exists. "Verified" is the controller's host verification (``hairpin_proxy.verify``),
+computed with its code: the host's public DNS answer holds one of this cluster's load balancer
+addresses (or ``--verify-hosts off``); "not verified" means that answer is known and is not
+ours (``not-this-cluster``, ``unresolved``, ``ip-mode-proxy``); a resolver failure or unknown
+load balancer addresses leave it unknown. Unknown cluster facts never select a verdict that
+depends on them being true or false.
 """
 
 from __future__ import annotations
@@ -98,11 +106,16 @@ class Situation:
     node_local_covered: bool | None = None  # our block in its Corefile covers the host
     coredns_ok: bool | None = None
     reload: bool | None = None
+    # The controller redirects the host as far as its verification goes (``--verify-hosts
+    # off`` counts as yes); False: its public DNS is known not to lead to this cluster.
+    verified: bool | None = None
     # Only for the advice text.
     dns_error: str = ""
     seen: str = ""
     coredns_version: str = ""
     node_local_configmap: str = ""  # namespace/name; "" when none was found
+    verify_code: str = ""  # the verification's code (``Verification.code``)
+    verify_reason: str = ""  # and its reason
 
     @cached_property
     def probed(self) -> tuple[Port, ...]:
@@ -203,6 +216,21 @@ def _rule_missing_advice(s: Situation) -> str:
             "--ingress-class, --domain settings")
 
 
+def _not_verified_advice(s: Situation) -> str:
+    if s.verify_code == "ip-mode-proxy":
+        why = ("its public DNS answer is a load balancer that reports ipMode Proxy, so the "
+               "controller leaves it alone, yet the hairpin is there: the service proxy "
+               "ignores ipMode")
+    else:
+        why = ("its public DNS does not point at this cluster's load balancer, so the "
+               "controller will not redirect it (by design: a tenant's Ingress must not take "
+               "over a name that is not this cluster's)")
+    detail = f" ({s.verify_reason})" if s.verify_reason else ""
+    return (f"hairpin confirmed and no DNS rule is in effect: {why}{detail}; if the cluster "
+            "uses split-horizon DNS (inside, the name leads to this cluster; in public DNS, "
+            "elsewhere), run the controller with --verify-hosts off")
+
+
 def _mixed_note(s: Situation) -> str:
     return " (some answers already point at hairpin-proxy)" if s.dns == "mixed" else ""
 
@@ -257,11 +285,15 @@ RULES: tuple[Rule, ...] = (
          lambda s: "hairpin confirmed although the load balancer reports ipMode Proxy: the "
                    "service proxy (a kube-proxy replacement?) ignores ipMode; install "
                    "hairpin-proxy or fix the service proxy"),
+    Rule("not-this-cluster", False,
+         lambda s: _no_rule(s) and s.ip_mode_proxy is not True and s.verified is False,
+         _not_verified_advice),
     Rule("rule-missing", False,
-         lambda s: _no_rule(s) and s.ip_mode_proxy is not True and s.proxy_installed is True,
+         lambda s: (_no_rule(s) and s.ip_mode_proxy is not True and s.verified is not False
+                    and s.proxy_installed is True),
          _rule_missing_advice),
     Rule("hairpin-confirmed", False,
-         lambda s: (_no_rule(s) and s.ip_mode_proxy is not True
+         lambda s: (_no_rule(s) and s.ip_mode_proxy is not True and s.verified is not False
                     and s.proxy_installed is not True),
          lambda s: "hairpin confirmed and not fixed: install hairpin-proxy"),
     Rule("not-needed-ipmode", True,
@@ -352,6 +384,10 @@ def summarize(facts: HostFacts) -> Situation:
     ready = None
     if c is not None and c.proxy_ready_endpoints is not None:
         ready = c.proxy_ready_endpoints > 0
+    check = facts.verification
+    if ip_mode_proxy is None and check is not None and check.code == "ip-mode-proxy":
+        # The load balancer the public answer leads to reports ipMode Proxy.
+        ip_mode_proxy = True
     node_local = covered = None
     if c is not None:
         node_local = c.node_local_dns
@@ -372,8 +408,11 @@ def summarize(facts: HostFacts) -> Situation:
         node_local_covered=covered,
         coredns_ok=None if c is None else c.coredns_ok,
         reload=None if c is None else c.reload_plugin,
+        verified=None if check is None else check.redirect,
         dns_error=facts.resolution.error, seen=seen(facts), coredns_version=version,
         node_local_configmap="" if c is None else c.node_local_configmap or "",
+        verify_code="" if check is None else check.code,
+        verify_reason="" if check is None else check.reason,
     )
 
 
