@@ -1,5 +1,8 @@
 """The admin endpoint every long-running command serves: /healthz, /readyz and /metrics.
 
+/metrics answers in the Prometheus text format 0.0.4, or in OpenMetrics when the scraper's
+``Accept`` header asks for ``application/openmetrics-text`` (Prometheus does by default).
+
 A deliberately tiny HTTP/1.1 responder on asyncio streams: probes and scrapes need GET and
 nothing else, and the proxy image should not carry a web framework for them.
 """
@@ -13,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from hairpin_proxy.addresses import parse_hostport
-from hairpin_proxy.metrics import CONTENT_TYPE, Registry
+from hairpin_proxy.metrics import Registry
 
 log = logging.getLogger("hairpin_proxy.admin")
 
@@ -35,6 +38,16 @@ async def _always_ok() -> Check:
 
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
             503: "Service Unavailable"}
+
+
+def _header(request: bytes, name: bytes) -> str:
+    """The value of one request header (repeated ones joined by commas), or ""."""
+    values = []
+    for line in request.split(b"\r\n")[1:]:
+        key, sep, value = line.partition(b":")
+        if sep and key.strip().lower() == name:
+            values.append(value.strip().decode("latin-1"))
+    return ",".join(values)
 
 
 class AdminServer:
@@ -98,7 +111,8 @@ class AdminServer:
         if method not in ("GET", "HEAD"):
             return 405, "text/plain", b"method not allowed\n"
         if target == "/metrics":
-            return 200, CONTENT_TYPE, self.registry.render().encode()
+            body, ctype = self.registry.expose(_header(request, b"accept"))
+            return 200, ctype, body
         if target in ("/healthz", "/livez", "/readyz"):
             check = await self._check(self.ready if target == "/readyz" else self.health)
             return (200 if check.ok else 503), "text/plain", (check.detail + "\n").encode()

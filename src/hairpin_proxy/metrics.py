@@ -1,40 +1,95 @@
-"""A small Prometheus registry: counters, gauges and histograms, text exposition format 0.0.4.
+"""Prometheus metrics: a small facade over ``prometheus_client``.
 
-Kept in-process and dependency-free because the relay updates it on its per-connection path:
-an update is an attribute add on a pre-resolved child, no locks (one event loop per process).
+The relay updates its metrics on its per-connection path, so the values stay in plain children
+(an update is an attribute add on a pre-resolved child, no locks: one event loop per process).
+At scrape time a custom collector turns them into ``prometheus_client`` metric families, in a
+per-process :class:`~prometheus_client.CollectorRegistry` that also carries the standard
+``process_*`` and ``python_*`` collectors and ``hairpin_proxy_build_info``; the exposition is
+``prometheus_client``'s own (text format 0.0.4, or OpenMetrics when the scraper asks for it).
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import math
-from collections.abc import Callable, Iterable, Sequence
+import platform
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+
+from prometheus_client import (
+    CollectorRegistry,
+    GCCollector,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.openmetrics import exposition as _om_exposition
 
 LabelValues = tuple[str, ...]
 
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+OPENMETRICS_CONTENT_TYPE: str = _om_exposition.CONTENT_TYPE_LATEST
+_openmetrics_latest: Callable[[CollectorRegistry], bytes] = _om_exposition.generate_latest
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+BUILD_INFO = "hairpin_proxy_build_info"
+# The component label of hairpin_proxy_build_info, told apart by the metrics a process registers
+# when the caller does not name it.
+COMPONENT_PREFIXES = (("hairpin_controller_", "controller"), ("hairpin_etchosts_", "etchosts"),
+                      ("hairpin_proxy_", "proxy"))
+_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
+_LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
+# A sample line whose value is a whole number printed as "N.0" (prometheus_client's float repr).
+_WHOLE = re.compile(rb"^([^#\n][^\n]* -?[0-9]+)\.0$", re.M)
 
 
-def _fmt(value: float) -> str:
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if value == int(value) and abs(value) < 1e15:
-        return str(int(value))
-    return repr(value)
+def version() -> str:
+    """This build's version: the package's ``__version__``, else the installed distribution's."""
+    import hairpin_proxy
+
+    found = getattr(hairpin_proxy, "__version__", None)
+    if isinstance(found, str) and found:
+        return found
+    try:
+        return importlib.metadata.version("hairpin-proxy")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
-def _labels(names: Sequence[str], values: Sequence[str], extra: str = "") -> str:
-    parts = [f'{n}="{_escape(v)}"' for n, v in zip(names, values, strict=True)]
-    if extra:
-        parts.append(extra)
-    return "{" + ",".join(parts) + "}" if parts else ""
+def _prefers_openmetrics(accept: str) -> bool:
+    """Whether an ``Accept`` header ranks OpenMetrics above (or level with) the text format."""
+    best = {"om": -1.0, "text": -1.0}
+    for part in accept.split(","):
+        media, *params = (p.strip() for p in part.split(";"))
+        q = 1.0
+        for param in params:
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        kind = {"application/openmetrics-text": "om", "text/plain": "text", "*/*": "text",
+                "text/*": "text"}.get(media.lower())
+        if kind is not None:
+            best[kind] = max(best[kind], q)
+    return best["om"] > 0 and best["om"] >= best["text"]
 
 
 class _Metric:
     kind = ""
 
     def __init__(self, name: str, help: str, labelnames: Sequence[str] = ()) -> None:
+        if not _NAME.match(name):
+            raise ValueError(f"invalid metric name {name!r}")
+        for label in labelnames:
+            if not _LABEL.match(label) or label.startswith("__") or label == "le":
+                raise ValueError(f"{name}: invalid label name {label!r}")
         self.name = name
         self.help = help
         self.labelnames = tuple(labelnames)
@@ -44,12 +99,9 @@ class _Metric:
             raise ValueError(f"{self.name}: expected labels {self.labelnames}, got {values}")
         return tuple(str(v) for v in values)
 
-    def samples(self) -> Iterable[str]:
+    def family(self) -> Metric:
+        """The metric family a scrape shows, built from the current values."""
         raise NotImplementedError
-
-    def render(self) -> str:
-        head = f"# HELP {self.name} {_escape(self.help)}\n# TYPE {self.name} {self.kind}\n"
-        return head + "".join(line + "\n" for line in self.samples())
 
 
 class CounterChild:
@@ -68,6 +120,9 @@ class Counter(_Metric):
     kind = "counter"
 
     def __init__(self, name: str, help: str, labelnames: Sequence[str] = ()) -> None:
+        if not name.endswith("_total"):
+            # prometheus_client would expose it as <name>_total anyway: say so at definition.
+            raise ValueError(f"counter {name!r} must end in _total")
         super().__init__(name, help, labelnames)
         self._children: dict[LabelValues, CounterChild] = {}
         if not self.labelnames:
@@ -87,9 +142,11 @@ class Counter(_Metric):
         child = self._children.get(tuple(values))
         return child.value if child else 0.0
 
-    def samples(self) -> Iterable[str]:
+    def family(self) -> Metric:
+        fam = CounterMetricFamily(self.name, self.help, labels=self.labelnames)
         for key, child in sorted(self._children.items()):
-            yield f"{self.name}{_labels(self.labelnames, key)} {_fmt(child.value)}"
+            fam.add_metric(key, child.value)
+        return fam
 
 
 class GaugeChild:
@@ -114,6 +171,8 @@ class Gauge(_Metric):
     def __init__(self, name: str, help: str, labelnames: Sequence[str] = (),
                  callback: Callable[[], float] | None = None) -> None:
         super().__init__(name, help, labelnames)
+        if callback is not None and self.labelnames:
+            raise ValueError(f"{name}: a callback gauge has no labels")
         self._children: dict[LabelValues, GaugeChild] = {}
         self._callback = callback
         if not self.labelnames:
@@ -141,12 +200,14 @@ class Gauge(_Metric):
         child = self._children.get(tuple(values))
         return child.value if child else 0.0
 
-    def samples(self) -> Iterable[str]:
+    def family(self) -> Metric:
+        fam = GaugeMetricFamily(self.name, self.help, labels=self.labelnames)
         if self._callback is not None:
-            yield f"{self.name} {_fmt(float(self._callback()))}"
-            return
+            fam.add_metric((), float(self._callback()))
+            return fam
         for key, child in sorted(self._children.items()):
-            yield f"{self.name}{_labels(self.labelnames, key)} {_fmt(child.value)}"
+            fam.add_metric(key, child.value)
+        return fam
 
 
 DEFAULT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
@@ -195,23 +256,44 @@ class Histogram(_Metric):
     def observe(self, value: float) -> None:
         self.labels().observe(value)
 
-    def samples(self) -> Iterable[str]:
+    def family(self) -> Metric:
+        fam = HistogramMetricFamily(self.name, self.help, labels=self.labelnames)
         for key, child in sorted(self._children.items()):
             running = 0
+            buckets: list[tuple[str, float]] = []
             for bound, count in zip((*self.bounds, math.inf), child.counts, strict=True):
                 running += count
-                le = f'le="{_fmt(bound)}"'
-                yield f"{self.name}_bucket{_labels(self.labelnames, key, le)} {running}"
-            yield f"{self.name}_sum{_labels(self.labelnames, key)} {_fmt(child.sum)}"
-            yield f"{self.name}_count{_labels(self.labelnames, key)} {running}"
+                buckets.append(("+Inf" if math.isinf(bound) else repr(float(bound)), running))
+            fam.add_metric(key, buckets, child.sum)
+        return fam
 
 
 class Registry:
-    def __init__(self) -> None:
+    """The metrics of one process, and the ``prometheus_client`` registry that exposes them.
+
+    ``component`` (proxy, controller or etchosts) labels ``hairpin_proxy_build_info``; left out,
+    it is told from the names of the metrics registered. ``standard`` adds the ``process_*`` and
+    ``python_*`` collectors.
+    """
+
+    def __init__(self, component: str | None = None, *, standard: bool = True) -> None:
+        self.component = component
         self._metrics: dict[str, _Metric] = {}
+        self.collectors = CollectorRegistry(auto_describe=False)
+        self._build = {"version": version(), "python_version": platform.python_version()}
+        self.collectors.register(self)
+        if standard:
+            ProcessCollector(registry=self.collectors)
+            PlatformCollector(registry=self.collectors)
+            GCCollector(registry=self.collectors)
+        # Names the other collectors own (with the suffixes their samples add).
+        self._reserved = {BUILD_INFO}
+        for fam in self.collectors.collect():
+            if fam.name != BUILD_INFO:
+                self._reserved |= {fam.name, *(s.name for s in fam.samples)}
 
     def _add(self, metric: _Metric) -> None:
-        if metric.name in self._metrics:
+        if metric.name in self._metrics or metric.name in self._reserved:
             raise ValueError(f"metric {metric.name} registered twice")
         self._metrics[metric.name] = metric
 
@@ -232,8 +314,38 @@ class Registry:
         self._add(m)
         return m
 
+    def metrics(self) -> Iterator[Counter | Gauge | Histogram]:
+        """The metrics registered here, in registration order."""
+        for m in self._metrics.values():
+            assert isinstance(m, Counter | Gauge | Histogram)
+            yield m
+
+    def which_component(self) -> str:
+        if self.component:
+            return self.component
+        for prefix, component in COMPONENT_PREFIXES:
+            if any(name.startswith(prefix) for name in self._metrics):
+                return component
+        return "unknown"
+
+    def collect(self) -> Iterable[Metric]:
+        """The ``prometheus_client`` collector protocol: build info, then our metrics."""
+        info = GaugeMetricFamily(BUILD_INFO, "Build of this hairpin-proxy process (always 1).",
+                                 labels=("version", "python_version", "component"))
+        info.add_metric((self._build["version"], self._build["python_version"],
+                         self.which_component()), 1)
+        yield info
+        for m in self._metrics.values():
+            yield m.family()
+
+    def expose(self, accept: str = "") -> tuple[bytes, str]:
+        """The exposition body and its content type, as the ``Accept`` header prefers."""
+        if _prefers_openmetrics(accept):
+            body = _openmetrics_latest(self.collectors)
+            return body, OPENMETRICS_CONTENT_TYPE
+        # Whole numbers without the trailing ".0", as the Go client prints them.
+        return _WHOLE.sub(rb"\1", generate_latest(self.collectors)), CONTENT_TYPE
+
     def render(self) -> str:
-        return "".join(m.render() for m in self._metrics.values())
-
-
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+        """The text exposition format 0.0.4."""
+        return self.expose()[0].decode()
