@@ -4,13 +4,29 @@
     python -m bench.controller_bench --quick    # smaller and shorter, prints only
 
 Measures: list-of-N to first write, event-to-write latency (p50/p99), controller RSS once
-synced, and API requests per minute at steady state. The controller runs exactly as deployed
-(`python -m hairpin_proxy controller`), in its own process. Not part of the test suite.
+synced, the Corefile's size before and after, and API requests per minute at steady state. The
+controller runs exactly as deployed (`python -m hairpin_proxy controller`), in its own process,
+with the proxy Service (a ClusterIP) and a ready EndpointSlice of it in place, without which
+it withdraws every rule. Not part of the test suite.
+
+Before and after: the controller of another commit (commit 0586156, which wrote one
+``rewrite`` line per host) runs from a git worktree with that tree's ``src`` first on the path
+(the benchmark driver, the fake API server and the report stay this tree's); its figures go to
+a JSON file, which the run of this tree's code then sets beside its own in the report::
+
+    git -C /work/main worktree add /tmp/hp-before 0586156
+    cd /work/main
+    PYTHONPATH=/tmp/hp-before/src .venv/bin/python -m bench.controller_bench \\
+        --save-json /tmp/controller-before.json --output /tmp/controller-before.md
+    .venv/bin/python -m bench.controller_bench --before /tmp/controller-before.json
+    git -C /work/main worktree remove --force /tmp/hp-before
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 import platform
 import statistics
@@ -19,16 +35,24 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from tests.fakeapi.fixtures import corefile_configmap, ingress
+from tests.fakeapi.fixtures import corefile_configmap, endpoint_slice, ingress, service
 from tests.fakeapi.server import FakeApiServer
 
-from bench.corefile_bench import median_ms
+from bench import corefile_bench
+from bench.corefile_bench import PROXY_IP, TEMPLATE_FORMAT, median_ms
 from hairpin_proxy import corefile
-from hairpin_proxy.controller import PolicyCache
 from hairpin_proxy.kube.watch import object_key
 from hairpin_proxy.policy import HostPolicy, evaluate
+from hairpin_proxy.settings import ControllerSettings
+
+try:
+    from hairpin_proxy.policy_cache import PolicyCache
+except ImportError:  # versions before it had it in the controller
+    from hairpin_proxy.controller import PolicyCache  # type: ignore[attr-defined]
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "hairpin-proxy"
@@ -51,8 +75,29 @@ COREFILE = """\
 """
 COREFILE_PUT = r"/namespaces/kube-system/configmaps/coredns$"
 PUBLISHED_PUT = rf"/namespaces/{NAMESPACE}/configmaps/hairpin-proxy-hosts$"
-DEFAULT_DEBOUNCE = 0.2  # the controller's default
-TARGET = "hairpin-proxy.hairpin-proxy.svc.cluster.local."
+
+
+def has_setting(name: str) -> bool:
+    return any(f.name == name for f in dataclasses.fields(ControllerSettings))
+
+
+def controller_default(name: str) -> float | None:
+    """The default of a controller setting in the code under test (None: no such setting)."""
+    for f in dataclasses.fields(ControllerSettings):
+        if f.name == name and isinstance(f.default, (int, float)):
+            return float(f.default)
+    return None
+
+
+DEFAULT_DEBOUNCE = controller_default("debounce") or 0.0
+# Least seconds between two Corefile writes (a flapping Ingress must not make CoreDNS reload
+# without end); versions before it wrote at once.
+WRITE_INTERVAL = controller_default("write_interval") or 0.0
+# The hosts here resolve nowhere (no network, made-up names): checking their public DNS, where
+# the version does, would refuse them all. Its cost is not what this benchmark measures.
+FIXED_FLAGS = ["--verify-hosts", "off"] if has_setting("verify_hosts") else []
+CODE = str(Path(corefile.__file__).resolve().parents[3 if TEMPLATE_FORMAT else 2])
+FORMAT = "template" if TEMPLATE_FORMAT else "rewrite"
 
 
 def wait_until(predicate: object, limit: float, what: str) -> None:
@@ -105,14 +150,22 @@ def policy_ms(api: FakeApiServer) -> dict[str, float]:
 
 
 def run(count: int, events: int, steady: float, debounce: float | None
-        ) -> dict[str, object]:
-    out: dict[str, object] = {"ingresses": count, "events": events, "debounce": debounce,
-                              "load_start": loadavg()}
-    flags = [] if debounce is None else ["--debounce", str(debounce)]
-    quiet = (DEFAULT_DEBOUNCE if debounce is None else debounce) + 0.05
+        ) -> dict[str, Any]:
+    out: dict[str, Any] = {"ingresses": count, "events": events, "debounce": debounce,
+                           "default_debounce": DEFAULT_DEBOUNCE, "write_interval": WRITE_INTERVAL,
+                           "code": CODE, "format": FORMAT, "load_start": loadavg()}
+    flags = [*FIXED_FLAGS, *([] if debounce is None else ["--debounce", str(debounce)])]
+    out["fixed_flags"] = " ".join(FIXED_FLAGS)
+    # An event comes after a quiet spell: past the debounce, and past the least interval
+    # between two writes, which would otherwise hold the write back by design.
+    quiet = max(DEFAULT_DEBOUNCE if debounce is None else debounce, WRITE_INTERVAL) + 0.05
     with FakeApiServer() as api, tempfile.TemporaryDirectory() as tmp:
         api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        # The proxy Service and a ready endpoint of it: without them the rules are withdrawn.
+        api.create(service(NAMESPACE, "hairpin-proxy", cluster_ips=[PROXY_IP]))
+        api.create(endpoint_slice(NAMESPACE, "hairpin-proxy"))
         api.create(corefile_configmap(COREFILE))
+        out["corefile_bytes_before"] = len(COREFILE.encode())
         for i in range(count):
             api.create(ingress(f"ns{i % 100}", f"ing{i}", tls_hosts=[f"app{i}.example.com"]))
         kubeconfig = api.write_kubeconfig(Path(tmp) / "kubeconfig")
@@ -139,10 +192,12 @@ def run(count: int, events: int, steady: float, debounce: float | None
                 return str((cm or {}).get("data", {}).get("Corefile", ""))
 
             # The request log records a PUT on arrival; wait for the store to hold it.
-            wait_until(lambda: corefile_text().count("rewrite name") >= count, 30, "stored")
-            assert len(corefile.managed_hosts(corefile_text())) == count
+            wait_until(lambda: corefile_text() != COREFILE, 30, "stored")
+            first = corefile_text()
+            assert len(corefile.managed_hosts(first)) == count, "not every host in the write"
             assert api.count("PUT", COREFILE_PUT) == 1, "more than one write at start"
-            time.sleep(1.0)
+            out["corefile_bytes_after"] = len(first.encode())
+            time.sleep(max(1.0, quiet))
             out["rss_mib"] = rss_kib(proc.pid) / 1024
 
             latencies: list[float] = []
@@ -157,7 +212,7 @@ def run(count: int, events: int, steady: float, debounce: float | None
                 latencies.append(put.time - t0)
                 # The pass ends with the published hosts; the next Ingress comes after a
                 # quiet spell, as a lone change does (one inside a burst waits for the
-                # debounce by design).
+                # debounce, one right after a write for the write interval, by design).
                 wait_until(lambda: api.count("PUT", PUBLISHED_PUT) > 0, 30, "pass end")
                 time.sleep(quiet)
             out["latency_p50_ms"] = pct(latencies, 0.5) * 1000
@@ -167,8 +222,10 @@ def run(count: int, events: int, steady: float, debounce: float | None
             # The share of one pure Corefile edit (same size, in this process) in that latency.
             text = corefile_text()
             hosts = corefile.managed_hosts(text)
+            assert len(hosts) == count + events, "not every event's host in the Corefile"
+            out["corefile_bytes_end"] = len(text.encode())
             t0 = time.perf_counter()
-            corefile.apply(text, (*hosts, "one-more.example.com"), target=TARGET)
+            corefile_bench.apply(text, (*hosts, "one-more.example.com"))
             out["apply_ms"] = (time.perf_counter() - t0) * 1000
             out.update(policy_ms(api))
 
@@ -217,46 +274,85 @@ def steady_state(api: FakeApiServer, seconds: float) -> tuple[float, dict[str, f
     return len(reqs) * 60 / seconds, {k: round(v * 60 / seconds, 1) for k, v in kinds.items()}
 
 
-def report(r: dict[str, object]) -> str:
+Row = tuple[str, Callable[[dict[str, Any]], str], str]
+
+
+def rows(r: dict[str, Any]) -> list[Row]:
+    """(measure, its value in a result, target) for each line of the table."""
+    n = r["ingresses"]
+    return [
+        (f"List of {n:,} Ingresses to first Corefile write",
+         lambda x: f"{x['first_write_s']:.2f} s", "<= 2 s"),
+        (f"Event-to-write latency p50 ({r['events']} Ingress creations)",
+         lambda x: f"{x['latency_p50_ms']:.1f} ms", ""),
+        ("Event-to-write latency p99", lambda x: f"{x['latency_p99_ms']:.1f} ms", "<= 100 ms"),
+        ("Event-to-write latency max", lambda x: f"{x['latency_max_ms']:.1f} ms", ""),
+        ("of which one `corefile.apply` on that Corefile (measured alone)",
+         lambda x: f"{x['apply_ms']:.1f} ms", ""),
+        ("of which the host policy per reconcile, one new Ingress (measured alone; median, "
+         "max of 50)",
+         lambda x: f"{x['policy_incremental_ms']:.1f} ms, {x['policy_incremental_max_ms']:.1f}"
+                   " ms", ""),
+        ("host policy, full pass over all Ingresses: first reconcile / `policy.evaluate` "
+         "(median)",
+         lambda x: f"{x['policy_first_ms']:.0f} ms / {x['evaluate_full_ms']:.0f} ms", ""),
+        (f"Controller RSS with {n:,} Ingresses cached", lambda x: f"{x['rss_mib']:.0f} MiB", ""),
+        ("Corefile bytes: before the controller / after its first write / after the events",
+         lambda x: f"{x['corefile_bytes_before']:,} / {x['corefile_bytes_after']:,} / "
+                   f"{x['corefile_bytes_end']:,}", "<= 1,048,576 (ConfigMap)"),
+        (f"API requests per minute at steady state ({r['steady_seconds']:.0f} s window)",
+         lambda x: f"{x['requests_per_minute']:.1f}", "only the open watches"),
+        (f"the same with `--no-leader-elect` (one replica; {r['steady_no_lease_seconds']:.0f} s "
+         "window)", lambda x: f"{x['requests_per_minute_no_lease']:.1f}", ""),
+        ("Open watches", lambda x: f"{x['open_watches']}", ""),
+    ]
+
+
+def describe(r: dict[str, Any]) -> str:
+    rules = ("`template` stanzas answering the proxy Service's ClusterIP"
+             if r["format"] == "template" else "one `rewrite` line per host")
+    return f"{rules}; code from `{r['code']}`"
+
+
+def report(r: dict[str, Any], before: dict[str, Any] | None = None) -> str:
     breakdown, quiet = r["requests_breakdown"], r["requests_breakdown_no_lease"]
     assert isinstance(breakdown, dict) and isinstance(quiet, dict)
+    if before is None:
+        head = ["| Measure | Result | Target |", "|---|---|---|"]
+        table = [f"| {m} | {f(r)} | {t} |" for m, f, t in rows(r)]
+        compared = []
+    else:
+        head = ["| Measure | Result | Before | Target |", "|---|---|---|---|"]
+        table = [f"| {m} | {f(r)} | {f(before)} | {t} |" for m, f, t in rows(r)]
+        compared = [
+            f"- Before: {describe(before)}; {before['ingresses']:,} Ingresses, "
+            f"{before['events']} events; load average at the start: {before['load_start']}; at "
+            f"the end: {before['load_end']}",
+        ]
     lines = [
         "# Controller benchmark",
         "",
         "Written by `python -m bench.controller_bench` (not part of the test suite). The",
         "controller runs as deployed, in its own process, against the in-repository fake API",
         "server over loopback HTTP; the API server and the benchmark driver share the machine.",
+        "The proxy Service (one ClusterIP) and a ready EndpointSlice of it exist throughout.",
         "",
         f"- Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
         f"{platform.python_version()}, {platform.system()} {platform.release()}",
+        f"- Result: {describe(r)}",
+        *compared,
         f"- Ingresses present at start: {r['ingresses']:,} (one TLS host each)",
-        "- " + ("default settings (`--debounce 0.2`)" if r["debounce"] is None
-                else f"`--debounce {r['debounce']}`") + "; leader election on (default timings)",
+        "- " + (f"default settings (`--debounce {r['default_debounce']:g}`" if r["debounce"] is None
+                else f"`--debounce {r['debounce']}`")
+        + (f", `--write-interval {r['write_interval']:g}`" if r["write_interval"] else "")
+        + (")" if r["debounce"] is None else "") + "; leader election on (default timings)"
+        + (f"; `{r['fixed_flags']}` (the hosts resolve nowhere)" if r.get("fixed_flags")
+           else ""),
         f"- Load average (1, 5, 15 min) at the start: {r['load_start']}; at the end: "
         f"{r['load_end']}",
         "",
-        "| Measure | Result | Target |",
-        "|---|---|---|",
-        f"| List of {r['ingresses']:,} Ingresses to first Corefile write | "
-        f"{r['first_write_s']:.2f} s | <= 2 s |",
-        f"| Event-to-write latency p50 ({r['events']} Ingress creations) | "
-        f"{r['latency_p50_ms']:.1f} ms | |",
-        f"| Event-to-write latency p99 | {r['latency_p99_ms']:.1f} ms | <= 100 ms |",
-        f"| Event-to-write latency max | {r['latency_max_ms']:.1f} ms | |",
-        f"| of which one `corefile.apply` on that Corefile (measured alone) | "
-        f"{r['apply_ms']:.1f} ms | |",
-        f"| of which the host policy per reconcile, one new Ingress (measured alone; median, "
-        f"max of 50) | {r['policy_incremental_ms']:.1f} ms, {r['policy_incremental_max_ms']:.1f}"
-        f" ms | |",
-        f"| host policy, full pass over all Ingresses: first reconcile / `policy.evaluate` "
-        f"(median) | {r['policy_first_ms']:.0f} ms / {r['evaluate_full_ms']:.0f} ms | |",
-        f"| Controller RSS with {r['ingresses']:,} Ingresses cached | {r['rss_mib']:.0f} MiB | |",
-        f"| API requests per minute at steady state ({r['steady_seconds']:.0f} s window) | "
-        f"{r['requests_per_minute']:.1f} | only the open watches |",
-        f"| the same with `--no-leader-elect` (one replica; "
-        f"{r['steady_no_lease_seconds']:.0f} s window) | "
-        f"{r['requests_per_minute_no_lease']:.1f} | |",
-        f"| Open watches | {r['open_watches']} | |",
+        *head,
+        *table,
         "",
         "Steady-state requests per minute by kind:",
         "",
@@ -265,9 +361,11 @@ def report(r: dict[str, object]) -> str:
         "",
         "Latency is measured from the Ingress creation at the API server to the arrival of",
         "the controller's PUT of the Corefile ConfigMap there (the request log's clock). Each",
-        "Ingress is created after the previous pass has ended and the debounce has passed, as",
-        "a lone change arrives: such a change starts a pass at once. Changes inside a burst",
-        "wait until it is over (the debounce) by design, and coalesce into one or two writes.",
+        "Ingress is created after the previous pass has ended and the debounce (and the least",
+        "interval between two writes, where the version has one) has passed, as a lone change",
+        "arrives: such a change starts a pass at once. Changes inside a burst wait until it is",
+        "over (the debounce), and a change right after a write waits for the write interval, by",
+        "design; they coalesce into one or two writes.",
         "The steady-state requests are the Lease renewals (one PUT per",
         "retry period, 2 s by default) and watch reconnects (each stream is ended by the server",
         "every 5-10 minutes); no polling. Without leader election only the watches remain.",
@@ -284,15 +382,24 @@ def main() -> int:
     parser.add_argument("--steady", type=float, default=60.0)
     parser.add_argument("--debounce", type=float, default=None,
                         help="controller --debounce (default: the controller's own)")
+    parser.add_argument("--output", type=Path, default=ROOT / "docs" / "benchmarks-controller.md",
+                        help="where a full run writes its report")
+    parser.add_argument("--save-json", type=Path, metavar="FILE",
+                        help="also write the raw figures to FILE")
+    parser.add_argument("--before", type=Path, metavar="FILE",
+                        help="figures of another version (from --save-json) to set beside")
     args = parser.parse_args()
+    before = json.loads(args.before.read_text()) if args.before else None
     if args.quick:
         result = run(1000, 20, 5.0, args.debounce)
     else:
         result = run(args.ingresses, args.events, args.steady, args.debounce)
-    text = report(result)
+    if args.save_json:
+        args.save_json.write_text(json.dumps(result, indent=1) + "\n")
+    text = report(result, before)
     print(text)
     if not args.quick:
-        (ROOT / "docs" / "benchmarks-controller.md").write_text(text)
+        args.output.write_text(text)
     return 0
 
 

@@ -403,3 +403,12 @@ def test_served_zones_of_every_plugin_that_answers_itself() -> None:
     assert served_zones(text, dns_port=5353) == ("not-this-port.local", "other-port.example")
     with pytest.raises(CorefileError):
         served_zones(".:53 {\n")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x80"),
+                        min_size=1, max_size=12), max_size=20))
+def test_escaping_many_names_at_once_equals_escaping_each(names: list[str]) -> None:
+    from hairpin_proxy.corefile.names import regex_escape
+    from hairpin_proxy.corefile.rules import _escaped
+    assert _escaped(names) == [regex_escape(n) for n in names]

@@ -828,11 +828,17 @@ class Controller:
             text = self.corefile_sink.text(cm)
         except SinkError:
             return
-        if text == self._corefile_facts[0]:
+        known = self._corefile_facts[0]
+        if text == known:
+            return
+        if known and self.corefile_sink.source_of(text) == known:
+            # Our own edit of the text the facts were read from: it changed only our rules.
+            self._corefile_facts = (text, *self._corefile_facts[1:])
             return
         try:
-            zones = corefile.served_zones(text, dns_port=s.dns_port)
-            strays = corefile.strays(text, target=self.target, dns_port=s.dns_port)
+            cf = corefile.parse(text)
+            zones = corefile.served_zones(cf, dns_port=s.dns_port)
+            strays = corefile.strays(cf, target=self.target, dns_port=s.dns_port)
         except corefile.CorefileError:
             return  # the edit reports it
         self._corefile_facts = (text, zones, strays)

@@ -31,6 +31,7 @@ from hairpin_proxy.corefile.rules import (
     old_rule_host,
     old_targets,
     render,
+    stanzas,
     template_hosts,
 )
 from hairpin_proxy.corefile.syntax import (
@@ -81,9 +82,15 @@ def _line_ending(text: str, offset: int) -> str:
 
 
 def _indent_unit(text: str) -> str:
-    tabs = len(re.findall(r"(?m)^\t+\S", text))
-    spaces = len(re.findall(r"(?m)^ +\S", text))
+    # The start of the file decides: a large Corefile is large because of our own long lines,
+    # which are indented with the unit found before them.
+    head = text[:_UNIT_SAMPLE]
+    tabs = len(re.findall(r"(?m)^\t+\S", head))
+    spaces = len(re.findall(r"(?m)^ +\S", head))
     return "\t" if tabs > spaces else "    "
+
+
+_UNIT_SAMPLE = 65536
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,11 +207,11 @@ def _splice(text: str, edits: Iterable[tuple[int, int, str]]) -> str:
     return "".join(pieces)
 
 
-def _edit(cf: Corefile, hosts: Sequence[str], answers: Answers, dns_port: int,
-          targets: Sequence[str]) -> str:
+def _edit(cf: Corefile, hosts: Sequence[str], answers: Answers, dns_port: int, *,
+          targets: Sequence[str], unit: str, rendered: dict[tuple[str, str], str]) -> str:
+    """The edited text; ``rendered`` collects the stanzas rendered by (indent, line end)."""
     text = cf.text
     roots = _roots(cf, dns_port)
-    unit = _indent_unit(text)
     legacy = _legacy_spans(cf)
     edits: list[tuple[int, int, str]] = [(s.lo, s.hi, "") for s in legacy]
     for block in roots:
@@ -220,7 +227,10 @@ def _edit(cf: Corefile, hosts: Sequence[str], answers: Answers, dns_port: int,
             nl = _line_ending(text, first.lo) or "\n"
         else:
             offset, indent, nl = _insertion(cf, block, unit)
-        edits.append((offset, offset, render(hosts, answers, indent, unit, nl)))
+        if (indent, nl) not in rendered:
+            rendered[indent, nl] = stanzas(hosts, answers, indent, unit, nl)
+        edits.append((offset, offset,
+                      f"{indent}{BEGIN_MARKER}{nl}{rendered[indent, nl]}{indent}{END_MARKER}{nl}"))
     return _splice(text, edits)
 
 
@@ -247,27 +257,29 @@ def _found(block: ServerBlock, targets: Sequence[str]) -> _Found:
                   tuple(d for d in block.directives if is_old_rule(d, targets)))
 
 
-def _answers_of(d: Directive) -> tuple[str, ...]:
-    return tuple(a for block in d.blocks for inner in block.directives
-                 if inner.name == "answer" for a in inner.args)
-
-
-def _verify(out: str, hosts: Sequence[str], answers: Answers, dns_port: int,
-            targets: Sequence[str]) -> None:
-    """Read the result back: each root block holds exactly the wanted rules."""
+def _verify(out: str, hosts: Sequence[str], answers: Answers, dns_port: int, *,
+            targets: Sequence[str], unit: str,
+            rendered: dict[tuple[str, str], str] | None = None) -> None:
+    """Read the result back: each root block holds exactly our two stanzas for ``hosts``,
+    byte for byte as they render at their place (or none of ours when ``hosts`` is empty),
+    and nothing of the old forms."""
     cf = parse(out)
-    expected = parse(".:53 {\n" + render(hosts, answers, "", "    ", "\n") + "}\n") \
-        if hosts else None
+    rendered = {} if rendered is None else rendered
     for block in _roots(cf, dns_port):
         found = _found(block, targets)
-        if found.old_rules or (expected is None and found.templates):
+        if found.old_rules or (not hosts and found.templates):
             raise CorefileError("internal check failed: rules of ours are left over")
-        if expected is None:
+        if not hosts:
             continue
-        want = expected.server_blocks[0].directives
-        if ([d.args for d in found.templates] != [d.args for d in want]
-                or [_answers_of(d) for d in found.templates] != [_answers_of(d) for d in want]
-                or any(template_hosts(d) != set(hosts) for d in found.templates)):
+        mine = found.templates
+        ok = len(mine) == 2
+        if ok:
+            lo, hi = _line_start(out, mine[0].start), _line_end(out, mine[1].end)
+            indent, nl = out[lo:mine[0].start], _line_ending(out, mine[0].start) or "\n"
+            if (indent, nl) not in rendered:
+                rendered[indent, nl] = stanzas(hosts, answers, indent, unit, nl)
+            ok = out[lo:hi] == rendered[indent, nl]
+        if not ok:
             raise CorefileError("internal check failed: the edited Corefile does not hold "
                                 "the requested rules")
 
@@ -286,9 +298,12 @@ def apply(text: str, hosts: Iterable[str], *, answers: Answers,
         raise CorefileError("no proxy address to answer with: the rules would send the names "
                             "nowhere")
     targets = old_targets(target)
-    out = _edit(parse(text), wanted, answers, dns_port, targets)
+    unit = _indent_unit(text)
+    rendered: dict[tuple[str, str], str] = {}
+    out = _edit(parse(text), wanted, answers, dns_port, targets=targets, unit=unit,
+                rendered=rendered)
     _check_size(out)
-    _verify(out, wanted, answers, dns_port, targets)
+    _verify(out, wanted, answers, dns_port, targets=targets, unit=unit, rendered=rendered)
     return out
 
 
@@ -324,11 +339,11 @@ class Stray:
         return f"line {self.line}: {self.what} in {self.where}"
 
 
-def strays(text: str, *, target: str = DEFAULT_TARGET, dns_port: int = DEFAULT_DNS_PORT
-           ) -> tuple[Stray, ...]:
+def strays(text: str | Corefile, *, target: str = DEFAULT_TARGET,
+           dns_port: int = DEFAULT_DNS_PORT) -> tuple[Stray, ...]:
     """Rules of ours in server blocks other than the root ones, and in snippets, in the
-    order of the file."""
-    cf = parse(text)
+    order of the file (a parsed Corefile is taken as it is)."""
+    cf = text if isinstance(text, Corefile) else parse(text)
     targets = old_targets(target)
     places: list[tuple[str, Sequence[Directive]]] = [
         (f"server block '{' '.join(b.keys)}'", b.directives)
@@ -355,5 +370,6 @@ def import_snippet(hosts: Iterable[str], *, answers: Answers) -> str:
     out = render(wanted, answers, "", "    ", "\n")
     _check_size(out)
     # The snippet is spliced into the root server block; it must read as directives there.
-    _verify(".:53 {\n" + out + "}\n", wanted, answers, DEFAULT_DNS_PORT, ())
+    _verify(".:53 {\n" + out + "}\n", wanted, answers, DEFAULT_DNS_PORT, targets=(),
+            unit="    ")
     return out

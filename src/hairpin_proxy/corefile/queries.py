@@ -118,15 +118,16 @@ def _plugin_zones(d: Directive) -> Iterator[str]:
                     yield from entry.args
 
 
-def served_zones(text: str, *, dns_port: int = DEFAULT_DNS_PORT) -> tuple[str, ...]:
+def served_zones(text: str | Corefile, *, dns_port: int = DEFAULT_DNS_PORT
+                 ) -> tuple[str, ...]:
     """Zones this Corefile answers itself rather than by forwarding, sorted, without the
     trailing dot: the zones of ``kubernetes``, ``k8s_external``, ``file``, ``hosts`` (and the
     names of its inline entries), ``etcd``, ``auto``, ``secondary`` and the cloud DNS plugins in
     the root server blocks, and the zone of every other server block on ``dns_port`` (stub
     domains such as ``consul:53``). The root zone itself is never listed. Raises
-    CorefileError when the text cannot be parsed.
+    CorefileError when the text cannot be parsed (a parsed Corefile is taken as it is).
     """
-    cf = parse(text)
+    cf = text if isinstance(text, Corefile) else parse(text)
     zones: set[str] = set()
     for block in cf.server_blocks:
         if block.is_root(dns_port):

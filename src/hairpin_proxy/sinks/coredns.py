@@ -54,6 +54,11 @@ class CorednsSink:
             return None
         return last[1]
 
+    def source_of(self, text: str) -> str | None:
+        """The text our last edit started from, when ``text`` is that edit's result."""
+        last = self._memo.get("last")
+        return last[0] if last is not None and text == last[3] else None
+
     def edit(self, text: str, hosts: Sequence[str], answers: corefile.Answers) -> str:
         """corefile.apply, remembering the last edit (apply is idempotent). No address to
         answer with means no rules: a name is never sent nowhere."""
