@@ -100,6 +100,19 @@ CODE = str(Path(corefile.__file__).resolve().parents[3 if TEMPLATE_FORMAT else 2
 FORMAT = "template" if TEMPLATE_FORMAT else "rewrite"
 
 
+def realistic_ingress(namespace: str, name: str, host: str) -> dict[str, Any]:
+    """An Ingress as `kubectl apply` leaves it: a rule with a path, TLS, a few annotations and
+    labels, and the last-applied-configuration annotation (a copy of the whole object), which
+    is what most of a real Ingress's bytes are."""
+    obj = ingress(namespace, name, tls_hosts=[host], rule_hosts=[host],
+                  labels={"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "bench"},
+                  annotations={"cert-manager.io/cluster-issuer": "letsencrypt",
+                               "nginx.ingress.kubernetes.io/proxy-body-size": "8m"})
+    obj["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] = (
+        json.dumps(obj, sort_keys=True) + "\n")
+    return obj
+
+
 def wait_until(predicate: object, limit: float, what: str) -> None:
     assert callable(predicate)
     deadline = time.monotonic() + limit
@@ -167,7 +180,7 @@ def run(count: int, events: int, steady: float, debounce: float | None
         api.create(corefile_configmap(COREFILE))
         out["corefile_bytes_before"] = len(COREFILE.encode())
         for i in range(count):
-            api.create(ingress(f"ns{i % 100}", f"ing{i}", tls_hosts=[f"app{i}.example.com"]))
+            api.create(realistic_ingress(f"ns{i % 100}", f"ing{i}", f"app{i}.example.com"))
         kubeconfig = api.write_kubeconfig(Path(tmp) / "kubeconfig")
         api.clear_requests()
         log = (Path(tmp) / "controller.log").open("wb")
