@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import subprocess
+import sys
 from pathlib import Path
 from typing import Literal
 
@@ -66,9 +68,35 @@ def test_bad_environment_values_are_named(env: dict[str, str], message: str) -> 
         parse([], env)
 
 
-def test_bad_flag_choice_is_rejected_by_argparse() -> None:
-    with pytest.raises(SystemExit):
+def test_bad_flag_choice_is_refused_in_our_words() -> None:
+    # Refused by the settings layer (argparse's own "invalid choice: ... (choose from ...)"
+    # is not ours), with the flag and the choices named.
+    with pytest.raises(SettingsError, match=r"^--kind / HAIRPIN_KIND: invalid choice 'z' "
+                                            r"\(expected one of x, y\)$"):
         parse(["--kind", "z"])
+    assert parse(["--kind", "y"]).kind == "y"
+
+
+def test_a_bad_choice_on_the_command_line_exits_2() -> None:
+    """The whole way through the CLI: status 2 exactly, one line, nothing run."""
+    proc = subprocess.run([sys.executable, "-m", "hairpin_proxy", "proxy", "--loop", "trio"],
+                          capture_output=True, text=True, timeout=60, check=False,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == ("hairpin-proxy proxy: error: --loop / HAIRPIN_LOOP: invalid choice "
+                           "'trio' (expected one of auto, asyncio, uvloop)\n")
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--count", "1.5"], "--count / HAIRPIN_COUNT: expected a whole number, got '1.5'"),
+    (["--count", "-1"], "--count / HAIRPIN_COUNT: must not be negative, got '-1'"),
+    (["--ratio", "abc"], "--ratio / HAIRPIN_RATIO: expected a number, got 'abc'"),
+    (["--ratio", "inf"], "--ratio / HAIRPIN_RATIO: expected a finite number, got 'inf'"),
+])
+def test_bad_numbers_are_worded_for_people(argv: list[str], message: str) -> None:
+    with pytest.raises(SettingsError) as exc:
+        parse(argv)
+    assert str(exc.value) == message
 
 
 def test_every_field_has_a_one_line_doc() -> None:

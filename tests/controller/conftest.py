@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,8 +18,10 @@ from tests.fakeapi.fixtures import (
 )
 from tests.fakeapi.server import FakeApiServer
 from tests.peers import CliProcess, free_port
+from tests.waiting import wait_until
 
-__all__ = ["fake_api", "kubeconfig"]
+# wait_until is tests.waiting's, re-exported: controller tests import it from here.
+__all__ = ["fake_api", "kubeconfig", "wait_until"]
 
 NAMESPACE = "hairpin-proxy"
 TARGET = "hairpin-proxy.hairpin-proxy.svc.cluster.local."
@@ -85,15 +86,6 @@ FAST = ("--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "0.5
         # Verification asks public DNS, which tests reach only through their own dnsmasq
         # (tests/controller/test_verification.py turns it on).
         "--verify-hosts", "off")
-
-
-def wait_until(predicate: Callable[[], object], timeout: float = 30.0,
-               what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout}s")
-        time.sleep(0.05)
 
 
 def corefile_text(api: FakeApiServer) -> str:

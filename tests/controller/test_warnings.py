@@ -35,19 +35,38 @@ def test_warnings_for_a_risky_cluster(cluster: FakeApiServer, start: Start) -> N
     cluster.create(ingress("a", "a", tls_hosts=["a.example.com"]))
     wait_until(lambda: corefile.managed_hosts(corefile_text(cluster)) == ("a.example.com",),
                what="write")
-    assert sum(1 for r in ctl.records() if r.get("warning") == "no-reload") == 1
+    for kind in ("no-reload", "node-local-dns", "ip-mode-proxy"):
+        assert sum(1 for r in ctl.records() if r.get("warning") == kind) == 1, kind
 
 
 def test_optional_checks_without_permission_are_skipped(cluster: FakeApiServer,
                                                          start: Start) -> None:
-    cluster.fail_requests(1, status=403, path_re=r"/daemonsets/node-local-dns")
-    cluster.fail_requests(1, status=403, path_re=r"/configmaps/node-local-dns")
-    cluster.fail_requests(1, status=403, method="GET", path_re=r"^/api/v1/services")
-    ctl = start("--log-level", "debug")
+    """Both optional checks, each refused: the node-local-dns check (only made with
+    --node-local-dns off) and the ipMode check. node-local-dns is there and a LoadBalancer
+    reports ipMode Proxy, so each would warn if it could read; refused, each is skipped
+    (logged at debug) and warns of nothing, and the controller runs on."""
+    cluster.create(configmap("kube-system", "node-local-dns", {"Corefile": ".:53 {}\n"}))
+    cluster.create(service("ingress-nginx", "ingress-nginx-controller", type="LoadBalancer",
+                           lb_ingress=[{"ip": "203.0.113.7", "ipMode": "Proxy"}]))
+    cluster.fail_requests(100, status=403, path_re=r"/configmaps/(node-local-dns|nodelocaldns)")
+    cluster.fail_requests(100, status=403, method="GET", path_re=r"^/api/v1/services")
+    ctl = start("--log-level", "debug", "--node-local-dns", "off")
     ctl.wait_ready()
-    wait_until(lambda: any(r.get("msg") == "ipMode check skipped" for r in ctl.records()),
-               what="check skipped")
+
+    def skipped() -> set[str]:
+        out = set()
+        for r in ctl.records():
+            if r.get("msg") == "ipMode check skipped":
+                out.add("ipMode")
+            elif r.get("msg") == "optional check skipped" and "node-local-dns" in str(
+                    r.get("path")):
+                out.add("node-local-dns")
+        return out
+    wait_until(lambda: skipped() == {"ipMode", "node-local-dns"}, what="both checks skipped")
+    assert cluster.count("GET", r"/configmaps/node-local-dns") >= 1
     assert warnings_of(ctl) == set()
+    for kind in ("node-local-dns", "ip-mode-proxy"):
+        assert ctl.metric(f'hairpin_controller_warnings{{kind="{kind}"}}') == 0, kind
     assert ctl.proc.poll() is None
 
 

@@ -336,6 +336,21 @@ def test_usage_errors() -> None:
     assert rc == 2 and "--port" in err
 
 
+def test_wildcard_resolve(plain_nginx: Nginx) -> None:
+    """``--resolve '*.example.test:ADDR'`` answers for every name under example.test, as in
+    curl: a wildcard host (probed as hairpin-proxy-doctor.example.test) and a plain one."""
+    rc, report, err = doctor("*.example.test", HOST, "--resolve", f"*.example.test:{LB_IP}",
+                             *ports(plain_nginx), "--no-api")
+    assert rc == 0, err
+    for h in report["hosts"]:
+        assert h["verdict"] == "works", h
+        assert h["dns"]["overridden"] and h["dns"]["addresses"][0]["address"] == LB_IP
+    rc, _, err = doctor(HOST, "--resolve", f"shop*.example.test:{LB_IP}", "--no-api")
+    assert rc == 2 and err.count("\n") == 1, err
+    assert "--resolve 'shop*.example.test:127.0.0.1': a wildcard must be the whole first " \
+           "label, as in *.example.com" in err
+
+
 def test_api_down_still_probes(tmp_path: Path, plain_nginx: Nginx) -> None:
     with FakeApiServer() as api:
         kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")

@@ -32,7 +32,6 @@ import secrets
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +42,7 @@ import pytest
 from tests.peers import read_text, require_binary, stop_process
 from tests.peers.haproxy import run_haproxy
 from tests.peers.nginx import run_nginx
+from tests.waiting import wait_until
 
 HOST = "shop.example.test"
 CLIENT, LB, POD, INGRESS, PROXY = "192.0.2.100", "192.0.2.10", "192.0.2.20", "192.0.2.30", \
@@ -162,12 +162,12 @@ def relay_in(ns: Netns, workdir: Path) -> Iterator[subprocess.Popen[bytes]]:
                     "--listen", f"{PROXY}:443={INGRESS}:443"),
             stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
     try:
-        deadline = time.monotonic() + 60
-        while ns.run("curl", "-s", "-o", "/dev/null", "--max-time", "2",
-                     f"http://{PROXY}/").returncode != 0:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"relay did not come up:\n{read_text(log)}")
-            time.sleep(0.1)
+        def up() -> bool:
+            if proc.poll() is not None:
+                raise RuntimeError(f"relay exited:\n{read_text(log)}")
+            return ns.run("curl", "-s", "-o", "/dev/null", "--max-time", "2",
+                          f"http://{PROXY}/").returncode == 0
+        wait_until(up, 60, "the relay in the namespace to answer", interval=0.1)
         yield proc
     finally:
         stop_process(proc)

@@ -11,8 +11,16 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from hairpin_proxy.doctor.probe import Header, attempt, parse_overrides, start_probe, start_resolve
+from hairpin_proxy.doctor.probe import (
+    Header,
+    attempt,
+    overridden,
+    parse_overrides,
+    start_probe,
+    start_resolve,
+)
 from tests.peers.nginx import Nginx
+from tests.waiting import wait_until
 
 HOST = "app.example.test"
 
@@ -24,13 +32,14 @@ def pool() -> Iterator[ThreadPoolExecutor]:
 
 
 def last_entry(n: Nginx, path: str) -> dict[str, str]:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+    def entry() -> dict[str, str] | None:
         for e in reversed(n.access_log_entries()):
             if e["request_uri"] == path:
                 return {str(k): str(val) for k, val in e.items()}
-        time.sleep(0.05)
-    raise AssertionError(f"no access log entry for {path}")
+        return None
+    found = wait_until(entry, 30, f"an access log entry for {path}")
+    assert found is not None
+    return found
 
 
 def test_parse_overrides() -> None:
@@ -40,6 +49,27 @@ def test_parse_overrides() -> None:
     for bad in ("app.example.test", "app.example.test:", ":192.0.2.1",
                 "app.example.test:not-an-ip", "app.example.test:192.0.2.300"):
         with pytest.raises(ValueError, match="--resolve"):
+            parse_overrides((bad,))
+
+
+def test_wildcard_overrides_work_like_curls() -> None:
+    """``*.example.test`` stands for every name under example.test, not for example.test;
+    a name's own entry wins, then the closest wildcard."""
+    o = parse_overrides(("*.Example.test:192.0.2.1", "*.deep.example.test:192.0.2.2",
+                         "exact.example.test:192.0.2.3"))
+    assert o["*.example.test"] == ("192.0.2.1",)
+    assert overridden("a.example.test", o) == ("192.0.2.1",)
+    assert overridden("A.b.Example.test.", o) == ("192.0.2.1",)
+    assert overridden("x.deep.example.test", o) == ("192.0.2.2",)
+    assert overridden("exact.example.test", o) == ("192.0.2.3",)
+    assert overridden("example.test", o) is None
+    assert overridden("a.example.org", o) is None
+    given = start_resolve("hairpin-proxy-doctor.example.test", o, 3.0,
+                          ThreadPoolExecutor(max_workers=1))()
+    assert given.addresses == ("192.0.2.1",) and given.overridden
+    for bad in ("a*.example.test:192.0.2.1", "*:192.0.2.1", "a.*.example.test:192.0.2.1",
+                "*.*.example.test:192.0.2.1", "*example.test:192.0.2.1"):
+        with pytest.raises(ValueError, match="wildcard must be the whole first label"):
             parse_overrides((bad,))
 
 

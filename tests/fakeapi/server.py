@@ -37,6 +37,7 @@ from tests.fakeapi.resources import ResourceType
 from tests.fakeapi.selectors import matcher, parse_fields, parse_labels
 from tests.fakeapi.status import ApiError
 from tests.fakeapi.store import Obj, Store, Watcher, dumps
+from tests.waiting import until, wait_until
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -437,12 +438,8 @@ class FakeApiServer:
 
     def wait_for(self, predicate: Callable[[], object], timeout: float = 10.0,
                  interval: float = 0.02) -> None:
-        """Poll `predicate` until truthy; raise TimeoutError after `timeout` seconds."""
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"condition not met within {timeout}s")
-            time.sleep(interval)
+        """Poll `predicate` until truthy (tests.waiting: WaitTimeout after `timeout` s)."""
+        wait_until(predicate, timeout, "a fake API condition", interval)
 
     async def async_wait_for(
         self,
@@ -451,11 +448,7 @@ class FakeApiServer:
         interval: float = 0.02,
     ) -> None:
         """As wait_for, without blocking the caller's event loop."""
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"condition not met within {timeout}s")
-            await asyncio.sleep(interval)
+        await until(predicate, timeout, "a fake API condition", interval)
 
     # --- request log -------------------------------------------------------------------------
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,18 +12,12 @@ from hairpin_proxy.kube import config as kconfig
 from hairpin_proxy.kube.client import JsonObj, KubeClient
 from hairpin_proxy.kube.lease import LeaderElector, micro_time
 from tests.fakeapi.server import FakeApiServer
+from tests.waiting import until
 
 
 def elector(client: KubeClient, identity: str) -> LeaderElector:
     return LeaderElector(client, namespace="default", name="lock", identity=identity,
                          lease_duration=2.0, renew_deadline=1.5, retry_period=0.2)
-
-
-async def until(predicate: Callable[[], object], limit: float = 20.0) -> None:
-    deadline = time.monotonic() + limit
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met"
-        await asyncio.sleep(0.02)
 
 
 def test_timings_must_be_ordered() -> None:
@@ -46,7 +39,7 @@ def test_one_leader_then_takeover_after_the_lease_expires(fake_api: FakeApiServe
         # "a" dies without a word: its task simply stops renewing.
         ta.cancel()
         died = time.monotonic()
-        await until(lambda: b.is_leader, limit=20)
+        await until(lambda: b.is_leader, 20, "b to lead")
         took = time.monotonic() - died
         tb.cancel()
         await asyncio.gather(ta, tb, return_exceptions=True)
@@ -190,7 +183,7 @@ def test_two_electors_the_ousted_one_stops_before_its_deadline(fake_api: FakeApi
         assert not b.is_leader
         await asyncio.to_thread(fake_api.patch, "Lease", "default", "lock", {"spec": {
             "holderIdentity": "b", "renewTime": micro_time()}})
-        await until(lambda: b.is_leader and not a.is_leader, limit=3.0)
+        await until(lambda: b.is_leader and not a.is_leader, 3.0, "b to take over from a")
         await asyncio.sleep(0.6)
         assert b.is_leader and not a.is_leader
         for t in (ta, tb):

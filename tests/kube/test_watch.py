@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -11,17 +12,12 @@ from hairpin_proxy.kube.client import KubeClient, resource_path
 from hairpin_proxy.kube.watch import Backoff, Reflector
 from tests.fakeapi.fixtures import configmap
 from tests.fakeapi.server import FakeApiServer
-
-
-async def until(predicate: Callable[[], object], limit: float = 20.0) -> None:
-    deadline = asyncio.get_running_loop().time() + limit
-    while not predicate():
-        assert asyncio.get_running_loop().time() < deadline, "condition not met"
-        await asyncio.sleep(0.02)
+from tests.waiting import until
 
 
 def with_reflector(kubeconfig: Path, body: Callable[[Reflector], Awaitable[None]], *,
-                   name: str | None = None, silence: float = 10.0) -> list[int]:
+                   name: str | None = None, silence: float = 10.0,
+                   backoff: Backoff | None = None) -> list[int]:
     changes: list[int] = []
 
     async def main() -> None:
@@ -29,7 +25,7 @@ def with_reflector(kubeconfig: Path, body: Callable[[Reflector], Awaitable[None]
         params = {"fieldSelector": f"metadata.name={name}"} if name else {}
         refl = Reflector(client, resource_path("v1", "configmaps", "default"), kind="cm",
                          params=params, on_change=lambda: changes.append(1),
-                         silence_timeout=silence, backoff=Backoff(0.05, 0.2))
+                         silence_timeout=silence, backoff=backoff or Backoff(0.05, 0.2))
         task = asyncio.create_task(refl.run())
         try:
             await asyncio.wait_for(refl.synced.wait(), 20)
@@ -144,13 +140,29 @@ def test_silent_watch_is_replaced(fake_api: FakeApiServer, kubeconfig: Path) -> 
 
 
 def test_errors_back_off_and_recover(fake_api: FakeApiServer, kubeconfig: Path) -> None:
+    """Each failed request is followed by the backoff's delay before the next try: with base
+    0.2 s and cap 0.8 s the n-th failure waits within [c/2, c], c = min(0.8, 0.2 * 2^(n-1)),
+    so 0.1, 0.2, 0.4 and 0.4 s at least, and then the reflector recovers."""
+    failures = 4
+    base, cap = 0.2, 0.8
+    since = time.time()
+
     async def body(refl: Reflector) -> None:
-        await asyncio.to_thread(fake_api.fail_requests, 4, 503, "GET")
+        await asyncio.to_thread(fake_api.fail_requests, failures, 503, "GET")
         await asyncio.to_thread(fake_api.drop_watches)
         await asyncio.to_thread(fake_api.create, configmap("default", "after"))
-        await until(lambda: names(refl) == {"after"})
+        await until(lambda: names(refl) == {"after"}, what="recovery after the errors")
 
-    with_reflector(kubeconfig, body)
+    with_reflector(kubeconfig, body, backoff=Backoff(base, cap))
+    gets = fake_api.requests("GET", r"/configmaps", since=since)
+    failed = [i for i, r in enumerate(gets) if r.status == 503]
+    assert len(failed) == failures, [(r.status, r.watch) for r in gets]
+    assert failed[-1] + 1 < len(gets), "no request after the last failure"
+    for n, i in enumerate(failed, start=1):
+        ceiling = min(cap, base * 2 ** (n - 1))
+        gap = gets[i + 1].time - gets[i].time
+        # The server's clock, not ours: a little slack for scheduling, none for skipping.
+        assert ceiling / 2 - 0.02 <= gap <= ceiling + 1.0, (n, gap, ceiling)
 
 
 def test_backoff_grows_to_its_cap() -> None:

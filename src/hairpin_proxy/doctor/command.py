@@ -3,21 +3,26 @@
 Facts come from ``cluster`` (the API) and ``probe`` (DNS and connections); ``verdict`` and
 ``report`` are pure. Exit status: 0 when every host works, 1 when one does not, 2 when the
 doctor could not run (bad flags, no hosts).
+
+The whole run has a deadline, ``budget(--timeout)``: the sum of its three phases' limits
+(API questions, DNS lookups with the host verification beside them, probes). Whatever is not
+done by then is reported as timed out; every worker is a daemon thread (``pool``), so nothing
+left running, not even a getaddrinfo call that cannot be cancelled, delays the exit.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from hairpin_proxy.doctor import facts as f
 from hairpin_proxy.doctor.facts import PortProbe
+from hairpin_proxy.doctor.pool import DaemonPool, run_async
 from hairpin_proxy.doctor.probe import parse_overrides, start_probe, start_resolve
 from hairpin_proxy.doctor.report import HostReport, Report, to_json, to_text
 from hairpin_proxy.doctor.verdict import verdict as host_verdict
@@ -32,7 +37,47 @@ __all__ = ["run"]
 log = logging.getLogger("hairpin_proxy.doctor")
 # Stands in for the "*" of a wildcard host when probing it.
 WILDCARD_LABEL = "hairpin-proxy-doctor"
-MAX_THREADS = 32
+MAX_THREADS = 64
+
+
+def api_limit(timeout: float) -> float:
+    """How long the API questions may take together: two rounds of requests."""
+    return max(2 * timeout, 5.0)
+
+
+def lookup_limit(timeout: float) -> float:
+    """How long a DNS lookup may take: three probe timeouts, at least 5 s."""
+    return max(3 * timeout, 5.0)
+
+
+def budget(timeout: float) -> float:
+    """The whole run's deadline, in seconds from its start: API, then DNS, then one probe
+    timeout (default --timeout 3: 6 + 9 + 3 = 18 s; --timeout 1: 5 + 5 + 1 = 11 s)."""
+    return api_limit(timeout) + lookup_limit(timeout) + timeout
+
+
+class Progress:
+    """One line on a terminal, rewritten as hosts are done; silent when not a terminal."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        try:
+            self.enabled = stream.isatty()
+        except (AttributeError, ValueError):
+            self.enabled = False
+        self.shown = False
+
+    def show(self, text: str) -> None:
+        if self.enabled:
+            self.stream.write(f"\rhairpin-proxy doctor: {text}\x1b[K")
+            self.stream.flush()
+            self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self.shown = False
 
 
 class UsageError(Exception):
@@ -48,7 +93,7 @@ class _Cluster:
     lb: LbIndex | None = None
 
 
-def _ask_cluster(s: DoctorSettings) -> _Cluster:
+def _ask_cluster(s: DoctorSettings, limit: float) -> _Cluster:
     if not s.api:
         return _Cluster(None, None, "--no-api")
     # Imported here so that --no-api never loads the Kubernetes client.
@@ -74,7 +119,10 @@ def _ask_cluster(s: DoctorSettings) -> _Cluster:
             return _Cluster(None, None, "the API did not answer: "
                             + (c.problems[0] if c.problems else "no reason given"))
         return _Cluster(c, None if view.managed is None else view.managed.hosts, "", view.lb)
-    return asyncio.run(ask())
+    try:
+        return run_async(ask, limit)
+    except TimeoutError:
+        return _Cluster(None, None, f"the API did not answer within {limit:.3g}s")
 
 
 def _probe_name(host: str) -> str:
@@ -119,7 +167,7 @@ def _hosts(s: DoctorSettings, cluster: _Cluster) -> tuple[tuple[str, ...], tuple
 
 
 def _start_verification(s: DoctorSettings, cluster: _Cluster, hosts: tuple[str, ...],
-                        pool: ThreadPoolExecutor
+                        pool: ThreadPoolExecutor, end: float
                         ) -> Callable[[], list[f.Verification | None]]:
     """Start the controller's host verification of ``hosts`` (in ``pool``, beside the
     probes); the returned call waits for it. Not checked (None) without cluster facts."""
@@ -140,13 +188,15 @@ def _start_verification(s: DoctorSettings, cluster: _Cluster, hosts: tuple[str, 
     fut = pool.submit(ver.check, hosts, cluster.lb, resolver, limit=limit, described=described)
     # Lookups run CONCURRENCY at a time; a margin for the loop itself.
     rounds = -(-(len(hosts) + len(cluster.lb.hostnames)) // ver.CONCURRENCY)
-    deadline = time.monotonic() + limit * max(1, rounds) + 5.0
+    deadline = min(time.monotonic() + limit * max(1, rounds) + 5.0, end)
 
     def wait() -> list[f.Verification | None]:
         try:
             return list(fut.result(timeout=max(0.0, deadline - time.monotonic())))
         except TimeoutError:
-            late = ver.unknown(f"the lookups did not finish within {limit:g}s", described)
+            fut.cancel()
+            late = ver.unknown("the lookups did not finish by the doctor's deadline "
+                               f"({limit:g}s each)", described)
             return [late for _ in hosts]
         except Exception as exc:  # a bug there must not cost the rest of the report
             log.warning("host verification failed", exc_info=True)
@@ -155,11 +205,15 @@ def _start_verification(s: DoctorSettings, cluster: _Cluster, hosts: tuple[str, 
     return wait
 
 
-def diagnose(s: DoctorSettings) -> Report:
-    """Gather every fact and decide every verdict (raises UsageError)."""
+def diagnose(s: DoctorSettings, progress: Progress | None = None) -> Report:
+    """Gather every fact and decide every verdict within ``budget(s.timeout)`` seconds
+    (raises UsageError)."""
+    started = time.monotonic()
+    end = started + budget(s.timeout)
+    show = progress.show if progress is not None else (lambda text: None)
     if not (0 <= s.port <= 65535 and 0 <= s.tls_port <= 65535):
         raise UsageError("--port and --tls-port must be between 0 and 65535")
-    if s.timeout <= 0:
+    if not s.timeout > 0:
         raise UsageError("--timeout must be positive")
     try:
         overrides = parse_overrides(s.resolve)
@@ -171,7 +225,9 @@ def diagnose(s: DoctorSettings) -> Report:
             parse_servers(s.verify_resolver)
         except ValueError as exc:
             raise UsageError(f"--verify-resolver: {exc}") from None
-    cluster = _ask_cluster(s)
+    if s.api:
+        show("asking the API")
+    cluster = _ask_cluster(s, min(api_limit(s.timeout), end - time.monotonic()))
     hosts, notes = _hosts(s, cluster)
     c = cluster.facts
     proxy_addrs = (*s.proxy_address, *(c.proxy_addresses if c else ()))
@@ -179,42 +235,61 @@ def diagnose(s: DoctorSettings) -> Report:
     ports = [(p, tls) for p, tls in ((s.port, False), (s.tls_port, True)) if p]
     # One more for the host verification, which runs its own event loop.
     workers = max(1, min(MAX_THREADS, len(hosts) * (1 + 3 * len(ports)))) + 1
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="doctor")
+    # Daemon threads: past the deadline the report goes out and the process exits while a
+    # lookup or a connection may still be running in one of them.
+    pool = DaemonPool(workers, "doctor")
+    total = len(hosts)
     try:
-        verifying = _start_verification(s, cluster, hosts, pool)
-        lookups = [start_resolve(_probe_name(h), overrides, s.timeout, pool) for h in hosts]
-        resolutions = [wait() for wait in lookups]
+        verifying = _start_verification(s, cluster, hosts, pool, end)
+        # The lookups leave one probe timeout for the probes.
+        lookups = [start_resolve(_probe_name(h), overrides, s.timeout, pool,
+                                 deadline=end - s.timeout) for h in hosts]
+        resolutions = []
         pending = []
-        for h, res in zip(hosts, resolutions, strict=True):
-            started: dict[bool, Callable[[], PortProbe]] = {}
+        for i, (h, wait) in enumerate(zip(hosts, lookups, strict=True)):
+            show(f"resolving {i}/{total} hosts")
+            res = wait()
+            resolutions.append(res)
+            # Each host's probes start as soon as its answer is in.
+            started_probes: dict[bool, Callable[[], PortProbe]] = {}
             if res.addresses:
                 first = res.addresses[0]  # the address a client tries first
                 for port, over_tls in ports:
-                    started[over_tls] = start_probe(first, port, host=_probe_name(h),
-                                                    tls=over_tls, timeout=s.timeout, pool=pool)
-            pending.append(started)
+                    started_probes[over_tls] = start_probe(
+                        first, port, host=_probe_name(h), tls=over_tls, timeout=s.timeout,
+                        pool=pool, deadline=end)
+            pending.append(started_probes)
         reports = []
+        for i, (h, res, probes) in enumerate(zip(hosts, resolutions, pending, strict=True)):
+            show(f"probing {i}/{total} hosts")
+            http_probe = probes[False]() if False in probes else None
+            tls_probe = probes[True]() if True in probes else None
+            reports.append((h, res, http_probe, tls_probe))
+        show(f"probing {total}/{total} hosts, checking public DNS")
         checks = verifying()
-        for h, res, started, check in zip(hosts, resolutions, pending, checks, strict=True):
+        out = []
+        for (h, res, http_probe, tls_probe), check in zip(reports, checks, strict=True):
             kinds = tuple(f.classify_address(a, lb_index, proxy_addrs) for a in res.addresses)
-            http_probe = started[False]() if False in started else None
-            tls_probe = started[True]() if True in started else None
             facts = f.HostFacts(h, res, kinds, http_probe, tls_probe,
                                 _match_lb(h, res.addresses, kinds, c), c, check)
             v = host_verdict(facts)
             log.debug("host checked", extra={"host": h, "verdict": v.code,
                                              "verification": check.code if check else None})
-            reports.append(HostReport(facts, v))
+            out.append(HostReport(facts, v))
     finally:
-        # A resolver call that outlived its timeout must not hold the report back.
+        # Lookups and probes that outlived the deadline must not hold the report back.
         pool.shutdown(wait=False, cancel_futures=True)
-    return Report(tuple(reports), c, cluster.note, notes)
+        if progress is not None:
+            progress.clear()
+    log.debug("doctor done", extra={"seconds": round(time.monotonic() - started, 3),
+                                    "deadline": round(end - started, 3)})
+    return Report(tuple(out), c, cluster.note, notes)
 
 
 def run(settings: DoctorSettings) -> int:
     setup_logging(settings.log_level, settings.log_format)
     try:
-        report = diagnose(settings)
+        report = diagnose(settings, Progress(sys.stderr))
     except UsageError as exc:
         print(f"hairpin-proxy doctor: error: {exc}", file=sys.stderr)
         return 2

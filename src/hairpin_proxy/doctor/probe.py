@@ -27,13 +27,20 @@ _MAX_STATUS_LINE = 4096
 
 
 def parse_overrides(items: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
-    """``HOST:ADDR`` items (IPv6 as ``HOST:[::1]`` or ``HOST:::1``) to host -> addresses."""
+    """``HOST:ADDR`` items (IPv6 as ``HOST:[::1]`` or ``HOST:::1``) to host -> addresses.
+
+    As with curl's ``--resolve``, HOST may be a wildcard, ``*.example.com``: it stands for
+    every name under example.com (not example.com itself); see ``overridden``.
+    """
     out: dict[str, list[str]] = {}
     for item in items:
         host, sep, addr = item.partition(":")
         addr = addr.strip().strip("[]")
         if not sep or not host or not addr:
             raise ValueError(f"--resolve {item!r}: expected HOST:ADDR")
+        if "*" in host and (not host.startswith("*.") or "*" in host[1:] or len(host) < 3):
+            raise ValueError(f"--resolve {item!r}: a wildcard must be the whole first label, "
+                             "as in *.example.com")
         try:
             socket.inet_pton(socket.AF_INET6 if ":" in addr else socket.AF_INET, addr)
         except OSError:
@@ -42,11 +49,28 @@ def parse_overrides(items: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
     return {h: tuple(a) for h, a in out.items()}
 
 
+def overridden(host: str, overrides: Mapping[str, tuple[str, ...]]) -> tuple[str, ...] | None:
+    """The ``--resolve`` addresses for ``host``: its own entry, else the closest wildcard
+    above it (``*.b.example.com`` before ``*.example.com``), else None."""
+    name = host.lower().rstrip(".")
+    given = overrides.get(name)
+    if given is not None:
+        return given
+    labels = name.split(".")
+    for i in range(1, len(labels)):
+        given = overrides.get("*." + ".".join(labels[i:]))
+        if given is not None:
+            return given
+    return None
+
+
 def start_resolve(host: str, overrides: Mapping[str, tuple[str, ...]], timeout: float,
-                  pool: ThreadPoolExecutor) -> Callable[[], Resolution]:
+                  pool: ThreadPoolExecutor, *,
+                  deadline: float | None = None) -> Callable[[], Resolution]:
     """Start looking up A and AAAA answers; the returned call waits for them (resolver order,
-    duplicates dropped)."""
-    given = overrides.get(host.lower().rstrip("."))
+    duplicates dropped), at most until ``deadline`` (a ``time.monotonic()`` instant) when
+    given. A lookup given up on keeps running in ``pool``: getaddrinfo cannot be stopped."""
+    given = overridden(host, overrides)
     if given is not None:
         result = Resolution(given, overridden=True)
         return lambda: result
@@ -59,14 +83,16 @@ def start_resolve(host: str, overrides: Mapping[str, tuple[str, ...]], timeout: 
     # The resolver has its own retries; give it a few probe timeouts before giving up.
     limit = max(3 * timeout, 5.0)
     started = time.monotonic()
+    give_up = started + limit if deadline is None else min(started + limit, deadline)
 
     def wait() -> Resolution:
         try:
-            return Resolution(fut.result(timeout=max(0.0, started + limit - time.monotonic())))
+            return Resolution(fut.result(timeout=max(0.0, give_up - time.monotonic())))
         except socket.gaierror as exc:
             return Resolution(error=exc.strerror or str(exc))
         except TimeoutError:
-            return Resolution(error=f"no answer within {limit:g}s")
+            fut.cancel()
+            return Resolution(error=f"no answer within {give_up - started:.3g}s")
         except (OSError, UnicodeError) as exc:
             return Resolution(error=str(exc))
     return wait
@@ -109,7 +135,10 @@ def _tls_context() -> ssl.SSLContext:
 def _read_status(sock: socket.socket | ssl.SSLSocket, deadline: float) -> Attempt:
     data = b""
     while b"\r\n" not in data and len(data) < _MAX_STATUS_LINE:
-        sock.settimeout(max(0.01, deadline - time.monotonic()))
+        left = deadline - time.monotonic()
+        if left <= 0:  # a peer that trickles bytes gets no more time than a silent one
+            raise TimeoutError
+        sock.settimeout(left)
         chunk = sock.recv(_MAX_STATUS_LINE)
         if not chunk:
             break
@@ -170,14 +199,26 @@ def attempt(address: str, port: int, *, host: str, path: str, tls: bool, header:
 
 
 def start_probe(address: str, port: int, *, host: str, tls: bool, timeout: float,
-                pool: ThreadPoolExecutor) -> Callable[[], PortProbe]:
-    """Start the three attempts side by side; the returned call waits for them."""
+                pool: ThreadPoolExecutor, deadline: float | None = None
+                ) -> Callable[[], PortProbe]:
+    """Start the three attempts side by side; the returned call waits for them, at most until
+    ``deadline`` (a ``time.monotonic()`` instant) when given: an attempt not finished by then
+    is a timeout."""
     path = challenge_path()
     futures = {h: pool.submit(attempt, address, port, host=host, path=path, tls=tls, header=h,
                               timeout=timeout)
                for h in HEADERS}
 
+    def result(fut: Future[Attempt]) -> Attempt:
+        if deadline is None:
+            return fut.result()
+        try:
+            return fut.result(timeout=max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            fut.cancel()
+            return Attempt("timeout", detail="not finished by the doctor's deadline")
+
     def wait() -> PortProbe:
-        r = {h: f.result() for h, f in futures.items()}
+        r = {h: result(f) for h, f in futures.items()}
         return PortProbe("tls" if tls else "http", address, port, r[""], r["v1"], r["v2"])
     return wait

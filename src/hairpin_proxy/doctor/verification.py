@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 from hairpin_proxy.doctor.facts import Verification
+from hairpin_proxy.doctor.pool import DaemonPool
 from hairpin_proxy.verify import (
     Answers,
     LbIndex,
@@ -101,8 +101,9 @@ def check(hosts: Sequence[str], lb: LbIndex, resolver: Resolver, *, limit: float
     looked up together, ``CONCURRENCY`` at a time, each for at most ``limit`` seconds."""
     loop = asyncio.new_event_loop()
     # The system resolver runs getaddrinfo in the loop's executor; closing the loop shuts it
-    # down without waiting, so a hung lookup cannot hold the report back.
-    executor = ThreadPoolExecutor(max_workers=CONCURRENCY, thread_name_prefix="doctor-verify")
+    # down without waiting and its threads are daemons, so a hung lookup cannot hold the
+    # report, or the doctor's exit, back.
+    executor = DaemonPool(CONCURRENCY, "doctor-verify")
     loop.set_default_executor(executor)
     try:
         return loop.run_until_complete(_check(hosts, lb, resolver, limit, described))
