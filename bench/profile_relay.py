@@ -16,6 +16,12 @@ and the wrk phase alternates between them (ABBA order) so that other load on the
 on both alike. It prints each run's CPU per operation and the median of the paired differences.
 ``--against haproxy`` does the same with HAProxy (one thread, no splicing) as the baseline, and
 without py-spy, whose sampling stops the relay and inflates its CPU figures.
+
+``--phase stalled --conns N`` measures instead what a stalled connection costs: N clients each
+send a request and never read, while the upstream sends until the relay stops taking bytes.
+It prints the relay's resident memory and its sockets' kernel memory (``ss -tm``: receive and
+send queues plus forward allocations, which a cgroup v2 memory limit charges to the pod) per
+connection, and how many such connections fit in a memory limit (``--memory-limit``, MiB).
 """
 
 from __future__ import annotations
@@ -24,13 +30,17 @@ import argparse
 import collections
 import contextlib
 import os
+import selectors
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 from bench import loadgen, peers
@@ -148,10 +158,117 @@ def compare(args: argparse.Namespace, work: Path, backend: peers.Backend) -> Non
                   f"{statistics.median(diffs):+.1f} µs, new lower in {wins} of {len(diffs)}")
 
 
+def _skmem(ports: set[int]) -> tuple[int, int]:
+    """(sockets, bytes of kernel memory) of established TCP sockets with one of ``ports`` as
+    their local port (ss -tm: rmem_alloc + wmem_queued + forward allocation)."""
+    out = subprocess.run(["ss", "-tmnH", "state", "established"], capture_output=True,
+                         text=True, check=True).stdout
+    lines = out.splitlines()
+    total = count = 0
+    for i, line in enumerate(lines):
+        fields = line.split()
+        if len(fields) < 4 or i + 1 >= len(lines) or "skmem:(" not in lines[i + 1]:
+            continue
+        local = fields[2].rsplit(":", 1)[-1]
+        if not local.isdigit() or int(local) not in ports:
+            continue
+        mem = dict((k[:1] if k[:2] not in ("rb", "tb", "bl") else k[:2], k)
+                   for k in lines[i + 1].split("skmem:(")[1].rstrip(")").split(","))
+        total += sum(int(mem[k][1:]) for k in ("r", "w", "f") if k in mem)
+        count += 1
+    return count, total
+
+
+def _pusher(stop: threading.Event) -> tuple[socket.socket, threading.Thread]:
+    """An upstream that reads the PROXY header and request, then sends until blocked."""
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(4096)
+    lsock.setblocking(False)
+    sel = selectors.DefaultSelector()
+    sel.register(lsock, selectors.EVENT_READ)
+    blob = b"x" * (1 << 20)
+
+    def run() -> None:
+        while not stop.is_set():
+            for key, _ in sel.select(0.1):
+                sock = key.fileobj
+                assert isinstance(sock, socket.socket)
+                if sock is lsock:
+                    with contextlib.suppress(BlockingIOError):
+                        conn, _ = lsock.accept()
+                        conn.setblocking(False)
+                        sel.register(conn, selectors.EVENT_READ | selectors.EVENT_WRITE)
+                    continue
+                with contextlib.suppress(BlockingIOError, ConnectionError):
+                    sock.recv(65536)
+                with contextlib.suppress(BlockingIOError, ConnectionError):
+                    while sock.send(blob):
+                        pass
+        sel.close()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return lsock, thread
+
+
+def stalled(args: argparse.Namespace, work: Path) -> None:
+    stop = threading.Event()
+    upstream, thread = _pusher(stop)
+    up_port = upstream.getsockname()[1]
+    clients: list[socket.socket] = []
+    try:
+        with peers.relay(work / "relay", up_port, workers=1, cpus=args.cpus,
+                         extra=args.relay_args.split()) as proc:
+            pid = proc.pids()[0]
+            rss0 = peers.rss_kib([pid])
+            for _ in range(args.conns):
+                c = socket.create_connection(("127.0.0.1", proc.port))
+                c.sendall(b"GET / HTTP/1.1\r\nHost: stalled.test\r\n\r\n")
+                clients.append(c)  # never read: the relay's send buffer towards it fills
+            last = (-1, -1)
+            for _ in range(60):  # until the relay's memory stops growing
+                time.sleep(1.0)
+                now = (peers.rss_kib([pid]), _skmem({proc.port})[1])
+                if now == last:
+                    break
+                last = now
+            rss1 = peers.rss_kib([pid])
+            # The relay's sockets: the client-facing ones (local port = listen port) and
+            # the upstream-facing ones (remote port = upstream's; local = ephemeral).
+            n_client, k_client = _skmem({proc.port})
+            out = subprocess.run(["ss", "-tnH", "state", "established", f"dport = :{up_port}"],
+                                 capture_output=True, text=True, check=True).stdout
+            eph = {int(line.split()[2].rsplit(":", 1)[1]) for line in out.splitlines()
+                   if line.strip()}
+            n_up, k_up = _skmem(eph)
+            per_user = (rss1 - rss0) * 1024 / args.conns
+            per_kernel = (k_client + k_up) / args.conns
+            per = per_user + per_kernel
+            limit = args.memory_limit * 1024 * 1024
+            print(f"{args.conns} stalled connections (relay {args.relay_args or 'defaults'}): "
+                  f"RSS {rss0 / 1024:.1f} -> {rss1 / 1024:.1f} MiB; per connection: user "
+                  f"{per_user / 1024:.0f} KiB, kernel {per_kernel / 1024:.0f} KiB "
+                  f"(client side {k_client / max(n_client, 1) / 1024:.0f} KiB over {n_client} "
+                  f"sockets, upstream side {k_up / max(n_up, 1) / 1024:.0f} KiB over {n_up}); "
+                  f"total {per / 1024:.0f} KiB", flush=True)
+            print(f"fit in {args.memory_limit} MiB (minus the {rss0 / 1024:.0f} MiB idle "
+                  f"process): {int((limit - rss0 * 1024) // per)} connections", flush=True)
+    finally:
+        for c in clients:
+            c.close()
+        stop.set()
+        thread.join(5)
+        upstream.close()
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--phase", choices=("close", "ka"), default="close")
+    p.add_argument("--phase", choices=("close", "ka", "stalled"), default="close")
+    p.add_argument("--conns", type=int, default=200, help="stalled connections (--phase "
+                   "stalled)")
+    p.add_argument("--memory-limit", type=int, default=256, help="MiB (--phase stalled)")
     p.add_argument("--seconds", type=int, default=8)
     p.add_argument("--cpus", default="1")
     p.add_argument("--top", type=int, default=15)
@@ -160,6 +277,10 @@ def main() -> int:
     p.add_argument("--pairs", type=int, default=6)
     p.add_argument("--relay-args", default="", help="extra relay flags, e.g. '--loop asyncio'")
     args = p.parse_args()
+    if args.phase == "stalled":
+        with tempfile.TemporaryDirectory(prefix="hairpin-stalled-") as tmp:
+            stalled(args, Path(tmp))
+        return 0
     if args.against:
         with tempfile.TemporaryDirectory(prefix="hairpin-compare-") as tmp, \
                 peers.nginx(Path(tmp) / "nginx") as backend:

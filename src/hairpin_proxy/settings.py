@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import types
 import typing
@@ -53,7 +54,12 @@ def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
     return tp, False
 
 
-def _convert(raw: str, tp: Any, what: str) -> Any:
+def _convert(raw: str, tp: Any, what: str, name: str = "") -> Any:
+    """``raw`` as a value of ``tp``; SettingsError, worded for a person, when it is not one.
+
+    Numbers must be finite and not negative (no setting takes a negative count or duration);
+    ``name`` picks the tighter ranges of ``_BOUNDS`` (ports, TTLs, fractions).
+    """
     tp, _ = _unwrap_optional(tp)
     origin = typing.get_origin(tp)
     try:
@@ -65,21 +71,65 @@ def _convert(raw: str, tp: Any, what: str) -> Any:
                 return False
             raise ValueError(f"expected true or false, got {raw!r}")
         if tp is int:
-            return int(raw)
+            try:
+                number: float = int(raw.strip())
+            except ValueError:
+                raise ValueError(f"expected a whole number, got {raw!r}") from None
+            return _in_bounds(number, name, raw)
         if tp is float:
-            return float(raw)
+            try:
+                number = float(raw.strip())
+            except ValueError:
+                raise ValueError(f"expected a number, got {raw!r}") from None
+            if not math.isfinite(number):
+                raise ValueError(f"expected a finite number, got {raw!r}")
+            return _in_bounds(number, name, raw)
         if tp is Path:
             return Path(raw)
         if origin is Literal:
             choices = typing.get_args(tp)
             if raw not in choices:
-                raise ValueError(f"expected one of {', '.join(map(str, choices))}, got {raw!r}")
+                raise ValueError(f"invalid choice {raw!r} (expected one of "
+                                 f"{', '.join(map(str, choices))})")
             return raw
         if tp is str:
+            if name in _HOSTPORTS and raw.strip():
+                _check_hostport(raw)
             return raw
     except ValueError as exc:
         raise SettingsError(f"{what}: {exc}") from None
     raise TypeError(f"unsupported settings type {tp!r}")
+
+
+# Tighter ranges than "not negative", by field name: (least, most, what the value is).
+_BOUNDS: dict[str, tuple[float, float, str]] = {
+    "port": (0, 65535, "a port (0 to 65535)"),
+    "tls_port": (0, 65535, "a port (0 to 65535)"),
+    "dns_port": (1, 65535, "a port (1 to 65535)"),
+    "dns_ttl": (1, 3600, "a TTL of 1 to 3600 seconds"),
+    "mass_removal_fraction": (0, 1, "a fraction between 0 and 1"),
+    "timeout": (0.001, math.inf, "a positive number of seconds"),
+}
+# ADDR:PORT settings (empty disables them).
+_HOSTPORTS = frozenset({"admin_listen"})
+
+
+def _in_bounds(number: Any, name: str, raw: str) -> Any:
+    least, most, what = _BOUNDS.get(name, (0, math.inf, "not negative"))
+    if not least <= number <= most:
+        if name in _BOUNDS:
+            raise ValueError(f"expected {what}, got {raw!r}")
+        raise ValueError(f"must not be negative, got {raw!r}")
+    return number
+
+
+def _check_hostport(raw: str) -> None:
+    from hairpin_proxy.addresses import parse_hostport
+
+    try:
+        parse_hostport(raw)
+    except ValueError as exc:
+        raise ValueError(f"expected ADDR:PORT, {exc}") from None
 
 
 def _is_tuple(tp: Any) -> bool:
@@ -107,7 +157,7 @@ def settings_parser(cls: type[Any], parser: argparse.ArgumentParser) -> None:
         if _is_tuple(tp):
             item_tp = typing.get_args(tp)[0]
             if typing.get_origin(item_tp) is Literal:
-                kwargs["choices"] = typing.get_args(item_tp)
+                kwargs.setdefault("metavar", _choices_metavar(item_tp))
             if f.metadata.get("positional"):
                 parser.add_argument(f.name, nargs="*", **kwargs)
             else:
@@ -118,11 +168,16 @@ def settings_parser(cls: type[Any], parser: argparse.ArgumentParser) -> None:
                                 **kwargs)
             continue
         if typing.get_origin(base) is Literal:
-            kwargs["choices"] = typing.get_args(base)
+            # Checked by _convert, in our words; argparse's own "invalid choice" is not.
+            kwargs.setdefault("metavar", _choices_metavar(base))
         if f.metadata.get("positional"):
             parser.add_argument(f.name, nargs="?", **kwargs)
         else:
             parser.add_argument(flag_name(f), dest=f.name, **kwargs)
+
+
+def _choices_metavar(tp: Any) -> str:
+    return "{" + ",".join(map(str, typing.get_args(tp))) + "}"
 
 
 def _show(value: Any) -> str:
@@ -154,10 +209,10 @@ def settings_from_args(cls: type[T], args: argparse.Namespace | Mapping[str, Any
         if _is_tuple(tp):
             item_tp = typing.get_args(tp)[0]
             items = raw if isinstance(raw, list | tuple) else [raw]
-            values[f.name] = tuple(_convert(str(i), item_tp, what) if isinstance(i, str) else i
-                                   for i in items)
+            values[f.name] = tuple(_convert(str(i), item_tp, what, f.name)
+                                   if isinstance(i, str) else i for i in items)
         elif isinstance(raw, str):
-            values[f.name] = _convert(raw, tp, what)
+            values[f.name] = _convert(raw, tp, what, f.name)
         else:
             values[f.name] = raw
     return cls(**values)
@@ -207,9 +262,14 @@ class KubeSettings:
 
 @dataclasses.dataclass(frozen=True)
 class ProxySettings(LogSettings):
-    listen: tuple[str, ...] = opt((), "Listener ADDR:PORT[=TARGET_HOST:TARGET_PORT][/v1|/v2] "
-                                      "(repeatable); defaults to 0.0.0.0:8080=$TARGET_SERVER:80 "
-                                      "and 0.0.0.0:8443=$TARGET_SERVER:443.")
+    listen: tuple[str, ...] = opt((), "Listener ADDR:PORT[=TARGET_HOST:TARGET_PORT][/v1|/v2]"
+                                      "[@ADV_PORT] (repeatable; @ADV_PORT: the destination "
+                                      "port the PROXY header names); defaults to "
+                                      "0.0.0.0:80=$TARGET_SERVER:80 and "
+                                      "0.0.0.0:443=$TARGET_SERVER:443.")
+    advertise_address: str = opt("", "Destination IP address every PROXY header names (e.g. "
+                                     "the load balancer's); default: the address the client "
+                                     "connected to.")
     target_server: str = opt(DEFAULT_TARGET_SERVER, "Default upstream host (the ingress "
                                                     "controller's Service).", env="TARGET_SERVER")
     proxy_protocol: ProxyProtocol = opt("v1", "PROXY protocol version for listeners that do not "
@@ -218,10 +278,22 @@ class ProxySettings(LogSettings):
                                             "empty disables.")
     connect_timeout: float = opt(5.0, "Seconds to resolve the target and get a connection "
                                       "accepted (all its addresses together).")
+    dns_server: tuple[str, ...] = opt((), "DNS server ADDR[:PORT] for target names "
+                                          "(repeatable); default: those of /etc/resolv.conf.")
     idle_timeout: float = opt(3600.0, "Seconds a connection may pass no bytes either way; "
                                       "0 disables.")
-    max_connections: int = opt(20000, "Concurrent connections per process; excess is "
-                                      "accepted and closed at once.")
+    max_connections: int = opt(0, "Concurrent connections per process; excess is accepted "
+                                  "and closed at once. 0: what the container's memory limit "
+                                  "holds with every connection stalled (20000 without one).")
+    max_connections_per_source: int = opt(0, "Concurrent connections from one client address, "
+                                             "all listeners together; 0: no cap.")
+    first_byte_timeout: float = opt(30.0, "Seconds a client may stay connected without "
+                                          "sending a byte; 0 disables.")
+    half_close_timeout: float = opt(60.0, "Seconds a connection may stay silent once one "
+                                          "side has finished sending; 0 disables.")
+    socket_buffer: int = opt(65536, "SO_SNDBUF/SO_RCVBUF of every relayed socket, in bytes "
+                                    "(the kernel doubles it); bounds what a stalled "
+                                    "connection holds. 0: the kernel's autotuning.")
     grace_period: float = opt(25.0, "Seconds to drain connections after SIGTERM.")
     workers: int = opt(1, "Worker processes; only 1 for now (scale out with replicas).")
     loop: Literal["auto", "asyncio", "uvloop"] = opt("auto", "Event loop; auto is uvloop "

@@ -188,14 +188,19 @@ def test_proxy_deployment_service_and_budget(renders: dict[str, list[Doc]]) -> N
     assert spec["affinity"]["podAntiAffinity"]
     container = spec["containers"][0]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports == {"http": 8080, "https": 8443, "admin": 9090}
+    # The client's own ports, so that the PROXY header's destination port is the one it
+    # dialed; the unprivileged-port sysctl lets the non-root proxy bind them.
+    assert ports == {"http": 80, "https": 443, "admin": 9090}
+    assert {"name": "net.ipv4.ip_unprivileged_port_start", "value": "0"} in \
+        spec["securityContext"]["sysctls"]
+    assert spec["securityContext"]["runAsNonRoot"] is True
 
     service = find(docs, "Service", "hairpin-proxy", "hairpin-proxy")
     assert service["spec"]["type"] == "ClusterIP"
     assert service["spec"]["selector"] == deploy["spec"]["selector"]["matchLabels"]
     resolved = {p["port"]: ports[p["targetPort"]] if isinstance(p["targetPort"], str)
                 else p["targetPort"] for p in service["spec"]["ports"]}
-    assert resolved == {80: 8080, 443: 8443}
+    assert resolved == {80: 80, 443: 443}
 
     for name in ("hairpin-proxy", "hairpin-proxy-controller"):
         budget = find(docs, "PodDisruptionBudget", name, "hairpin-proxy")

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.waiting import wait_until
+
 __all__ = [
     "CliProcess",
     "free_port",
@@ -72,13 +74,8 @@ def wait_for_port(host: str, port: int, timeout: float = 30.0) -> None:
 
 def wait_for(predicate: Callable[[], object], timeout: float = 30.0,
              what: str = "condition") -> None:
-    """Poll a zero-argument callable until it returns something truthy; TimeoutError otherwise."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise TimeoutError(f"{what} not met within {timeout}s")
+    """Poll a zero-argument callable until it returns something truthy (tests.waiting)."""
+    wait_until(predicate, timeout, what)
 
 
 def require_binary(name: str) -> str:

@@ -31,7 +31,12 @@ from hairpin_proxy.relay.engines import EngineName
 from hairpin_proxy.relay.resolve import Resolver
 from hairpin_proxy.relay.spec import parse_listeners
 from hairpin_proxy.settings import ProxySettings
+from tests import waiting
 from tests.peers import free_port, read_text, stop_process, wait_for
+
+# The shared helper, re-exported (an assignment, so mypy --strict sees the export): relay tests
+# import wait_until from here.
+wait_until = waiting.wait_until
 
 # Every data path on every event loop, as ENGINE:LOOP; run_relay also takes a bare LOOP.
 FLAVOURS = ("epoll:uvloop", "epoll:asyncio", "transports:uvloop", "transports:asyncio")
@@ -324,10 +329,6 @@ def closed_promptly(sock: socket.socket) -> bool:
         return True
 
 
-def wait_until(predicate: Callable[[], object], timeout: float = 30.0, what: str = "") -> None:
-    wait_for(predicate, timeout, what or "condition")
-
-
 def elapsed(since: float) -> float:
     return time.monotonic() - since
 
@@ -348,11 +349,13 @@ def black_hole(host: str = "127.0.0.1") -> tuple[socket.socket, list[socket.sock
 
 @contextlib.contextmanager
 def relay_in_thread(specs: list[str], resolver: Resolver | None = None,
-                    engine: EngineName = "auto") -> Iterator[server.Relay]:
-    """A Relay on its own event loop in a background thread (to inject a resolver or patch)."""
+                    engine: EngineName = "auto", **settings: Any) -> Iterator[server.Relay]:
+    """A Relay on its own event loop in a background thread (to inject a resolver or patch);
+    ``settings`` are ProxySettings fields."""
     parsed = parse_listeners(specs, target_server="unused.test", default_version="v1")
-    relay = server.Relay(parsed, ProxySettings(admin_listen="", connect_timeout=10,
-                                               engine=engine), resolver=resolver)
+    relay = server.Relay(parsed, ProxySettings(**{"admin_listen": "", "connect_timeout": 10,
+                                                  "engine": engine, **settings}),
+                         resolver=resolver)
     loop = asyncio.new_event_loop()
     started = threading.Event()
 

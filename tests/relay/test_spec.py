@@ -52,6 +52,10 @@ def test_names_for_logs_and_labels() -> None:
     ("127.0.0.1:8080=h:x", "bad port"),
     ("127.0.0.1:8080=h:0", "target port 0"),
     ("[::1:8080", "unclosed"),
+    ("127.0.0.1:8080@", "advertised port"),
+    ("127.0.0.1:8080@0", "advertised port"),
+    ("127.0.0.1:8080@70000", "advertised port"),
+    ("127.0.0.1:8080@http", "advertised port"),
 ])
 def test_bad_specs_are_refused_with_the_offending_text(text: str, needle: str) -> None:
     with pytest.raises(ListenerSpecError, match=needle):
@@ -61,8 +65,8 @@ def test_bad_specs_are_refused_with_the_offending_text(text: str, needle: str) -
 def test_defaults_are_the_original_listeners_and_target() -> None:
     specs = parse_listeners((), target_server=DEFAULT_TARGET_SERVER, default_version="v1")
     assert [str(s) for s in specs] == [
-        f"0.0.0.0:8080={DEFAULT_TARGET_SERVER}:80/v1",
-        f"0.0.0.0:8443={DEFAULT_TARGET_SERVER}:443/v1",
+        f"0.0.0.0:80={DEFAULT_TARGET_SERVER}:80/v1",
+        f"0.0.0.0:443={DEFAULT_TARGET_SERVER}:443/v1",
     ]
     v6 = parse_listeners((), target_server="::1", default_version="v2")
     assert [s.target for s in v6] == ["[::1]:80", "[::1]:443"]
@@ -79,3 +83,16 @@ def test_one_address_twice_is_refused() -> None:
                         default_version="v1")
     assert len(parse_listeners(("127.0.0.1:1", "127.0.0.2:1"), target_server=TS,
                                default_version="v1")) == 2
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("0.0.0.0:8080=h:80@80", (8080, 80, "v1", 80, "0.0.0.0:8080=h:80/v1@80")),
+    ("0.0.0.0:8443=h:443/v2@443", (8443, 443, "v2", 443, "0.0.0.0:8443=h:443/v2@443")),
+    ("0.0.0.0:8443=h:443@443/v2", (8443, 443, "v2", 443, "0.0.0.0:8443=h:443/v2@443")),
+    (":8080@80", (8080, 8080, "v1", 80, "0.0.0.0:8080=ingress.example.svc:8080/v1@80")),
+    ("[::]:8080=[::1]:80", (8080, 80, "v1", 8080, "[::]:8080=[::1]:80/v1")),
+])
+def test_advertised_port_suffix(text: str, want: tuple[object, ...]) -> None:
+    s = p(text)
+    assert (s.listen_port, s.target_port, s.version, s.header_port, str(s)) == want
+    assert s.name == f"{s.listen_host if s.listen_host != '::' else '[::]'}:{s.listen_port}"

@@ -36,9 +36,16 @@ class Connection(Protocol):
 
     idle_bytes: int
     idle_since: float
+    accepted_at: float
 
     def moved(self) -> int:
         """Bytes relayed so far, both directions together."""
+
+    def client_bytes(self) -> int:
+        """Bytes the client has sent so far."""
+
+    def half_closed(self) -> bool:
+        """One side has finished sending (its EOF is passed on) while the other has not."""
 
     def abort(self, cause: str, detail: str, *, quiet: bool = False) -> None:
         """End both sides now, counted under ``cause``; ``quiet`` skips the log line."""
@@ -81,28 +88,75 @@ class Route:
     loop: asyncio.AbstractEventLoop | None = None
     # The target's one address when it is an IP literal: connects then skip the resolver.
     address: Address | None = None
+    # The destination address every header names (``--advertise-address``); None: the
+    # address the client connected to.
+    advertise_host: str | None = None
+    # Concurrent connections one client address may hold, across every listener sharing
+    # ``sources`` (0: no cap).
+    per_source: int = 0
+    sources: dict[str, int] = field(default_factory=dict)
+    # SO_SNDBUF/SO_RCVBUF of upstream sockets (listeners pass theirs on when accepting); 0:
+    # the kernel's autotuning.
+    socket_buffer: int = 0
 
-    def admit(self) -> bool:
-        """Count a new connection; False (counted and logged) when over the limit."""
+    def fixed_destination(self, bound: Any) -> HostPort | None:
+        """The header's destination for every connection a socket bound to ``bound`` accepts,
+        or None when only the accepted socket knows it (a wildcard address, not advertised)."""
+        port = self.spec.header_port
+        if self.advertise_host is not None:
+            return self.advertise_host, port
+        local = hostport(bound)
+        if local is None or local[0] in ("0.0.0.0", "::"):
+            return None
+        return local[0], port
+
+    def destination(self, sockname: Any) -> HostPort | None:
+        """The header's destination for a connection whose local address is ``sockname``:
+        that address, with the port the client dialed."""
+        local = hostport(sockname)
+        if local is None:
+            return None
+        port = self.spec.header_port
+        return local if local[1] == port else (local[0], port)
+
+    def admit(self, source: str | None = None) -> bool:
+        """Count a new connection from client address ``source``; False (counted and logged)
+        when over the connection limit or that address's cap. An admitted connection must
+        be ``opened`` at once (with the same address)."""
         stats = self.stats
         stats.total.value += 1
-        if len(self.live) < self.max_connections:
+        if len(self.live) >= self.max_connections:
+            cause, limit, why = "over_limit", self.max_connections, "the connection limit"
+        elif self.per_source and source is not None and \
+                self.sources.get(source, 0) >= self.per_source:
+            cause, limit, why = "over_source_limit", self.per_source, "its address's cap"
+        else:
             return True
-        stats.errors["over_limit"].value += 1
+        stats.errors[cause].value += 1
         held = self.limit_log.allow()
         if held is not None:
-            log.warning("connection refused: over the connection limit", extra={
-                "listener": self.spec.name, "cause": "over_limit",
-                "limit": self.max_connections, "suppressed": held})
+            log.warning(f"connection refused: over {why}", extra={
+                "listener": self.spec.name, "cause": cause, "client": source or "?",
+                "limit": limit, "suppressed": held})
         return False
 
-    def opened(self, conn: Connection) -> None:
+    def opened(self, conn: Connection, client: HostPort | None = None) -> None:
         self.live.add(conn)
         self.stats.active.value += 1
+        if self.per_source and client is not None:
+            sources = self.sources
+            sources[client[0]] = sources.get(client[0], 0) + 1
 
     def closed(self, conn: Connection, client: HostPort | None, up: int, down: int) -> None:
         self.live.discard(conn)
         self.stats.active.value -= 1
+        if self.per_source and client is not None:
+            sources = self.sources
+            left = sources.get(client[0], 0) - 1
+            if left > 0:
+                sources[client[0]] = left
+            else:
+                sources.pop(client[0], None)
         if self.drained is not None and not self.live:
             self.drained.set()
         if log.isEnabledFor(logging.DEBUG):
@@ -133,6 +187,13 @@ def reset_on_close(sock: socket.socket | None) -> None:
     if sock is not None:
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_ZERO)
+
+
+def size_buffers(sock: socket.socket, size: int) -> None:
+    """Cap a socket's kernel send and receive buffers (``size`` 0: leave them autotuned)."""
+    if size:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
 
 
 def client_text(client: HostPort | None) -> str:

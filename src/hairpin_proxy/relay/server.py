@@ -12,15 +12,22 @@ from collections.abc import Callable
 from typing import Any
 
 from hairpin_proxy import proxyproto
+from hairpin_proxy.addresses import format_hostport, parse_hostport
 from hairpin_proxy.admin import AdminServer, Check
 from hairpin_proxy.logs import setup_logging
 from hairpin_proxy.metrics import Registry
 from hairpin_proxy.relay import engines
 from hairpin_proxy.relay.engines import Engine
-from hairpin_proxy.relay.resolve import ConnectError, Resolver
-from hairpin_proxy.relay.route import Connection, Encoder, Route
-from hairpin_proxy.relay.spec import ListenerSpec, ListenerSpecError, parse_listeners
-from hairpin_proxy.relay.stats import RelayMetrics
+from hairpin_proxy.relay.limits import connection_limit, read_cgroup
+from hairpin_proxy.relay.resolve import ConnectError, Resolver, dns_resolver
+from hairpin_proxy.relay.route import Connection, Encoder, Route, size_buffers
+from hairpin_proxy.relay.spec import (
+    ListenerSpec,
+    ListenerSpecError,
+    is_ip_literal,
+    parse_listeners,
+)
+from hairpin_proxy.relay.stats import RelayMetrics, dns_failures
 from hairpin_proxy.settings import ProxySettings
 
 log = logging.getLogger("hairpin_proxy.relay")
@@ -35,8 +42,9 @@ class StartupError(Exception):
     """The relay cannot start (a listener cannot bind, an option cannot work)."""
 
 
-def bind(spec: ListenerSpec) -> list[socket.socket]:
-    """Bound (not yet listening) sockets for a listener; ``[::]`` also accepts IPv4."""
+def bind(spec: ListenerSpec, buffers: int = 0) -> list[socket.socket]:
+    """Bound (not yet listening) sockets for a listener; ``[::]`` also accepts IPv4.
+    ``buffers``: SO_SNDBUF/SO_RCVBUF, which accepted sockets inherit (0: autotuned)."""
     try:
         infos = socket.getaddrinfo(spec.listen_host, spec.listen_port, type=socket.SOCK_STREAM,
                                    flags=socket.AI_PASSIVE)
@@ -54,6 +62,7 @@ def bind(spec: ListenerSpec) -> list[socket.socket]:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             # Accepted sockets inherit it: small writes (TLS handshakes) go out at once.
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            size_buffers(sock, buffers)
             if family == socket.AF_INET6:
                 # Dual stack only for the wildcard; IPv4 clients then show up IPv4-mapped,
                 # which the header encodes as TCP4.
@@ -77,33 +86,47 @@ class Relay:
         self.settings = settings
         self.registry = registry or Registry()
         self.metrics = RelayMetrics(self.registry)
-        self.resolver = resolver or Resolver()
+        self.resolver = resolver or Resolver(dns_client=dns_resolver(settings.dns_server))
+        self.dns_failures = dns_failures(self.registry)
+        if self.resolver.on_failure is None:
+            self.resolver.on_failure = self._dns_failed
         self.live: set[Connection] = set()
+        self.max_connections = max_connections(settings)
+        sources: dict[str, int] = {}  # connections per client address, every listener
         self.routes = [Route(spec=spec, stats=self.metrics.for_listener(spec.name),
                              resolver=self.resolver, encode=ENCODERS[spec.version],
                              connect_timeout=settings.connect_timeout,
-                             max_connections=settings.max_connections, live=self.live,
-                             address=self.resolver.literal(spec.target_host, spec.target_port))
+                             max_connections=self.max_connections, live=self.live,
+                             address=self.resolver.literal(spec.target_host, spec.target_port),
+                             advertise_host=settings.advertise_address or None,
+                             per_source=settings.max_connections_per_source, sources=sources,
+                             socket_buffer=settings.socket_buffer)
                        for spec in specs]
         self.engine: Engine | None = None
         self.admin: AdminServer | None = None
         self.draining = False
         self._sweeper: asyncio.Task[None] | None = None
 
+    def _dns_failed(self, host: str, stale: bool, why: str) -> None:
+        del why  # logged by the resolver (stale) or with each failed connection
+        self.dns_failures.labels(host, "stale" if stale else "error").inc()
+
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         for route in self.routes:
             route.loop = loop
-        bound = [(route, bind(route.spec)) for route in self.routes]
+        bound = [(route, bind(route.spec, self.settings.socket_buffer)) for route in self.routes]
         engine = self.engine = engines.create(engines.available(self.settings.engine), loop)
         try:
             for route, socks in bound:
                 while socks:
                     await engine.listen(route, socks[0], BACKLOG)
                     socks.pop(0)  # the engine owns it now
-                log.info("relaying", extra={"listen": route.spec.name,
-                                            "target": route.spec.target,
-                                            "proxy_protocol": route.spec.version})
+                spec = route.spec
+                log.info("relaying", extra={
+                    "listen": spec.name, "target": spec.target, "proxy_protocol": spec.version,
+                    "header_destination": format_hostport(
+                        route.advertise_host or "<client-dialed address>", spec.header_port)})
             if self.settings.admin_listen:
                 self.admin = AdminServer(self.registry, ready=self.ready,
                                          check_timeout=self.settings.connect_timeout + 1.0)
@@ -122,16 +145,23 @@ class Relay:
         self._sweeper = loop.create_task(self._sweep_idle())
 
     async def _sweep_idle(self) -> None:
-        """Close connections that moved no byte for the idle timeout.
+        """Close connections that outstay a timeout: no first byte from the client, silence
+        after one side finished (half-close), or no byte either way (idle).
 
         One periodic pass instead of a timer per connection keeps the per-chunk path free
-        of timer work; the timeout is honoured to within a quarter of itself (at most 1 s).
+        of timer work; each timeout is honoured to within a quarter of the shortest one
+        (at most 1 s).
         """
-        idle = self.settings.idle_timeout
-        if idle <= 0:
+        settings = self.settings
+        idle, first, half = (max(t, 0.0) for t in (settings.idle_timeout,
+                                                   settings.first_byte_timeout,
+                                                   settings.half_close_timeout))
+        enabled = [t for t in (idle, first, half) if t > 0]
+        if not enabled:
             return
+        idle = idle or float("inf")
         loop = asyncio.get_running_loop()
-        period = min(max(idle / 4, 0.05), 1.0)
+        period = min(max(min(enabled) / 4, 0.05), 1.0)
         while True:
             await asyncio.sleep(period)
             now = loop.time()
@@ -139,8 +169,11 @@ class Relay:
                 moved = pipe.moved()
                 if moved != pipe.idle_bytes:
                     pipe.idle_bytes, pipe.idle_since = moved, now
-                elif now - pipe.idle_since >= idle:
-                    pipe.abort("idle_timeout", f"no data either way for {idle:g}s")
+                    if not first:
+                        continue
+                cause = expired(pipe, now, idle, first, half)
+                if cause is not None:
+                    pipe.abort(*cause)
 
     async def ready(self) -> Check:
         """Ready when every listener's target resolves and accepts a TCP connection.
@@ -206,6 +239,29 @@ class Relay:
             await self.admin.close()
 
 
+def expired(conn: Connection, now: float, idle: float, first: float,
+            half: float) -> tuple[str, str] | None:
+    """(cause, detail) of the timeout ``conn`` has outstayed at ``now``, if any (0 disables
+    ``first`` and ``half``; ``idle`` is infinite when disabled)."""
+    if first and now - conn.accepted_at >= first and conn.client_bytes() == 0:
+        return "first_byte_timeout", f"the client sent nothing for {first:g}s"
+    quiet = now - conn.idle_since
+    if half and quiet >= half and conn.half_closed():
+        return "half_close_timeout", f"one side finished and the other was silent for {half:g}s"
+    if quiet >= idle:
+        return "idle_timeout", f"no data either way for {idle:g}s"
+    return None
+
+
+def max_connections(settings: ProxySettings) -> int:
+    """--max-connections, or when 0 what the container's memory limit holds."""
+    if settings.max_connections:
+        return settings.max_connections
+    # The transports engine buffers up to its high-water mark per direction besides a read.
+    buffered = 256 * 1024 if engines.available(settings.engine) == "transports" else 0
+    return connection_limit(*read_cgroup(), settings.socket_buffer, buffered)
+
+
 async def serve(specs: tuple[ListenerSpec, ...], settings: ProxySettings) -> int:
     relay = Relay(specs, settings)
     try:
@@ -262,8 +318,15 @@ def run(settings: ProxySettings) -> int:
         for name in ("connect_timeout", "grace_period"):
             if getattr(settings, name) <= 0:
                 raise StartupError(f"--{name.replace('_', '-')} must be positive")
-        if settings.max_connections < 1:
-            raise StartupError("--max-connections must be at least 1")
+        for name in ("max_connections", "max_connections_per_source", "socket_buffer"):
+            if getattr(settings, name) < 0:
+                raise StartupError(f"--{name.replace('_', '-')} must not be negative")
+        for server in settings.dns_server:
+            if not is_ip_literal(parse_hostport(server, default_port=53)[0]):
+                raise StartupError(f"--dns-server {server!r}: not an IP address")
+        if settings.advertise_address and not is_ip_literal(settings.advertise_address):
+            raise StartupError(f"--advertise-address {settings.advertise_address!r}: not an "
+                               "IP address")
         specs = parse_listeners(settings.listen, target_server=settings.target_server,
                                 default_version=settings.proxy_protocol)
         loop_name, factory = loop_factory(settings.loop)
@@ -271,7 +334,10 @@ def run(settings: ProxySettings) -> int:
     except (StartupError, ListenerSpecError, ValueError) as exc:
         log.error(str(exc))
         return 2
-    raise_fd_limit(settings.max_connections)
+    limit = max_connections(settings)
+    if not settings.max_connections:
+        log.info("connection limit from the memory limit", extra={"max_connections": limit})
+    raise_fd_limit(limit)
     log.debug("event loop", extra={"loop": loop_name, "engine": engine})
     with asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(serve(specs, settings))

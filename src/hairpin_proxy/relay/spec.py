@@ -1,4 +1,4 @@
-"""Listener specs: ``ADDR:PORT[=TARGET_HOST:TARGET_PORT][/v1|/v2]`` parsed into values. Pure."""
+"""Listener specs: ``ADDR:PORT[=TARGET_HOST:TARGET_PORT][/v1|/v2][@ADV_PORT]`` parsed. Pure."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ from hairpin_proxy.addresses import format_hostport, parse_hostport
 Version = Literal["v1", "v2"]
 VERSIONS: tuple[Version, ...] = ("v1", "v2")
 
-# The original tool's two listeners: plain HTTP and TLS passthrough.
-DEFAULT_PORTS = ((8080, 80), (8443, 443))
+# Plain HTTP and TLS passthrough, on the Service's own port numbers: the PROXY header then
+# names the port the client dialed (the pod may bind them: net.ipv4.ip_unprivileged_port_start
+# is 0 in its security context).
+DEFAULT_PORTS = ((80, 80), (443, 443))
 
 
 class ListenerSpecError(ValueError):
@@ -35,6 +37,9 @@ class ListenerSpec:
     target_host: str
     target_port: int
     version: Version
+    # The destination port the PROXY header names (the port clients dialed, when a Service
+    # maps it to another listen port); None: the listen port.
+    advertise_port: int | None = None
 
     @property
     def name(self) -> str:
@@ -50,8 +55,14 @@ class ListenerSpec:
         """True when the target needs no name resolution."""
         return is_ip_literal(self.target_host)
 
+    @property
+    def header_port(self) -> int:
+        """The destination port every header of this listener carries."""
+        return self.advertise_port or self.listen_port
+
     def __str__(self) -> str:
-        return f"{self.name}={self.target}/{self.version}"
+        adv = f"@{self.advertise_port}" if self.advertise_port else ""
+        return f"{self.name}={self.target}/{self.version}{adv}"
 
 
 def _bare_host(text: str) -> str:
@@ -70,12 +81,22 @@ def parse_listener(text: str, *, target_server: str, default_version: Version) -
     """Parse one spec; without ``=TARGET`` the target is ``target_server`` on the same port.
 
     ``:PORT`` (no address) listens on every IPv4 address; ``=HOST`` without a port keeps the
-    listen port.
+    listen port. ``@PORT`` at the end (before or after the version) is the destination port
+    the PROXY header advertises instead of the listen port.
     """
     raw = text.strip()
     if not raw:
         raise ListenerSpecError("empty listener spec")
     version = default_version
+    advertise_port: int | None = None
+    head, at, adv_text = raw.rpartition("@")
+    if at:
+        adv_text, slash, after = adv_text.partition("/")
+        raw = head + slash + after
+        if not (adv_text.isascii() and adv_text.isdigit()) or not 0 < int(adv_text) < 65536:
+            raise ListenerSpecError(f"listener {text!r}: advertised port {adv_text!r} is not "
+                                    "a port (1-65535)")
+        advertise_port = int(adv_text)
     head, slash, suffix = raw.rpartition("/")
     if slash:
         if suffix not in VERSIONS:
@@ -103,7 +124,8 @@ def parse_listener(text: str, *, target_server: str, default_version: Version) -
         target_host, target_port = _bare_host(target_server), listen_port
     if target_port == 0:
         raise ListenerSpecError(f"listener {text!r}: target port 0 is not a port")
-    return ListenerSpec(listen_host, listen_port, target_host, target_port, version)
+    return ListenerSpec(listen_host, listen_port, target_host, target_port, version,
+                        advertise_port)
 
 
 def default_specs(target_server: str) -> tuple[str, ...]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hairpin_proxy.metrics import CounterChild, GaugeChild, HistogramChild, Registry
+from hairpin_proxy.metrics import Counter, CounterChild, GaugeChild, HistogramChild, Registry
 
 # Every cause an error can be counted under; children exist from the start so that a scrape
 # shows zeros rather than missing series.
@@ -57,3 +57,20 @@ class RelayMetrics:
             connect_seconds=self.connect_seconds.labels(name),
             errors={cause: self.errors.labels(name, cause) for cause in CAUSES},
         )
+
+
+# --------------------------------------------------------------------------- relay hardening
+# Added at the end so that concurrent work on the metrics above merges without conflicts.
+
+# Endings of the timeouts and the per-source cap; ``for_listener`` reads CAUSES when called.
+CAUSES = (*CAUSES, "first_byte_timeout", "half_close_timeout",  # type: ignore[assignment]
+          "over_source_limit")
+
+
+def dns_failures(registry: Registry) -> Counter:
+    """Failed lookups of a target name; ``result``: ``stale`` (its last good answer was used
+    instead) or ``error`` (none to use: the connections waiting for it fail with ``dns``)."""
+    return registry.counter(
+        "hairpin_proxy_dns_failures_total",
+        "Failed lookups of a target name; result=stale when its last good answer was used.",
+        ["target", "result"])

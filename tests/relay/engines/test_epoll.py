@@ -170,7 +170,8 @@ def test_a_long_stream_yields_the_loop_between_turns_and_carries_on(
 
     port = free_port()
     with Upstream(full_duplex(size, 4, results, timeout=120)) as up, relay_in_thread(
-            [f"127.0.0.1:{port}=127.0.0.1:{up.port}"], engine="epoll"), connect(port) as s:
+            [f"127.0.0.1:{port}=127.0.0.1:{up.port}"], engine="epoll",
+            socket_buffer=0), connect(port) as s:  # autotuned: reads can outrun a turn
         s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
         sender = threading.Thread(
             target=lambda: results.__setitem__("up_sent", send_stream(s, size, 3)))

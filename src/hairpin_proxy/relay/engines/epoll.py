@@ -27,7 +27,7 @@ from typing import Any
 
 from hairpin_proxy.metrics import CounterChild
 from hairpin_proxy.relay.resolve import Address, ConnectError, attempt_failure, gave_up
-from hairpin_proxy.relay.route import HostPort, Route, hostport, reset_on_close
+from hairpin_proxy.relay.route import HostPort, Route, hostport, reset_on_close, size_buffers
 
 log = logging.getLogger("hairpin_proxy.relay")
 
@@ -152,10 +152,9 @@ class Listener:
         self.sock = sock
         self.fd = sock.fileno()
         self.open = True
-        bound = sock.getsockname()
-        # A listener bound to one address knows every connection's local address already;
-        # a wildcard one asks the kernel per connection.
-        self.local = None if bound[0] in ("0.0.0.0", "::") else hostport(bound)
+        # A listener bound to one address (or advertising a fixed one) knows every header's
+        # destination already; a wildcard one asks the kernel per connection.
+        self.local = route.fixed_destination(sock.getsockname())
         # Level-triggered: whatever one batch leaves in the queue is reported again.
         poller.watch(self.fd, self.ready, _IN)
 
@@ -203,18 +202,19 @@ class Listener:
 def start(poller: Poller, route: Route, client: socket.socket, addr: Any,
           local: HostPort | None) -> None:
     """A client just accepted: refuse it over the limit, else connect upstream for it."""
-    if not route.admit():
+    if not route.admit(addr[0] if route.per_source else None):
         client.close()
         return
     if local is None:
         try:
-            local = hostport(client.getsockname())
+            local = route.destination(client.getsockname())
         except OSError:  # reset before we got here
             client.close()
             return
     loop = poller.loop
-    conn = Conn(poller, route, client, hostport(addr), local, now=loop.time())
-    route.opened(conn)
+    peer = hostport(addr)
+    conn = Conn(poller, route, client, peer, local, now=loop.time())
+    route.opened(conn, peer)
     try:
         if route.address is not None:
             conn.connect_to(route.address)
@@ -275,6 +275,13 @@ class Conn:
         upstream = self.upstream
         return self.client.nbytes + (upstream.nbytes if upstream is not None else 0)
 
+    def client_bytes(self) -> int:
+        return self.client.nbytes
+
+    def half_closed(self) -> bool:
+        upstream = self.upstream
+        return self.client.eof or (upstream is not None and upstream.eof)
+
     def _upstream(self, sock: socket.socket) -> Side:
         self.upstream = Side("upstream", sock, self.route.stats.bytes_down, read=False,
                              write=True)
@@ -293,6 +300,8 @@ class Conn:
         self._upstream(sock)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.route.socket_buffer:
+                size_buffers(sock, self.route.socket_buffer)
             rc = sock.connect_ex(addr[1])
         except OSError as exc:
             self._connect_failed(exc)
@@ -313,7 +322,8 @@ class Conn:
         spec = route.spec
         try:
             sock = await route.resolver.connect(spec.target_host, spec.target_port,
-                                                route.connect_timeout)
+                                                route.connect_timeout,
+                                                buffers=route.socket_buffer)
         except ConnectError as exc:
             self.task = None
             self.abort(exc.cause, exc.detail)

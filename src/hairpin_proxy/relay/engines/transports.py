@@ -10,6 +10,7 @@ directions have ended. A reset on either side is passed on as a reset.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import os
 import socket
@@ -18,7 +19,7 @@ from typing import cast
 
 from hairpin_proxy.metrics import CounterChild
 from hairpin_proxy.relay.resolve import Address, ConnectError, attempt_failure, gave_up
-from hairpin_proxy.relay.route import HostPort, Route, hostport, reset_on_close
+from hairpin_proxy.relay.route import HostPort, Route, hostport, reset_on_close, size_buffers
 
 # Per direction a pipe buffers at most HIGH_WATER plus one read (256 KiB in asyncio and uvloop).
 HIGH_WATER = 256 * 1024
@@ -35,8 +36,10 @@ class TransportEngine:
         self.servers: list[asyncio.AbstractServer] = []
 
     async def listen(self, route: Route, sock: socket.socket, backlog: int) -> None:
+        fixed = route.fixed_destination(sock.getsockname())
+
         def make() -> asyncio.Protocol:
-            return Pipe(route).client
+            return Pipe(route, fixed).client
         self.servers.append(await self.loop.create_server(make, sock=sock, backlog=backlog))
 
     def stop_accepting(self) -> None:
@@ -124,7 +127,7 @@ class Pipe:
     __slots__ = ("accepted_at", "client", "done", "early", "ending", "expired", "idle_bytes",
                  "idle_since", "peername", "route", "sockname", "task", "upstream")
 
-    def __init__(self, route: Route) -> None:
+    def __init__(self, route: Route, destination: HostPort | None = None) -> None:
         self.route = route
         self.early = b""
         stats = route.stats
@@ -132,7 +135,7 @@ class Pipe:
         self.upstream = Half(self, "upstream", stats.bytes_down)
         self.task: asyncio.Task[None] | None = None
         self.peername: HostPort | None = None
-        self.sockname: HostPort | None = None
+        self.sockname = destination  # the header's destination, when fixed for the listener
         self.done = False
         self.ending = False  # we decided to close; later losses are not fresh errors
         self.expired = False  # the connect timer cancelled the connect
@@ -143,20 +146,27 @@ class Pipe:
     def moved(self) -> int:
         return self.client.nbytes + self.upstream.nbytes
 
+    def client_bytes(self) -> int:
+        return self.client.nbytes + len(self.early)
+
+    def half_closed(self) -> bool:
+        return self.client.eof or self.upstream.eof
+
     # ------------------------------------------------------------------ lifecycle
 
     def client_made(self) -> None:
         route = self.route
         transport = self.client.transport
         assert transport is not None
-        if not route.admit():
+        peer = self.peername = hostport(transport.get_extra_info("peername"))
+        if not route.admit(peer[0] if peer is not None and route.per_source else None):
             self.done = True
             self.ending = True
             transport.abort()
             return
-        route.opened(self)
-        self.peername = hostport(transport.get_extra_info("peername"))
-        self.sockname = hostport(transport.get_extra_info("sockname"))
+        route.opened(self, peer)
+        if self.sockname is None:
+            self.sockname = route.destination(transport.get_extra_info("sockname"))
         # Nothing is read from the client until the upstream has its header.
         self.client.paused = True
         transport.pause_reading()
@@ -227,6 +237,11 @@ class Pipe:
         if self.done or self.ending or client.lost:
             upstream.transport.abort()
             return
+        if self.route.socket_buffer:
+            sock = upstream.transport.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    size_buffers(sock, self.route.socket_buffer)
         try:
             header = self.route.encode(self.peername, self.sockname)
         except ValueError as exc:  # an address the header cannot carry; never expected
