@@ -14,6 +14,7 @@ command -v kubectl  >/dev/null 2>&1 || need+=(kubernetes-client)
 # dnsmasq (the binary alone, no system service) is the real DNS server the host-verification
 # tests resolve against; without it those tests fail rather than skip.
 command -v dnsmasq  >/dev/null 2>&1 || need+=(dnsmasq-base)
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)  # promtool: alert rule tests fail without it
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
     echo "system-deps: not root; missing ${need[*]} (tests that need them will skip; the dnsmasq ones fail)" >&2

@@ -163,10 +163,11 @@ def test_answers_ttl_and_both_families(capsys: pytest.CaptureFixture[str]) -> No
     assert code == 0
     assert '"{{ .Name }} 30 IN A 10.96.0.9"' in out
     assert '"{{ .Name }} 30 IN AAAA fd00::9"' in out
-    code, out, err = render(capsys, "--corefile", COREFILE, "--ingress", CLUSTER,
-                            "--dns-ttl", "0")
-    assert (code, out) == (2, "")
-    assert "--dns-ttl: answer TTL must be 1 to 3600 seconds" in err
+    with pytest.raises(SystemExit) as exited:
+        render(capsys, "--corefile", COREFILE, "--ingress", CLUSTER, "--dns-ttl", "0")
+    out, err = capsys.readouterr()
+    assert (exited.value.code, out) == (2, "")
+    assert "--dns-ttl / HAIRPIN_DNS_TTL: expected a TTL of 1 to 3600 seconds, got '0'" in err
 
 
 def test_environment_variables_work_like_flags(monkeypatch: pytest.MonkeyPatch,
@@ -279,7 +280,6 @@ def test_broken_hosts_file_markers(capsys: pytest.CaptureFixture[str], tmp_path:
     (["--import-snippet", "--ingress", CLUSTER, NO_IP],
      "--import-snippet needs at least one --proxy-ip"),
     (["--corefile", COREFILE], "give at least one --ingress PATH"),
-    (["--corefile", COREFILE, "--ingress", CLUSTER, "--dns-port", "70000"], "not a port number"),
     (["--corefile", COREFILE, "--ingress", CLUSTER, "--cluster-domain", "."],
      "cluster_domain must not be empty"),
     (["--corefile", FIXTURES / "missing", "--ingress", CLUSTER],
@@ -359,6 +359,15 @@ def test_console_script_error_and_closed_pipe(tmp_path: Path) -> None:
         check=False)
     assert "Traceback" not in pipeline.stderr
     assert pipeline.stdout.strip() == "0"
+
+
+def test_a_bad_flag_value_is_refused_before_anything_runs(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        render(capsys, "--corefile", COREFILE, "--ingress", CLUSTER, "--dns-port", "70000")
+    out, err = capsys.readouterr()
+    assert (exited.value.code, out) == (2, "")
+    assert "--dns-port / HAIRPIN_DNS_PORT: expected a port (1 to 65535), got '70000'" in err
 
 
 def test_class_existence_is_checked_only_when_classes_are_given(

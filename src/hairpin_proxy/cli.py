@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
+import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -49,8 +51,51 @@ COMMANDS: tuple[Command, ...] = (
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with its complaints said in one line, in our words, and exit status 2.
+
+    Values are converted and checked by the settings layer (``SettingsError``); what is left
+    for argparse to refuse is the shape of the command line, reworded here.
+    """
+
+    def error(self, message: str) -> typing.NoReturn:
+        self.exit(2, f"{self.prog}: error: {_reword(message)}; see {self.prog} --help\n")
+
+
+_UNRECOGNIZED = re.compile(r"unrecognized arguments: (?P<args>.*)")
+_ONE_VALUE = re.compile(r"argument (?P<flag>\S+?)(?:/\S+)?: expected one argument")
+_REQUIRED = re.compile(r"the following arguments are required: (?P<args>.*)")
+_CHOICE = re.compile(r"argument (?P<flag>\S+?): invalid choice: (?P<got>'[^']*') \(choose from "
+                     r"(?P<choices>.*)\)")
+_IGNORED = re.compile(r"argument (?P<flag>\S+?): ignored explicit argument (?P<got>'[^']*')")
+
+
+def _reword(message: str) -> str:
+    if m := _UNRECOGNIZED.fullmatch(message):
+        args = m["args"].split()
+        flags = [a for a in args if a.startswith("-")]
+        if flags:
+            return f"unknown flag{'s' if len(flags) > 1 else ''} {' '.join(flags)}"
+        return f"unexpected argument{'s' if len(args) > 1 else ''} {' '.join(args)}"
+    if m := _ONE_VALUE.fullmatch(message):
+        return f"{m['flag']} needs a value"
+    if m := _CHOICE.fullmatch(message):
+        choices = m["choices"].replace("'", "")
+        if m["flag"] == "COMMAND":
+            return f"unknown command {m['got']} (expected one of {choices})"
+        return f"{m['flag']}: invalid choice {m['got']} (expected one of {choices})"
+    if m := _REQUIRED.fullmatch(message):
+        if m["args"] == "COMMAND":
+            names = ", ".join(c.name for c in COMMANDS)
+            return f"no command given (expected one of {names})"
+        return f"missing {m['args']}"
+    if m := _IGNORED.fullmatch(message):
+        return f"{m['flag']} takes no value, got {m['got']}"
+    return message
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="hairpin-proxy",
         description="Fix in-cluster access to your own PROXY-protocol load balancer.",
         epilog="Every flag can also be set through the environment variable shown beside it; "

@@ -1,8 +1,11 @@
 """The container image, as far as it can be checked without a container engine.
 
-The structure of the Dockerfile is linted; the builder stage's wheel build is replayed exactly
-(same files copied, same `pip wheel` command) and the wheel is installed into a fresh venv,
-where the entrypoint must serve every subcommand.
+The structure of the Dockerfile is linted; the dependencies come from requirements.lock with
+their hashes checked, and the lock is checked against pyproject.toml (every runtime dependency
+locked, at a version pyproject allows). The builder stage's wheel build is replayed exactly (same
+files copied, same `pip wheel` command) and the runtime stage's install too (the lock with
+--require-hashes, then our wheel with --no-deps) into a fresh venv, where the entrypoint must
+serve every subcommand.
 """
 
 from __future__ import annotations
@@ -15,16 +18,22 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tomllib
 import venv
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from hairpin_proxy.cli import COMMANDS
 from tests.deploy.rendering import REPO
 
 DOCKERFILE = REPO / "Dockerfile"
+LOCK = REPO / "requirements.lock"
+PYPROJECT = REPO / "pyproject.toml"
 BUILD_TOOLS = ("gcc", "g++", "build-essential", "make", "clang", "python3-dev", "libc6-dev",
                "apt-get install", "apk add")
 
@@ -93,27 +102,149 @@ def test_two_stages_from_an_official_slim_python(
         assert version >= (3, 11), "pyproject requires Python >= 3.11"
 
 
-def test_builder_builds_the_wheel_with_pip_wheel(
+def pip_commands(run: str, verb: str) -> list[list[str]]:
+    """The words of each `pip <verb>` command in a RUN line (commands split at shell operators
+    outside quotes; RUN's own --mount options dropped)."""
+    lexer = shlex.shlex(run, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    commands: list[list[str]] = [[]]
+    for token in lexer:
+        if token and set(token) <= set("&|;()<>"):
+            commands.append([])
+        else:
+            commands[-1].append(token)
+    out = []
+    for command in commands:
+        words = [w for w in command if not w.startswith("--mount=")] \
+            if command and command[0].startswith("--mount=") else command
+        if words[:2] == ["pip", verb]:
+            out.append(words[2:])
+    return out
+
+
+def requirement_files(words: list[str]) -> list[str]:
+    return [words[i + 1] for i, w in enumerate(words[:-1]) if w in ("-r", "--requirement")]
+
+
+def test_builder_takes_dependencies_from_the_lock_and_builds_our_wheel(
         dockerfile: tuple[dict[str, str], list[Stage]]) -> None:
     builder = dockerfile[1][0]
-    runs = " ".join(builder.args("RUN"))
-    assert re.search(r"pip wheel .*--wheel-dir /wheels", runs)
+    wheels = [w for run in builder.args("RUN") for w in pip_commands(run, "wheel")]
+    locked = [w for w in wheels if requirement_files(w)]
+    ours = [w for w in wheels if not requirement_files(w)]
+    assert locked, "the builder fetches the dependencies from the lock"
+    for words in locked:
+        assert requirement_files(words) == ["requirements.lock"]
+        assert "--require-hashes" in words and "--only-binary=:all:" in words
+        assert "--no-deps" in words and words[words.index("--wheel-dir") + 1] == "/wheels"
+    assert ours, "the builder builds our wheel"
+    for words in ours:
+        assert words[-1] == "." and "--no-deps" in words
+        assert words[words.index("--wheel-dir") + 1] == "/wheels"
+    assert "requirements.lock" in builder_copy_sources(dockerfile)
 
 
-def test_runtime_installs_only_wheels_without_build_tools(
+def test_runtime_installs_only_locked_wheels_without_build_tools(
         dockerfile: tuple[dict[str, str], list[Stage]]) -> None:
     runtime = dockerfile[1][-1]
     runs = runtime.args("RUN")
     assert runs, "the runtime stage installs the wheels"
+    installs: list[list[str]] = []
     for run in runs:
         for tool in BUILD_TOOLS:
             assert tool not in run, f"build tool in the runtime stage: {tool}"
-        for install in re.findall(r"pip install[^&;]*", run):
-            assert "--no-cache-dir" in install
-            assert "--no-index" in install and "--find-links=/wheels" in install
-    # The wheels come from the builder stage and are not copied into a layer.
-    assert "from=builder" in " ".join(runs)
+        for words in pip_commands(run, "install"):
+            installs.append(words)
+            assert "--no-cache-dir" in words
+            assert "--no-index" in words and "--find-links=/wheels" in words
+    # First the dependencies, every file checked against the lock's hashes; then our wheel alone.
+    assert len(installs) == 2, installs
+    deps, ours = installs
+    [lock] = requirement_files(deps)
+    assert Path(lock).name == "requirements.lock"
+    assert "--require-hashes" in deps and "--only-binary=:all:" in deps
+    assert "--no-deps" in ours and not requirement_files(ours)
+    assert any(w.startswith("hairpin-proxy") for w in ours), ours
+    assert any(pip_commands(run, "check") for run in runs), "pip check proves the set complete"
+    # The wheels and the lock come from the builder stage and are not copied into a layer.
+    assert "from=builder" in " ".join(runs) and f"target={lock}" in " ".join(runs)
     assert not any("--from=builder" in c for c in runtime.args("COPY"))
+
+
+def test_image_version_comes_from_pyproject(
+        dockerfile: tuple[dict[str, str], list[Stage]]) -> None:
+    args, stages = dockerfile
+    project = tomllib.loads(PYPROJECT.read_text())["project"]
+    # The default of the VERSION build argument is the package version ...
+    assert args.get("VERSION") == project["version"]
+    builder, runtime = stages
+    assert "VERSION" in builder.args("ARG") and "VERSION" in runtime.args("ARG")
+    # ... and the builder refuses any other value, so the label cannot disagree with the package.
+    check = " ".join(builder.args("RUN"))
+    assert "pyproject.toml" in check and '"$VERSION" != "$project_version"' in check
+    assert "exit 1" in check
+    labels = " ".join(runtime.args("LABEL"))
+    assert 'org.opencontainers.image.version="${VERSION}"' in labels
+    # The installed package reports that same version.
+    assert 'test "$(hairpin-proxy --version)" = "hairpin-proxy ${VERSION}"' in \
+        " ".join(runtime.args("RUN"))
+
+
+def read_lock(text: str) -> dict[str, tuple[Version, list[str]]]:
+    """requirements.lock as pip-compile --generate-hashes writes it: name -> (version, hashes)."""
+    locked: dict[str, tuple[Version, list[str]]] = {}
+    current = ""
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip().rstrip("\\").strip()
+        if not line:
+            continue
+        if line.startswith("--hash="):
+            assert current, f"hash before any requirement: {raw}"
+            algorithm, _, digest = line.removeprefix("--hash=").partition(":")
+            assert algorithm == "sha256" and re.fullmatch(r"[0-9a-f]{64}", digest), raw
+            locked[current][1].append(digest)
+            continue
+        assert not line.startswith("-"), f"option in the lock: {raw}"
+        req = Requirement(line)
+        [spec] = req.specifier
+        assert spec.operator == "==" and not req.extras and req.marker is None, raw
+        current = canonicalize_name(req.name)
+        assert current not in locked, f"{req.name} locked twice"
+        locked[current] = (Version(spec.version), [])
+    return locked
+
+
+def runtime_requirements() -> list[Requirement]:
+    """What the image installs: pyproject's dependencies and the `fast` extra."""
+    project = tomllib.loads(PYPROJECT.read_text())["project"]
+    return [Requirement(r) for r in
+            project["dependencies"] + project["optional-dependencies"]["fast"]]
+
+
+def test_lock_covers_every_runtime_dependency_at_an_allowed_version(
+        dockerfile: tuple[dict[str, str], list[Stage]]) -> None:
+    locked = read_lock(LOCK.read_text())
+    for name, (version, hashes) in locked.items():
+        assert hashes, f"{name} {version} has no hash"
+    for req in runtime_requirements():
+        name = canonicalize_name(req.name)
+        assert name in locked, f"{req.name} is not in requirements.lock"
+        version = locked[name][0]
+        assert req.specifier.contains(version, prereleases=True), \
+            f"requirements.lock has {req.name}=={version}, pyproject allows {req.specifier}"
+    assert "hairpin-proxy" not in locked, "our own package is installed from its wheel"
+    # Compiled for the image's Python: the lock's closure is the one the image needs.
+    python = dockerfile[0]["PYTHON_VERSION"]
+    assert f"autogenerated by pip-compile with Python {python}" in LOCK.read_text()
+
+
+def test_read_lock_refuses_what_pip_would_not_check() -> None:
+    good = "foo==1.0 \\\n    --hash=sha256:" + "a" * 64 + "\n    # via bar\n"
+    assert read_lock(good) == {"foo": (Version("1.0"), ["a" * 64])}
+    for bad in ("foo>=1.0\n", "foo[x]==1.0\n", "--index-url https://example.invalid\nfoo==1\n",
+                "    --hash=md5:abc\nfoo==1\n", good + good):
+        with pytest.raises((AssertionError, ValueError)):
+            read_lock(bad)
 
 
 def test_runtime_user_entrypoint_ports_and_labels(
@@ -128,10 +259,15 @@ def test_runtime_user_entrypoint_ports_and_labels(
     assert json.loads(runtime.args("CMD")[-1]) == ["proxy"]
     assert {"proxy"} <= {c.name for c in COMMANDS}
     exposed = {p for e in runtime.args("EXPOSE") for p in e.split()}
-    assert exposed == {"8080", "8443", "9090"}
+    assert exposed == {"80", "443", "9090"}
     labels = " ".join(runtime.args("LABEL"))
-    for key in ("org.opencontainers.image.source", "org.opencontainers.image.description"):
+    for key in ("org.opencontainers.image.source", "org.opencontainers.image.description",
+                "org.opencontainers.image.version"):
         assert f"{key}=" in labels
+    # The license label and the package metadata name the same SPDX license.
+    license_ = tomllib.loads(PYPROJECT.read_text())["project"]["license"]
+    assert license_ == "Apache-2.0"
+    assert f'org.opencontainers.image.licenses="{license_}"' in labels
 
 
 def dockerignored(path: str, patterns: list[str]) -> bool:
@@ -199,10 +335,22 @@ def test_wheel_built_like_the_builder_installs_and_serves_every_command(
     target = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True, clear=True).create(target)
     python = target / "bin" / "python"
-    installed = subprocess.run([str(python), "-m", "pip", "install", "--find-links",
-                                str(wheels), f"{wheel}[fast]"], capture_output=True, text=True,
-                               timeout=600, env=env, check=False)
-    assert installed.returncode == 0, installed.stderr
+    # The runtime stage's install: the lock with every hash checked (pip refuses a dependency
+    # the lock misses), then our wheel alone. Only PyPI, as in the image: this machine's pip
+    # configuration (local indexes and wheel folders) is left out.
+    lock_env = {k: v for k, v in env.items() if not k.startswith("PIP_") or k in
+                ("PIP_CERT", "PIP_DEFAULT_TIMEOUT", "PIP_DISABLE_PIP_VERSION_CHECK",
+                 "PIP_NO_CACHE_DIR")}
+    lock_env["PIP_CONFIG_FILE"] = os.devnull
+    for args in (["--require-hashes", "--only-binary=:all:", "-r", str(context / LOCK.name)],
+                 ["--no-index", "--no-deps", str(wheel)]):
+        installed = subprocess.run([str(python), "-m", "pip", "install", *args],
+                                   capture_output=True, text=True, timeout=600, env=lock_env,
+                                   check=False)
+        assert installed.returncode == 0, installed.stderr
+    checked = subprocess.run([str(python), "-m", "pip", "check"], capture_output=True,
+                             text=True, timeout=120, env=lock_env, check=False)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
     entrypoint = target / "bin" / "hairpin-proxy"
     assert entrypoint.exists(), "the wheel installs the hairpin-proxy console script"
     # Run outside the checkout so nothing imports the source tree by accident.
@@ -221,3 +369,8 @@ def test_wheel_built_like_the_builder_installs_and_serves_every_command(
                              capture_output=True, text=True, timeout=60, cwd=tmp_path,
                              env=clean_env, check=True)
     assert located.stdout.startswith(str(target)), located.stdout
+    # The version comes from the wheel's metadata, i.e. pyproject.toml.
+    version = subprocess.run([str(entrypoint), "--version"], capture_output=True, text=True,
+                             timeout=60, cwd=tmp_path, env=clean_env, check=True)
+    project = tomllib.loads(PYPROJECT.read_text())["project"]
+    assert version.stdout.strip() == f"hairpin-proxy {project['version']}"

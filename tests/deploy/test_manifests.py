@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 from typing import Any
 
 import kubernetes_validate
@@ -22,6 +23,10 @@ MIN_SCHEMA = (1, 29)
 NONROOT_UID = 65532
 # The one workload that must run as root (it writes the node's /etc/hosts).
 ROOT_ALLOWED = {("DaemonSet", "hairpin-proxy-etchosts")}
+# ... in its own namespace, with exactly these host paths: the file itself (not /etc) and the
+# directory of its in-place backup and journal.
+NODE_NAMESPACE = "hairpin-proxy-node"
+ETCHOSTS_HOST_PATHS = {"/etc/hosts": "File", "/var/lib/hairpin-proxy/etchosts": "DirectoryOrCreate"}
 READ_VERBS = {"get", "list", "watch"}
 FORBIDDEN_VERBS = {"*", "escalate", "bind", "impersonate", "deletecollection"}
 ALL_RENDERS = ["base", "overlays/k3s", "overlays/aks", "overlays/rke2", "overlays/etchosts",
@@ -126,7 +131,9 @@ def test_workloads_are_hardened(renders: dict[str, list[Doc]], name: str) -> Non
             "hostIPC"), what
         for volume in spec.get("volumes", []):
             if "hostPath" in volume:
-                assert root_ok and volume["hostPath"]["path"] == "/etc", what
+                assert root_ok, what
+                path = volume["hostPath"]["path"]
+                assert ETCHOSTS_HOST_PATHS.get(path) == volume["hostPath"]["type"], what
         for c in spec["containers"]:
             sc = c["securityContext"]
             cwhat = f"{what} container {c['name']}"
@@ -158,23 +165,51 @@ def test_workloads_are_hardened(renders: dict[str, list[Doc]], name: str) -> Non
 
 def test_etchosts_agent_runs_on_every_node_and_only_it_is_root(
         renders: dict[str, list[Doc]]) -> None:
-    docs = renders["components/etchosts"]
-    ds = find(docs, "DaemonSet", "hairpin-proxy-etchosts", "hairpin-proxy")
-    assert {"operator": "Exists"} in pod_spec(ds)["tolerations"]
-    mounts = {m["name"]: m["mountPath"] for m in pod_spec(ds)["containers"][0]["volumeMounts"]}
-    host_etc = next(v for v in pod_spec(ds)["volumes"] if v["name"] == "host-etc")
-    # A directory mount, so the agent can rename() a new hosts file into place.
-    assert host_etc["hostPath"] == {"path": "/etc", "type": "Directory"}
-    assert "--hosts-file=" + mounts["host-etc"] + "/hosts" in pod_spec(ds)["containers"][0][
-        "args"]
-    roots = [w["metadata"]["name"] for w in workloads(docs)
-             if pod_spec(w).get("securityContext", {}).get("runAsUser") == 0]
-    assert roots == ["hairpin-proxy-etchosts"]
-    # Root + hostPath is outside every Pod Security level but "privileged".
-    ns = find(docs, "Namespace", "hairpin-proxy")
-    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    for name in ("components/etchosts", "overlays/etchosts"):
+        docs = renders[name]
+        ds = find(docs, "DaemonSet", "hairpin-proxy-etchosts", NODE_NAMESPACE)
+        spec = pod_spec(ds)
+        assert {"operator": "Exists"} in spec["tolerations"], name
+        container = spec["containers"][0]
+        mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+        host = {v["name"]: v["hostPath"] for v in spec["volumes"] if "hostPath" in v}
+        # Only the file is mounted, not the node's /etc: rename() onto it is impossible, so the
+        # agent writes in place, with its backup and journal in a host directory of its own
+        # (they must outlive the pod to undo an interrupted rewrite).
+        assert host == {"host-hosts": {"path": "/etc/hosts", "type": "File"},
+                        "state": {"path": "/var/lib/hairpin-proxy/etchosts",
+                                  "type": "DirectoryOrCreate"}}, name
+        flags = flags_of(docs, "DaemonSet", "hairpin-proxy-etchosts")
+        assert flags["hosts_file"] == mounts["host-hosts"], name
+        assert flags["write_method"] == "in-place", name
+        assert flags["state_dir"] == mounts["state"], name
+        # A host-side rename orphans the mounted inode: the pod then turns NotReady.
+        probe = " ".join(container["readinessProbe"]["exec"]["command"])
+        assert "st_nlink" in probe and mounts["host-hosts"] in probe, name
+        # It reads the host list where the controller publishes it, not in its own namespace.
+        assert flags["namespace"] == "hairpin-proxy", name
+        assert flags["publish_configmap"] == controller_flags(docs)["publish_configmap"], name
+        roots = [w["metadata"]["name"] for w in workloads(docs)
+                 if pod_spec(w).get("securityContext", {}).get("runAsUser") == 0]
+        assert roots == ["hairpin-proxy-etchosts"], name
+        # Nothing else runs in the node agent's namespace.
+        assert [w["metadata"]["name"] for w in workloads(docs)
+                if w["metadata"]["namespace"] == NODE_NAMESPACE] == ["hairpin-proxy-etchosts"]
+        # Root + hostPath is outside every Pod Security level but "privileged" (baseline
+        # forbids any hostPath), so only that namespace is privileged; ours stays restricted.
+        node_ns = find(docs, "Namespace", NODE_NAMESPACE)
+        assert node_ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == (
+            "privileged"), name
+        assert find(docs, "Namespace", "hairpin-proxy")["metadata"]["labels"][
+            "pod-security.kubernetes.io/enforce"] == "restricted", name
     assert find(renders["base"], "Namespace", "hairpin-proxy")["metadata"]["labels"][
         "pod-security.kubernetes.io/enforce"] == "restricted"
+    # The overlay deletes in file order like the base: our namespace first (the controller's
+    # cue to withdraw its rules), the node agent's namespace before its objects are re-created.
+    order = [(d["kind"], d["metadata"]["name"]) for d in renders["overlays/etchosts"]]
+    assert order[0] == ("Namespace", "hairpin-proxy")
+    assert order.index(("Namespace", NODE_NAMESPACE)) < order.index(
+        ("DaemonSet", "hairpin-proxy-etchosts"))
 
 
 def test_proxy_deployment_service_and_budget(renders: dict[str, list[Doc]]) -> None:
@@ -348,15 +383,16 @@ def test_rbac_checker_flags_broad_rules() -> None:
 
 
 def allowed(docs: list[Doc], sa: str, namespace: str, group: str,  # noqa: PLR0917 - one
-            resource: str, verb: str, name: str | None = None) -> bool:  # RBAC request's fields
-    """Whether ServiceAccount hairpin-proxy/<sa> may do this, per the rendered bindings."""
+            resource: str, verb: str, name: str | None = None,  # RBAC request's fields
+            *, sa_namespace: str = "hairpin-proxy") -> bool:
+    """Whether ServiceAccount <sa_namespace>/<sa> may do this, per the rendered bindings."""
     roles = {(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]): d for d in docs
              if d["kind"] in ("Role", "ClusterRole")}
     for b in docs:
         if b["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
             continue
         if not any(s["kind"] == "ServiceAccount" and s["name"] == sa
-                   and s["namespace"] == "hairpin-proxy" for s in b["subjects"]):
+                   and s["namespace"] == sa_namespace for s in b["subjects"]):
             continue
         scope = b["metadata"].get("namespace")
         if scope is not None and scope != namespace:
@@ -467,11 +503,32 @@ def test_controller_may_do_exactly_what_its_flags_say(
 
 def test_etchosts_agent_may_only_read_the_published_hosts(
         renders: dict[str, list[Doc]]) -> None:
-    docs = renders["components/etchosts"]
     sa = "hairpin-proxy-etchosts"
-    for verb in sorted(READ_VERBS):
-        assert allowed(docs, sa, "hairpin-proxy", "", "configmaps", verb, "hairpin-proxy-hosts")
-    assert not allowed(docs, sa, "hairpin-proxy", "", "configmaps", "update",
-                       "hairpin-proxy-hosts")
-    assert not allowed(docs, sa, "hairpin-proxy", "", "configmaps", "get", "other")
-    assert not allowed(docs, sa, "any", "networking.k8s.io", "ingresses", "list")
+    for name in ("components/etchosts", "overlays/etchosts"):
+        docs = renders[name]
+        published = controller_flags(docs)["publish_configmap"]
+        may = functools.partial(allowed, docs, sa, sa_namespace=NODE_NAMESPACE)
+        # The service account lives in the agent's namespace; the grant is in the main one.
+        find(docs, "ServiceAccount", sa, NODE_NAMESPACE)
+        for verb in sorted(READ_VERBS):
+            assert may("hairpin-proxy", "", "configmaps", verb, published), (name, verb)
+        assert not may("hairpin-proxy", "", "configmaps", "update", published), name
+        assert not may("hairpin-proxy", "", "configmaps", "get", "other"), name
+        assert not may("hairpin-proxy", "", "configmaps", "list"), name
+        # Nothing in its own namespace, nothing cluster-wide.
+        assert not may(NODE_NAMESPACE, "", "configmaps", "get", published), name
+        assert not may("any", "networking.k8s.io", "ingresses", "list"), name
+        assert not any(b["kind"] == "ClusterRoleBinding" and any(
+            s["name"] == sa for s in b["subjects"]) for b in docs), name
+        # Bound to exactly one Role, whose only rule is that one.
+        bindings = [b for b in docs if b["kind"].endswith("Binding")
+                    and any(s["name"] == sa for s in b["subjects"])]
+        assert [(b["metadata"]["namespace"], b["roleRef"]["name"]) for b in bindings] == [
+            ("hairpin-proxy", sa)], name
+        role = find(docs, "Role", sa, "hairpin-proxy")
+        assert role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"],
+                                  "resourceNames": [published],
+                                  "verbs": ["get", "list", "watch"]}], name
+        # No leftover service account of that name in the main namespace.
+        assert not any(d["kind"] == "ServiceAccount" and d["metadata"]["name"] == sa
+                       and d["metadata"]["namespace"] == "hairpin-proxy" for d in docs), name
