@@ -412,3 +412,14 @@ def test_escaping_many_names_at_once_equals_escaping_each(names: list[str]) -> N
     from hairpin_proxy.corefile.names import regex_escape
     from hairpin_proxy.corefile.rules import _escaped
     assert _escaped(names) == [regex_escape(n) for n in names]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.from_regex(r"[a-z0-9-]{1,8}(\.[a-z0-9-]{1,8}){1,3}", fullmatch=True),
+                          st.from_regex(r"\*\.[a-zé0-9]{1,8}\.[a-z]{2,4}", fullmatch=True)),
+                max_size=30))
+def test_rules_bytes_counts_each_escaped_host_twice_with_its_separator(hosts: list[str]) -> None:
+    from hairpin_proxy.corefile import rules_bytes
+    from hairpin_proxy.corefile.names import regex_escape
+    expected = sum(2 * (len(regex_escape(h.removeprefix("*.")).encode()) + 1) for h in hosts)
+    assert rules_bytes(hosts) == expected

@@ -160,8 +160,11 @@ def split_hosts(hosts: Sequence[str]) -> tuple[Sequence[str], Sequence[str]]:
 def rules_bytes(hosts: Iterable[str]) -> int:
     """About how many bytes ``hosts`` add to our rules (each is in both stanzas, escaped, with
     a separator), for budgets; the fixed part of the stanzas is not counted."""
-    return sum(2 * (len(regex_escape(h[2:] if h.startswith("*.") else h).encode()) + 1)
-               for h in hosts)
+    bases = [h[2:] if h.startswith("*.") else h for h in hosts]
+    escaped = _escaped(bases)
+    size = sum(map(len, escaped)) if all(map(str.isascii, escaped)) else \
+        sum(len(e.encode()) for e in escaped)
+    return 2 * (size + len(escaped))
 
 
 def match_regexes(hosts: Sequence[str]) -> list[str]:
