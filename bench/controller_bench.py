@@ -14,12 +14,11 @@ Before and after: the controller of another commit (commit 0586156, which wrote 
 (the benchmark driver, the fake API server and the report stay this tree's); its figures go to
 a JSON file, which the run of this tree's code then sets beside its own in the report::
 
-    git -C /work/main worktree add /tmp/hp-before 0586156
-    cd /work/main
+    git worktree add /tmp/hp-before 0586156      # from the checkout's top
     PYTHONPATH=/tmp/hp-before/src .venv/bin/python -m bench.controller_bench \\
         --save-json /tmp/controller-before.json --output /tmp/controller-before.md
     .venv/bin/python -m bench.controller_bench --before /tmp/controller-before.json
-    git -C /work/main worktree remove --force /tmp/hp-before
+    git worktree remove --force /tmp/hp-before
 """
 
 from __future__ import annotations
@@ -98,6 +97,12 @@ WRITE_INTERVAL = controller_default("write_interval") or 0.0
 FIXED_FLAGS = ["--verify-hosts", "off"] if has_setting("verify_hosts") else []
 CODE = str(Path(corefile.__file__).resolve().parents[3 if TEMPLATE_FORMAT else 2])
 FORMAT = "template" if TEMPLATE_FORMAT else "rewrite"
+
+
+def _shown(code: str) -> str:
+    """A code path as the report shows it: this checkout by that name, others as given."""
+    here = Path(__file__).resolve().parent.parent
+    return "this checkout" if Path(code).resolve() == here else code
 
 
 def realistic_ingress(namespace: str, name: str, host: str) -> dict[str, Any]:
@@ -324,7 +329,7 @@ def rows(r: dict[str, Any]) -> list[Row]:
 def describe(r: dict[str, Any]) -> str:
     rules = ("`template` stanzas answering the proxy Service's ClusterIP"
              if r["format"] == "template" else "one `rewrite` line per host")
-    return f"{rules}; code from `{r['code']}`"
+    return f"{rules}; code from `{_shown(str(r['code']))}`"
 
 
 def report(r: dict[str, Any], before: dict[str, Any] | None = None) -> str:

@@ -14,9 +14,9 @@ Before and after: the same measures for the code of another commit (the one-``re
 per-host format of commit 0586156), run from a git worktree in a child process with that
 tree's ``src`` first on the path; this script, the corpus and the host list stay this tree's::
 
-    git -C /work/main worktree add /tmp/hp-before 0586156
-    cd /work/main && .venv/bin/python -m bench.corefile_bench --before /tmp/hp-before
-    git -C /work/main worktree remove --force /tmp/hp-before
+    git worktree add /tmp/hp-before 0586156      # from the checkout's top
+    .venv/bin/python -m bench.corefile_bench --before /tmp/hp-before
+    git worktree remove --force /tmp/hp-before
 
 (``--json`` prints the raw figures of the code that is imported; ``--before`` runs
 ``PYTHONPATH=/tmp/hp-before/src python -m bench.corefile_bench --json`` for the old side.)
@@ -130,7 +130,9 @@ def rules(row: dict[str, Any]) -> str:
 
 def table(result: dict[str, Any]) -> str:
     names = list(result["rows"][0]["ms"])
-    out = [f"{result['format']} format, code from {result['code']}", "",
+    shown = "this checkout" if Path(result["code"]) == Path(__file__).resolve().parent.parent \
+        else result["code"]
+    out = [f"{result['format']} format, code from {shown}", "",
            "| hosts | Corefile bytes | longest line (bytes) | CoreDNS rules | "
            + " | ".join(f"{k} ms" for k in names) + " |",
            "|---:|---:|---:|---|" + "---:|" * len(names)]
