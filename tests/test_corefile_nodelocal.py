@@ -24,56 +24,10 @@ from hairpin_proxy.corefile.nodelocal import (
 from hairpin_proxy.corefile.parser import parse
 from hairpin_proxy.sinks.coredns import SinkError
 from hairpin_proxy.sinks.nodelocal import CANDIDATES, NodeLocalSink
+from tests.corefiles import NODE_LOCAL_UPSTREAM
 
 # The upstream ConfigMap after install (sed replaced the domain and the bind placeholders).
-UPSTREAM = """\
-cluster.local:53 {
-    errors
-    cache {
-            success 9984 30
-            denial 9984 5
-    }
-    reload
-    loop
-    bind 169.254.20.10 10.96.0.10
-    forward . __PILLAR__CLUSTER__DNS__ {
-            force_tcp
-    }
-    prometheus :9253
-    health 169.254.20.10:8080
-    }
-in-addr.arpa:53 {
-    errors
-    cache 30
-    reload
-    loop
-    bind 169.254.20.10 10.96.0.10
-    forward . __PILLAR__CLUSTER__DNS__ {
-            force_tcp
-    }
-    prometheus :9253
-    }
-ip6.arpa:53 {
-    errors
-    cache 30
-    reload
-    loop
-    bind 169.254.20.10 10.96.0.10
-    forward . __PILLAR__CLUSTER__DNS__ {
-            force_tcp
-    }
-    prometheus :9253
-    }
-.:53 {
-    errors
-    cache 30
-    reload
-    loop
-    bind 169.254.20.10 10.96.0.10
-    forward . __PILLAR__UPSTREAM__SERVERS__
-    prometheus :9253
-    }
-"""
+UPSTREAM = NODE_LOCAL_UPSTREAM
 
 # The same with the bind placeholders left in (kube-proxy IPVS mode installs).
 UPSTREAM_PLACEHOLDERS = UPSTREAM.replace("bind 169.254.20.10 10.96.0.10",

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.corefiles import NODE_LOCAL_UPSTREAM
 from tests.fakeapi.fixtures import (
     corefile_configmap,
     endpoint_slice,
@@ -52,32 +53,7 @@ COREFILE = """\
 """
 
 # NodeLocal DNSCache's Corefile as the upstream manifest installs it.
-NODE_LOCAL = """\
-cluster.local:53 {
-    errors
-    cache {
-            success 9984 30
-            denial 9984 5
-    }
-    reload
-    loop
-    bind 169.254.20.10 10.96.0.10
-    forward . __PILLAR__CLUSTER__DNS__ {
-            force_tcp
-    }
-    prometheus :9253
-    health 169.254.20.10:8080
-    }
-.:53 {
-    errors
-    cache 30
-    reload
-    loop
-    bind 169.254.20.10 10.96.0.10
-    forward . __PILLAR__UPSTREAM__SERVERS__
-    prometheus :9253
-    }
-"""
+NODE_LOCAL = NODE_LOCAL_UPSTREAM
 
 
 # Short timings so that elections, debouncing and reconnects happen within a test.

@@ -80,3 +80,7 @@ SAMPLES: tuple[Sample, ...] = (
 )
 
 BY_NAME = {s.name: s for s in SAMPLES}
+
+# NodeLocal DNSCache's Corefile as its upstream manifest installs it (sed replaced the domain
+# and the bind placeholders; node-cache substitutes the rest at run time).
+NODE_LOCAL_UPSTREAM = (HERE / "nodelocal" / "upstream.Corefile").read_text()

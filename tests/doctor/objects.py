@@ -6,36 +6,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from hairpin_proxy.corefile.nodelocal import apply_nodelocal
+from tests.corefiles import NODE_LOCAL_UPSTREAM
 
 Obj = dict[str, Any]
 
-# NodeLocal DNSCache's Corefile as its upstream manifest installs it (placeholders replaced).
-NODE_LOCAL_COREFILE = """\
-cluster.local:53 {
-    errors
-    cache {
-            success 9984 30
-            denial 9984 5
-    }
-    reload
-    loop
-    bind 169.254.20.10 10.96.0.10
-    forward . __PILLAR__CLUSTER__DNS__ {
-            force_tcp
-    }
-    prometheus :9253
-    health 169.254.20.10:8080
-    }
-.:53 {
-    errors
-    cache 30
-    reload
-    loop
-    bind 169.254.20.10 10.96.0.10
-    forward . __PILLAR__UPSTREAM__SERVERS__
-    prometheus :9253
-    }
-"""
+# NodeLocal DNSCache's Corefile as its upstream manifest installs it.
+NODE_LOCAL_COREFILE = NODE_LOCAL_UPSTREAM
 
 
 def _workload(kind: str, namespace: str, name: str, container: Obj,
