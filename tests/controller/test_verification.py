@@ -8,7 +8,7 @@ a resolver outage neither withdraws a verified host nor lets an unverified one i
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,13 +25,8 @@ HOSTS = ["app.example.test", "other.example.test", "*.wild.example.test",
 
 
 @pytest.fixture
-def dns(tmp_path: Path) -> Iterator[Dnsmasq]:
-    server = Dnsmasq(tmp_path)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+def dns(dnsmasq: Dnsmasq) -> Dnsmasq:
+    return dnsmasq
 
 
 def managed(api: FakeApiServer) -> tuple[str, ...]:

@@ -1,3 +1,5 @@
+"""The real DNS server (dnsmasq) and a resolver black hole, as fixtures for every test package."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator
