@@ -96,7 +96,10 @@ class LeaderElector:
             # The Lease is valid from when we sent the renewal, not from when it returned.
             started = self.clock()
             try:
-                ok = await asyncio.wait_for(self.try_acquire_or_renew(), self.retry_period * 2)
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation
+                # that arrives as the attempt completes, and this loop would then never end.
+                async with asyncio.timeout(self.retry_period * 2):
+                    ok = await self.try_acquire_or_renew()
                 self.decided = True
             except (ApiError, TimeoutError) as exc:
                 ok = False
