@@ -1,0 +1,154 @@
+"""What a target is: the data plane behind a set of host names. Pure.
+
+A target key names where a host's traffic really goes:
+
+- ``default``: the proxy's ``--target-server`` (slot 0, today's single target);
+- ``ingressclass/NAME``: the data plane of an IngressClass;
+- ``gateway/NAMESPACE/NAME``: the data plane of a Gateway.
+
+IngressClass and Gateway names are DNS-1123 *subdomains* in Kubernetes (dots allowed), so
+they are checked as such; namespaces are DNS-1123 labels. Neither may contain ``/``, which is
+what keeps a key unambiguous.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+from typing import Final, Literal, NamedTuple, get_args
+
+ProxyMode = Literal["v1", "v2", "none", "unknown"]
+PROXY_MODES: Final[tuple[ProxyMode, ...]] = get_args(ProxyMode)
+# The modes under which a target's hosts are redirected: the other two leave them alone.
+REDIRECTED_MODES: Final = frozenset({"v1", "v2"})
+
+DEFAULT_KEY: Final = "default"
+KeyKind = Literal["default", "ingressclass", "gateway"]
+
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_SUBDOMAIN_MAX = 253
+
+
+def is_dns_label(name: str) -> bool:
+    """A DNS-1123 label: what Kubernetes requires of namespace and Service names."""
+    return _LABEL.fullmatch(name) is not None
+
+
+def is_dns_subdomain(name: str) -> bool:
+    """A DNS-1123 subdomain: what Kubernetes requires of IngressClass and Gateway names."""
+    return (0 < len(name) <= _SUBDOMAIN_MAX
+            and all(is_dns_label(part) for part in name.split(".")))
+
+
+class KeyParts(NamedTuple):
+    kind: KeyKind
+    namespace: str  # "" unless kind is "gateway"
+    name: str       # "" for the default target
+
+
+def ingressclass_key(name: str) -> str:
+    if not is_dns_subdomain(name):
+        raise ValueError(f"{name!r} is not a valid IngressClass name")
+    return f"ingressclass/{name}"
+
+
+def gateway_key(namespace: str, name: str) -> str:
+    if not is_dns_label(namespace):
+        raise ValueError(f"{namespace!r} is not a valid namespace name")
+    if not is_dns_subdomain(name):
+        raise ValueError(f"{name!r} is not a valid Gateway name")
+    return f"gateway/{namespace}/{name}"
+
+
+def parse_key(key: str) -> KeyParts:
+    """The parts of a target key; ValueError when it is not one."""
+    if key == DEFAULT_KEY:
+        return KeyParts("default", "", "")
+    kind, _, rest = key.partition("/")
+    if kind == "ingressclass" and is_dns_subdomain(rest):
+        return KeyParts("ingressclass", "", rest)
+    if kind == "gateway":
+        namespace, _, name = rest.partition("/")
+        if is_dns_label(namespace) and is_dns_subdomain(name):
+            return KeyParts("gateway", namespace, name)
+    raise ValueError(f"{key!r} is not a target key (default, ingressclass/NAME or "
+                     "gateway/NAMESPACE/NAME)")
+
+
+def is_target_key(key: str) -> bool:
+    try:
+        parse_key(key)
+    except ValueError:
+        return False
+    return True
+
+
+def split_service(service: str) -> tuple[str, str]:
+    """``NAMESPACE/NAME`` → (namespace, name); ValueError when either part is not a label."""
+    namespace, sep, name = service.partition("/")
+    if not sep or not is_dns_label(namespace) or not is_dns_label(name):
+        raise ValueError(f"{service!r} is not NAMESPACE/NAME of a Service")
+    return namespace, name
+
+
+def upstream_name(service: str, cluster_domain: str) -> str:
+    """The in-cluster DNS name of a Service. Written relative (no final dot): making it
+    absolute for the resolver is the relay's business."""
+    namespace, name = split_service(service)
+    domain = cluster_domain.strip(".")
+    if not domain:
+        raise ValueError("the cluster domain is empty")
+    return f"{name}.{namespace}.svc.{domain}"
+
+
+def is_port_or_zero(value: object) -> bool:
+    # bool is an int subclass; True must not pass for port 1.
+    return type(value) is int and 0 <= value <= 65535
+
+
+def is_canonical_ip(text: str) -> bool:
+    """An IP address written the way Python writes it back, so that stored tables compare
+    equal byte for byte whatever produced them."""
+    try:
+        return str(ipaddress.ip_address(text)) == text
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class Target:
+    """One data plane and how to talk to it. ``http_port``/``https_port`` are the data-plane
+    Service's ports (0: it has none for that protocol)."""
+
+    key: str
+    service: str
+    upstream: str
+    http_port: int
+    https_port: int
+    proxy: ProxyMode
+    proxy_source: str
+    found_by: str
+    advertise_address: str = ""
+
+    def __post_init__(self) -> None:
+        # Checked here so that a wrong Target fails where it is built, not in the relay.
+        parse_key(self.key)
+        split_service(self.service)
+        if not self.upstream:
+            raise ValueError(f"target {self.key}: empty upstream name")
+        for field_name in ("http_port", "https_port"):
+            if not is_port_or_zero(getattr(self, field_name)):
+                raise ValueError(f"target {self.key}: {field_name} must be 0..65535")
+        if self.proxy not in PROXY_MODES:
+            raise ValueError(f"target {self.key}: proxy must be one of {', '.join(PROXY_MODES)}")
+        if self.advertise_address and not is_canonical_ip(self.advertise_address):
+            raise ValueError(f"target {self.key}: advertise address "
+                             f"{self.advertise_address!r} is not an IP address")
+
+    @property
+    def redirected(self) -> bool:
+        """Whether hosts of this target get rewritten to the proxy: only when we know which
+        PROXY header the data plane expects (``none`` needs no hairpin fix, ``unknown`` might
+        be made worse by one)."""
+        return self.proxy in REDIRECTED_MODES
