@@ -1,0 +1,87 @@
+"""Host claims from every source, and which one wins a host. Pure.
+
+Ingresses and Gateway API routes each claim host names for a target (the data plane that
+serves them). When one host is claimed for two different targets only one can get the DNS
+rule, and the answer must not depend on the order objects arrived in (or every controller
+restart could move a name): the OLDEST origin wins, by creationTimestamp, then kind, namespace
+and name, the order the Gateway API prescribes for conflicts between routes. Several claims
+of one host for the SAME target agree; they all stay listed as origins of the host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import NamedTuple
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    kind: str
+    namespace: str
+    name: str
+    uid: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}" if self.namespace \
+            else f"{self.kind} {self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    host: str
+    target: str
+    origin: ObjectRef
+    # The origin's creationTimestamp (RFC 3339); anything unreadable counts as newest.
+    created: str
+
+
+class Resolution(NamedTuple):
+    # host -> the oldest claim of the winning target.
+    winners: dict[str, Claim]
+    # (losing claim, the claim that beat it), by host then age.
+    losers: list[tuple[Claim, Claim]]
+    # host -> every claim of the winning target, oldest first.
+    origins: dict[str, tuple[Claim, ...]]
+
+
+def _instant(created: str) -> tuple[int, str]:
+    """A sortable form of a timestamp: UTC with microseconds, so "…Z" and "+00:00" spellings
+    of one instant compare equal and string order is time order. Unreadable ones sort after
+    every readable one (an object whose age we cannot tell must not win by it)."""
+    try:
+        moment = datetime.fromisoformat(created)
+    except (TypeError, ValueError):
+        return (1, created if isinstance(created, str) else "")
+    if moment.tzinfo is None:
+        # Kubernetes always writes UTC; a naive value is taken as UTC rather than local time,
+        # which would make the winner depend on the machine's time zone.
+        moment = moment.replace(tzinfo=UTC)
+    return (0, moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f"))
+
+
+def age_key(claim: Claim) -> tuple[tuple[int, str], str, str, str, str, str, str]:
+    """Oldest first; uid, target and the timestamp's spelling only break ties between
+    otherwise identical origins, so the order is total and the result does not depend on
+    input order."""
+    o = claim.origin
+    return (_instant(claim.created), o.kind, o.namespace, o.name, o.uid, claim.target,
+            claim.created)
+
+
+def resolve(claims: Iterable[Claim]) -> Resolution:
+    """Which target each host goes to, who lost, and every origin of each winner."""
+    by_host: dict[str, set[Claim]] = {}
+    for claim in claims:
+        by_host.setdefault(claim.host, set()).add(claim)
+    winners: dict[str, Claim] = {}
+    losers: list[tuple[Claim, Claim]] = []
+    origins: dict[str, tuple[Claim, ...]] = {}
+    for host in sorted(by_host):
+        ordered = sorted(by_host[host], key=age_key)
+        first = ordered[0]
+        winners[host] = first
+        origins[host] = tuple(c for c in ordered if c.target == first.target)
+        losers.extend((c, first) for c in ordered if c.target != first.target)
+    return Resolution(winners, losers, origins)
