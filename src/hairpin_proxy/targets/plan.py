@@ -1,0 +1,105 @@
+"""Which target each claimed host goes to. Pure; shared by the controller and doctor.
+
+1. Every claim's target key is resolved once (resolve.py). An IngressClass that has no
+   ``--target`` entry and whose data plane cannot be found or read falls back to the default
+   target, the proxy's ``--target-server``: that is what every Ingress did before targets
+   existed, and an upgrade must not stop redirecting a host that works today.
+2. Conflicts are decided on the final keys (two classes that both fall back to the default
+   do not conflict): the oldest origin wins (claims.py).
+3. A host whose winning target expects no PROXY header, or whose expectation or Service is
+   unknown, is not redirected, with the reason.
+4. Every resolved target that any claim names, winning or not, gets a slot: a Gateway that
+   is still losing its hosts to an older Ingress is already listened for when the Ingress
+   goes, so the host moves without a gap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from hairpin_proxy.claims import Claim, ObjectRef
+from hairpin_proxy.claims import resolve as resolve_claims
+from hairpin_proxy.targets.mapping import MapEntry
+from hairpin_proxy.targets.model import DEFAULT_KEY, Target, parse_key
+from hairpin_proxy.targets.resolve import TargetFacts, Unresolved, resolve
+from hairpin_proxy.targets.slots import allocate
+
+
+@dataclass(frozen=True)
+class Plan:
+    # host → target key, for every host that gets a DNS rule.
+    routes: Mapping[str, str] = field(default_factory=dict)
+    # host → every origin that asked for it (winning target only).
+    origins: Mapping[str, tuple[ObjectRef, ...]] = field(default_factory=dict)
+    # key → Target, for the targets that relay (v1/v2), the default excluded.
+    targets: Mapping[str, Target] = field(default_factory=dict)
+    # key → why the hosts of that target are not redirected.
+    unresolved: Mapping[str, Unresolved] = field(default_factory=dict)
+    # host → why it is not redirected (its winning target's problem, or no free slot).
+    excluded: Mapping[str, Unresolved] = field(default_factory=dict)
+    # (losing claim, winning claim) for hosts claimed for two targets.
+    losers: tuple[tuple[Claim, Claim], ...] = ()
+    slots: Mapping[str, int] = field(default_factory=dict)
+    # Resolved targets left without a slot (more than --max-targets).
+    overflow: tuple[str, ...] = ()
+    # key the claims asked for → key they were given (an IngressClass falling back).
+    fallbacks: Mapping[str, str] = field(default_factory=dict)
+
+
+def _final_key(key: str, facts: TargetFacts, target_map: Mapping[str, MapEntry],
+               memo: dict[str, Target | Unresolved | None]) -> tuple[str, Target | Unresolved |
+                                                                      None]:
+    if key == DEFAULT_KEY:
+        return key, None
+    if key not in memo:
+        try:
+            memo[key] = resolve(key, facts, target_map)
+        except ValueError as exc:
+            memo[key] = Unresolved(key, "target-not-found", f"{key} is not a target: {exc}")
+    got = memo[key]
+    if (isinstance(got, Unresolved) and got.problem != "target-no-proxy"
+            and key not in target_map and parse_key(key).kind == "ingressclass"):
+        return DEFAULT_KEY, None
+    return key, got
+
+
+def plan(claims: Iterable[Claim], facts: TargetFacts, target_map: Mapping[str, MapEntry],
+         previous_slots: Mapping[str, int], max_slots: int) -> Plan:
+    memo: dict[str, Target | Unresolved | None] = {}
+    final: list[Claim] = []
+    fallbacks: dict[str, str] = {}
+    for claim in claims:
+        key, _ = _final_key(claim.target, facts, target_map, memo)
+        if key != claim.target:
+            fallbacks[claim.target] = key
+        final.append(claim if key == claim.target
+                     else Claim(claim.host, key, claim.origin, claim.created))
+    decided = resolve_claims(final)
+    targets: dict[str, Target] = {}
+    unresolved: dict[str, Unresolved] = {}
+    for claim in final:
+        got = memo.get(claim.target)
+        if isinstance(got, Target):
+            targets[claim.target] = got
+        elif isinstance(got, Unresolved):
+            unresolved[claim.target] = got
+    slots, overflow = allocate(previous_slots, targets, max_slots)
+    routes: dict[str, str] = {}
+    origins: dict[str, tuple[ObjectRef, ...]] = {}
+    excluded: dict[str, Unresolved] = {}
+    for host, winner in decided.winners.items():
+        key = winner.target
+        if key in unresolved:
+            excluded[host] = unresolved[key]
+            continue
+        if key != DEFAULT_KEY and key not in slots:
+            excluded[host] = Unresolved(key, "target-not-found",
+                                        f"no slot left for {key} (--max-targets {max_slots})")
+            continue
+        routes[host] = key
+        origins[host] = tuple(c.origin for c in decided.origins[host])
+    return Plan(routes=routes, origins=origins,
+                targets={k: t for k, t in targets.items() if k in slots},
+                unresolved=unresolved, excluded=excluded, losers=tuple(decided.losers),
+                slots=slots, overflow=tuple(overflow), fallbacks=fallbacks)
