@@ -10,6 +10,7 @@ HERE = Path(__file__).parent
 TARGET = "hairpin-proxy.hairpin-proxy.svc.cluster.local."
 # The hosts of the rules in the files that hold some (see README.md).
 HOSTS = ("*.apps.example.com", "a.example.com", "b.example.com")
+GROUP_HOSTS = (*HOSTS, "c.example.com", "web.apps.example.com")
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,8 @@ SAMPLES: tuple[Sample, ...] = (
     Sample("moved-in-root", managed=HOSTS, migrated=True),
     Sample("split-in-root", managed=HOSTS),
     Sample("duplicated", managed=("*.apps.example.com", "a.example.com", "c.example.com")),
+    # Two answer sets (two proxy Services), one wildcard over the other set's host.
+    Sample("groups", managed=GROUP_HOSTS),
     # What kubeadm's migration makes of layouts holding rules of ours (tests/corefiles/migrate.py).
     Sample("kubeadm-migrated", managed=HOSTS, migrated=True),
     Sample("k3s-migrated", managed=HOSTS, migrated=True, imports_override=True),
@@ -77,6 +80,7 @@ SAMPLES: tuple[Sample, ...] = (
     Sample("brace-next-line-migrated", managed=HOSTS, migrated=True, has_reload=False),
     Sample("legacy-migrated", managed=("bar.example.com", "foo.example.com"), migrated=True),
     Sample("old-rewrite-migrated", managed=HOSTS, migrated=True),
+    Sample("groups-migrated", managed=GROUP_HOSTS, migrated=True),
 )
 
 BY_NAME = {s.name: s for s in SAMPLES}

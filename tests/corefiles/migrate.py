@@ -197,6 +197,7 @@ SOURCES: dict[str, tuple[str, ...] | None] = {
     "brace-next-line": V4,
     "legacy": None,
     "old-rewrite": None,
+    "groups": None,
 }
 
 

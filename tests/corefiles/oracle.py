@@ -97,11 +97,10 @@ def strip_ours(text: str, dns_port: int = 53,
     return "".join(row for n, row in enumerate(lines(text)) if n not in drop)
 
 
-def expected_set(hosts: Sequence[str], answers: corefile.Answers, indent: str, unit: str,
-                 nl: str) -> str:
-    """One set of our rules as the tests expect it, built here rather than by the editor."""
+def _pair(hosts: Sequence[str], answers: corefile.Answers, indent: str, unit: str,
+          nl: str) -> list[str]:
     regexes = corefile.match_regexes(sorted(set(hosts)))
-    out = [f"{indent}{corefile.BEGIN_MARKER}{nl}"]
+    out = []
     for qtype, ips in (("A", answers.ipv4), ("AAAA", answers.ipv6)):
         out.append(f"{indent}template IN {qtype} {{{nl}")
         out += [f"{indent}{unit}match {rx}{nl}" for rx in regexes]
@@ -111,6 +110,50 @@ def expected_set(hosts: Sequence[str], answers: corefile.Answers, indent: str, u
         else:
             out.append(f"{indent}{unit}rcode NOERROR{nl}")
         out.append(f"{indent}{unit}fallthrough{nl}{indent}}}{nl}")
+    return out
+
+
+def expected_set(hosts: Sequence[str], answers: corefile.Answers, indent: str, unit: str,
+                 nl: str) -> str:
+    """One set of our rules as the tests expect it, built here rather than by the editor."""
+    return "".join([f"{indent}{corefile.BEGIN_MARKER}{nl}",
+                    *_pair(hosts, answers, indent, unit, nl),
+                    f"{indent}{corefile.END_MARKER}{nl}"])
+
+
+Groups = Sequence[tuple[Sequence[str], corefile.Answers]]
+
+
+def expected_pairs(groups: Groups) -> list[tuple[list[str], corefile.Answers]]:
+    """The stanza pairs the tests expect for several answer sets, in order: groups with equal
+    answers together, ordered by their addresses then TTL; each group's hosts in one pair,
+    except its wildcards that also match an exact host of another group (a one-label name
+    directly under the wildcard's domain, not starting with "_"), which come in a pair of
+    their own after all the others, so that the exact host's stanza is found first."""
+    merged: dict[corefile.Answers, set[str]] = {}
+    for hosts, answers in groups:
+        if hosts:
+            merged.setdefault(answers, set()).update(hosts)
+    ordered = sorted(merged.items(), key=lambda kv: (kv[0].ipv4, kv[0].ipv6, kv[0].ttl))
+    exact = {h.lower(): a for a, hosts in ordered for h in hosts if not h.startswith("*.")}
+
+    def shadows(wildcard: str, answers: corefile.Answers) -> bool:
+        domain = wildcard[2:].lower()
+        return any(name.split(".", 1)[1:] == [domain] and not name.startswith("_")
+                   and owner != answers for name, owner in exact.items())
+
+    first = [(sorted(h for h in hosts if not (h.startswith("*.") and shadows(h, a))), a)
+             for a, hosts in ordered]
+    later = [(sorted(h for h in hosts if h.startswith("*.") and shadows(h, a)), a)
+             for a, hosts in ordered]
+    return [(hosts, a) for hosts, a in first + later if hosts]
+
+
+def expected_groups_set(groups: Groups, indent: str, unit: str, nl: str) -> str:
+    """Our rules for several answer sets as the tests expect them."""
+    out = [f"{indent}{corefile.BEGIN_MARKER}{nl}"]
+    for hosts, answers in expected_pairs(groups):
+        out += _pair(hosts, answers, indent, unit, nl)
     out.append(f"{indent}{corefile.END_MARKER}{nl}")
     return "".join(out)
 
@@ -119,11 +162,16 @@ def check_one_set_per_root(text: str, hosts: Sequence[str], answers: corefile.An
                            dns_port: int = 53) -> None:
     """Each root block holds our lines as one run, exactly one expected set (none when
     ``hosts`` is empty), and no legacy line is left anywhere."""
+    check_groups_per_root(text, [(hosts, answers)], dns_port)
+
+
+def check_groups_per_root(text: str, groups: Groups, dns_port: int = 53) -> None:
+    """As check_one_set_per_root, for several answer sets."""
     rows = lines(text)
     found = find_ours(text, dns_port)
     assert found.legacy == ()
     for numbers in found.by_block:
-        if not hosts:
+        if not any(hosts for hosts, _ in groups):
             assert numbers == (), [rows[n] for n in numbers]
             continue
         assert numbers, "a root block without our rules"
@@ -135,4 +183,4 @@ def check_one_set_per_root(text: str, hosts: Sequence[str], answers: corefile.An
         stanza = rows[numbers[0] + 2]
         unit = stanza[len(indent):len(stanza) - len(stanza.lstrip())]
         assert unit in ("    ", "\t"), repr(unit)
-        assert run == expected_set(hosts, answers, indent, unit, nl)
+        assert run == expected_groups_set(groups, indent, unit, nl)

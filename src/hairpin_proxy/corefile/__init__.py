@@ -3,7 +3,8 @@
 - ``lexer`` and ``parser`` read a Corefile the way CoreDNS does, into the ``syntax`` tree;
 - ``queries`` answers questions about it (plugins, imports, the zones it already serves);
 - ``rules`` is our rule format (``template`` stanzas answering A/AAAA) and how it is recognised;
-- ``editor`` applies a host set: exactly one set of our rules, every other byte kept.
+- ``editor`` applies hosts, grouped by the addresses they answer with: exactly one set of
+  our rules (a stanza pair per group), every other byte kept.
 
 Text in, text out: nothing here touches files, sockets, clocks or the API.
 """
@@ -11,9 +12,11 @@ Text in, text out: nothing here touches files, sockets, clocks or the API.
 from hairpin_proxy.corefile.editor import (
     DEFAULT_TARGET,
     MAX_CONFIGMAP_BYTES,
+    HostGroup,
     Stray,
     apply,
     import_snippet,
+    managed_groups,
     managed_hosts,
     remove,
     strays,
@@ -64,6 +67,7 @@ __all__ = [
     "Corefile",
     "CorefileError",
     "Directive",
+    "HostGroup",
     "ServerBlock",
     "Stray",
     "Token",
@@ -72,6 +76,7 @@ __all__ = [
     "import_matches",
     "import_snippet",
     "imports_key",
+    "managed_groups",
     "managed_hosts",
     "match_regexes",
     "parse",

@@ -1,5 +1,8 @@
 """The editor: keep exactly one set of our rules in each root server block, nothing else.
 
+A set is one run of stanzas between the marker comments: a pair of ``template`` stanzas per
+answer set (per proxy Service the hosts go to), in the order ``rules.layout`` gives.
+
 Our rules are found by their content (see ``rules``), never only by the marker comments around
 them: a Corefile that lost its comments (kubeadm's migration, a reformatting GitOps tool), whose
 markers survive on one side only, or whose rules were moved by hand still gives exactly one set
@@ -17,21 +20,26 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import cast, overload
 
 from hairpin_proxy.corefile.names import checked_hosts
 from hairpin_proxy.corefile.parser import parse
 from hairpin_proxy.corefile.rules import (
     BEGIN_MARKER,
+    DEFAULT_TTL,
     END_MARKER,
     LEGACY_MARKER,
     MARKER_PREFIXES,
     Answers,
+    RuleSet,
+    all_stanzas,
+    answer_sets,
     is_old_rule,
     is_our_template,
     old_rule_host,
     old_targets,
     render,
-    stanzas,
+    template_answers,
     template_hosts,
 )
 from hairpin_proxy.corefile.syntax import (
@@ -44,6 +52,9 @@ from hairpin_proxy.corefile.syntax import (
 
 MAX_CONFIGMAP_BYTES = 1024 * 1024
 DEFAULT_TARGET = "hairpin-proxy.hairpin-proxy.svc.cluster.local."
+
+# One answer set as callers give it: the hosts, and the addresses they resolve to.
+HostGroup = tuple[Iterable[str], Answers]
 
 
 def _check_size(text: str) -> None:
@@ -207,7 +218,7 @@ def _splice(text: str, edits: Iterable[tuple[int, int, str]]) -> str:
     return "".join(pieces)
 
 
-def _edit(cf: Corefile, hosts: Sequence[str], answers: Answers, dns_port: int, *,
+def _edit(cf: Corefile, groups: Sequence[RuleSet], dns_port: int, *,
           targets: Sequence[str], unit: str, rendered: dict[tuple[str, str], str]) -> str:
     """The edited text; ``rendered`` collects the stanzas rendered by (indent, line end)."""
     text = cf.text
@@ -218,7 +229,7 @@ def _edit(cf: Corefile, hosts: Sequence[str], answers: Answers, dns_port: int, *
         lo, hi = block.inner(len(text))
         spans = _our_spans(cf, block, targets)
         edits += [(s.lo, s.hi, "") for s in spans]
-        if not hosts:
+        if not groups:
             continue
         spans += [s for s in legacy if lo <= s.lo < hi]
         if spans:
@@ -228,7 +239,7 @@ def _edit(cf: Corefile, hosts: Sequence[str], answers: Answers, dns_port: int, *
         else:
             offset, indent, nl = _insertion(cf, block, unit)
         if (indent, nl) not in rendered:
-            rendered[indent, nl] = stanzas(hosts, answers, indent, unit, nl)
+            rendered[indent, nl] = all_stanzas(groups, indent, unit, nl)
         edits.append((offset, offset,
                       f"{indent}{BEGIN_MARKER}{nl}{rendered[indent, nl]}{indent}{END_MARKER}{nl}"))
     return _splice(text, edits)
@@ -257,60 +268,90 @@ def _found(block: ServerBlock, targets: Sequence[str]) -> _Found:
                   tuple(d for d in block.directives if is_old_rule(d, targets)))
 
 
-def _verify(out: str, hosts: Sequence[str], answers: Answers, dns_port: int, *,
+def _verify(out: str, groups: Sequence[RuleSet], dns_port: int, *,
             targets: Sequence[str], unit: str,
             rendered: dict[tuple[str, str], str] | None = None) -> None:
-    """Read the result back: each root block holds exactly our two stanzas for ``hosts``,
-    byte for byte as they render at their place (or none of ours when ``hosts`` is empty),
-    and nothing of the old forms."""
+    """Read the result back: each root block holds exactly the stanzas of ``groups``, one
+    run, byte for byte as they render at their place (or none of ours when there is no
+    group), and nothing of the old forms."""
     cf = parse(out)
     rendered = {} if rendered is None else rendered
     for block in _roots(cf, dns_port):
         found = _found(block, targets)
-        if found.old_rules or (not hosts and found.templates):
+        if found.old_rules or (not groups and found.templates):
             raise CorefileError("internal check failed: rules of ours are left over")
-        if not hosts:
+        if not groups:
             continue
         mine = found.templates
-        ok = len(mine) == 2
+        ok = bool(mine)
         if ok:
-            lo, hi = _line_start(out, mine[0].start), _line_end(out, mine[1].end)
+            # From the first stanza of ours to the last: any stanza too many, too few or out
+            # of order makes this text differ from the rendering.
+            lo, hi = _line_start(out, mine[0].start), _line_end(out, mine[-1].end)
             indent, nl = out[lo:mine[0].start], _line_ending(out, mine[0].start) or "\n"
             if (indent, nl) not in rendered:
-                rendered[indent, nl] = stanzas(hosts, answers, indent, unit, nl)
+                rendered[indent, nl] = all_stanzas(groups, indent, unit, nl)
             ok = out[lo:hi] == rendered[indent, nl]
         if not ok:
             raise CorefileError("internal check failed: the edited Corefile does not hold "
                                 "the requested rules")
 
 
-def apply(text: str, hosts: Iterable[str], *, answers: Answers,
-          target: str = DEFAULT_TARGET, dns_port: int = DEFAULT_DNS_PORT) -> str:
-    """Return ``text`` with exactly one set of our rules for ``hosts`` in each root block.
-
-    ``answers`` are the proxy Service's addresses; ``target`` is its name, by which rewrite
-    rules of earlier versions are recognised and converted. An empty host set removes our
-    rules. Raises CorefileError, and changes nothing, when the text cannot be parsed or edited
-    safely, or hosts are to be redirected with no address to answer with.
-    """
-    wanted = checked_hosts(hosts)
+def _rule_sets(hosts_or_groups: Iterable[str] | Iterable[HostGroup],
+               answers: Answers | None) -> tuple[RuleSet, ...]:
+    """The groups to write: one from ``hosts`` and ``answers`` (the single-target call), or
+    the checked, canonical ``groups``."""
+    if answers is None:
+        return answer_sets(cast("Iterable[HostGroup]", hosts_or_groups))
+    if not isinstance(answers, Answers):
+        raise TypeError(f"answers must be Answers, got {answers!r}")
+    wanted = checked_hosts(cast("Iterable[str]", hosts_or_groups))
     if wanted and not answers:
         raise CorefileError("no proxy address to answer with: the rules would send the names "
                             "nowhere")
+    return (RuleSet(tuple(wanted), answers),) if wanted else ()
+
+
+@overload
+def apply(text: str, hosts: Iterable[str], /, *, answers: Answers,
+          target: str = DEFAULT_TARGET, dns_port: int = DEFAULT_DNS_PORT) -> str: ...
+
+
+@overload
+def apply(text: str, groups: Iterable[HostGroup], /, *,
+          target: str = DEFAULT_TARGET, dns_port: int = DEFAULT_DNS_PORT) -> str: ...
+
+
+def apply(text: str, hosts_or_groups: Iterable[str] | Iterable[HostGroup], /, *,
+          answers: Answers | None = None, target: str = DEFAULT_TARGET,
+          dns_port: int = DEFAULT_DNS_PORT) -> str:
+    """Return ``text`` with exactly one set of our rules in each root block.
+
+    Either ``apply(text, hosts, answers=...)``: every host answers with ``answers`` (the
+    proxy Service's addresses); or ``apply(text, groups)`` with ``(hosts, Answers)`` pairs,
+    one per proxy Service: each group gets its own pair of stanzas. A host may be in one
+    group only; groups with equal Answers are one group, and the order of the groups given
+    does not matter. One group gives the same text as the first form.
+
+    ``target`` is the proxy Service's name, by which rewrite rules of earlier versions are
+    recognised and converted. No host at all removes our rules. Raises CorefileError, and
+    changes nothing, when the text cannot be parsed or edited safely, a host is in two
+    groups, or hosts are to be redirected with no address to answer with.
+    """
+    groups = _rule_sets(hosts_or_groups, answers)
     targets = old_targets(target)
     unit = _indent_unit(text)
     rendered: dict[tuple[str, str], str] = {}
-    out = _edit(parse(text), wanted, answers, dns_port, targets=targets, unit=unit,
-                rendered=rendered)
+    out = _edit(parse(text), groups, dns_port, targets=targets, unit=unit, rendered=rendered)
     _check_size(out)
-    _verify(out, wanted, answers, dns_port, targets=targets, unit=unit, rendered=rendered)
+    _verify(out, groups, dns_port, targets=targets, unit=unit, rendered=rendered)
     return out
 
 
 def remove(text: str, *, target: str = DEFAULT_TARGET, dns_port: int = DEFAULT_DNS_PORT
            ) -> str:
     """Return ``text`` without any rules of ours in its root blocks (nor legacy lines)."""
-    return apply(text, [], answers=Answers(), target=target, dns_port=dns_port)
+    return apply(text, (), target=target, dns_port=dns_port)
 
 
 def managed_hosts(text: str, *, target: str = DEFAULT_TARGET,
@@ -325,6 +366,39 @@ def managed_hosts(text: str, *, target: str = DEFAULT_TARGET,
     for block in _roots(cf, dns_port):
         hosts |= _found(block, targets).hosts()
     return tuple(sorted(hosts))
+
+
+def managed_groups(text: str, *, target: str = DEFAULT_TARGET,
+                   dns_port: int = DEFAULT_DNS_PORT) -> dict[str, Answers]:
+    """Each host our rules redirect now (as ``managed_hosts``, sorted) with what it answers.
+
+    As CoreDNS does, a host's A addresses come from the first ``template IN A`` stanza of
+    ours listing it, its AAAA addresses from the first ``AAAA`` one (several root blocks:
+    the first in the file). Hosts of the rewrite rules of earlier versions, which answer
+    with whatever the Service name resolves to, map to an empty ``Answers()``; so do hosts
+    of a stanza whose answers are not as we write them.
+    """
+    cf = parse(text)
+    targets = old_targets(target)
+    hosts: set[str] = set()
+    first: dict[str, dict[str, tuple[tuple[str, ...], int]]] = {"A": {}, "AAAA": {}}
+    for block in _roots(cf, dns_port):
+        found = _found(block, targets)
+        hosts |= found.hosts()
+        for d in found.templates:
+            read = template_answers(d)
+            if read is None:
+                continue
+            qtype, ips, ttl = read
+            table = first[qtype]
+            for host in template_hosts(d):
+                table.setdefault(host, (ips, ttl))
+    out: dict[str, Answers] = {}
+    for host in sorted(hosts):
+        v4, ttl4 = first["A"].get(host, ((), 0))
+        v6, ttl6 = first["AAAA"].get(host, ((), 0))
+        out[host] = Answers(v4, v6, ttl4 or ttl6 or DEFAULT_TTL)
+    return out
 
 
 @dataclass(frozen=True)
@@ -359,17 +433,23 @@ def strays(text: str | Corefile, *, target: str = DEFAULT_TARGET,
     return tuple(sorted(found, key=lambda s: s.line))
 
 
-def import_snippet(hosts: Iterable[str], *, answers: Answers) -> str:
-    """The content of a ``coredns-custom``-style key: our rules, unindented."""
-    wanted = checked_hosts(hosts)
-    if not wanted:
+@overload
+def import_snippet(hosts: Iterable[str], /, *, answers: Answers) -> str: ...
+
+
+@overload
+def import_snippet(groups: Iterable[HostGroup], /) -> str: ...
+
+
+def import_snippet(hosts_or_groups: Iterable[str] | Iterable[HostGroup], /, *,
+                   answers: Answers | None = None) -> str:
+    """The content of a ``coredns-custom``-style key: our rules, unindented. Takes hosts
+    and ``answers``, or (hosts, Answers) groups, as ``apply`` does."""
+    groups = _rule_sets(hosts_or_groups, answers)
+    if not groups:
         return f"{BEGIN_MARKER}\n{END_MARKER}\n"
-    if not answers:
-        raise CorefileError("no proxy address to answer with: the rules would send the names "
-                            "nowhere")
-    out = render(wanted, answers, "", "    ", "\n")
+    out = render(groups, "", "    ", "\n")
     _check_size(out)
     # The snippet is spliced into the root server block; it must read as directives there.
-    _verify(".:53 {\n" + out + "}\n", wanted, answers, DEFAULT_DNS_PORT, targets=(),
-            unit="    ")
+    _verify(".:53 {\n" + out + "}\n", groups, DEFAULT_DNS_PORT, targets=(), unit="    ")
     return out

@@ -14,6 +14,9 @@ other query type, and every other name, falls through to the rest of the plugin 
         fallthrough
     }
 
+Hosts going to different proxy Services form several answer sets, each with its own pair of
+stanzas (see ``layout`` for their order: CoreDNS answers from the first stanza that matches).
+
 The named group ``hairpin_proxy`` is how a stanza is known to be ours: unlike a comment it
 survives kubeadm's Corefile migration and any reformatting. The rules that earlier versions
 wrote (``rewrite name ... <proxy Service name>``) are recognised by their target, so that they
@@ -29,8 +32,9 @@ import re
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
-from hairpin_proxy.corefile.names import regex_escape
+from hairpin_proxy.corefile.names import checked_hosts, regex_escape
 from hairpin_proxy.corefile.syntax import CorefileError, Directive
 
 BEGIN_MARKER = "# BEGIN hairpin-proxy (managed; do not edit)"
@@ -157,14 +161,45 @@ def split_hosts(hosts: Sequence[str]) -> tuple[Sequence[str], Sequence[str]]:
     return [*hosts[:lo], *hosts[hi:]], hosts[lo:hi]
 
 
-def rules_bytes(hosts: Iterable[str]) -> int:
-    """About how many bytes ``hosts`` add to our rules (each is in both stanzas, escaped, with
-    a separator), for budgets; the fixed part of the stanzas is not counted."""
+def _host_bytes(hosts: Iterable[str]) -> int:
     bases = [h[2:] if h.startswith("*.") else h for h in hosts]
     escaped = _escaped(bases)
     size = sum(map(len, escaped)) if all(map(str.isascii, escaped)) else \
         sum(len(e.encode()) for e in escaped)
     return 2 * (size + len(escaped))
+
+
+def rules_bytes(hosts_or_groups: Iterable[str] | Iterable[tuple[Iterable[str], Answers]]
+                ) -> int:
+    """About how many bytes our rules take, for budgets.
+
+    Given host names: what they add (each is in both stanzas, escaped, with a separator); the
+    fixed part of the stanzas is not counted. Given (hosts, Answers) groups: the same for all
+    their hosts, plus the fixed part of every group's stanza pair, which is no longer small
+    when there are dozens of answer sets.
+    """
+    items: list[object] = list(hosts_or_groups)
+    hosts = [i for i in items if isinstance(i, str)]
+    if len(hosts) == len(items):
+        return _host_bytes(hosts)
+    if hosts:
+        raise TypeError("give host names or (hosts, Answers) groups, not both")
+    groups = answer_sets(cast("list[tuple[Iterable[str], Answers]]", items))
+    return sum(_host_bytes(g.hosts) + _fixed_bytes(g) for g in groups)
+
+
+# "match " and a line end around each regex, and the indentation of a stanza's lines.
+_MATCH_LINE = len("        match ") + 1
+
+
+def _fixed_bytes(group: RuleSet) -> int:
+    """The bytes of a group's stanza pair that do not depend on its host names: template
+    headers, answers, ``fallthrough``, braces, and the frame of one regex of each kind."""
+    exact, wild = split_hosts(group.hosts)
+    frames = (len(_OPEN) + len(_CLOSE) + _MATCH_LINE if exact else 0) + \
+        (len(_WILD_OPEN) + len(_WILD_CLOSE) + _MATCH_LINE if wild else 0)
+    body = stanzas((), group.answers, "    ", "    ", "\n")
+    return len(body.encode()) + 2 * frames
 
 
 def match_regexes(hosts: Sequence[str]) -> list[str]:
@@ -173,10 +208,15 @@ def match_regexes(hosts: Sequence[str]) -> list[str]:
     return exact_regexes(exact) + wildcard_regexes(wild)
 
 
-def render(hosts: Sequence[str], answers: Answers, indent: str, unit: str, nl: str) -> str:
-    """The managed text (markers and stanzas) for sorted, checked, non-empty ``hosts``."""
-    return (f"{indent}{BEGIN_MARKER}{nl}{stanzas(hosts, answers, indent, unit, nl)}"
+def render(groups: Sequence[RuleSet], indent: str, unit: str, nl: str) -> str:
+    """The managed text (markers and stanzas) for groups made by ``answer_sets``."""
+    return (f"{indent}{BEGIN_MARKER}{nl}{all_stanzas(groups, indent, unit, nl)}"
             f"{indent}{END_MARKER}{nl}")
+
+
+def all_stanzas(groups: Sequence[RuleSet], indent: str, unit: str, nl: str) -> str:
+    """The stanza pairs of every group, in ``layout`` order (no marker lines)."""
+    return "".join(stanzas(g.hosts, g.answers, indent, unit, nl) for g in layout(groups))
 
 
 def stanzas(hosts: Sequence[str], answers: Answers, indent: str, unit: str, nl: str) -> str:
@@ -194,6 +234,102 @@ def stanzas(hosts: Sequence[str], answers: Answers, indent: str, unit: str, nl: 
             out.append(f"{inner}rcode NOERROR{nl}")
         out.append(f"{inner}fallthrough{nl}{indent}}}{nl}")
     return "".join(out)
+
+
+# --- several answer sets ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSet:
+    """One answer set: sorted, checked hosts and the addresses they resolve to."""
+
+    hosts: tuple[str, ...]
+    answers: Answers
+
+
+def _describe(answers: Answers) -> str:
+    return ", ".join((*answers.ipv4, *answers.ipv6)) or "no address"
+
+
+def _order(answers: Answers) -> tuple[tuple[str, ...], tuple[str, ...], int]:
+    return answers.ipv4, answers.ipv6, answers.ttl
+
+
+def answer_sets(groups: Iterable[tuple[Iterable[str], Answers]]) -> tuple[RuleSet, ...]:
+    """Checked groups in their canonical order: empty groups dropped, groups with equal
+    Answers merged, sorted by their Answers (not by the caller's order, which may change
+    from one pass to the next and would rewrite the Corefile for nothing).
+
+    CorefileError when a host is in two groups with different Answers (CoreDNS would answer
+    from whichever stanza comes first, so the second would be silently ignored), or a group
+    has hosts and no address; TypeError when a group is not a (hosts, Answers) pair.
+    """
+    if isinstance(groups, str):
+        raise TypeError("groups must be an iterable of (hosts, Answers) pairs")
+    merged: dict[Answers, list[list[str]]] = {}
+    for group in groups:
+        try:
+            hosts, answers = group
+        except (TypeError, ValueError):
+            raise TypeError(f"a group must be a (hosts, Answers) pair, got {group!r}") from None
+        if not isinstance(answers, Answers):
+            raise TypeError(f"a group's answers must be Answers, got {answers!r}")
+        wanted = checked_hosts(hosts)
+        if not wanted:
+            continue
+        if not answers:
+            raise CorefileError("no proxy address to answer with: the rules would send the "
+                                "names nowhere")
+        merged.setdefault(answers, []).append(wanted)
+    out: list[RuleSet] = []
+    for answers in sorted(merged, key=_order):
+        lists = merged[answers]
+        hosts = lists[0] if len(lists) == 1 else sorted(set(itertools.chain(*lists)))
+        out.append(RuleSet(tuple(hosts), answers))
+    if len(out) > 1:
+        # The regexes are case-insensitive: two spellings of one name are one name.
+        owner: dict[str, RuleSet] = {}
+        for rule_set in out:
+            for host in rule_set.hosts:
+                other = owner.setdefault(host.lower(), rule_set)
+                if other is not rule_set:
+                    raise CorefileError(
+                        f"host {host!r} is in two answer sets ({_describe(other.answers)} "
+                        f"and {_describe(rule_set.answers)}); a host may go to one only")
+    return tuple(out)
+
+
+def layout(groups: Sequence[RuleSet]) -> list[RuleSet]:
+    """The stanza pairs to write, in order, for groups made by ``answer_sets``.
+
+    All ``template`` stanzas of a server block are one handler that tries them in file order
+    and answers from the first whose regex matches, so order decides only where two groups
+    match one name. Exact hosts never overlap (a host is in one group), nor do two one-label
+    wildcards of different domains; but ``*.example.com`` in one group matches
+    ``a.example.com`` of another. The exact name must win, so such a wildcard goes into a
+    second pair of its group's stanzas, after every other pair. Each group otherwise keeps
+    one pair (exact and wildcard regexes together), and one group is exactly one pair.
+    """
+    if len(groups) < 2:
+        return [g for g in groups if g.hosts]
+    # Domains directly above an exact host our one-label wildcard regex would match
+    # (a first label starting with "_" it does not), with the groups holding such hosts.
+    under: dict[str, set[int]] = {}
+    for k, group in enumerate(groups):
+        exact, _ = split_hosts(group.hosts)
+        for host in exact:
+            label, dot, domain = host.partition(".")
+            if dot and not label.startswith("_"):
+                under.setdefault(domain.lower(), set()).add(k)
+    first: list[RuleSet] = []
+    later: list[RuleSet] = []
+    for k, group in enumerate(groups):
+        _, wild = split_hosts(group.hosts)
+        shadowing = {h for h in wild if under.get(h[2:].lower(), set()) - {k}}
+        first.append(RuleSet(tuple(h for h in group.hosts if h not in shadowing),
+                             group.answers))
+        later.append(RuleSet(tuple(h for h in group.hosts if h in shadowing), group.answers))
+    return [g for g in (*first, *later) if g.hosts]
 
 
 # --- recognising our rules -------------------------------------------------------------------
@@ -256,6 +392,37 @@ def template_hosts(d: Directive) -> set[str]:
                 for regex in inner.args:
                     hosts.update(hosts_of_regex(regex) or ())
     return hosts
+
+
+# An answer as ``stanzas`` writes it: ``{{ .Name }} TTL IN TYPE ADDRESS``.
+_RR = re.compile(r"\{\{ \.Name \}\} ([0-9]{1,9}) IN (A|AAAA) ([0-9A-Fa-f.:]+)")
+
+
+def template_answers(d: Directive) -> tuple[str, tuple[str, ...], int] | None:
+    """(query type, addresses, TTL) of one of our stanzas for A or AAAA, reading only the
+    answers as we write them (TTL 0 when there is none); None for any other query type."""
+    if len(d.args) < 2 or d.args[0].upper() != "IN" or d.args[1].upper() not in ("A", "AAAA"):
+        return None
+    qtype = d.args[1].upper()
+    family = 4 if qtype == "A" else 6
+    ips: list[str] = []
+    ttl = 0
+    for block in d.blocks:
+        for inner in block.directives:
+            if inner.name != "answer":
+                continue
+            for rr in inner.args:
+                m = _RR.fullmatch(rr)
+                if m is None or m[2] != qtype or not 0 < int(m[1]) <= MAX_TTL:
+                    continue
+                try:
+                    ip = ipaddress.ip_address(m[3])
+                except ValueError:
+                    continue
+                if ip.version == family:
+                    ips.append(str(ip))
+                    ttl = ttl or int(m[1])
+    return qtype, tuple(sorted(set(ips))), ttl
 
 
 # ``rewrite [continue|stop] name [exact|regex|...] FROM TO [answer auto|answer name ...]``
