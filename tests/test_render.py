@@ -153,7 +153,7 @@ def test_target_and_cluster_domain(capsys: pytest.CaptureFixture[str], tmp_path:
     path.write_text(old.replace("hairpin-proxy.hairpin-proxy.svc.corp.internal.",
                                 "proxy.infra.svc.cluster.local."))
     code, out, _ = render(capsys, "--corefile", path, "--ingress", CLUSTER,
-                          "--target", "proxy.infra.svc.cluster.local.")
+                          "--legacy-target", "proxy.infra.svc.cluster.local.")
     assert "old.example.com" not in out and "keep.example.com other.svc" in out
 
 

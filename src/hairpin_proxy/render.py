@@ -123,7 +123,7 @@ def render(s: RenderSettings, out: TextIO) -> int:
         answers = corefile.Answers.of(ips, s.dns_ttl)
     except corefile.CorefileError as exc:
         raise RenderError(f"--dns-ttl: {exc.reason}") from None
-    target = s.target or default_target(s.cluster_domain)
+    target = s.legacy_target or default_target(s.cluster_domain)
     try:
         policy = HostPolicy.from_settings(s, target)
     except ValueError as exc:

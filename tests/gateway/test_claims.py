@@ -1,0 +1,51 @@
+"""Routes as host claims, through the host policy and the GatewayClass filter."""
+
+from __future__ import annotations
+
+from hairpin_proxy.gateway.claims import route_claims, served_classes
+from hairpin_proxy.gateway.model import (
+    Gateway,
+    GatewayClass,
+    Route,
+    parse_gateway,
+    parse_gateway_class,
+    parse_route,
+)
+from hairpin_proxy.policy import HostPolicy
+from tests.gateway.objects import gateway, gateway_class, route
+
+
+def _parsed() -> tuple[list[Route], list[Gateway], list[GatewayClass]]:
+    r = parse_route(route(hostnames=["shop.example.com", "*.com", "svc.cluster.local"]))
+    g = parse_gateway(gateway())
+    c = parse_gateway_class(gateway_class())
+    assert isinstance(r, Route) and isinstance(g, Gateway) and isinstance(c, GatewayClass)
+    return [r], [g], [c]
+
+
+def test_route_hosts_become_claims_for_the_gateway_and_bad_hosts_are_refused() -> None:
+    routes, gateways, classes = _parsed()
+    got = route_claims(routes, gateways, served_classes(classes, ()), HostPolicy(), {})
+    assert [(c.host, c.target, str(c.origin)) for c in got.claims] == [
+        ("shop.example.com", "gateway/infra/gw", "HTTPRoute shop/web")]
+    assert got.claims[0].created == routes[0].meta.created
+    refused = {r.host: r.reason for r in got.rejections}
+    assert set(refused) == {"*.com", "svc.cluster.local"}
+    assert "too broad" in refused["*.com"]
+
+
+def test_gateway_class_filter_and_namespace_filter() -> None:
+    routes, gateways, classes = _parsed()
+    assert route_claims(routes, gateways, served_classes(classes, ("other",)), HostPolicy(),
+                        {}).claims == ()
+    assert route_claims(routes, gateways, served_classes(classes, ()),
+                        HostPolicy(exclude_namespaces=("shop",)), {}).claims == ()
+    assert route_claims(routes, gateways, served_classes(classes, ()),
+                        HostPolicy(include_namespaces=("other",)), {}).claims == ()
+
+
+def test_domain_allow_list_applies() -> None:
+    routes, gateways, classes = _parsed()
+    got = route_claims(routes, gateways, served_classes(classes, ()),
+                       HostPolicy(domains=("example.org",)), {})
+    assert got.claims == ()
