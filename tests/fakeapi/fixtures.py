@@ -189,10 +189,49 @@ def endpoint_slice(namespace: str, service_name: str, *, ready: bool | None = Tr
     }
 
 
+def gateway_class(name: str, controller: str = "gateway.envoyproxy.io/gatewayclass-controller",
+                  api_version: str = "gateway.networking.k8s.io/v1") -> Obj:
+    return {"apiVersion": api_version, "kind": "GatewayClass",
+            "metadata": _meta(None, name, None, None), "spec": {"controllerName": controller}}
+
+
+def gateway(namespace: str, name: str, class_name: str, *,
+            listeners: Sequence[Mapping[str, Any]] | None = None,
+            labels: Mapping[str, str] | None = None,
+            api_version: str = "gateway.networking.k8s.io/v1") -> Obj:
+    """A Gateway; without `listeners` one HTTP listener on port 80 for any host."""
+    return {"apiVersion": api_version, "kind": "Gateway",
+            "metadata": _meta(namespace, name, labels, None),
+            "spec": {"gatewayClassName": class_name, "listeners": [
+                dict(x) for x in listeners or [{"name": "http", "port": 80,
+                                                "protocol": "HTTP"}]]}}
+
+
+def route(kind: str, namespace: str, name: str, *, hostnames: Iterable[str] = (),
+          parent: str | None = None, parent_namespace: str | None = None,
+          section: str | None = None,
+          api_version: str = "gateway.networking.k8s.io/v1") -> Obj:
+    """An HTTPRoute, GRPCRoute or TLSRoute (`kind`) attached to Gateway `parent`; pass
+    api_version="gateway.networking.k8s.io/v1alpha2" for a TLSRoute of releases before 1.5."""
+    spec: Obj = {}
+    if hostnames:
+        spec["hostnames"] = list(hostnames)
+    if parent is not None:
+        ref: Obj = {"name": parent}
+        if parent_namespace is not None:
+            ref["namespace"] = parent_namespace
+        if section is not None:
+            ref["sectionName"] = section
+        spec["parentRefs"] = [ref]
+    return {"apiVersion": api_version, "kind": kind,
+            "metadata": _meta(namespace, name, None, None), "spec": spec}
+
+
 def corefile_configmap(text: str) -> Obj:
     """kube-system/coredns with the given Corefile, as kubeadm and most distributions ship it."""
     return configmap("kube-system", "coredns", {"Corefile": text})
 
 
 __all__ = ["configmap", "corefile_configmap", "daemonset", "deployment", "endpoint_slice",
-           "fake_api", "ingress", "ingress_class", "kubeconfig", "namespace", "service"]
+           "fake_api", "gateway", "gateway_class", "ingress", "ingress_class", "kubeconfig",
+           "namespace", "route", "service"]

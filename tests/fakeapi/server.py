@@ -21,7 +21,8 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -30,10 +31,11 @@ from typing import Any, TypeVar
 import yaml
 from aiohttp import web
 
+from tests.fakeapi import crds
 from tests.fakeapi import resources as res
 from tests.fakeapi import status as st
 from tests.fakeapi.patches import json_patch, merge_patch
-from tests.fakeapi.resources import ResourceType
+from tests.fakeapi.resources import CrdSpec, ResourceType
 from tests.fakeapi.selectors import matcher, parse_fields, parse_labels
 from tests.fakeapi.status import ApiError
 from tests.fakeapi.store import Obj, Store, Watcher, dumps
@@ -143,6 +145,25 @@ def _parse_body(raw: bytes, content_type: str) -> Any:
         raise st.bad_request(f"couldn't get version/kind; json parse error: {e}") from e
 
 
+def _negotiate_discovery(request: web.Request) -> None:
+    """Refuse an Accept header that admits nothing served here, as the real server does with
+    406. The aggregated form (`application/json;g=apidiscovery.k8s.io;v=v2;as=...`) is not
+    implemented: offered beside plain JSON, the plain form is answered (clients tell them
+    apart by the Content-Type, as they must with servers that predate it); offered alone, 406."""
+    header = request.headers.get("Accept", "")
+    if not header.strip():
+        return
+    for item in header.split(","):
+        media, *params = [p.strip() for p in item.split(";")]
+        names = {p.split("=", 1)[0].strip().lower() for p in params}
+        if media.lower() in ("*/*", "application/*", "application/json") and \
+                not names & {"g", "v", "as"}:
+            return
+    raise ApiError(st.status(406, "NotAcceptable",
+                             "only the following media types are accepted: application/json, "
+                             "application/yaml, application/vnd.kubernetes.protobuf"))
+
+
 def _strip_item(obj: Obj) -> Obj:
     # Items in a real list answer carry no apiVersion/kind; only the list itself does.
     return {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
@@ -162,6 +183,7 @@ class FakeApiServer:
         default_watch_timeout: float = 1800.0,
         seed_namespaces: Iterable[str] = ("default", "kube-system", "kube-public",
                                           "kube-node-lease"),
+        service_cidrs: Iterable[str] = ("10.96.0.0/12",),
     ) -> None:
         self.host = host
         self._port = port
@@ -170,6 +192,10 @@ class FakeApiServer:
         self.default_watch_timeout = default_watch_timeout
         self._seed = tuple(seed_namespaces)
         self._history_size = history_size
+        # One network, or an IPv4 and an IPv6 one (the first is the primary family): the
+        # cluster's --service-cluster-ip-range, which decides single or dual stack.
+        self._service_cidrs = tuple(service_cidrs)
+        self._registry = res.Registry()
         self._store: Store | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -232,12 +258,15 @@ class FakeApiServer:
         self.stop()
 
     async def _astart(self) -> None:
-        self._store = Store(history_size=self._history_size)
+        self._store = Store(history_size=self._history_size, service_cidrs=self._service_cidrs)
+        self._store.on_drained = self._drop_definition
+        self._registry = res.Registry()
         self._unstalled = asyncio.Event()
         self._unstalled.set()
         for ns in self._seed:
             self._ensure_namespace(ns)
         app = web.Application(middlewares=[self._middleware], client_max_size=MAX_BODY)
+        app.on_response_prepare.append(self._add_warning)
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
         self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
         await self._runner.setup()
@@ -359,7 +388,7 @@ class FakeApiServer:
 
     def patch(self, kind: str, namespace: str | None, name: str, patch: Obj) -> Obj:
         """Apply a JSON merge patch as another writer would."""
-        rt = res.resolve(kind)
+        rt = self._registry.resolve(kind)
 
         def run() -> Obj:
             cur = self.store.get(rt, namespace, name)
@@ -370,14 +399,14 @@ class FakeApiServer:
 
     def delete(self, kind: str, namespace: str | None, name: str) -> Obj:
         """Delete (or, with finalizers, start deleting) an object; returns its last state."""
-        rt = res.resolve(kind)
+        rt = self._registry.resolve(kind)
         return self._call(lambda: self.store.delete(rt, namespace, name)[0])
 
     def finalize_namespace(self, name: str) -> None:
         """What the namespace controller does last: delete what is left in a Terminating
         namespace, clear its spec.finalizers, and so let it go."""
         def run() -> None:
-            for rt in res.RESOURCES:
+            for rt in self._registry.storages():
                 if rt.namespaced:
                     for (ns, obj_name) in list(self.store.snapshot(rt)):
                         if ns == name:
@@ -391,14 +420,86 @@ class FakeApiServer:
                 self.store.delete(nsrt, None, name)
         self._call(run)
 
+    # --- custom resource definitions ---------------------------------------------------------
+
+    def install(self, *specs: CrdSpec) -> None:
+        """Apply definitions, as `kubectl apply -f crds.yaml` would: their kinds are served
+        (and discoverable) at once. Re-applying a changed definition keeps its objects and
+        ends the watches open on it, as the real server rebuilds the storage then."""
+        def run() -> None:
+            for spec in specs:
+                old, new = self._registry.install(spec, str(uuid.uuid4()))
+                for rt in new.types:
+                    self.store.add_storage(rt)
+                if old is not None and old.spec != spec:
+                    self.store.end_watchers(spec.name)
+                    self.store.restore_version(self._registry.resolve(spec.name))
+
+        self._call(run)
+
+    def install_crd(self, group: str, versions: str | Iterable[str], plural: str, kind: str,
+                    *, namespaced: bool = True, served: Iterable[str] | None = None,
+                    storage: str | None = None, status: bool = True,
+                    short_names: Iterable[str] = (), categories: Iterable[str] = (),
+                    deprecated: Mapping[str, str] | None = None) -> CrdSpec:
+        """Define and install one custom resource (see `resources.crd` for the arguments)."""
+        spec = res.crd(group, versions, plural, kind, namespaced=namespaced, served=served,
+                       storage=storage, status=status, short_names=short_names,
+                       categories=categories, deprecated=deprecated)
+        self.install(spec)
+        return spec
+
+    def uninstall_crd(self, group: str, plural: str) -> bool:
+        """Delete a definition as the real server does: it turns Terminating (discovery shows
+        only delete/get/list/watch verbs, creates are 405), every object of it is deleted
+        (watchers see each DELETED), then the type is gone: its watches end, requests to it
+        answer 404. Objects held by finalizers keep it Terminating until they are cleared;
+        returns whether it is gone already."""
+        name = f"{plural}.{group}"
+
+        def run() -> bool:
+            inst = self._registry.installed(name)
+            if inst is None:
+                raise KeyError(f"{name} is not installed")
+            inst.terminating = True
+            self.store.terminating.add(name)
+            rt = self._registry.resolve(name)
+            for ns, obj_name in self.store.keys(rt):
+                with contextlib.suppress(ApiError):
+                    self.store.delete(rt, ns or None, obj_name)
+            if self._registry.installed(name) is not None and not self.store.keys(rt):
+                self._drop_definition(name)
+            return self._registry.installed(name) is None
+
+        return self._call(run)
+
+    def _drop_definition(self, name: str) -> None:
+        self._registry.remove(name)
+        self.store.drop_storage(name)
+
+    def installed_crds(self) -> builtins.list[str]:
+        """Names (`plural.group`) of the definitions installed now, Terminating ones included."""
+        return self._call(lambda: sorted(self._registry.crds))
+
+    def install_gateway_api(self, release: str = "1.4", channel: str = "standard") -> None:
+        """The Gateway API definitions of a release ("1.2" … "1.6") and channel ("standard"
+        or "experimental"), with the versions each really serves (see crds.py)."""
+        self.install(*crds.gateway_api(release, channel))
+
+    def uninstall_gateway_api(self) -> None:
+        for name in self.installed_crds():
+            if name.endswith("." + crds.GATEWAY_GROUP):
+                plural, group = name.split(".", 1)
+                self.uninstall_crd(group, plural)
+
     def get(self, kind: str, namespace: str | None, name: str) -> Obj | None:
-        rt = res.resolve(kind)
+        rt = self._registry.resolve(kind)
         return self._call(lambda: self.store.find(rt, namespace, name))
 
     def list(self, kind: str, namespace: str | None = None,
              label_selector: str | None = None) -> list[Obj]:
         """Objects of a type (all namespaces when None), sorted by namespace and name."""
-        rt = res.resolve(kind)
+        rt = self._registry.resolve(kind)
         sel = parse_labels(label_selector)
 
         def run() -> list[Obj]:
@@ -416,7 +517,7 @@ class FakeApiServer:
                 name: str | None = None) -> builtins.list[tuple[str, Obj]]:
         """Retained history of a type, oldest first, as (ADDED|MODIFIED|DELETED, object): what a
         watcher from the oldest retained version would see (history_size bounds it)."""
-        rt = res.resolve(kind)
+        rt = self._registry.resolve(kind)
 
         def run() -> builtins.list[tuple[str, Obj]]:
             return [(ev.type, copy.deepcopy(ev.obj)) for ev in self.store.history(rt)
@@ -429,9 +530,8 @@ class FakeApiServer:
     def open_watches(self) -> int:
         return self._call(lambda: len(self.store.watchers))
 
-    @staticmethod
-    def _type_of(obj: Obj) -> ResourceType:
-        rt = res.by_api_version_kind(str(obj.get("apiVersion")), str(obj.get("kind")))
+    def _type_of(self, obj: Obj) -> ResourceType:
+        rt = self._registry.by_api_version_kind(str(obj.get("apiVersion")), str(obj.get("kind")))
         if rt is None:
             raise KeyError(f"unserved apiVersion/kind {obj.get('apiVersion')}/{obj.get('kind')}")
         return rt
@@ -530,7 +630,7 @@ class FakeApiServer:
     def touch(self, kind: str, namespace: str | None, name: str) -> Obj:
         """Change an object trivially (an annotation), as an unrelated writer would: a new
         resourceVersion and a MODIFIED event. A write that changes nothing does neither."""
-        rt = res.resolve(kind)
+        rt = self._registry.resolve(kind)
 
         def run() -> Obj:
             obj = self.store.get(rt, namespace, name)
@@ -629,7 +729,7 @@ class FakeApiServer:
             ns, rest = rest[1], rest[2:]
         if not rest or len(rest) > 3:
             return None
-        rt = res.by_path(group, version, rest[0])
+        rt = self._registry.by_path(group, version, rest[0])
         if rt is None or (ns is not None and not rt.namespaced):
             return None
         name = rest[1] if len(rest) >= 2 else None
@@ -642,7 +742,7 @@ class FakeApiServer:
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
-        special = self._discovery(path)
+        special = self._discovery(request, path)
         if special is not None:
             if request.method != "GET":
                 raise st.method_not_allowed()
@@ -671,12 +771,24 @@ class FakeApiServer:
             return await self._delete(request, route)
         raise st.method_not_allowed()
 
-    def _discovery(self, path: str) -> web.StreamResponse | None:
+    def _discovery(self, request: web.Request, path: str) -> web.StreamResponse | None:
         if path in ("/healthz", "/livez", "/readyz"):
             return web.Response(text="ok", content_type="text/plain")
         if path == "/version":
             return _json(SERVER_VERSION)
-        groups = res.groups()
+        groups = self._registry.groups()
+        parts = path.strip("/").split("/")
+        gv: tuple[str, str] | None = None
+        if len(parts) == 2 and parts[0] == "api":
+            gv = ("", parts[1])
+        elif len(parts) == 3 and parts[0] == "apis":
+            gv = (parts[1], parts[2])
+        known = path in ("/api", "/apis") or (
+            len(parts) == 2 and parts[0] == "apis" and parts[1] in groups) or (
+            gv is not None and gv[1] in groups.get(gv[0], []))
+        if not known:
+            return None
+        _negotiate_discovery(request)
         if path == "/api":
             return _json({"kind": "APIVersions", "versions": groups[""],
                           "serverAddressByClientCIDRs": [
@@ -684,38 +796,50 @@ class FakeApiServer:
         if path == "/apis":
             return _json({"kind": "APIGroupList", "apiVersion": "v1",
                           "groups": [self._group(g, v) for g, v in groups.items() if g]})
-        parts = path.strip("/").split("/")
-        if len(parts) == 2 and parts[0] == "apis" and parts[1] in groups:
+        if gv is None:
             return _json({"kind": "APIGroup", "apiVersion": "v1",
                           **self._group(parts[1], groups[parts[1]])})
-        gv: tuple[str, str] | None = None
-        if len(parts) == 2 and parts[0] == "api":
-            gv = ("", parts[1])
-        elif len(parts) == 3 and parts[0] == "apis":
-            gv = (parts[1], parts[2])
-        if gv is not None and gv[1] in groups.get(gv[0], []):
-            items = []
-            for rt in res.RESOURCES:
-                if (rt.group, rt.version) != gv:
-                    continue
+        items = []
+        for rt in self._registry.types():
+            if (rt.group, rt.version) != gv:
+                continue
+            if rt.crd:
+                # The order the apiextensions server lists them in; fewer while terminating.
+                verbs = ["delete", "deletecollection", "get", "list", "watch"] \
+                    if self._registry.terminating(rt) else \
+                    ["delete", "deletecollection", "get", "list", "patch", "create", "update",
+                     "watch"]
+            else:
                 verbs = ["create", "delete", "deletecollection", "get", "list", "patch",
                          "update", "watch"]
-                items.append({"name": rt.plural, "singularName": rt.singular,
-                              "namespaced": rt.namespaced, "kind": rt.kind, "verbs": verbs,
-                              **({"shortNames": list(rt.short_names)} if rt.short_names else {})})
-                if rt.has_status:
-                    items.append({"name": f"{rt.plural}/status", "singularName": "",
-                                  "namespaced": rt.namespaced, "kind": rt.kind,
-                                  "verbs": ["get", "patch", "update"]})
-            return _json({"kind": "APIResourceList", "apiVersion": "v1",
-                          "groupVersion": f"{gv[0]}/{gv[1]}" if gv[0] else gv[1],
-                          "resources": items})
-        return None
+            entry: Obj = {"name": rt.plural, "singularName": rt.singular,
+                          "namespaced": rt.namespaced, "kind": rt.kind, "verbs": verbs}
+            if rt.short_names:
+                entry["shortNames"] = list(rt.short_names)
+            if rt.categories:
+                entry["categories"] = list(rt.categories)
+            if rt.crd:
+                entry["storageVersionHash"] = res.storage_version_hash(
+                    rt.group, rt.storage_version, rt.kind)
+            items.append(entry)
+            if rt.has_status:
+                items.append({"name": f"{rt.plural}/status", "singularName": "",
+                              "namespaced": rt.namespaced, "kind": rt.kind,
+                              "verbs": ["get", "patch", "update"]})
+        return _json({"kind": "APIResourceList", "apiVersion": "v1",
+                      "groupVersion": f"{gv[0]}/{gv[1]}" if gv[0] else gv[1],
+                      "resources": items})
 
     @staticmethod
     def _group(name: str, versions: builtins.list[str]) -> Obj:
         vs = [{"groupVersion": f"{name}/{v}", "version": v} for v in versions]
         return {"name": name, "versions": vs, "preferredVersion": vs[0]}
+
+    async def _add_warning(self, request: web.Request, response: web.StreamResponse) -> None:
+        route = self._route(request.path.rstrip("/") or "/")
+        if route is not None and route.rt.warning:
+            # As the apiserver flags a deprecated custom resource version, on every answer.
+            response.headers["Warning"] = f'299 - "{route.rt.warning}"'
 
     def _selection(self, request: web.Request, rt: ResourceType) -> Callable[[Obj], bool]:
         labels = parse_labels(request.query.get("labelSelector"))
@@ -846,6 +970,10 @@ class FakeApiServer:
                 type_, obj = pending.popleft()
                 await resp.write(dumps({"type": type_, "object": obj}) + b"\n")
                 continue
+            if w.ended and w.queue.empty():
+                # The storage went away: what was queued is sent, then the stream ends cleanly.
+                await resp.write_eof()
+                return
             now = loop.time()
             if now >= deadline:
                 await resp.write_eof()
@@ -868,7 +996,7 @@ class FakeApiServer:
                 except TimeoutError:
                     continue
             if item is None:
-                continue  # dropped: handled at the top of the loop
+                continue  # dropped or ended: handled above
             pending.append(item)
 
     async def _read_body(self, request: web.Request, patch: bool = False) -> Any:
