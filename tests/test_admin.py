@@ -10,17 +10,18 @@ from prometheus_client.openmetrics import parser as openmetrics_parser
 from prometheus_client.parser import text_string_to_metric_families
 
 from hairpin_proxy.admin import AdminServer, Check
-from hairpin_proxy.controller import ControllerMetrics
+from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.metrics import Registry
 from hairpin_proxy.relay.stats import RelayMetrics
+from tests.peers import has_ipv6_loopback
 
 openmetrics_families: Callable[[str], Iterable[Metric]] = (
     openmetrics_parser.text_string_to_metric_families)
 
 
-def fetch(port: int, path: str, method: str = "GET", accept: str | None = None
-          ) -> tuple[int, str, str]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+def fetch(port: int, path: str, method: str = "GET", accept: str | None = None,
+          host: str = "127.0.0.1") -> tuple[int, str, str]:
+    conn = http.client.HTTPConnection(host, port, timeout=10)
     conn.request(method, path, headers={"Accept": accept} if accept is not None else {})
     resp = conn.getresponse()
     body = resp.read().decode()
@@ -131,3 +132,21 @@ def test_controller_scrape_keeps_its_names_and_whole_numbers() -> None:
     types = {f.name: f.type for f in text_string_to_metric_families(text)}
     assert types["hairpin_controller_reconcile_duration_seconds"] == "histogram"
     assert types["hairpin_controller_leader"] == "gauge"
+
+
+def test_the_default_address_serves_ipv4_and_ipv6_probes() -> None:
+    """``[::]`` (the default of every admin endpoint) is one dual-stack socket: the kubelet's
+    probes and Prometheus reach it over IPv4 and IPv6 alike. asyncio alone would make it
+    IPv6-only."""
+    async def query() -> list[int]:
+        server = AdminServer(Registry())
+        await server.start("[::]:0")
+        try:
+            return [(await asyncio.to_thread(fetch, server.port, "/healthz", "GET", None,
+                                             host))[0] for host in ("127.0.0.1", "::1")]
+        finally:
+            await server.close()
+
+    if not has_ipv6_loopback():
+        pytest.skip("no IPv6 loopback here")
+    assert asyncio.run(query()) == [200, 200]

@@ -13,6 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hairpin_proxy.controller.sinks.coredns import SinkError
+from hairpin_proxy.controller.sinks.nodelocal import CANDIDATES, NodeLocalSink
 from hairpin_proxy.corefile import BEGIN_MARKER, END_MARKER, MAX_CONFIGMAP_BYTES, CorefileError
 from hairpin_proxy.corefile.nodelocal import (
     OUR_KEY,
@@ -22,8 +24,6 @@ from hairpin_proxy.corefile.nodelocal import (
     remove_nodelocal,
 )
 from hairpin_proxy.corefile.parser import parse
-from hairpin_proxy.sinks.coredns import SinkError
-from hairpin_proxy.sinks.nodelocal import CANDIDATES, NodeLocalSink
 from tests.corefiles import NODE_LOCAL_UPSTREAM
 
 # The upstream ConfigMap after install (sed replaced the domain and the bind placeholders).

@@ -16,7 +16,7 @@ from prometheus_client.samples import Sample
 
 from hairpin_proxy import __version__
 from hairpin_proxy.admin import AdminServer
-from hairpin_proxy.controller import ControllerMetrics
+from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.etchosts import EtchostsMetrics
 from hairpin_proxy.metrics import (
     BUILD_INFO,

@@ -111,3 +111,11 @@ def test_target_server_keeps_its_legacy_env_name() -> None:
     settings_parser(ProxySettings, parser)
     s = settings_from_args(ProxySettings, parser.parse_args([]), {"TARGET_SERVER": "t.example"})
     assert s.target_server == "t.example"
+
+
+def test_the_proxy_listens_dual_stack_by_default() -> None:
+    """IPv6-only and dual-stack clusters work with the defaults ([::] falls back to 0.0.0.0
+    at bind time where there is no IPv6)."""
+    s = ProxySettings()
+    assert s.admin_listen == "[::]:9090"
+    assert (s.targets_file, s.targets_poll) == (None, 2.0)

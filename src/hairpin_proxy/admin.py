@@ -5,15 +5,22 @@
 
 A deliberately tiny HTTP/1.1 responder on asyncio streams: probes and scrapes need GET and
 nothing else, and the proxy image should not carry a web framework for them.
+
+``bind_stream`` is also how the proxy binds its listeners: ``[::]`` (the default address)
+serves IPv4 and IPv6 clients on one socket where the platform can, so the same defaults work
+on IPv4-only, IPv6-only and dual-stack clusters.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
+import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from hairpin_proxy.addresses import parse_hostport
 from hairpin_proxy.metrics import Registry
@@ -50,6 +57,66 @@ def _header(request: bytes, name: bytes) -> str:
     return ",".join(values)
 
 
+# Errors that say this host cannot have an IPv6 (or a dual-stack) socket, as opposed to errors
+# about the port (taken, privileged), which must surface as they are.
+_NO_IPV6 = frozenset({errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL, errno.EPROTONOSUPPORT,
+                      errno.ENOPROTOOPT, errno.EINVAL})
+
+
+def bind_stream(host: str, port: int,
+                prepare: Callable[[socket.socket], None] | None = None) -> list[socket.socket]:
+    """Bound, not yet listening, non-blocking TCP sockets for ``host``:``port``.
+
+    ``::`` is one IPv6 socket with IPV6_V6ONLY off, which IPv4 clients reach too (as
+    IPv4-mapped addresses); where the kernel has no IPv6 or refuses dual-stack sockets, it is
+    ``0.0.0.0`` instead, decided here at bind time so that one default fits every cluster.
+    Any other address or host name: a socket per address it stands for, IPv6 ones IPv6-only
+    (as written: ``[::1]`` does not also mean 127.0.0.1). ``prepare`` sets options before
+    the bind (accepted sockets inherit most of them). Raises OSError, closing what it opened.
+    """
+    if host == "::":
+        try:
+            return [_bind_one(socket.AF_INET6, ("::", port), prepare, v6only=False)]
+        except OSError as exc:
+            if exc.errno not in _NO_IPV6:
+                raise
+            log.info("no dual-stack IPv6 socket here; listening on IPv4 only",
+                     extra={"listen": f"[::]:{port}", "reason": exc.strerror or str(exc)})
+        return [_bind_one(socket.AF_INET, ("0.0.0.0", port), prepare)]
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    sockets: list[socket.socket] = []
+    seen: set[Any] = set()
+    try:
+        for family, _, _, _, sockaddr in infos:
+            if sockaddr in seen:
+                continue
+            seen.add(sockaddr)
+            sockets.append(_bind_one(family, sockaddr, prepare,
+                                     v6only=sockaddr[0] != "::"))
+    except OSError:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
+
+
+def _bind_one(family: int, sockaddr: Any, prepare: Callable[[socket.socket], None] | None,
+              *, v6only: bool = True) -> socket.socket:
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1 if v6only else 0)
+        if prepare is not None:
+            prepare(sock)
+        sock.bind(sockaddr)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
 class AdminServer:
     def __init__(self, registry: Registry, *, health: CheckFn = _always_ok,
                  ready: CheckFn = _always_ok, check_timeout: float = 5.0) -> None:
@@ -57,24 +124,39 @@ class AdminServer:
         self.health = health
         self.ready = ready
         self.check_timeout = check_timeout
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
 
-    async def start(self, listen: str) -> asyncio.Server:
+    async def start(self, listen: str) -> None:
+        """Serve on ``listen`` (``ADDR:PORT``; ``[::]:PORT`` is dual stack, see bind_stream).
+
+        Our own sockets rather than start_server(host, port): asyncio makes every IPv6
+        listening socket IPv6-only, so ``[::]`` would turn away the kubelet's IPv4 probes.
+        """
         host, port = parse_hostport(listen)
-        self._server = await asyncio.start_server(self._handle, host, port, reuse_address=True)
-        return self._server
+        socks = bind_stream(host, port)
+        try:
+            while socks:
+                self._servers.append(await asyncio.start_server(self._handle, sock=socks[0]))
+                socks.pop(0)  # the server owns it now
+        except BaseException:
+            for sock in socks:
+                sock.close()
+            await self.close()
+            raise
 
     @property
     def port(self) -> int:
-        assert self._server is not None
-        port: int = self._server.sockets[0].getsockname()[1]
+        assert self._servers
+        port: int = self._servers[0].sockets[0].getsockname()[1]
         return port
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        servers, self._servers = self._servers, []
+        for server in servers:
+            server.close()
+        for server in servers:
             with contextlib.suppress(Exception):
-                await self._server.wait_closed()
+                await server.wait_closed()
 
     async def _check(self, fn: CheckFn) -> Check:
         try:

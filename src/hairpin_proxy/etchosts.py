@@ -21,6 +21,7 @@ from typing import Any
 
 from hairpin_proxy import hostsfile
 from hairpin_proxy.admin import AdminServer, Check, serve_admin
+from hairpin_proxy.controller.sinks.published import parse_lines
 from hairpin_proxy.kube import config as kconfig
 from hairpin_proxy.kube.client import KubeClient, resource_path
 from hairpin_proxy.kube.watch import Reflector
@@ -28,7 +29,6 @@ from hairpin_proxy.logs import setup_logging
 from hairpin_proxy.metrics import Registry
 from hairpin_proxy.safefile import ConflictError, SafeFile, SafeFileError, StatKey, stat_key
 from hairpin_proxy.settings import EtchostsSettings
-from hairpin_proxy.sinks.published import parse_lines
 
 log = logging.getLogger("hairpin_proxy.etchosts")
 

@@ -251,6 +251,18 @@ class PolicySettings:
 
 
 @dataclasses.dataclass(frozen=True)
+class TargetSettings:
+    target: tuple[str, ...] = opt(
+        (), "Data plane of an IngressClass or a Gateway, KEY=NAMESPACE/SERVICE[:v1|v2|none] "
+            "(KEY: a class name or gateway:NAMESPACE/NAME; repeatable); wins over discovery.")
+    gateway_api: Literal["auto", "off"] = opt(
+        "auto", "Read Gateway API routes when the cluster serves them (CRDs installed later "
+                "are picked up); off ignores them.")
+    gateway_class: tuple[str, ...] = opt((), "Only Gateways of this GatewayClass (repeatable); "
+                                             "empty means every class.")
+
+
+@dataclasses.dataclass(frozen=True)
 class KubeSettings:
     kubeconfig: Path | None = opt(None, "Kubeconfig file (current context); in-cluster service "
                                         "account when unset.", env="KUBECONFIG")
@@ -264,9 +276,10 @@ class KubeSettings:
 class ProxySettings(LogSettings):
     listen: tuple[str, ...] = opt((), "Listener ADDR:PORT[=TARGET_HOST:TARGET_PORT][/v1|/v2]"
                                       "[@ADV_PORT] (repeatable; @ADV_PORT: the destination "
-                                      "port the PROXY header names); defaults to "
-                                      "0.0.0.0:80=$TARGET_SERVER:80 and "
-                                      "0.0.0.0:443=$TARGET_SERVER:443.")
+                                      "port the PROXY header names; [::] is IPv4 and IPv6, "
+                                      "or IPv4 only where there is no IPv6); defaults to "
+                                      "[::]:80=$TARGET_SERVER:80 and "
+                                      "[::]:443=$TARGET_SERVER:443.")
     advertise_address: str = opt("", "Destination IP address every PROXY header names (e.g. "
                                      "the load balancer's); default: the address the client "
                                      "connected to.")
@@ -274,8 +287,8 @@ class ProxySettings(LogSettings):
                                                     "controller's Service).", env="TARGET_SERVER")
     proxy_protocol: ProxyProtocol = opt("v1", "PROXY protocol version for listeners that do not "
                                               "set their own.")
-    admin_listen: str = opt("0.0.0.0:9090", "Address of /healthz, /readyz and /metrics; "
-                                            "empty disables.")
+    admin_listen: str = opt("[::]:9090", "Address of /healthz, /readyz and /metrics ([::]: "
+                                         "IPv4 and IPv6); empty disables.")
     connect_timeout: float = opt(5.0, "Seconds to resolve the target and get a connection "
                                       "accepted (all its addresses together).")
     dns_server: tuple[str, ...] = opt((), "DNS server ADDR[:PORT] for target names "
@@ -298,9 +311,13 @@ class ProxySettings(LogSettings):
     workers: int = opt(1, "Worker processes; only 1 for now (scale out with replicas).")
     loop: Literal["auto", "asyncio", "uvloop"] = opt("auto", "Event loop; auto is uvloop "
                                                              "when installed, else asyncio.")
-    engine: Literal["auto", "epoll", "transports"] = opt(
-        "auto", "Data path: epoll (Linux; plain sockets, fastest) or transports (asyncio "
-                "protocols, portable); auto is epoll where available.")
+    engine: Literal["auto", "epoll"] = opt(
+        "auto", "Data path; epoll (Linux) is the only one, auto and epoll both select it.")
+    targets_file: Path | None = opt(None, "The targets table (JSON, written by the controller "
+                                          "into the hairpin-proxy-targets ConfigMap); its "
+                                          "slots get listeners, applied without a restart. "
+                                          "Unset: only --listen.")
+    targets_poll: float = opt(2.0, "Seconds between checks of --targets-file for a new table.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -312,7 +329,7 @@ class RenderSettings(PolicySettings, LogSettings):
     proxy_ip: tuple[str, ...] = opt((), "Proxy Service ClusterIP the rules answer with "
                                         "(repeatable, IPv4 or IPv6; needed for every output "
                                         "but --diff/--check of a removal).")
-    target: str = opt("", "The proxy Service's name, by which rules of earlier versions are "
+    legacy_target: str = opt("", "The proxy Service's name, by which rules of earlier versions are "
                           "recognised; default hairpin-proxy.hairpin-proxy.svc."
                           "<cluster-domain>.")
     dns_ttl: int = opt(10, "TTL in seconds of the A/AAAA answers for managed hosts (1-3600).")
@@ -340,10 +357,21 @@ class CorednsTargetSettings:
 
 
 @dataclasses.dataclass(frozen=True)
-class ControllerSettings(CorednsTargetSettings, PolicySettings, KubeSettings, LogSettings):
-    target: str = opt("", "The proxy Service's name, by which rules of earlier versions are "
-                          "recognised; default <proxy-service>.<namespace>.svc."
-                          "<cluster-domain>.")
+class ControllerSettings(CorednsTargetSettings, TargetSettings, PolicySettings, KubeSettings,
+                         LogSettings):
+    legacy_target: str = opt("", "The proxy Service's name, by which rules of earlier versions "
+                                 "are recognised; default <proxy-service>.<namespace>.svc."
+                                 "<cluster-domain>.")
+    max_targets: int = opt(32, "Data planes besides the default that get their own proxy "
+                               "ports and Service (1-1000).")
+    target_settle: float = opt(90.0, "Seconds a new target's ports are published before its "
+                                     "hosts get DNS rules (the kubelet's ConfigMap volume "
+                                     "sync).")
+    targets_configmap: str = opt("hairpin-proxy-targets", "ConfigMap in our namespace holding "
+                                                          "the targets table the proxies "
+                                                          "mount.")
+    api_discovery_interval: float = opt(60.0, "Seconds between checks for Gateway API "
+                                              "resources being installed or removed.")
     dns_ttl: int = opt(10, "TTL in seconds of the A/AAAA answers for managed hosts (1-3600).")
     verify_hosts: Literal["on", "off"] = opt(
         "on", "Redirect a host only when its public DNS answer is one of this cluster's load "
@@ -382,8 +410,8 @@ class ControllerSettings(CorednsTargetSettings, PolicySettings, KubeSettings, Lo
                                             "held back.")
     mass_removal_grace: float = opt(300.0, "Seconds a held-back drop must persist before it "
                                            "is applied.")
-    admin_listen: str = opt("0.0.0.0:9090", "Address of /healthz, /readyz and /metrics; "
-                                            "empty disables.")
+    admin_listen: str = opt("[::]:9090", "Address of /healthz, /readyz and /metrics ([::]: "
+                                         "IPv4 and IPv6); empty disables.")
     watch_timeout: float = opt(70.0, "Seconds of silence after which a watch is "
                                      "re-established.")
     event_interval: float = opt(600.0, "Seconds between repeated Events for the same "
@@ -418,7 +446,8 @@ class EtchostsSettings(KubeSettings, LogSettings):
 
 
 @dataclasses.dataclass(frozen=True)
-class DoctorSettings(CorednsTargetSettings, PolicySettings, KubeSettings, LogSettings):
+class DoctorSettings(CorednsTargetSettings, TargetSettings, PolicySettings, KubeSettings,
+                     LogSettings):
     host: tuple[str, ...] = opt((), "Hosts to check; without any, every host the controller "
                                     "would manage.", positional=True, env="HAIRPIN_DOCTOR_HOSTS")
     port: int = opt(80, "HTTP port to probe; 0 skips it.")

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 
 from hairpin_proxy import corefile
-from hairpin_proxy.controller import RemovalGuard
+from hairpin_proxy.controller.guard import RemovalGuard
 from tests.controller.conftest import Controller, corefile_text, wait_until
 from tests.fakeapi.fixtures import ingress
 from tests.fakeapi.server import FakeApiServer

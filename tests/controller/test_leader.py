@@ -14,8 +14,8 @@ import pytest
 from aiohttp import web
 
 from hairpin_proxy import corefile
-from hairpin_proxy.controller import Controller as Reconciler
-from hairpin_proxy.controller import ControllerMetrics
+from hairpin_proxy.controller.metrics import ControllerMetrics
+from hairpin_proxy.controller.reconciler import Controller as Reconciler
 from hairpin_proxy.kube import config as kconfig
 from hairpin_proxy.kube.client import KubeClient
 from hairpin_proxy.kube.lease import micro_time

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hairpin_proxy.controller import _INLINE_CHANGES, _few_changes
+from hairpin_proxy.controller.sources.ingress import _INLINE_CHANGES, _few_changes
 from hairpin_proxy.policy import HostPolicy, evaluate
 from hairpin_proxy.policy_cache import PolicyCache
 from tests.fakeapi.fixtures import ingress, ingress_class

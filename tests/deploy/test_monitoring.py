@@ -22,7 +22,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from hairpin_proxy.controller import ControllerMetrics
+from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.etchosts import EtchostsMetrics
 from hairpin_proxy.metrics import BUILD_INFO, Registry
 from hairpin_proxy.relay.stats import RelayMetrics

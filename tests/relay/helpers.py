@@ -27,7 +27,6 @@ from typing import Any
 
 from hairpin_proxy import proxyproto
 from hairpin_proxy.relay import server
-from hairpin_proxy.relay.engines import EngineName
 from hairpin_proxy.relay.resolve import Resolver
 from hairpin_proxy.relay.spec import parse_listeners
 from hairpin_proxy.settings import ProxySettings
@@ -38,8 +37,8 @@ from tests.peers import free_port, read_text, stop_process, wait_for
 # import wait_until from here.
 wait_until = waiting.wait_until
 
-# Every data path on every event loop, as ENGINE:LOOP; run_relay also takes a bare LOOP.
-FLAVOURS = ("epoll:uvloop", "epoll:asyncio", "transports:uvloop", "transports:asyncio")
+# Both event loops the relay runs on.
+LOOPS = ("uvloop", "asyncio")
 CHUNK = 1 << 20
 
 
@@ -260,10 +259,8 @@ class Relay:
 
 def relay_command(listen: list[str], admin_port: int, *args: str,
                   loop: str = "asyncio") -> list[str]:
-    engine, _, loop = loop.rpartition(":")
     cmd = [sys.executable, "-m", "hairpin_proxy", "proxy", "--log-format", "json",
-           "--admin-listen", f"127.0.0.1:{admin_port}", "--loop", loop,
-           "--engine", engine or "auto"]
+           "--admin-listen", f"127.0.0.1:{admin_port}", "--loop", loop]
     for spec in listen:
         cmd += ["--listen", spec]
     return cmd + list(args)
@@ -349,12 +346,12 @@ def black_hole(host: str = "127.0.0.1") -> tuple[socket.socket, list[socket.sock
 
 @contextlib.contextmanager
 def relay_in_thread(specs: list[str], resolver: Resolver | None = None,
-                    engine: EngineName = "auto", **settings: Any) -> Iterator[server.Relay]:
+                    **settings: Any) -> Iterator[server.Relay]:
     """A Relay on its own event loop in a background thread (to inject a resolver or patch);
     ``settings`` are ProxySettings fields."""
     parsed = parse_listeners(specs, target_server="unused.test", default_version="v1")
     relay = server.Relay(parsed, ProxySettings(**{"admin_listen": "", "connect_timeout": 10,
-                                                  "engine": engine, **settings}),
+                                                  **settings}),
                          resolver=resolver)
     loop = asyncio.new_event_loop()
     started = threading.Event()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.relay.helpers import (
-    FLAVOURS,
+    LOOPS,
     Upstream,
     connect,
     drain_hash,
@@ -26,7 +26,7 @@ GIB = 1 << 30
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("loop", FLAVOURS)
+@pytest.mark.parametrize("loop", LOOPS)
 def test_a_gibibyte_each_way_arrives_intact(tmp_path: Path, loop: str) -> None:
     results: dict[str, object] = {}
     with Upstream(full_duplex(GIB, 2, results)) as up, run_relay(

@@ -37,8 +37,3 @@ def test_autotuned_buffers_cost_more_and_no_limit_means_the_old_default() -> Non
     assert connection_limit(None, None, 0) == limits.UNLIMITED
     assert connection_limit(str(1 << 45), None, 65536) == limits.UNLIMITED  # capped
     assert connection_limit(str(10 * MIB), None, 65536) == 1  # below the reserve: still one
-
-
-def test_a_data_path_that_buffers_more_gets_fewer() -> None:
-    assert per_connection(65536, 256 * 1024) == per_connection(65536) + 512 * 1024
-    assert connection_limit("268435456", None, 65536, 256 * 1024) == 164

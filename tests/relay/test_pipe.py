@@ -1,6 +1,6 @@
 """Relay semantics against Python peers, with the relay run as the CLI runs it.
 
-Every test runs on both data paths (epoll, transports), each on both event loops.
+Every test runs on both event loops.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from hairpin_proxy import proxyproto
 from tests.peers import free_port
 from tests.relay.helpers import (
-    FLAVOURS,
+    LOOPS,
     Accepted,
     Upstream,
     black_hole,
@@ -38,7 +38,7 @@ from tests.relay.helpers import (
     wait_until,
 )
 
-pytestmark = pytest.mark.parametrize("loop", FLAVOURS)
+pytestmark = pytest.mark.parametrize("loop", LOOPS)
 
 LINGER_ZERO = struct.pack("ii", 1, 0)  # close() then sends a reset
 

@@ -11,15 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from hairpin_proxy.relay.engines import EngineName
 from hairpin_proxy.relay.resolve import Address, Resolver
 from tests.peers import free_port
 from tests.relay.helpers import Upstream, connect, echo, recv_all, relay_in_thread, run_relay
 
 
-@pytest.mark.parametrize("engine", ["epoll", "transports"])
-def test_round_robin_over_several_addresses_skipping_one_that_refuses(
-        engine: EngineName) -> None:
+def test_round_robin_over_several_addresses_skipping_one_that_refuses() -> None:
     first = Upstream(echo, host="127.0.0.2")
     second = Upstream(echo, host="127.0.0.3", port=first.port)
     asked: list[str] = []
@@ -31,7 +28,7 @@ def test_round_robin_over_several_addresses_skipping_one_that_refuses(
 
     port = free_port()
     with first, second, relay_in_thread([f"127.0.0.1:{port}=ingress.test:{first.port}"],
-                                        Resolver(dns), engine=engine) as relay:
+                                        Resolver(dns)) as relay:
         for i in range(12):
             with connect(port) as s:
                 s.sendall(b"%d" % i)

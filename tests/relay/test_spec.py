@@ -23,7 +23,7 @@ def p(text: str, version: str = "v1") -> ListenerSpec:
     ("127.0.0.1:8443=nginx.test:443/v2", ("127.0.0.1", 8443, "nginx.test", 443, "v2")),
     ("[::]:8080=[::1]:80/v1", ("::", 8080, "::1", 80, "v1")),
     ("[::1]:9000/v2", ("::1", 9000, TS, 9000, "v2")),
-    (":8080=backend", ("0.0.0.0", 8080, "backend", 8080, "v1")),
+    (":8080=backend", ("::", 8080, "backend", 8080, "v1")),
     (" 127.0.0.1:1=h:2 ", ("127.0.0.1", 1, "h", 2, "v1")),
 ])
 def test_specs_parse(text: str, want: tuple[object, ...]) -> None:
@@ -65,8 +65,8 @@ def test_bad_specs_are_refused_with_the_offending_text(text: str, needle: str) -
 def test_defaults_are_the_original_listeners_and_target() -> None:
     specs = parse_listeners((), target_server=DEFAULT_TARGET_SERVER, default_version="v1")
     assert [str(s) for s in specs] == [
-        f"0.0.0.0:80={DEFAULT_TARGET_SERVER}:80/v1",
-        f"0.0.0.0:443={DEFAULT_TARGET_SERVER}:443/v1",
+        f"[::]:80={DEFAULT_TARGET_SERVER}:80/v1",
+        f"[::]:443={DEFAULT_TARGET_SERVER}:443/v1",
     ]
     v6 = parse_listeners((), target_server="::1", default_version="v2")
     assert [s.target for s in v6] == ["[::1]:80", "[::1]:443"]
@@ -89,7 +89,7 @@ def test_one_address_twice_is_refused() -> None:
     ("0.0.0.0:8080=h:80@80", (8080, 80, "v1", 80, "0.0.0.0:8080=h:80/v1@80")),
     ("0.0.0.0:8443=h:443/v2@443", (8443, 443, "v2", 443, "0.0.0.0:8443=h:443/v2@443")),
     ("0.0.0.0:8443=h:443@443/v2", (8443, 443, "v2", 443, "0.0.0.0:8443=h:443/v2@443")),
-    (":8080@80", (8080, 8080, "v1", 80, "0.0.0.0:8080=ingress.example.svc:8080/v1@80")),
+    (":8080@80", (8080, 8080, "v1", 80, "[::]:8080=ingress.example.svc:8080/v1@80")),
     ("[::]:8080=[::1]:80", (8080, 80, "v1", 8080, "[::]:8080=[::1]:80/v1")),
 ])
 def test_advertised_port_suffix(text: str, want: tuple[object, ...]) -> None:

@@ -1,5 +1,5 @@
-"""Timeouts a stalled or hostile client cannot outlive, and the per-address cap, on both
-engines, with real sockets on loopback; every wait is bounded."""
+"""Timeouts a stalled or hostile client cannot outlive, and the per-address cap, with real
+sockets on loopback; every wait is bounded."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from tests.relay.helpers import (
     wait_until,
 )
 
-pytestmark = pytest.mark.parametrize("loop", ["epoll:uvloop", "transports:uvloop"])
+pytestmark = pytest.mark.parametrize("loop", ["uvloop"])
 
 
 def errors(relay: object, port: int, cause: str) -> float:

@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from hairpin_proxy import corefile
+from hairpin_proxy.controller.sinks.coredns import SinkError
+from hairpin_proxy.controller.sinks.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
+from hairpin_proxy.controller.sinks.nodelocal import NodeLocalSink
 from hairpin_proxy.doctor import facts as f
 from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
 from hairpin_proxy.policy import HostPolicy, PolicyResult, default_target, evaluate
 from hairpin_proxy.settings import DoctorSettings
-from hairpin_proxy.sinks.coredns import SinkError
-from hairpin_proxy.sinks.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
-from hairpin_proxy.sinks.nodelocal import NodeLocalSink
 from hairpin_proxy.verify.lb import LbIndex, lb_addresses
 
 T = TypeVar("T")

@@ -1,4 +1,4 @@
-"""The Linux data path: plain sockets driven from one edge-triggered epoll set.
+"""The data path: plain sockets driven from one edge-triggered epoll set (Linux).
 
 For short connections asyncio's machinery costs more than the kernel work it wraps: a
 transport per socket, a Task and a Future for the connect, a handful of callbacks. Here the
@@ -12,6 +12,9 @@ another ``recv`` (after urgent data or an error, reads go on to EAGAIN instead).
 gives the loop back after a few reads and is resumed by it. Flow control: a direction holds at
 most one read that its receiver has not taken, and reads nothing more from its source until
 that is sent.
+
+Every decision that is not about moving bytes (admission, the header, the connect and its
+timeout, how an ending is counted and logged, timeouts) is made in ``listener.py``.
 """
 
 from __future__ import annotations
@@ -26,8 +29,14 @@ from collections.abc import Callable
 from typing import Any
 
 from hairpin_proxy.metrics import CounterChild
-from hairpin_proxy.relay.resolve import Address, ConnectError, attempt_failure, gave_up
-from hairpin_proxy.relay.route import HostPort, Route, hostport, reset_on_close, size_buffers
+from hairpin_proxy.relay.listener import (
+    HostPort,
+    Listener,
+    hostport,
+    reset_on_close,
+    size_buffers,
+)
+from hairpin_proxy.relay.resolve import Address, ConnectError
 
 log = logging.getLogger("hairpin_proxy.relay")
 
@@ -59,26 +68,6 @@ _ACCEPT_SKIP = {errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.ENETDOWN, e
                 errno.ENETUNREACH}
 
 Handler = Callable[[int], None]
-
-
-class EpollEngine:
-    name = "epoll"
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.poller = Poller(loop)
-        self.listeners: list[Listener] = []
-
-    async def listen(self, route: Route, sock: socket.socket, backlog: int) -> None:
-        sock.listen(backlog)
-        self.listeners.append(Listener(self.poller, route, sock))
-
-    def stop_accepting(self) -> None:
-        for listener in self.listeners:
-            listener.close()
-
-    def close(self) -> None:
-        self.stop_accepting()
-        self.poller.close()
 
 
 class Poller:
@@ -127,7 +116,7 @@ class Poller:
                     handler(events)
                 except Exception:  # a bug must cost one connection, not the whole batch
                     owner = getattr(handler, "__self__", None)
-                    if isinstance(owner, Conn):
+                    if isinstance(owner, RelayedConnection):
                         owner.crashed()
                     else:
                         log.exception("internal error while accepting connections")
@@ -143,27 +132,34 @@ class Poller:
         self.epoll.close()
 
 
-class Listener:
-    """Accepts connections for one route on one listening socket."""
+class Acceptor:
+    """Accepts connections on one listening socket for the Listener it serves."""
 
-    def __init__(self, poller: Poller, route: Route, sock: socket.socket) -> None:
+    def __init__(self, poller: Poller, listener: Listener, sock: socket.socket) -> None:
         self.poller = poller
-        self.route = route
+        self.listener = listener
         self.sock = sock
         self.fd = sock.fileno()
         self.open = True
-        # A listener bound to one address (or advertising a fixed one) knows every header's
-        # destination already; a wildcard one asks the kernel per connection.
-        self.local = route.fixed_destination(sock.getsockname())
+        self.local: HostPort | None = None
+        self.serve(listener)
         # Level-triggered: whatever one batch leaves in the queue is reported again.
         poller.watch(self.fd, self.ready, _IN)
+
+    def serve(self, listener: Listener) -> None:
+        """Accept for ``listener`` from now on (the targets table changed this slot); the
+        socket stays open, so no client meets a closed port meanwhile."""
+        self.listener = listener
+        # A listener bound to one address (or advertising a fixed one) knows every header's
+        # destination already; a wildcard one asks the kernel per connection.
+        self.local = listener.fixed_destination(self.sock.getsockname())
 
     def ready(self, events: int) -> None:
         # socket.accept() wraps this in Python: 2-3 µs of user time per connection more
         # (interleaved pairs); the socket object is built here the same way.
         accept = self.sock._accept  # type: ignore[attr-defined]  # -> (fd, address)
         family = self.sock.family
-        poller, route, local = self.poller, self.route, self.local
+        poller, listener, local = self.poller, self.listener, self.local
         for _ in range(ACCEPT_BATCH):
             try:
                 fd, addr = accept()
@@ -176,15 +172,15 @@ class Listener:
                 if exc.errno in _ACCEPT_SKIP:
                     continue
                 log.warning("cannot accept a connection: %s", exc.strerror or exc,
-                            extra={"listener": route.spec.name, "cause": "accept_error"})
+                            extra={"listener": listener.spec.name, "cause": "accept_error"})
                 return
-            start(poller, route, socket.socket(family, socket.SOCK_STREAM, 0, fd), addr, local)
+            start(poller, listener, socket.socket(family, socket.SOCK_STREAM, 0, fd), addr, local)
 
     def _rest(self, exc: OSError) -> None:
         # Level-triggered, the queue would be reported again at once: spinning, not waiting.
         log.warning("cannot accept connections: %s; pausing this listener for %gs",
                     exc.strerror or exc, ACCEPT_RETRY,
-                    extra={"listener": self.route.spec.name, "cause": "accept_error"})
+                    extra={"listener": self.listener.spec.name, "cause": "accept_error"})
         self.poller.unwatch(self.fd)
         self.poller.loop.call_later(ACCEPT_RETRY, self._resume)
 
@@ -199,33 +195,34 @@ class Listener:
             self.sock.close()
 
 
-def start(poller: Poller, route: Route, client: socket.socket, addr: Any,
+def start(poller: Poller, listener: Listener, client: socket.socket, addr: Any,
           local: HostPort | None) -> None:
     """A client just accepted: refuse it over the limit, else connect upstream for it."""
-    if not route.admit(addr[0] if route.per_source else None):
+    peer = hostport(addr)
+    if not listener.admit(peer[0] if listener.live.per_source and peer else None):
         client.close()
         return
     if local is None:
         try:
-            local = route.destination(client.getsockname())
+            local = listener.destination(client.getsockname())
         except OSError:  # reset before we got here
             client.close()
             return
     loop = poller.loop
-    peer = hostport(addr)
-    conn = Conn(poller, route, client, peer, local, now=loop.time())
-    route.opened(conn, peer)
+    conn = RelayedConnection(poller, listener, client, peer, local, now=loop.time())
+    listener.opened(conn, peer)
     try:
-        if route.address is not None:
-            conn.connect_to(route.address)
+        if listener.address is not None:
+            conn.connect_to(listener.address)
         else:
             conn.task = loop.create_task(conn.resolve_and_connect())
     except Exception:
         conn.crashed()
 
 
-class Side:
-    """One socket of a relayed connection, and what is known about it."""
+class Peer:
+    """One of the two parties of a relayed connection (the client, or the upstream the relay
+    connected to for it): our socket to it and what it has done so far."""
 
     __slots__ = ("eof", "hup", "nbytes", "pending", "read", "role", "shut", "sock", "total",
                  "write")
@@ -244,19 +241,19 @@ class Side:
         self.nbytes = 0  # bytes read from it
 
 
-class Conn:
-    """A client connection and the upstream connection made for it."""
+class RelayedConnection:
+    """A client's connection and the upstream connection made for it, relayed to each other."""
 
     __slots__ = ("accepted_at", "addr", "client", "connected", "done", "idle_bytes",
-                 "idle_since", "peername", "poller", "route", "sockname", "task", "thorough",
+                 "idle_since", "listener", "peername", "poller", "sockname", "task", "thorough",
                  "timer", "upstream")
 
-    def __init__(self, poller: Poller, route: Route, client: socket.socket,
+    def __init__(self, poller: Poller, listener: Listener, client: socket.socket,
                  peername: HostPort | None, sockname: HostPort | None, *, now: float) -> None:
         self.poller = poller
-        self.route = route
-        self.client = Side("client", client, route.stats.bytes_up, read=True, write=True)
-        self.upstream: Side | None = None
+        self.listener = listener
+        self.client = Peer("client", client, listener.stats.bytes_up, read=True, write=True)
+        self.upstream: Peer | None = None
         self.addr: Address | None = None
         self.peername = peername
         self.sockname = sockname
@@ -282,8 +279,8 @@ class Conn:
         upstream = self.upstream
         return self.client.eof or (upstream is not None and upstream.eof)
 
-    def _upstream(self, sock: socket.socket) -> Side:
-        self.upstream = Side("upstream", sock, self.route.stats.bytes_down, read=False,
+    def _upstream(self, sock: socket.socket) -> Peer:
+        self.upstream = Peer("upstream", sock, self.listener.stats.bytes_down, read=False,
                              write=True)
         return self.upstream
 
@@ -300,8 +297,8 @@ class Conn:
         self._upstream(sock)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if self.route.socket_buffer:
-                size_buffers(sock, self.route.socket_buffer)
+            if self.listener.socket_buffer:
+                size_buffers(sock, self.listener.socket_buffer)
             rc = sock.connect_ex(addr[1])
         except OSError as exc:
             self._connect_failed(exc)
@@ -312,25 +309,16 @@ class Conn:
         self._begin()
         if not self.connected and not self.done:
             loop = self.poller.loop
-            self.timer = loop.call_at(self.accepted_at + self.route.connect_timeout,
-                                      self._expire)
+            self.timer = loop.call_at(self.listener.deadline(self.accepted_at), self._expire)
 
     async def resolve_and_connect(self) -> None:
         """A named target: the resolver picks the address (round robin, failover) and
         connects; the connected socket is then relayed like any other."""
-        route = self.route
-        spec = route.spec
         try:
-            sock = await route.resolver.connect(spec.target_host, spec.target_port,
-                                                route.connect_timeout,
-                                                buffers=route.socket_buffer)
+            sock = await self.listener.connect()
         except ConnectError as exc:
             self.task = None
             self.abort(exc.cause, exc.detail)
-            return
-        except Exception as exc:  # never expected; the client must not wait for nothing
-            self.task = None
-            self.abort("connect_error", f"cannot connect to {spec.target}: {exc!r}")
             return
         self.task = None
         if self.done:
@@ -352,10 +340,9 @@ class Conn:
         """Both sockets exist: queue the header (with what the client sent so far) and watch."""
         client, upstream = self.client, self.upstream
         assert upstream is not None
-        try:
-            header = self.route.encode(self.peername, self.sockname)
-        except ValueError as exc:  # an address the header cannot carry; never expected
-            self.abort("connect_error", f"cannot encode a PROXY header: {exc}")
+        header = self.listener.header(self.peername, self.sockname)
+        if header is None:
+            self.close()
             return
         # The client's first bytes usually wait already: they go in the header's send.
         view = self.poller.view
@@ -380,8 +367,9 @@ class Conn:
             poller.watch(client.sock.fileno(), self.client_ready)
             poller.watch(upstream.sock.fileno(), self.upstream_ready)
         except OSError as exc:  # the kernel's limit on watched descriptors, or memory
-            self.route.error("io_error", f"cannot watch the connection: {exc.strerror or exc}",
-                             self.peername)
+            self.listener.error("io_error",
+                                f"cannot watch the connection: {exc.strerror or exc}",
+                                self.peername)
             self.close()
             return
         self._move(client, upstream)
@@ -397,9 +385,8 @@ class Conn:
                 self.crashed()
 
     def _connect_failed(self, exc: BaseException | None) -> None:
-        spec = self.route.spec
         assert self.addr is not None
-        err = gave_up(spec.target_host, spec.target_port, [attempt_failure(self.addr, exc)])
+        err = self.listener.connect_failed(self.addr, exc)
         self.abort(err.cause, err.detail)
 
     def _established(self) -> None:
@@ -407,7 +394,7 @@ class Conn:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-        self.route.stats.connect_seconds.observe(self.poller.loop.time() - self.accepted_at)
+        self.listener.connected(self.accepted_at, self.poller.loop.time())
 
     # ------------------------------------------------------------------ readiness
 
@@ -451,13 +438,13 @@ class Conn:
         if events & _ERR and not self.done:
             self._unreached_error(upstream)
 
-    def _unreached_error(self, side: Side) -> None:
+    def _unreached_error(self, side: Peer) -> None:
         """An error (a reset, mostly) the moves did not get to: its direction waits for a
         slow receiver. What the side sent can no longer matter; end the pair now rather
         than when the receiver catches up or the idle timeout strikes."""
         self.lost(side.role, _pending_error(side.sock, errno.ECONNRESET))
 
-    def _note(self, side: Side, events: int) -> None:
+    def _note(self, side: Peer, events: int) -> None:
         """Take in a readiness report that is not the common one."""
         if events & (_PRI | _ERR):
             self.thorough = True
@@ -468,7 +455,7 @@ class Conn:
         if events & _WRITABLE:
             side.write = True
 
-    def _move(self, src: Side, dst: Side) -> None:
+    def _move(self, src: Peer, dst: Peer) -> None:
         """Move what ``src`` sends to ``dst`` until one of them has to wait."""
         budget = READS_PER_TURN
         while not self.done:
@@ -568,8 +555,7 @@ class Conn:
         """A socket failed: count it, and pass a reset on to the other side."""
         if self.done:
             return
-        cause = "reset" if isinstance(exc, ConnectionError) else "io_error"
-        self.route.error(cause, f"{side} connection lost: {exc}", self.peername, side)
+        self.listener.lost(self.peername, side, exc)
         self.close(reset=True)
 
     def abort(self, cause: str, detail: str, *, quiet: bool = False) -> None:
@@ -577,13 +563,13 @@ class Conn:
         ``quiet`` skips the log line."""
         if self.done:
             return
-        self.route.error(cause, detail, self.peername, quiet=quiet)
+        self.listener.error(cause, detail, self.peername, quiet=quiet)
         self.close()
 
     def crashed(self) -> None:
         """A bug surfaced while handling this connection: log it and end the connection."""
         log.exception("internal error while relaying; closing the connection",
-                      extra={"listener": self.route.spec.name})
+                      extra={"listener": self.listener.spec.name})
         try:
             self.abort("io_error", "internal error", quiet=True)
         except Exception:  # even then the batch must go on
@@ -608,7 +594,7 @@ class Conn:
             if reset:
                 reset_on_close(side.sock)
             poller.release(side.sock)
-        self.route.closed(self, self.peername, self.client.nbytes,
+        self.listener.closed(self, self.peername, self.client.nbytes,
                           upstream.nbytes if upstream is not None else 0)
 
 

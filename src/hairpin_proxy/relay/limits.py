@@ -43,24 +43,22 @@ def memory_limit(v2_max: str | None, v1_limit: str | None) -> int | None:
     return None
 
 
-def per_connection(socket_buffer: int, write_buffer: int = 0) -> int:
+def per_connection(socket_buffer: int) -> int:
     """Worst-case bytes of one connection with both directions stalled (784 KiB with the
     default 64 KiB buffers; measured with one direction stalled: 330 KiB). The kernel doubles
-    a SO_SNDBUF/SO_RCVBUF value for its bookkeeping. ``write_buffer``: what a data path
-    buffers per direction on top of one read (the transports engine's high-water mark)."""
+    a SO_SNDBUF/SO_RCVBUF value for its bookkeeping."""
     buffer = 2 * socket_buffer if socket_buffer else AUTOTUNED_BUFFER
     # One read takes at most what the sender's receive buffer held.
-    return 2 * (min(READ_SIZE, buffer) + write_buffer + 2 * buffer) + OVERHEAD
+    return 2 * (min(READ_SIZE, buffer) + 2 * buffer) + OVERHEAD
 
 
-def connection_limit(v2_max: str | None, v1_limit: str | None, socket_buffer: int,
-                     write_buffer: int = 0) -> int:
+def connection_limit(v2_max: str | None, v1_limit: str | None, socket_buffer: int) -> int:
     """The default --max-connections: what fits in the memory limit (at least 1), else
     ``UNLIMITED``, which is also the most it gives."""
     limit = memory_limit(v2_max, v1_limit)
     if limit is None:
         return UNLIMITED
-    fits = (limit - RESERVE) // per_connection(socket_buffer, write_buffer)
+    fits = (limit - RESERVE) // per_connection(socket_buffer)
     return max(1, min(UNLIMITED, fits))
 
 

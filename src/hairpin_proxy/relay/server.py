@@ -6,21 +6,20 @@ import asyncio
 import contextlib
 import logging
 import resource
+import select
 import signal
 import socket
 from collections.abc import Callable
 from typing import Any
 
-from hairpin_proxy import proxyproto
 from hairpin_proxy.addresses import format_hostport, parse_hostport
-from hairpin_proxy.admin import AdminServer, Check
+from hairpin_proxy.admin import AdminServer, Check, bind_stream
 from hairpin_proxy.logs import setup_logging
 from hairpin_proxy.metrics import Registry
-from hairpin_proxy.relay import engines
-from hairpin_proxy.relay.engines import Engine
+from hairpin_proxy.relay.epoll import Acceptor, Poller
 from hairpin_proxy.relay.limits import connection_limit, read_cgroup
+from hairpin_proxy.relay.listener import Listener, LiveConnections, Timeouts, size_buffers
 from hairpin_proxy.relay.resolve import ConnectError, Resolver, dns_resolver
-from hairpin_proxy.relay.route import Connection, Encoder, Route, size_buffers
 from hairpin_proxy.relay.spec import (
     ListenerSpec,
     ListenerSpecError,
@@ -28,6 +27,13 @@ from hairpin_proxy.relay.spec import (
     parse_listeners,
 )
 from hairpin_proxy.relay.stats import RelayMetrics, dns_failures
+from hairpin_proxy.relay.targets import (
+    REASONS,
+    TableError,
+    TableSlot,
+    TableWatcher,
+    slot_listeners,
+)
 from hairpin_proxy.settings import ProxySettings
 
 log = logging.getLogger("hairpin_proxy.relay")
@@ -35,50 +41,31 @@ log = logging.getLogger("hairpin_proxy.relay")
 BACKLOG = socket.SOMAXCONN
 
 
-ENCODERS: dict[str, Encoder] = {"v1": proxyproto.encode_v1, "v2": proxyproto.encode_v2}
-
-
 class StartupError(Exception):
     """The relay cannot start (a listener cannot bind, an option cannot work)."""
 
 
 def bind(spec: ListenerSpec, buffers: int = 0) -> list[socket.socket]:
-    """Bound (not yet listening) sockets for a listener; ``[::]`` also accepts IPv4.
-    ``buffers``: SO_SNDBUF/SO_RCVBUF, which accepted sockets inherit (0: autotuned)."""
+    """Bound (not yet listening) sockets for a listener; ``[::]`` also accepts IPv4 (or is
+    0.0.0.0 where there is no IPv6). ``buffers``: SO_SNDBUF/SO_RCVBUF, which accepted sockets
+    inherit (0: autotuned)."""
+    def prepare(sock: socket.socket) -> None:
+        # Accepted sockets inherit it: small writes (TLS handshakes) go out at once.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        size_buffers(sock, buffers)
+
     try:
-        infos = socket.getaddrinfo(spec.listen_host, spec.listen_port, type=socket.SOCK_STREAM,
-                                   flags=socket.AI_PASSIVE)
+        return bind_stream(spec.listen_host, spec.listen_port, prepare)
     except OSError as exc:
-        raise StartupError(f"cannot listen on {spec.name}: {exc}") from None
-    sockets: list[socket.socket] = []
-    seen: set[Any] = set()
-    try:
-        for family, _, _, _, sockaddr in infos:
-            if sockaddr in seen:
-                continue
-            seen.add(sockaddr)
-            sock = socket.socket(family, socket.SOCK_STREAM)
-            sockets.append(sock)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            # Accepted sockets inherit it: small writes (TLS handshakes) go out at once.
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            size_buffers(sock, buffers)
-            if family == socket.AF_INET6:
-                # Dual stack only for the wildcard; IPv4 clients then show up IPv4-mapped,
-                # which the header encodes as TCP4.
-                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY,
-                                0 if sockaddr[0] == "::" else 1)
-            sock.bind(sockaddr)
-            sock.setblocking(False)
-    except OSError as exc:
-        for sock in sockets:
-            sock.close()
         raise StartupError(f"cannot listen on {spec.name}: {exc.strerror or exc}") from None
-    return sockets
 
 
 class Relay:
-    """Every listener of one process, the connections they carry and their metrics."""
+    """Every listener of one process, the connections they carry and their metrics.
+
+    The listeners of ``--listen`` (or the defaults) live as long as the process; those of the
+    targets table (``--targets-file``) come and go with it.
+    """
 
     def __init__(self, specs: tuple[ListenerSpec, ...], settings: ProxySettings, *,
                  resolver: Resolver | None = None, registry: Registry | None = None) -> None:
@@ -90,22 +77,45 @@ class Relay:
         self.dns_failures = dns_failures(self.registry)
         if self.resolver.on_failure is None:
             self.resolver.on_failure = self._dns_failed
-        self.live: set[Connection] = set()
         self.max_connections = max_connections(settings)
-        sources: dict[str, int] = {}  # connections per client address, every listener
-        self.routes = [Route(spec=spec, stats=self.metrics.for_listener(spec.name),
-                             resolver=self.resolver, encode=ENCODERS[spec.version],
-                             connect_timeout=settings.connect_timeout,
-                             max_connections=self.max_connections, live=self.live,
-                             address=self.resolver.literal(spec.target_host, spec.target_port),
-                             advertise_host=settings.advertise_address or None,
-                             per_source=settings.max_connections_per_source, sources=sources,
-                             socket_buffer=settings.socket_buffer)
-                       for spec in specs]
-        self.engine: Engine | None = None
+        self.live = LiveConnections(self.max_connections, settings.max_connections_per_source)
+        self.timeouts = Timeouts(idle=max(settings.idle_timeout, 0.0),
+                                 first_byte=max(settings.first_byte_timeout, 0.0),
+                                 half_close=max(settings.half_close_timeout, 0.0))
+        advertise = settings.advertise_address or None
+        self.listeners = [self.listener(spec, advertise) for spec in specs]
+        self.acceptors: list[Acceptor] = []
+        self.poller: Poller | None = None
+        self.table = TableListeners(self)
         self.admin: AdminServer | None = None
         self.draining = False
-        self._sweeper: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def listener(self, spec: ListenerSpec, advertise: str | None) -> Listener:
+        """The run-time state of one listener spec; ``advertise``: the header's destination
+        address (None: the address the client connected to)."""
+        return Listener(spec=spec, stats=self.metrics.for_listener(spec.name),
+                        resolver=self.resolver, connect_timeout=self.settings.connect_timeout,
+                        live=self.live, advertise_host=advertise,
+                        socket_buffer=self.settings.socket_buffer)
+
+    def accept(self, listener: Listener, socks: list[socket.socket]) -> list[Acceptor]:
+        """Start accepting on bound sockets (owned from now on) for ``listener``."""
+        assert self.poller is not None
+        listener.loop = self.poller.loop
+        acceptors = []
+        try:
+            while socks:
+                socks[0].listen(BACKLOG)
+                acceptors.append(Acceptor(self.poller, listener, socks[0]))
+                socks.pop(0)
+        except BaseException:
+            for sock in socks:
+                sock.close()
+            for acceptor in acceptors:
+                acceptor.close()
+            raise
+        return acceptors
 
     def _dns_failed(self, host: str, stale: bool, why: str) -> None:
         del why  # logged by the resolver (stale) or with each failed connection
@@ -113,20 +123,13 @@ class Relay:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        for route in self.routes:
-            route.loop = loop
-        bound = [(route, bind(route.spec, self.settings.socket_buffer)) for route in self.routes]
-        engine = self.engine = engines.create(engines.available(self.settings.engine), loop)
+        bound = [(listener, bind(listener.spec, self.settings.socket_buffer))
+                 for listener in self.listeners]
+        self.poller = Poller(loop)
         try:
-            for route, socks in bound:
-                while socks:
-                    await engine.listen(route, socks[0], BACKLOG)
-                    socks.pop(0)  # the engine owns it now
-                spec = route.spec
-                log.info("relaying", extra={
-                    "listen": spec.name, "target": spec.target, "proxy_protocol": spec.version,
-                    "header_destination": format_hostport(
-                        route.advertise_host or "<client-dialed address>", spec.header_port)})
+            for listener, socks in bound:
+                self.acceptors += self.accept(listener, socks)
+                log_listening(listener)
             if self.settings.admin_listen:
                 self.admin = AdminServer(self.registry, ready=self.ready,
                                          check_timeout=self.settings.connect_timeout + 1.0)
@@ -137,54 +140,47 @@ class Relay:
                                        f"{self.settings.admin_listen}: {exc}") from None
                 log.info("admin endpoint listening", extra={"listen": self.settings.admin_listen})
         except BaseException:
-            engine.close()
+            self.stop_accepting()
+            self.poller.close()
             for _, socks in bound:
                 for sock in socks:
                     sock.close()
             raise
-        self._sweeper = loop.create_task(self._sweep_idle())
+        period = self.timeouts.period
+        if period is not None:
+            self._tasks.append(loop.create_task(self._sweep(period)))
+        if self.settings.targets_file is not None:
+            watcher = TableWatcher(self.settings.targets_file, self.table.apply,
+                                   self.table.refused)
+            self._tasks.append(loop.create_task(watcher.run(self.settings.targets_poll)))
 
-    async def _sweep_idle(self) -> None:
-        """Close connections that outstay a timeout: no first byte from the client, silence
-        after one side finished (half-close), or no byte either way (idle).
-
-        One periodic pass instead of a timer per connection keeps the per-chunk path free
-        of timer work; each timeout is honoured to within a quarter of the shortest one
-        (at most 1 s).
-        """
-        settings = self.settings
-        idle, first, half = (max(t, 0.0) for t in (settings.idle_timeout,
-                                                   settings.first_byte_timeout,
-                                                   settings.half_close_timeout))
-        enabled = [t for t in (idle, first, half) if t > 0]
-        if not enabled:
-            return
-        idle = idle or float("inf")
+    async def _sweep(self, period: float) -> None:
+        """Close connections that outstay a timeout (see Timeouts)."""
         loop = asyncio.get_running_loop()
-        period = min(max(min(enabled) / 4, 0.05), 1.0)
+        timeouts, live = self.timeouts, self.live
         while True:
             await asyncio.sleep(period)
-            now = loop.time()
-            for pipe in list(self.live):
-                moved = pipe.moved()
-                if moved != pipe.idle_bytes:
-                    pipe.idle_bytes, pipe.idle_since = moved, now
-                    if not first:
-                        continue
-                cause = expired(pipe, now, idle, first, half)
-                if cause is not None:
-                    pipe.abort(*cause)
+            timeouts.sweep(live.conns, loop.time())
+
+    def stop_accepting(self) -> None:
+        """Close every listening socket; connections already accepted go on."""
+        for acceptor in self.acceptors:
+            acceptor.close()
+        self.table.stop_accepting()
 
     async def ready(self) -> Check:
-        """Ready when every listener's target resolves and accepts a TCP connection.
+        """Ready when every ``--listen`` listener's target resolves and accepts a TCP
+        connection.
 
         The probe only connects and closes: it sends no header, so it works whatever the
-        target's PROXY settings and gives its logs no malformed request to report.
+        target's PROXY settings and gives its logs no malformed request to report. The
+        targets table's listeners are left out on purpose: one unreachable Gateway must not
+        take every proxy pod out of its Service, the default target's traffic with it.
         """
         if self.draining:
             return Check(False, "draining: shutting down")
         targets = list(dict.fromkeys((r.spec.target_host, r.spec.target_port, r.spec.target)
-                                     for r in self.routes))
+                                     for r in self.listeners))
         results = await asyncio.gather(*(self._probe(h, p) for h, p, _ in targets))
         failed = [f"target {t} not reachable ({err.cause}): {err.detail}"
                   for (_, _, t), err in zip(targets, results, strict=True) if err is not None]
@@ -205,61 +201,137 @@ class Relay:
         """Stop accepting, let connections finish for ``grace`` seconds, then close the rest."""
         self.draining = True
         self.metrics.draining.set(1)
-        if self.engine is not None:
-            self.engine.stop_accepting()
-        drained = asyncio.Event()
-        for route in self.routes:
-            route.drained = drained
-        if self.live:
-            log.info("draining", extra={"connections": len(self.live), "grace_period": grace})
+        self.table.frozen = True  # a table that changes now must not open new listeners
+        self.stop_accepting()
+        live = self.live
+        drained = live.drained = asyncio.Event()
+        if live.conns:
+            log.info("draining", extra={"connections": len(live), "grace_period": grace})
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(drained.wait(), grace)
-        if self.live:
+        if live.conns:
             # One line for all of them: a busy relay would otherwise log thousands.
             log.warning("grace period over; closing the remaining connections",
-                        extra={"connections": len(self.live), "cause": "shutdown"})
-            for pipe in list(self.live):
-                pipe.abort("shutdown", "closed at the end of the grace period", quiet=True)
+                        extra={"connections": len(live), "cause": "shutdown"})
+            for conn in list(live.conns):
+                conn.abort("shutdown", "closed at the end of the grace period", quiet=True)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(drained.wait(), 2.0)
         await self.close()
 
     async def close(self) -> None:
-        if self._sweeper is not None:
-            self._sweeper.cancel()
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._sweeper
-        if self.engine is not None:
-            self.engine.stop_accepting()
-        for pipe in list(self.live):
-            pipe.abort("shutdown", "relay closed", quiet=True)
-        if self.engine is not None:
-            self.engine.close()
+                await task
+        self.table.frozen = True
+        self.stop_accepting()
+        for conn in list(self.live.conns):
+            conn.abort("shutdown", "relay closed", quiet=True)
+        if self.poller is not None:
+            self.poller.close()
+            self.poller = None
         if self.admin is not None:
             await self.admin.close()
 
 
-def expired(conn: Connection, now: float, idle: float, first: float,
-            half: float) -> tuple[str, str] | None:
-    """(cause, detail) of the timeout ``conn`` has outstayed at ``now``, if any (0 disables
-    ``first`` and ``half``; ``idle`` is infinite when disabled)."""
-    if first and now - conn.accepted_at >= first and conn.client_bytes() == 0:
-        return "first_byte_timeout", f"the client sent nothing for {first:g}s"
-    quiet = now - conn.idle_since
-    if half and quiet >= half and conn.half_closed():
-        return "half_close_timeout", f"one side finished and the other was silent for {half:g}s"
-    if quiet >= idle:
-        return "idle_timeout", f"no data either way for {idle:g}s"
-    return None
+class TableListeners:
+    """The listeners of the targets table, changed in place as the table changes.
+
+    Keyed by listen port. A new port is bound before anything else changes, so a table whose
+    ports cannot be bound is refused whole and the last good one keeps serving. A removed
+    port's sockets are closed (its established connections go on to their end); a changed
+    one keeps its sockets and serves new connections under a new Listener, while established
+    ones finish under the one they were accepted with.
+    """
+
+    def __init__(self, relay: Relay) -> None:
+        self.relay = relay
+        self.served: dict[int, tuple[Listener, list[Acceptor]]] = {}
+        self.frozen = False  # shutting down: tables are no longer applied
+        registry = relay.registry
+        self.slots = registry.gauge("hairpin_proxy_targets_table_slots",
+                                    "Slots of the targets table being served.")
+        errors = registry.counter(
+            "hairpin_proxy_targets_table_errors_total",
+            "Targets tables refused (the last good one kept serving), by reason.", ["reason"])
+        self.errors = {reason: errors.labels(reason) for reason in REASONS}
+
+    def apply(self, slots: tuple[TableSlot, ...]) -> None:
+        """Serve exactly ``slots`` from now on, or TableError (nothing changed)."""
+        if self.frozen:
+            return
+        relay = self.relay
+        fixed = {spec.listen_port: spec for spec in relay.specs}
+        wanted: dict[int, tuple[ListenerSpec, str | None, TableSlot]] = {}
+        for slot in slots:
+            for spec, advertise in slot_listeners(slot):
+                if spec.listen_port in fixed:
+                    raise TableError("conflict", f"target {slot.key}: listen port "
+                                                 f"{spec.listen_port} is --listen "
+                                                 f"{fixed[spec.listen_port].name}'s")
+                wanted[spec.listen_port] = (spec, advertise, slot)
+        bound: dict[int, list[socket.socket]] = {}
+        try:
+            for port, (spec, _, _) in wanted.items():
+                if port not in self.served:
+                    bound[port] = bind(spec, relay.settings.socket_buffer)
+        except StartupError as exc:
+            for socks in bound.values():
+                for sock in socks:
+                    sock.close()
+            raise TableError("conflict", str(exc)) from None
+        for port in [p for p in self.served if p not in wanted]:
+            listener, acceptors = self.served.pop(port)
+            for acceptor in acceptors:
+                acceptor.close()
+            log.info("stopped relaying; established connections go on",
+                     extra={"listen": listener.spec.name})
+        for port, (spec, advertise, slot) in wanted.items():
+            served = self.served.get(port)
+            if served is not None:
+                old, acceptors = served
+                if (old.spec, old.advertise_host) == (spec, advertise):
+                    continue
+                listener = relay.listener(spec, advertise)
+                listener.loop = old.loop
+                for acceptor in acceptors:
+                    acceptor.serve(listener)
+            else:
+                listener = relay.listener(spec, advertise)
+                acceptors = relay.accept(listener, bound.pop(port))
+            self.served[port] = (listener, acceptors)
+            log_listening(listener, target_key=slot.key, slot=slot.slot)
+        self.slots.set(len(slots))
+
+    def refused(self, reason: str, detail: str) -> None:
+        """Count and log a table that was not applied."""
+        self.errors[reason].inc()
+        log.error(f"targets table refused, the last good one stays: {detail}", extra={
+            "targets_file": str(self.relay.settings.targets_file), "reason": reason})
+
+    def stop_accepting(self) -> None:
+        for _, acceptors in self.served.values():
+            for acceptor in acceptors:
+                acceptor.close()
+
+
+def log_listening(listener: Listener, **extra: Any) -> None:
+    """The start-up line (or the table's) saying what listens where and how it relays."""
+    spec = listener.spec
+    log.info("relaying", extra={
+        "listen": spec.name, "target": spec.target, "proxy_protocol": spec.version,
+        "header_destination": format_hostport(
+            listener.advertise_host or "<client-dialed address>", spec.header_port), **extra})
 
 
 def max_connections(settings: ProxySettings) -> int:
     """--max-connections, or when 0 what the container's memory limit holds."""
     if settings.max_connections:
         return settings.max_connections
-    # The transports engine buffers up to its high-water mark per direction besides a read.
-    buffered = 256 * 1024 if engines.available(settings.engine) == "transports" else 0
-    return connection_limit(*read_cgroup(), settings.socket_buffer, buffered)
+    return connection_limit(*read_cgroup(), settings.socket_buffer)
 
 
 async def serve(specs: tuple[ListenerSpec, ...], settings: ProxySettings) -> int:
@@ -315,7 +387,10 @@ def run(settings: ProxySettings) -> int:
         if settings.workers != 1:
             raise StartupError(f"--workers {settings.workers}: only 1 worker per process is "
                                "supported; run more replicas to scale out")
-        for name in ("connect_timeout", "grace_period"):
+        if not hasattr(select, "epoll"):
+            raise StartupError("the proxy relays with Linux's epoll, which this platform does "
+                               "not have (select.epoll)")
+        for name in ("connect_timeout", "grace_period", "targets_poll"):
             if getattr(settings, name) <= 0:
                 raise StartupError(f"--{name.replace('_', '-')} must be positive")
         for name in ("max_connections", "max_connections_per_source", "socket_buffer"):
@@ -330,7 +405,6 @@ def run(settings: ProxySettings) -> int:
         specs = parse_listeners(settings.listen, target_server=settings.target_server,
                                 default_version=settings.proxy_protocol)
         loop_name, factory = loop_factory(settings.loop)
-        engine = engines.available(settings.engine)
     except (StartupError, ListenerSpecError, ValueError) as exc:
         log.error(str(exc))
         return 2
@@ -338,6 +412,6 @@ def run(settings: ProxySettings) -> int:
     if not settings.max_connections:
         log.info("connection limit from the memory limit", extra={"max_connections": limit})
     raise_fd_limit(limit)
-    log.debug("event loop", extra={"loop": loop_name, "engine": engine})
+    log.debug("event loop", extra={"loop": loop_name})
     with asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(serve(specs, settings))

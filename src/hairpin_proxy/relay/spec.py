@@ -80,9 +80,10 @@ def _bare_host(text: str) -> str:
 def parse_listener(text: str, *, target_server: str, default_version: Version) -> ListenerSpec:
     """Parse one spec; without ``=TARGET`` the target is ``target_server`` on the same port.
 
-    ``:PORT`` (no address) listens on every IPv4 address; ``=HOST`` without a port keeps the
-    listen port. ``@PORT`` at the end (before or after the version) is the destination port
-    the PROXY header advertises instead of the listen port.
+    ``:PORT`` (no address) is ``[::]:PORT``: every address, IPv4 and IPv6 (IPv4 only where
+    the host has no IPv6); ``=HOST`` without a port keeps the listen port. ``@PORT`` at the
+    end (before or after the version) is the destination port the PROXY header advertises
+    instead of the listen port.
     """
     raw = text.strip()
     if not raw:
@@ -106,7 +107,7 @@ def parse_listener(text: str, *, target_server: str, default_version: Version) -
         raw = head
     listen_text, eq, target_text = raw.partition("=")
     if listen_text.startswith(":"):
-        listen_text = "0.0.0.0" + listen_text
+        listen_text = "[::]" + listen_text
     try:
         listen_host, listen_port = parse_hostport(listen_text)
     except ValueError as exc:
@@ -130,7 +131,9 @@ def parse_listener(text: str, *, target_server: str, default_version: Version) -
 
 def default_specs(target_server: str) -> tuple[str, ...]:
     host = format_hostport(_bare_host(target_server), 1).rsplit(":", 1)[0]
-    return tuple(f"0.0.0.0:{listen}={host}:{target}" for listen, target in DEFAULT_PORTS)
+    # [::]: one socket for IPv4 and IPv6 clients, so IPv6-only and dual-stack clusters work
+    # with the defaults (where the host has no IPv6, the bind falls back to 0.0.0.0).
+    return tuple(f"[::]:{listen}={host}:{target}" for listen, target in DEFAULT_PORTS)
 
 
 def parse_listeners(texts: Iterable[str], *, target_server: str,

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hairpin_proxy import corefile
+from hairpin_proxy.controller.sinks.configmap import Mutate, rewrite_key
 from hairpin_proxy.kube.client import JsonObj
-from hairpin_proxy.sinks.configmap import Mutate, rewrite_key
+
+# (hosts, what they resolve to): one per target that has hosts.
+Groups = tuple[tuple[tuple[str, ...], corefile.Answers], ...]
 
 
 class SinkError(RuntimeError):
@@ -21,9 +24,9 @@ class CorednsSink:
     key: str
     target: str
     dns_port: int = 53
-    # The last edit, (text before, hosts, answers, text after): the watch echoes our own write
+    # The last edit, (text before, hosts, groups, text after): the watch echoes our own write
     # back and most reconciles change nothing, so neither needs a fresh parse.
-    _memo: dict[str, tuple[str, tuple[str, ...], corefile.Answers, str]] = field(
+    _memo: dict[str, tuple[str, tuple[str, ...], Groups, str]] = field(
         default_factory=dict, compare=False, repr=False)
 
     @property
@@ -59,20 +62,30 @@ class CorednsSink:
         last = self._memo.get("last")
         return last[0] if last is not None and text == last[3] else None
 
-    def edit(self, text: str, hosts: Sequence[str], answers: corefile.Answers) -> str:
-        """corefile.apply, remembering the last edit (apply is idempotent). No address to
-        answer with means no rules: a name is never sent nowhere."""
-        wanted = tuple(hosts) if answers else ()
+    def held_answers(self, cm: JsonObj | None) -> dict[str, corefile.Answers]:
+        """Host → what our rules answer for it now."""
+        return corefile.managed_groups(self.text(cm), target=self.target,
+                                       dns_port=self.dns_port)
+
+    def edit(self, text: str, groups: Groups) -> str:
+        """corefile.apply, remembering the last edit (apply is idempotent). Groups without an
+        address to answer with get no rules: a name is never sent nowhere."""
+        groups = tuple((hosts, answers) for hosts, answers in groups if answers and hosts)
         last = self._memo.get("last")
-        if last is not None and (wanted, answers) == last[1:3] and text in (last[0], last[3]):
+        if last is not None and groups == last[2] and text in (last[0], last[3]):
             return last[3]
-        new = corefile.apply(text, wanted, answers=answers, target=self.target,
-                             dns_port=self.dns_port)
-        self._memo["last"] = (text, wanted, answers, new)
+        if len(groups) == 1:
+            # One target: the single-set call, whose output earlier versions wrote too.
+            new = corefile.apply(text, groups[0][0], answers=groups[0][1], target=self.target,
+                                 dns_port=self.dns_port)
+        else:
+            new = corefile.apply(text, groups, target=self.target, dns_port=self.dns_port)
+        hosts = tuple(sorted({h for hs, _ in groups for h in hs}))
+        self._memo["last"] = (text, hosts, groups, new)
         return new
 
-    def mutate(self, hosts: Sequence[str], answers: corefile.Answers) -> Mutate:
-        return self._rewrite(lambda text: self.edit(text, hosts, answers))
+    def mutate(self, groups: Groups) -> Mutate:
+        return self._rewrite(lambda text: self.edit(text, groups))
 
     def removal(self) -> Mutate:
         """The uninstall change: our rules out, the rest byte for byte as it was."""

@@ -6,11 +6,18 @@ per line). Other keys are left alone.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from hairpin_proxy.controller.metrics import ControllerMetrics
+from hairpin_proxy.controller.sinks import Desired
+from hairpin_proxy.controller.sinks.configmap import MANAGED_BY, Mutate
+from hairpin_proxy.controller.tracker import WriteTracker
 from hairpin_proxy.kube.client import JsonObj
-from hairpin_proxy.sinks.configmap import MANAGED_BY, Mutate
+from hairpin_proxy.kube.watch import Reflector
+
+log = logging.getLogger("hairpin_proxy.controller")
 
 
 def lines(items: Sequence[str]) -> str:
@@ -54,3 +61,31 @@ class PublishedSink:
             cm["data"] = {**old, **data}
             return cm
         return change
+
+
+class PublishedWriter:
+    """The pass's last step: the hosts and the proxy Service's addresses (``service`` watches
+    it) in the published ConfigMap (``configmap`` watches it)."""
+
+    # Our namespace, and the published hosts with it, is going away on uninstall.
+    during_uninstall = False
+
+    def __init__(self, sink: PublishedSink, tracker: WriteTracker, metrics: ControllerMetrics,
+                 *, configmap: Reflector, service: Reflector, service_key: str) -> None:
+        self.sink = sink
+        self.configmap = configmap
+        self.service = service
+        self.service_key = service_key  # "namespace/name" of the proxy Service
+        self.tracker = tracker
+        self.metrics = metrics
+
+    async def write(self, desired: Desired) -> None:
+        hosts = desired.hosts
+        svc = self.service.get(self.service_key)
+        pub = self.tracker.current(self.configmap, self.sink.namespace, self.sink.name)
+        written = await self.tracker.write(self.sink.namespace, self.sink.name,
+                                           self.sink.mutate(hosts, service_addresses(svc)), pub)
+        if written.changed:
+            self.metrics.writes.labels("published").inc()
+            log.info("published hosts updated", extra={"configmap": self.sink.where,
+                                                       "hosts": len(hosts)})

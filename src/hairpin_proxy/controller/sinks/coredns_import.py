@@ -6,12 +6,12 @@ cleanup may delete it again when nothing else lives in it).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hairpin_proxy import corefile
+from hairpin_proxy.controller.sinks.configmap import MANAGED_BY, Mutate
+from hairpin_proxy.controller.sinks.coredns import Groups
 from hairpin_proxy.kube.client import JsonObj
-from hairpin_proxy.sinks.configmap import MANAGED_BY, Mutate
 
 
 @dataclass(frozen=True)
@@ -25,8 +25,10 @@ class ImportSink:
     def where(self) -> str:
         return f"{self.namespace}/{self.name}[{self.key}]"
 
-    def mutate(self, hosts: Sequence[str], answers: corefile.Answers) -> Mutate:
-        snippet = corefile.import_snippet(hosts if answers else (), answers=answers)
+    def mutate(self, groups: Groups) -> Mutate:
+        groups = tuple((hosts, answers) for hosts, answers in groups if answers and hosts)
+        snippet = (corefile.import_snippet(groups[0][0], answers=groups[0][1])
+                   if len(groups) == 1 else corefile.import_snippet(groups))
 
         def change(cm: JsonObj | None) -> JsonObj | None:
             if cm is None:

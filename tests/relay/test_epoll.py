@@ -1,5 +1,5 @@
-"""What only the epoll data path does: its dispatcher, and the cases it handles beyond the shared
-semantics (tests/relay/test_pipe.py runs those on every engine)."""
+"""The epoll data path's own machinery: its dispatcher, resets behind slow receivers, running
+out of descriptors, yielding the loop (tests/relay/test_pipe.py covers the relay's promises)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from hairpin_proxy.relay import engines
-from hairpin_proxy.relay.engines import epoll
-from hairpin_proxy.relay.engines.epoll import Poller
+from hairpin_proxy.relay import epoll, server
+from hairpin_proxy.relay.epoll import Poller
+from hairpin_proxy.settings import ProxySettings
 from tests.peers import free_port
 from tests.relay.helpers import (
     Upstream,
@@ -38,7 +38,7 @@ from tests.relay.helpers import (
     wait_until,
 )
 
-EPOLL = ("epoll:uvloop", "epoll:asyncio")
+LOOPS = ("uvloop", "asyncio")
 LINGER_ZERO = struct.pack("ii", 1, 0)
 
 
@@ -47,7 +47,7 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-@pytest.mark.parametrize("loop", EPOLL)
+@pytest.mark.parametrize("loop", LOOPS)
 def test_a_client_reset_while_the_upstream_connects_ends_the_pair_at_once(
         tmp_path: Path, loop: str) -> None:
     """Not only when the connect times out: the client's socket is watched from the start."""
@@ -78,7 +78,7 @@ def test_a_client_reset_while_the_upstream_connects_ends_the_pair_at_once(
             sock.close()
 
 
-@pytest.mark.parametrize("loop", EPOLL)
+@pytest.mark.parametrize("loop", LOOPS)
 @pytest.mark.parametrize("who", ["client", "upstream"])
 def test_a_reset_behind_a_slow_receiver_ends_the_pair_at_once(
         tmp_path: Path, loop: str, who: str) -> None:
@@ -111,7 +111,7 @@ def test_a_reset_behind_a_slow_receiver_ends_the_pair_at_once(
                 pass
 
 
-@pytest.mark.parametrize("loop", EPOLL)
+@pytest.mark.parametrize("loop", LOOPS)
 def test_out_of_descriptors_the_listener_rests_then_recovers(tmp_path: Path, loop: str) -> None:
     """Accepting fails while the process has no descriptor left: the listener pauses (no busy
     loop, a warning per pause) and takes the waiting client once descriptors are free."""
@@ -158,19 +158,19 @@ def test_a_long_stream_yields_the_loop_between_turns_and_carries_on(
     the loop back and is resumed by it, since no new edge will come for those bytes."""
     monkeypatch.setattr(epoll, "READS_PER_TURN", 1)
     resumed = []
-    again = epoll.Conn._again
+    again = epoll.RelayedConnection._again
 
-    def counted(conn: epoll.Conn) -> None:
+    def counted(conn: epoll.RelayedConnection) -> None:
         resumed.append(1)
         again(conn)
 
-    monkeypatch.setattr(epoll.Conn, "_again", counted)
+    monkeypatch.setattr(epoll.RelayedConnection, "_again", counted)
     size = 64 << 20
     results: dict[str, object] = {}
 
     port = free_port()
     with Upstream(full_duplex(size, 4, results, timeout=120)) as up, relay_in_thread(
-            [f"127.0.0.1:{port}=127.0.0.1:{up.port}"], engine="epoll",
+            [f"127.0.0.1:{port}=127.0.0.1:{up.port}"],
             socket_buffer=0), connect(port) as s:  # autotuned: reads can outrun a turn
         s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
         sender = threading.Thread(
@@ -200,7 +200,7 @@ def test_a_connection_that_cannot_be_watched_is_closed_not_leaked(
     port = free_port()
     caplog.set_level(logging.WARNING, logger="hairpin_proxy.relay")
     with Upstream(echo) as up, relay_in_thread(
-            [f"127.0.0.1:{port}=127.0.0.1:{up.port}"], engine="epoll") as relay:
+            [f"127.0.0.1:{port}=127.0.0.1:{up.port}"]) as relay:
         listener = f"127.0.0.1:{port}"
         with connect(port) as s:
             s.sendall(b"x")
@@ -295,10 +295,8 @@ def test_a_socket_released_during_a_batch_is_closed_after_it() -> None:
         sock.close()
 
 
-def test_auto_is_epoll_where_the_platform_has_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert engines.available("auto") == "epoll"
-    assert engines.available("transports") == "transports"
+def test_without_epoll_the_proxy_refuses_to_start(monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.delattr("select.epoll")
-    assert engines.available("auto") == "transports"
-    with pytest.raises(ValueError, match="needs Linux"):
-        engines.available("epoll")
+    assert server.run(ProxySettings(admin_listen="")) == 2
+    assert "Linux's epoll" in capsys.readouterr().err

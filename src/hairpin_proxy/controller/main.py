@@ -1,0 +1,194 @@
+"""The controller's entry points: ``controller`` (run: settings checked, signals, admin
+server, the reconciler until stopped) and ``cleanup`` (run_cleanup: the uninstall step)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+
+from hairpin_proxy import corefile
+from hairpin_proxy.admin import AdminServer, serve_admin
+from hairpin_proxy.controller.metrics import ControllerMetrics
+from hairpin_proxy.controller.reconciler import Controller
+from hairpin_proxy.controller.sinks.configmap import write_configmap
+from hairpin_proxy.controller.sinks.coredns import CorednsSink, SinkError
+from hairpin_proxy.controller.sinks.coredns_import import ImportSink
+from hairpin_proxy.controller.sinks.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
+from hairpin_proxy.controller.sinks.nodelocal import NodeLocalSink
+from hairpin_proxy.kube import config as kconfig
+from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
+from hairpin_proxy.logs import setup_logging
+from hairpin_proxy.metrics import Registry
+from hairpin_proxy.settings import CleanupSettings, ControllerSettings
+from hairpin_proxy.verify import parse_servers
+
+log = logging.getLogger("hairpin_proxy.controller")
+
+
+def _settings_error(s: ControllerSettings) -> str:
+    if s.leader_elect and not s.retry_period < s.renew_deadline < s.lease_duration:
+        return "--retry-period < --renew-deadline < --lease-duration is required"
+    if not 0.0 <= s.mass_removal_fraction <= 1.0:
+        return "--mass-removal-fraction must be between 0 and 1"
+    if s.watch_timeout <= 0:
+        return "--watch-timeout must be positive"
+    if s.verify_interval <= 0:
+        return "--verify-interval must be positive"
+    if s.write_interval < 0 or s.rules_budget <= 0 or s.proxy_grace < 0:
+        return "--write-interval and --proxy-grace must not be negative, --rules-budget positive"
+    if not 0 < s.dns_ttl <= corefile.MAX_TTL:
+        return f"--dns-ttl must be 1 to {corefile.MAX_TTL} seconds"
+    try:
+        parse_servers(s.verify_resolver)
+    except ValueError as exc:
+        return f"--verify-resolver: {exc}"
+    return ""
+
+
+def _install_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        # Not available off the main thread (in-process runs); the caller stops us then.
+        with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+
+
+def _client(cluster: kconfig.ClusterConfig, metrics: ControllerMetrics | None) -> KubeClient:
+    def count(verb: str, status: int) -> None:
+        if metrics is not None:
+            metrics.requests.labels(verb, str(status)).inc()
+    return KubeClient.from_cluster(cluster, on_response=count)
+
+
+async def _serve(settings: ControllerSettings, cluster: kconfig.ClusterConfig,
+                 stop: asyncio.Event | None = None) -> int:
+    stop = stop or asyncio.Event()
+    _install_signals(stop)
+    registry = Registry()
+    metrics = ControllerMetrics(registry)
+    namespace = kconfig.own_namespace(settings.namespace, cluster)
+    client = _client(cluster, metrics)
+    ctl = Controller(settings, client, namespace, metrics)
+    log.info("controller starting", extra={
+        "server": cluster.server, "config": cluster.source, "namespace": namespace,
+        "mode": settings.mode, "target": ctl.target, "identity": ctl.identity,
+        "configmap": ctl.rules.where})
+    admin: AdminServer | None = None
+    if settings.admin_listen:
+        admin = await serve_admin(registry, settings.admin_listen, ready=ctl.ready)
+        if admin is None:
+            await client.close()
+            return 1
+    main = asyncio.create_task(ctl.run())
+    stopper = asyncio.create_task(stop.wait())
+    code = 0
+    try:
+        await asyncio.wait([main, stopper], return_when=asyncio.FIRST_COMPLETED)
+        if main.done() and not main.cancelled() and main.exception() is not None:
+            log.critical("controller failed", exc_info=main.exception())
+            code = 1
+        else:
+            log.info("stopping")
+            if ctl.withdrawal.uninstalling and not ctl.withdrawal.written.is_set():
+                # SIGTERM in the middle of an uninstall: finish withdrawing the rules first.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(ctl.withdrawal.written.wait(), 5.0)
+    finally:
+        stopper.cancel()
+        main.cancel()
+        await asyncio.gather(main, stopper, return_exceptions=True)
+        if ctl.elector is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(ctl.elector.release(), 5)
+        if admin is not None:
+            await admin.close()
+        await client.close()
+    return code
+
+
+def _setup_logging(level: str, fmt: str) -> None:
+    setup_logging(level, fmt)
+    # The HTTP stack logs every request at INFO and every socket step at DEBUG.
+    for name in ("httpx2", "httpcore2", "httpx", "httpcore"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def run(settings: ControllerSettings) -> int:
+    _setup_logging(settings.log_level, settings.log_format)
+    problem = _settings_error(settings)
+    if problem:
+        log.error("bad settings", extra={"error": problem})
+        return 2
+    try:
+        cluster = kconfig.load(settings.kubeconfig)
+    except kconfig.KubeConfigError as exc:
+        log.error("cannot reach Kubernetes", extra={"error": str(exc)})
+        return 1
+    return asyncio.run(_serve(settings, cluster))
+
+
+async def _cleanup(s: CleanupSettings, client: KubeClient, namespace: str) -> int:
+    if s.mode == "coredns":
+        sink = CorednsSink(s.configmap_namespace, s.configmap_name, s.configmap_key,
+                           corefile.DEFAULT_TARGET, s.dns_port)
+        try:
+            outcome = (await write_configmap(client, sink.namespace, sink.name,
+                                             sink.removal())).outcome
+        except SinkError as exc:
+            log.warning("nothing to remove from CoreDNS", extra={"error": str(exc)})
+            outcome = "absent"
+        log.info("CoreDNS rules removed" if outcome == "updated" else "no CoreDNS rules to "
+                 "remove", extra={"configmap": sink.where})
+    else:
+        isink = ImportSink(s.configmap_namespace, s.import_configmap_name, s.import_key, "")
+        outcome = (await write_configmap(client, isink.namespace, isink.name,
+                                         isink.removal())).outcome
+        log.info("import key removed" if outcome == "updated" else "no import key to remove",
+                 extra={"configmap": isink.where})
+        path = resource_path("v1", "configmaps", isink.namespace, isink.name)
+        if ImportSink.ours_and_empty(await client.get(path)) and await client.delete(path):
+            log.info("deleted the import ConfigMap we had created",
+                     extra={"configmap": f"{isink.namespace}/{isink.name}"})
+    for ns, name in NODE_LOCAL_CANDIDATES:
+        nsink = NodeLocalSink(ns, name)
+        try:
+            outcome = (await write_configmap(client, ns, name, nsink.removal())).outcome
+        except (SinkError, ApiError) as exc:
+            log.debug("no node-local-dns rules removed", extra={"configmap": nsink.where,
+                                                                "error": str(exc)})
+            continue
+        if outcome == "updated":
+            log.info("node-local-dns rules removed", extra={"configmap": nsink.where})
+    published = resource_path("v1", "configmaps", namespace, s.publish_configmap)
+    if await client.delete(published):
+        log.info("deleted the published hosts", extra={
+            "configmap": f"{namespace}/{s.publish_configmap}"})
+    return 0
+
+
+async def _cleanup_main(s: CleanupSettings, cluster: kconfig.ClusterConfig) -> int:
+    client = _client(cluster, None)
+    namespace = kconfig.own_namespace(s.namespace, cluster)
+    try:
+        return await _cleanup(s, client, namespace)
+    except corefile.CorefileError as exc:
+        log.error("cleanup failed: the Corefile cannot be parsed; nothing was changed",
+                  extra={"error": str(exc)})
+    except ApiError as exc:
+        log.error("cleanup failed", extra={"error": str(exc)})
+    finally:
+        await client.close()
+    return 1
+
+
+def run_cleanup(settings: CleanupSettings) -> int:
+    """The uninstall step: our Corefile block (or import key) and the published hosts go."""
+    _setup_logging(settings.log_level, settings.log_format)
+    try:
+        cluster = kconfig.load(settings.kubeconfig)
+    except kconfig.KubeConfigError as exc:
+        log.error("cannot reach Kubernetes", extra={"error": str(exc)})
+        return 1
+    return asyncio.run(_cleanup_main(settings, cluster))

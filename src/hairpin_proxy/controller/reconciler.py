@@ -1,0 +1,375 @@
+"""The reconciler: caches → one pass → every sink, and the loop that decides when a pass runs.
+
+    source (list+watch) ──▶ policy ──▶ rules budget ──▶ verification ──▶ removal guard
+        ──▶ sinks: DNS rules (Corefile block or import key), node-local-dns, published hosts
+            (each a PUT with resourceVersion; 409 → re-read, re-apply)
+        rejections ──▶ rate-limited Events
+
+Only the Lease holder writes, and every write is fenced: a Lease lost mid-pass stops the pass
+before its next request. Standbys keep their caches warm so that a takeover needs no relist.
+Every input change just marks the state dirty; one loop turns "dirty" into at most one write
+per destination, so bursts coalesce and nothing is lost when changes arrive mid-write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import gc
+import logging
+import os
+import secrets
+import socket
+import time
+from collections.abc import Callable, Iterable
+
+from hairpin_proxy import corefile
+from hairpin_proxy.admin import Check
+from hairpin_proxy.controller.background import Background
+from hairpin_proxy.controller.budget import RulesBudget
+from hairpin_proxy.controller.corefile_facts import CorefileFacts
+from hairpin_proxy.controller.events import Reports
+from hairpin_proxy.controller.guard import HeldDrops, RemovalGuard
+from hairpin_proxy.controller.metrics import ControllerMetrics
+from hairpin_proxy.controller.preflight import Preflight
+from hairpin_proxy.controller.sinks import Desired, RulesSink, Sink
+from hairpin_proxy.controller.sinks.coredns import CorednsSink, SinkError
+from hairpin_proxy.controller.sinks.coredns_import import ImportSink
+from hairpin_proxy.controller.sinks.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
+from hairpin_proxy.controller.sinks.nodelocal import NodeLocalWriter
+from hairpin_proxy.controller.sinks.nudge import CorednsNudge
+from hairpin_proxy.controller.sinks.published import PublishedSink, PublishedWriter
+from hairpin_proxy.controller.sinks.rules import CorefileRules, ImportRules, RulesWriting
+from hairpin_proxy.controller.sources.ingress import IngressSource
+from hairpin_proxy.controller.tracker import NotLeading, WriteTracker
+from hairpin_proxy.controller.verification import Verification
+from hairpin_proxy.controller.withdrawal import Withdrawal
+from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
+from hairpin_proxy.kube.events import EventRecorder
+from hairpin_proxy.kube.lease import LeaderElector
+from hairpin_proxy.kube.watch import Backoff, Reflector
+from hairpin_proxy.policy import HostPolicy, PolicyResult, default_target
+from hairpin_proxy.settings import ControllerSettings
+from hairpin_proxy.slim import slim_service
+from hairpin_proxy.verify import HostChecker, make_resolver
+
+log = logging.getLogger("hairpin_proxy.controller")
+
+
+class _Done(Exception):
+    """The pass has nothing more to write."""
+
+
+def identity() -> str:
+    """Pod name plus a random suffix, so a restarted pod is a new candidate."""
+    host = os.environ.get("HOSTNAME") or socket.gethostname()
+    return f"{host}_{secrets.token_hex(4)}"
+
+
+class Controller:
+    def __init__(self, settings: ControllerSettings, client: KubeClient, namespace: str,
+                 metrics: ControllerMetrics) -> None:
+        s = settings
+        self.settings = s
+        self.client = client
+        self.namespace = namespace
+        self.metrics = metrics
+        self.identity = identity()
+        self.target = s.legacy_target or default_target(s.cluster_domain, s.proxy_service,
+                                                                namespace)
+        self.policy = HostPolicy.from_settings(s, self.target)
+        # Grows whenever the policy changes (the Corefile's served zones), so that the
+        # source knows when its last result no longer holds.
+        self._policy_gen = 0
+        self.dirty = asyncio.Event()
+        self.corefile_sink = CorednsSink(s.configmap_namespace, s.configmap_name,
+                                         s.configmap_key, self.target, s.dns_port)
+        self.import_sink = ImportSink(s.configmap_namespace, s.import_configmap_name,
+                                      s.import_key, self.target)
+        self.published = PublishedSink(namespace, s.publish_configmap)
+        self.guard = RemovalGuard(s.mass_removal_fraction, s.mass_removal_grace,
+                                  s.allow_mass_removal)
+        self.events = EventRecorder(client, instance=self.identity, interval=s.event_interval)
+        self.elector: LeaderElector | None = None
+        if s.leader_elect:
+            self.elector = LeaderElector(
+                client, namespace=namespace, name=s.lease_name, identity=self.identity,
+                lease_duration=s.lease_duration, renew_deadline=s.renew_deadline,
+                retry_period=s.retry_period, on_change=self._leader_changed)
+        else:
+            metrics.leader.set(1)
+        self.background = Background()
+        self.tracker = WriteTracker(client, self.is_leader, metrics.conflicts.inc)
+
+        def reflector(path: str, kind: str, name: str | None = None,
+                      labels: str | None = None,
+                      transform: Callable[[JsonObj], JsonObj] | None = None) -> Reflector:
+            params = {"fieldSelector": f"metadata.name={name}"} if name else {}
+            if labels:
+                params["labelSelector"] = labels
+            made = Reflector(client, path, kind=kind, params=params, on_change=self.dirty.set,
+                             silence_timeout=s.watch_timeout, on_restart=self._watch_restarted,
+                             transform=transform)
+            if name:
+                made.on_change = lambda: self._one_changed(made)
+            return made
+
+        self.source = IngressSource(reflector, s.include_namespace, self.policy, metrics)
+        self.coredns = reflector(resource_path("v1", "configmaps", s.configmap_namespace),
+                                 "coredns-configmap", s.configmap_name)
+        self.import_cm = reflector(resource_path("v1", "configmaps", s.configmap_namespace),
+                                   "import-configmap", s.import_configmap_name)
+        self.service = reflector(resource_path("v1", "services", namespace), "proxy-service",
+                                 s.proxy_service)
+        self.published_cm = reflector(resource_path("v1", "configmaps", namespace),
+                                      "published-configmap", s.publish_configmap)
+        self.slices = reflector(resource_path("discovery.k8s.io/v1", "endpointslices", namespace),
+                                "proxy-endpointslices",
+                                labels=f"kubernetes.io/service-name={s.proxy_service}")
+        self.own_namespace = reflector(resource_path("v1", "namespaces"), "own-namespace",
+                                       namespace)
+        self.node_local = [reflector(resource_path("v1", "configmaps", ns), f"configmap {name}",
+                                     name) for ns, name in NODE_LOCAL_CANDIDATES]
+        self.reflectors = [*self.source.reflectors, self.coredns, self.service,
+                           self.published_cm, self.slices, self.own_namespace]
+        self.reports = Reports(self.events, metrics, self.background, s.event_interval,
+                               self.source.involved)
+        self.verification: Verification | None = None
+        if s.verify_hosts == "on":
+            checker = HostChecker(make_resolver(s.verify_resolver), interval=s.verify_interval,
+                                  on_change=self.dirty.set)
+            lb_services = reflector(resource_path("v1", "services"), "services",
+                                    transform=slim_service)
+            self.reflectors.append(lb_services)
+            self.verification = Verification(checker, lb_services, self.source, metrics,
+                                             self.reports, wake=self.dirty.set)
+        if s.node_local_dns == "auto":
+            self.reflectors += self.node_local
+        if s.mode == "coredns-import":
+            self.reflectors.append(self.import_cm)
+        self.synced_once = False
+        self.held = HeldDrops(self.guard, metrics, self.dirty.set)
+        self.budget = RulesBudget(s.rules_budget, metrics)
+        self.withdrawal = Withdrawal(s, namespace, service=self.service, slices=self.slices,
+                                     own_namespace=self.own_namespace, coredns=self.coredns,
+                                     metrics=metrics, reports=self.reports, wake=self.dirty.set)
+        self.facts = CorefileFacts(self.corefile_sink, metrics, self.reports,
+                                   self._served_zones)
+        self.preflight = Preflight(s, client, self.coredns, self.corefile_sink, metrics)
+        self.rules = self._rules_sink()
+        self.node_local_writer = NodeLocalWriter(self.node_local, s.cluster_domain,
+                                                 self.tracker, metrics, self.reports)
+        # In the order a pass writes them: the DNS rules first (the others follow them).
+        self.sinks: list[Sink] = [self.rules]
+        if s.node_local_dns == "auto":
+            self.sinks.append(self.node_local_writer)
+        self.sinks.append(PublishedWriter(self.published, self.tracker, metrics,
+                                          configmap=self.published_cm, service=self.service,
+                                          service_key=f"{namespace}/{s.proxy_service}"))
+
+    def _rules_sink(self) -> RulesSink:
+        s = self.settings
+        nudge = CorednsNudge(self.client, s.configmap_namespace, s.coredns_selector,
+                             lambda: self.is_leader() or self.withdrawal.uninstalling)
+        writing = RulesWriting(self.tracker, self.metrics, self.background, nudge,
+                               s.nudge_coredns, lambda: self.withdrawal.uninstalling)
+        if s.mode == "coredns":
+            return CorefileRules(self.corefile_sink, writing)
+        return ImportRules(self.import_sink, writing, import_cm=self.import_cm,
+                           published=self.published, published_cm=self.published_cm)
+
+    # ------------------------------------------------------------------ state
+
+    def is_leader(self) -> bool:
+        return self.elector is None or self.elector.is_leader
+
+    def caches_synced(self) -> bool:
+        return all(r.synced.is_set() for r in self.reflectors)
+
+    def _leader_changed(self, leading: bool) -> None:
+        self.metrics.leader.set(1 if leading else 0)
+        if leading:
+            # Write at once: the previous leader may have died with work pending.
+            self.dirty.set()
+
+    def _one_changed(self, reflector: Reflector) -> None:
+        """A watched single object changed: dirty, unless its data is what we last wrote
+        there (our own write coming back, often before the answer to the PUT: that change was
+        the outcome of a pass, and another would find nothing to do)."""
+        objs = list(reflector.cache.values())
+        if not (objs and all(map(self.tracker.is_ours, objs))):
+            self.dirty.set()
+
+    def _watch_restarted(self, kind: str, why: str) -> None:
+        self.metrics.watch_restarts.labels(kind, why).inc()
+
+    def _served_zones(self, zones: tuple[str, ...]) -> None:
+        """Zones the Corefile serves itself are refused as hosts: a policy change."""
+        if zones != self.policy.served_zones:
+            self.policy = dataclasses.replace(self.policy, served_zones=zones)
+            self._policy_gen += 1
+            log.info("zones the Corefile serves itself are never redirected",
+                     extra={"zones": ",".join(zones)})
+
+    async def ready(self) -> Check:
+        if not self.caches_synced():
+            waiting = [r.kind for r in self.reflectors if not r.synced.is_set()]
+            return Check(False, "caches not synced: " + ", ".join(waiting))
+        if self.elector is not None and not self.elector.decided:
+            return Check(False, "leader election pending")
+        if self.is_leader() and not self.synced_once:
+            return Check(False, "first sync not done")
+        withdrawn = self.withdrawal.reason
+        notes = "".join(f"; {note}" for note in (
+            f"rules withdrawn: {withdrawn}" if withdrawn and self.is_leader() else "",
+            *self.node_local_writer.notes.values()) if note)
+        return Check(True, ("ok (leader)" if self.is_leader() else "ok (standby)") + notes)
+
+    # ------------------------------------------------------------------ loop
+
+    async def run(self) -> None:
+        tasks = [asyncio.create_task(r.run(), name=f"watch {r.kind}") for r in self.reflectors]
+        if self.elector is not None:
+            tasks.append(asyncio.create_task(self.elector.run(), name="leader election"))
+        tasks.append(asyncio.create_task(self._loop(), name="reconcile"))
+        if self.verification is not None:
+            tasks.append(self.verification.checker.start())
+        tasks.append(asyncio.create_task(self.preflight.run(), name="warnings"))
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            for task in done:
+                if not task.cancelled() and task.exception() is not None:
+                    raise task.exception()  # type: ignore[misc]
+        finally:
+            if self.verification is not None:
+                await self.verification.checker.stop()
+            background = self.background.tasks
+            for task in [*tasks, *background]:
+                task.cancel()
+            await asyncio.gather(*tasks, *background, return_exceptions=True)
+
+    async def _loop(self) -> None:
+        debounce = max(0.0, self.settings.debounce)
+        # A steady trickle of changes must not postpone the write for ever.
+        cap = max(1.0, 10 * debounce)
+        backoff = Backoff(base=0.5, cap=10.0)
+        loop = asyncio.get_running_loop()
+        last_pass = -cap
+        while True:
+            await self.dirty.wait()
+            first = loop.time()
+            # A change after a quiet spell is written at once; more changes right behind a
+            # pass are a burst, and wait until it is over (or the cap).
+            while first - last_pass < debounce:
+                self.dirty.clear()
+                left = first + cap - loop.time()
+                if left <= 0:
+                    break
+                try:
+                    await asyncio.wait_for(self.dirty.wait(), min(debounce, left))
+                except TimeoutError:
+                    break
+            self.dirty.clear()
+            hold = self.tracker.last_rules_write + self.settings.write_interval - loop.time()
+            if hold > 0 and not self.withdrawal.uninstalling:
+                # A write not long ago: CoreDNS reloads on every change, so an Ingress that
+                # flaps in a loop must not make it reload without end.
+                self.metrics.throttled.inc()
+                await asyncio.sleep(hold)
+                self.dirty.clear()
+            try:
+                ok = await self.reconcile()
+            except Exception:
+                # A defect must not stop the other watches or the lease; keep the last good
+                # state and try again later.
+                log.exception("reconcile crashed; will retry")
+                self.metrics.reconciles.labels("crash").inc()
+                self.tracker.forget_writes()
+                ok = False
+            last_pass = loop.time()
+            if ok:
+                backoff.reset()
+            else:
+                await asyncio.sleep(backoff.next_delay())
+                self.dirty.set()
+
+    async def reconcile(self) -> bool:
+        """One pass; False when it should be retried after a backoff."""
+        self.tracker.new_pass()
+        if not self.caches_synced():
+            return True
+        self.withdrawal.check_uninstall()
+        if not self.is_leader():
+            return self._not_leading()
+        started = time.perf_counter()
+        s = self.settings
+        coredns_cm = self.tracker.current(self.coredns, s.configmap_namespace, s.configmap_name)
+        self.facts.learn(coredns_cm)
+        # Uninstalling is a race with the namespace's deletion (our service account goes with
+        # it): the withdrawal is written before anything else is computed.
+        result = (PolicyResult((), (), {}, ()) if self.withdrawal.uninstalling
+                  else await self.source.evaluate(self.policy, self._policy_gen))
+        result = self.budget.apply(result, self.source.claims(result))
+        self.metrics.hosts_rejected.set(len(result.rejections))
+        self.reports.rejections(result.rejections)
+        try:
+            answers, withdrawn = self.withdrawal.answers()
+            self.withdrawal.set_reason(withdrawn)
+            held = await self.rules.read(coredns_cm)
+            wanted = await self._verified(result, held.hosts)
+            hosts = () if withdrawn else self.held.hosts(wanted, held.hosts)
+            desired = Desired(hosts, answers, held)
+            for sink in self.sinks:
+                if self.withdrawal.uninstalling and not sink.during_uninstall:
+                    # Our namespace, and what lives there, is going away: nothing can be
+                    # created there any more, and the DNS rules are already gone.
+                    raise _Done
+                await sink.write(desired)
+        except _Done:
+            pass
+        except NotLeading:
+            return self._not_leading()
+        except corefile.CorefileError as exc:
+            # Never write what we cannot parse; the next change to the ConfigMap retries.
+            self.metrics.parse_errors.inc()
+            self.metrics.reconciles.labels("corefile_error").inc()
+            log.error("cannot edit the Corefile; leaving it alone",
+                      extra={"configmap": self.corefile_sink.where, "error": str(exc)})
+            return True
+        except SinkError as exc:
+            self.metrics.reconciles.labels("target_missing").inc()
+            log.error("cannot write the rules", extra={"error": str(exc)})
+            return True
+        except ApiError as exc:
+            self.tracker.forget_writes()
+            self.metrics.reconciles.labels("error").inc()
+            log.warning("reconcile failed; will retry", extra={"error": str(exc)})
+            return False
+        self.metrics.reconciles.labels("ok").inc()
+        self.metrics.hosts_managed.set(len(hosts))
+        self.metrics.last_sync.set(time.time())
+        self.metrics.duration.observe(time.perf_counter() - started)
+        if self.withdrawal.uninstalling:
+            self.withdrawal.written.set()
+        if not self.synced_once:
+            self.synced_once = True
+            # The caches now hold most of what this process will keep (tens of thousands of
+            # dicts with 10,000 Ingresses): out of the cyclic GC's sight, so its full
+            # collections no longer walk them in the middle of later reconciles.
+            gc.freeze()
+            log.info("first sync done", extra={"hosts": len(hosts),
+                                               "rejected": len(result.rejections)})
+        return True
+
+    async def _verified(self, result: PolicyResult, previous: Iterable[str]
+                        ) -> tuple[str, ...]:
+        """The hosts of ``result`` that verification lets through (all without it, and none
+        is checked while uninstalling)."""
+        if self.verification is None or self.withdrawal.uninstalling:
+            return result.hosts
+        return await self.verification.verified(result, previous)
+
+    def _not_leading(self) -> bool:
+        # A standby is done. A leader whose renewal is merely overdue must try again soon:
+        # it will not hear "became leader" again when the renewal goes through.
+        return self.elector is None or not self.elector.holds_lease

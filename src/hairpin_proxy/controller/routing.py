@@ -1,0 +1,201 @@
+"""Every host to the data plane that serves it: claims → targets → slots → answers.
+
+The pure decisions live in ``targets.plan``; this shell feeds them the caches (data-plane
+Services, IngressClasses, Gateways and the implementations' own settings), remembers the slot
+table the proxies mount, and tells the pass which answer each host gets:
+
+- a host of the default target answers with the proxy Service ``hairpin-proxy``;
+- a host of slot ``i`` answers with ``hairpin-proxy-t<i>``'s ClusterIPs once that slot has
+  been in the published table for ``--target-settle`` seconds (the proxies mount the table
+  through the kubelet's ConfigMap volume sync); until then it keeps what the rules answer for
+  it now, or gets no rule yet.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from hairpin_proxy import corefile
+from hairpin_proxy.claims import Claim
+from hairpin_proxy.controller.sinks.published import service_addresses
+from hairpin_proxy.controller.sources import MakeReflector
+from hairpin_proxy.controller.sources.gateway import GatewaySource
+from hairpin_proxy.controller.sources.ingress import IngressSource
+from hairpin_proxy.kube.client import JsonObj, resource_path
+from hairpin_proxy.kube.watch import Reflector
+from hairpin_proxy.targets import table
+from hairpin_proxy.targets.mapping import MapEntry
+from hairpin_proxy.targets.plan import Plan, plan
+from hairpin_proxy.targets.resolve import CILIUM_CONFIGMAP, INGRESS_NGINX_CONFIGMAP, TargetFacts
+from hairpin_proxy.targets.slots import service_name
+
+log = logging.getLogger("hairpin_proxy.controller")
+
+TABLE_KEY = "targets.json"
+# When each target first appeared in the table (unix seconds): the settle delay counts from it.
+PUBLISHED_KEY = "published.json"
+
+
+def slim_service(obj: JsonObj) -> JsonObj:
+    """What verification, discovery and our own per-target Services read of a Service."""
+    out: JsonObj = {k: obj[k] for k in ("apiVersion", "kind") if k in obj}
+    meta = obj.get("metadata")
+    keep = ("name", "namespace", "uid", "resourceVersion", "labels", "annotations",
+            "ownerReferences")
+    out["metadata"] = {k: meta[k] for k in keep if k in meta} if isinstance(meta, dict) else {}
+    spec = obj.get("spec")
+    if isinstance(spec, dict):
+        out["spec"] = {k: spec[k] for k in ("type", "ports", "clusterIP", "clusterIPs",
+                                            "selector", "ipFamilies", "ipFamilyPolicy")
+                       if k in spec}
+    status = obj.get("status")
+    if isinstance(status, dict) and isinstance(status.get("loadBalancer"), dict):
+        out["status"] = {"loadBalancer": status["loadBalancer"]}
+    return out
+
+
+def read_published(cm: JsonObj | None) -> dict[str, float]:
+    raw = ((cm or {}).get("data") or {}).get(PUBLISHED_KEY)
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else {}
+    except ValueError:
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    return {k: float(v) for k, v in value.items()
+            if isinstance(k, str) and isinstance(v, int | float) and not isinstance(v, bool)}
+
+
+def read_slots(cm: JsonObj | None) -> dict[str, int]:
+    raw = ((cm or {}).get("data") or {}).get(TABLE_KEY)
+    if not isinstance(raw, str):
+        return {}
+    try:
+        return {e.key: e.slot for e in table.decode(raw)}
+    except table.TableError as exc:
+        log.warning("the published targets table is unreadable; slots start afresh",
+                    extra={"error": str(exc)})
+        return {}
+
+
+@dataclass
+class Routed:
+    """One pass's routing: the plan, and what each routed host answers with."""
+
+    plan: Plan
+    # Hosts not on the default target → their answers (those without any are left out).
+    answers: dict[str, corefile.Answers] = field(default_factory=dict)
+    # Hosts the pass must leave out for now (a new slot still settling, a Service not there).
+    waiting: set[str] = field(default_factory=set)
+
+
+class Routing:
+    def __init__(self, reflector: MakeReflector, namespace: str, *,
+                 target_map: Mapping[str, MapEntry], services: Reflector,
+                 ingress: IngressSource, gateway: GatewaySource | None,
+                 cluster_domain: str, max_targets: int, settle: float, dns_ttl: int,
+                 table_configmap: str, wake_in: Callable[[float], None]) -> None:
+        self.namespace = namespace
+        self.target_map = target_map
+        self.services = services
+        self.ingress = ingress
+        self.gateway = gateway
+        self.cluster_domain = cluster_domain
+        self.max_targets = max_targets
+        self.settle = settle
+        self.dns_ttl = dns_ttl
+        self.table_configmap = table_configmap
+        self.wake_in = wake_in
+        self.nginx_configmaps = reflector(resource_path("v1", "configmaps"),
+                                          "ingress-nginx-configmaps", INGRESS_NGINX_CONFIGMAP)
+        self.cilium_configmap = reflector(resource_path("v1", "configmaps", CILIUM_CONFIGMAP[0]),
+                                          "cilium-config", CILIUM_CONFIGMAP[1])
+        self.table_cm = reflector(resource_path("v1", "configmaps", namespace),
+                                  "targets-configmap", table_configmap)
+        self._told: dict[str, str] = {}
+
+    @property
+    def reflectors(self) -> list[Reflector]:
+        return [self.nginx_configmaps, self.cilium_configmap, self.table_cm]
+
+    def facts(self) -> TargetFacts:
+        configmaps = {f"{(cm.get('metadata') or {}).get('namespace')}/"
+                      f"{(cm.get('metadata') or {}).get('name')}": cm
+                      for r in (self.nginx_configmaps, self.cilium_configmap)
+                      for cm in r.cache.values()}
+        g = self.gateway
+        return TargetFacts(
+            services=list(self.services.cache.values()),
+            ingress_classes={str((c.get("metadata") or {}).get("name")): c
+                             for c in self.ingress.classes.cache.values()},
+            gateways=g.gateways() if g else {},
+            gateway_classes=g.gateway_classes_by_name() if g else {},
+            configmaps=configmaps,
+            client_traffic_policies=g.client_traffic_policies() if g else (),
+            nginx_proxies=g.nginx_proxies() if g else {},
+            cluster_domain=self.cluster_domain)
+
+    def route(self, claims: Iterable[Claim], table_cm: JsonObj | None,
+              held: Mapping[str, corefile.Answers]) -> Routed:
+        """The plan for ``claims`` and what each non-default host answers with now.
+        ``table_cm`` is the targets ConfigMap as the pass knows it; ``held`` what the rules
+        answer for each host now."""
+        p = plan(claims, self.facts(), self.target_map, read_slots(table_cm),
+                 self.max_targets)
+        self._tell(p)
+        published = read_published(table_cm)
+        now = time.time()
+        routed = Routed(p)
+        for host, key in p.routes.items():
+            if key == "default":
+                continue
+            since = published.get(key)
+            svc = self.services.get(f"{self.namespace}/{service_name(p.slots[key])}")
+            addresses = service_addresses(svc)
+            left = self.settle - (now - since) if since is not None else self.settle
+            if left <= 0 and addresses:
+                routed.answers[host] = corefile.Answers.of(addresses, self.dns_ttl)
+                continue
+            if left > 0:
+                self.wake_in(left + 0.05)
+            before = held.get(host)
+            if before:
+                # Still settling: the host keeps what it resolves to now.
+                routed.answers[host] = before
+            else:
+                routed.waiting.add(host)
+        return routed
+
+    def _tell(self, p: Plan) -> None:
+        """One log line per change of a target's state (not per pass)."""
+        now: dict[str, str] = {}
+        for key, target in p.targets.items():
+            now[key] = (f"relayed to {target.service} (found by {target.found_by}), PROXY "
+                        f"{target.proxy} (from {target.proxy_source}), slot {p.slots[key]}")
+        for key, why in p.unresolved.items():
+            now[key] = f"not redirected ({why.problem}): {why.message}"
+        for key, words in now.items():
+            if self._told.get(key) != words:
+                (log.warning if "target-" in words and "no-proxy" not in words
+                 else log.info)("target", extra={"target": key, "state": words})
+        self._told = now
+
+
+def involved_of(ingress: IngressSource, gateway: GatewaySource | None
+                ) -> Callable[[str, str], Any]:
+    """The Event target for an origin "namespace/name": its Ingress, else a route of that
+    name (Rejections name no kind; an Ingress and a route of one name share the Event)."""
+    def find(namespace: str, name: str) -> JsonObj | None:
+        found = ingress.involved(namespace, name)
+        if found is None and gateway is not None:
+            for kind in ("HTTPRoute", "GRPCRoute", "TLSRoute"):
+                found = gateway.involved(kind, namespace, name)
+                if found is not None:
+                    break
+        return found
+    return find

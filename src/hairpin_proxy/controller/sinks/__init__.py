@@ -1,0 +1,88 @@
+"""Where the controller's host list goes, in the order a pass writes them: the DNS rules (the
+CoreDNS Corefile itself, or the key of the ConfigMap it imports), node-local-dns's Corefile,
+the published hosts for the etchosts agents.
+
+Each module holds one destination: the edit of its ConfigMap (a pure function of the current
+object: ``CorednsSink``, ``ImportSink``, ``NodeLocalSink``, ``PublishedSink``, also read by
+``doctor`` and ``cleanup``) and the pass's step that writes it (a ``Sink``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from hairpin_proxy import corefile
+from hairpin_proxy.controller.sinks.coredns import Groups
+from hairpin_proxy.kube.client import JsonObj
+
+
+@dataclass(frozen=True)
+class Held:
+    """What the DNS rules hold as the pass starts."""
+
+    # The ConfigMap the rules live in, as the pass read it (every edit starts from it).
+    cm: JsonObj | None
+    hosts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Desired:
+    """What one pass writes everywhere."""
+
+    # The managed hosts, after verification, the removal guard and withdrawal.
+    hosts: tuple[str, ...]
+    # What hosts of the default target resolve to (none: every rule is withdrawn).
+    answers: corefile.Answers
+    held: Held
+    # Hosts of other targets → what they resolve to (their target's proxy Service).
+    routed: Mapping[str, corefile.Answers] = field(default_factory=dict)
+
+    def groups(self) -> Groups:
+        """The hosts by what they resolve to; hosts whose answer is empty get no rule (a name
+        is never sent nowhere)."""
+        if not self.routed:
+            return ((self.hosts, self.answers),) if self.hosts and self.answers else ()
+        default: list[str] = []
+        by_answers: dict[corefile.Answers, list[str]] = {}
+        for host in self.hosts:
+            answers = self.routed.get(host)
+            if answers is None:
+                default.append(host)
+            else:
+                by_answers.setdefault(answers, []).append(host)
+        out = [(tuple(default), self.answers)] if default and self.answers else []
+        out += [(tuple(hosts), answers) for answers, hosts in by_answers.items() if answers]
+        return tuple(out)
+
+    def entries(self) -> dict[str, tuple[str, ...]]:
+        """Every host that has a rule → the addresses it resolves to."""
+        return {host: (*answers.ipv4, *answers.ipv6) for hosts, answers in self.groups()
+                for host in hosts}
+
+
+class Sink(Protocol):
+    @property
+    def during_uninstall(self) -> bool:
+        """Whether it is still written while we are being uninstalled (our namespace, and
+        what lives there, is going away: nothing can be created there any more)."""
+        ...
+
+    async def write(self, desired: Desired) -> None:
+        """Bring the destination in step. Every write goes through the write tracker, which
+        raises ``NotLeading`` once the Lease is lost; ApiError, SinkError and CorefileError
+        end the pass (unless the sink handles them as its own problem)."""
+        ...
+
+
+class RulesSink(Sink, Protocol):
+    """The first sink of a pass: the DNS rules, whose current hosts the pass starts from."""
+
+    @property
+    def where(self) -> str: ...
+
+    async def read(self, corefile_cm: JsonObj | None) -> Held:
+        """What the rules hold now; ``corefile_cm`` is the CoreDNS ConfigMap as the pass
+        read it at its start."""
+        ...

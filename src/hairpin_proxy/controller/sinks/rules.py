@@ -1,0 +1,123 @@
+"""The pass's first step: the DNS rules, in the Corefile itself (``--mode coredns``) or in the
+key of the ConfigMap the Corefile imports (``--mode coredns-import``)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from hairpin_proxy.controller.background import Background
+from hairpin_proxy.controller.metrics import ControllerMetrics
+from hairpin_proxy.controller.sinks import Desired, Held
+from hairpin_proxy.controller.sinks.configmap import Mutate
+from hairpin_proxy.controller.sinks.coredns import CorednsSink
+from hairpin_proxy.controller.sinks.coredns_import import ImportSink
+from hairpin_proxy.controller.sinks.nudge import CorednsNudge
+from hairpin_proxy.controller.sinks.published import PublishedSink, parse_lines
+from hairpin_proxy.controller.tracker import WriteTracker, resource_version
+from hairpin_proxy.kube.client import JsonObj
+from hairpin_proxy.kube.watch import Reflector
+
+log = logging.getLogger("hairpin_proxy.controller")
+
+
+@dataclass(frozen=True)
+class RulesWriting:
+    """What both modes write with."""
+
+    tracker: WriteTracker
+    metrics: ControllerMetrics
+    background: Background
+    nudge: CorednsNudge
+    # --nudge-coredns: nudge after every write (without it, only the withdrawal on uninstall).
+    nudge_always: bool
+    uninstalling: Callable[[], bool]
+
+
+class _Rules:
+    """What both modes do once the edit is known: the fenced write, its log line and metric,
+    and the nudge that makes CoreDNS see it sooner."""
+
+    during_uninstall = True
+
+    def __init__(self, what: str, writing: RulesWriting) -> None:
+        self.what = what  # the writes_total label
+        self.w = writing
+
+    async def _write(self, where: str, namespace: str, name: str, mutate: Mutate,
+                     desired: Desired) -> None:
+        w = self.w
+        hosts = desired.hosts
+        written = await w.tracker.write(namespace, name, mutate, desired.held.cm)
+        if written.changed:
+            w.tracker.rules_written()
+            w.metrics.writes.labels(self.what).inc()
+            before = set(desired.held.hosts)
+            kept = len(before.intersection(hosts))
+            log.info("rules updated", extra={"target": where,
+                                              "action": written.outcome,
+                                              "hosts": len(hosts),
+                                              "added": len(hosts) - kept,
+                                              "removed": len(before) - kept})
+            if (w.nudge_always or w.uninstalling()) and written.obj is not None:
+                # On uninstall it is tried anyway: without the permission it is refused,
+                # and the kubelet's own sync brings the withdrawal a minute or so later.
+                w.background.spawn(w.nudge(resource_version(written.obj),
+                                           quiet=not w.nudge_always))
+
+
+class CorefileRules(_Rules):
+    """Our managed block in the Corefile: the hosts it holds are read back from the text."""
+
+    def __init__(self, sink: CorednsSink, writing: RulesWriting) -> None:
+        super().__init__("corefile", writing)
+        self.sink = sink
+
+    @property
+    def where(self) -> str:
+        return self.sink.where
+
+    async def read(self, corefile_cm: JsonObj | None) -> Held:
+        # Parsing and editing a large Corefile takes a while: off the event loop, so Lease
+        # renewals and watches are never held up by it.
+        previous = self.sink.remembered_hosts(corefile_cm)
+        if previous is None:
+            previous = await asyncio.to_thread(self.sink.current_hosts, corefile_cm)
+        return Held(corefile_cm, previous)
+
+    async def write(self, desired: Desired) -> None:
+        cm = desired.held.cm
+        # Off the event loop too; the write below then finds the edit remembered.
+        groups = desired.groups()
+        await asyncio.to_thread(self.sink.edit, self.sink.text(cm), groups)
+        await self._write(self.sink.where, self.sink.namespace, self.sink.name,
+                          self.sink.mutate(groups), desired)
+
+
+class ImportRules(_Rules):
+    """Our key in the imported ConfigMap: a snippet not read back, so the hosts it holds are
+    the published ones (written right after it by every pass)."""
+
+    def __init__(self, sink: ImportSink, writing: RulesWriting, *, import_cm: Reflector,
+                 published: PublishedSink, published_cm: Reflector) -> None:
+        super().__init__("import", writing)
+        self.sink = sink
+        self.import_cm = import_cm
+        self.published = published
+        self.published_cm = published_cm
+
+    @property
+    def where(self) -> str:
+        return self.sink.where
+
+    async def read(self, corefile_cm: JsonObj | None) -> Held:
+        cm = self.w.tracker.current(self.import_cm, self.sink.namespace, self.sink.name)
+        pub = self.w.tracker.current(self.published_cm, self.published.namespace,
+                                   self.published.name)
+        return Held(cm, parse_lines((pub or {}).get("data", {}).get("hosts")))
+
+    async def write(self, desired: Desired) -> None:
+        await self._write(self.sink.where, self.sink.namespace, self.sink.name,
+                          self.sink.mutate(desired.groups()), desired)

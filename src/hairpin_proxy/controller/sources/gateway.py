@@ -1,0 +1,282 @@
+"""The Gateway API source: GatewayClasses, Gateways and routes (HTTPRoute, GRPCRoute, TLSRoute),
+watched only while the cluster serves them, plus the implementations' own objects that say
+whether a Gateway expects the PROXY protocol (Envoy Gateway's ClientTrafficPolicies, NGINX
+Gateway Fabric's NginxProxies).
+
+Custom resources come and go: every ``--api-discovery-interval`` the served versions are looked
+up again, watches start for resources that appeared (in their preferred version) and stop for
+those that went, so a cluster without the CRDs works as before and CRDs installed later are
+picked up without a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hairpin_proxy.controller.sources import MakeReflector
+from hairpin_proxy.gateway.claims import RouteClaims, route_claims, served_classes
+from hairpin_proxy.gateway.model import (
+    Gateway,
+    GatewayClass,
+    Route,
+    parse_gateway,
+    parse_gateway_class,
+    parse_route,
+)
+from hairpin_proxy.gateway.slim import slim_gateway, slim_gateway_class, slim_namespace, slim_route
+from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
+from hairpin_proxy.kube.discovery import served
+from hairpin_proxy.kube.watch import Reflector
+from hairpin_proxy.policy import HostPolicy
+from hairpin_proxy.targets.proxydetect import ISTIO_PROXY_CONFIG
+
+log = logging.getLogger("hairpin_proxy.controller")
+
+GATEWAY_GROUP = "gateway.networking.k8s.io"
+ROUTE_KINDS = {"httproutes": "HTTPRoute", "grpcroutes": "GRPCRoute", "tlsroutes": "TLSRoute"}
+
+
+def _slim_gateway(obj: JsonObj) -> JsonObj:
+    """What routes and target discovery read of a Gateway: the listeners, plus the labels,
+    the Istio proxy annotation and ``spec.infrastructure`` that say how its data plane is
+    named and configured."""
+    out = slim_gateway(obj)
+    meta, spec = obj.get("metadata"), obj.get("spec")
+    if isinstance(meta, dict) and isinstance(out.get("metadata"), dict):
+        if isinstance(meta.get("labels"), dict):
+            out["metadata"]["labels"] = meta["labels"]
+        annotations = meta.get("annotations")
+        if isinstance(annotations, dict) and ISTIO_PROXY_CONFIG in annotations:
+            out["metadata"]["annotations"] = {
+                ISTIO_PROXY_CONFIG: annotations[ISTIO_PROXY_CONFIG]}
+    if isinstance(spec, dict) and isinstance(out.get("spec"), dict) \
+            and "infrastructure" in spec:
+        out["spec"]["infrastructure"] = spec["infrastructure"]
+    return out
+
+
+def _slim_policy(obj: JsonObj) -> JsonObj:
+    """An implementation's policy object: its identity, age and spec."""
+    meta = obj.get("metadata")
+    keep = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "labels")
+    out: JsonObj = {k: obj[k] for k in ("apiVersion", "kind") if k in obj}
+    out["metadata"] = {k: meta[k] for k in keep if k in meta} if isinstance(meta, dict) else {}
+    if "spec" in obj:
+        out["spec"] = obj["spec"]
+    return out
+
+
+@dataclass(frozen=True)
+class _Wanted:
+    group: str
+    plural: str
+    transform: Callable[[JsonObj], JsonObj]
+
+
+WANTED = (
+    _Wanted(GATEWAY_GROUP, "gatewayclasses", slim_gateway_class),
+    _Wanted(GATEWAY_GROUP, "gateways", _slim_gateway),
+    *(_Wanted(GATEWAY_GROUP, plural, slim_route) for plural in ROUTE_KINDS),
+    _Wanted("gateway.envoyproxy.io", "clienttrafficpolicies", _slim_policy),
+    _Wanted("gateway.nginx.org", "nginxproxies", _slim_policy),
+)
+
+
+class OptionalWatches:
+    """Watches of resources the cluster may or may not serve, following discovery."""
+
+    def __init__(self, client: KubeClient, reflector: MakeReflector,
+                 wanted: Sequence[_Wanted], interval: float, on_change: Callable[[], None],
+                 *, namespaces: bool) -> None:
+        self.client = client
+        self.reflector = reflector
+        self.wanted = wanted
+        self.interval = interval
+        self.on_change = on_change
+        self.with_namespaces = namespaces
+        # (group, plural) → (group/version, its reflector, the task running it).
+        self.active: dict[tuple[str, str], tuple[str, Reflector, asyncio.Task[None]]] = {}
+        self.discovered = asyncio.Event()
+        # Bumped whenever a watch starts or stops: caches appeared or vanished.
+        self.epoch = 0
+
+    def synced(self) -> bool:
+        return self.discovered.is_set() and all(r.synced.is_set()
+                                                for _, r, _ in self.active.values())
+
+    def waiting(self) -> list[str]:
+        if not self.discovered.is_set():
+            return ["api discovery"]
+        return [r.kind for _, r, _ in self.active.values() if not r.synced.is_set()]
+
+    def objects(self, group: str, plural: str) -> list[JsonObj]:
+        entry = self.active.get((group, plural))
+        return list(entry[1].cache.values()) if entry else []
+
+    def version(self, group: str, plural: str) -> str:
+        entry = self.active.get((group, plural))
+        return entry[0] if entry else ""
+
+    def generation(self) -> tuple[int, ...]:
+        return (self.epoch, *(r.generation for _, r, _ in self.active.values()))
+
+    async def _discover(self) -> None:
+        groups = {w.group for w in self.wanted}
+        found: dict[str, dict[str, str]] = {}
+        for group in sorted(groups):
+            try:
+                found[group] = await served(self.client, group)
+            except ApiError as exc:
+                # Keep what runs: an unanswered discovery says nothing about the CRDs.
+                log.warning("API discovery failed; keeping the current watches",
+                            extra={"group": group, "error": str(exc)})
+                return
+        wanted = [(w, found[w.group].get(w.plural, "")) for w in self.wanted]
+        if self.with_namespaces:
+            # allowedRoutes namespace selectors need the Namespaces' labels, only while the
+            # Gateway API is there.
+            on = bool(found.get(GATEWAY_GROUP))
+            wanted.append((_Wanted("", "namespaces", slim_namespace), "v1" if on else ""))
+        changed = False
+        for w, version in wanted:
+            key = (w.group, w.plural)
+            now = self.active.get(key)
+            if now is not None and now[0] == version:
+                continue
+            if now is not None:
+                now[2].cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await now[2]
+                del self.active[key]
+                changed = True
+                log.info("stopped watching a resource the API no longer serves",
+                         extra={"resource": f"{w.plural}.{w.group}", "version": now[0]})
+            if version:
+                kind = f"{w.plural}.{version}"
+                made = self.reflector(resource_path(version, w.plural), kind,
+                                      transform=w.transform)
+                task = asyncio.create_task(made.run(), name=f"watch {kind}")
+                self.active[key] = (version, made, task)
+                changed = True
+                log.info("watching a resource the API serves",
+                         extra={"resource": f"{w.plural}.{w.group}", "version": version})
+        if changed:
+            self.epoch += 1
+            self.on_change()
+
+    async def run(self) -> None:
+        try:
+            while True:
+                await self._discover()
+                self.discovered.set()
+                await asyncio.sleep(self.interval)
+        finally:
+            tasks = [task for _, _, task in self.active.values()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class GatewaySource:
+    """Routes on Gateways of the served GatewayClasses, as host claims."""
+
+    def __init__(self, client: KubeClient, reflector: MakeReflector, *, interval: float,
+                 gateway_classes: Sequence[str], on_change: Callable[[], None]) -> None:
+        self.watches = OptionalWatches(client, reflector, WANTED, interval, on_change,
+                                       namespaces=True)
+        self.gateway_classes = tuple(gateway_classes)
+        self._memo: tuple[tuple[int, ...], RouteClaims] | None = None
+        self._logged: set[str] = set()
+
+    def synced(self) -> bool:
+        return self.watches.synced()
+
+    def _parsed(self) -> tuple[list[Route], list[Gateway], list[GatewayClass]]:
+        w = self.watches
+        routes: list[Route] = []
+        for plural, kind in ROUTE_KINDS.items():
+            for obj in w.objects(GATEWAY_GROUP, plural):
+                parsed = parse_route(obj, kind)
+                if isinstance(parsed, Route):
+                    routes.append(parsed)
+                else:
+                    self._note(f"{kind} ignored: {parsed.reason}")
+        gateways: list[Gateway] = []
+        for obj in w.objects(GATEWAY_GROUP, "gateways"):
+            parsed_gw = parse_gateway(obj)
+            if isinstance(parsed_gw, Gateway):
+                gateways.append(parsed_gw)
+                for note in parsed_gw.notes:
+                    self._note(f"Gateway {parsed_gw.meta.namespace}/{parsed_gw.meta.name}: "
+                               f"{note}")
+            else:
+                self._note(f"Gateway ignored: {parsed_gw.reason}")
+        classes = [c for c in map(parse_gateway_class, w.objects(GATEWAY_GROUP, "gatewayclasses"))
+                   if isinstance(c, GatewayClass)]
+        return routes, gateways, classes
+
+    def _note(self, note: str) -> None:
+        # Notes repeat on every evaluation: each is told once per process.
+        if note not in self._logged and len(self._logged) < 10_000:
+            self._logged.add(note)
+            log.info("gateway api: %s", note)
+
+    def claims(self, policy: HostPolicy, policy_generation: int) -> RouteClaims:
+        key = (policy_generation, *self.watches.generation())
+        if self._memo is not None and self._memo[0] == key:
+            return self._memo[1]
+        routes, gateways, classes = self._parsed()
+        labels = {str((ns.get("metadata") or {}).get("name")):
+                  {str(k): str(v) for k, v in
+                   ((ns.get("metadata") or {}).get("labels") or {}).items()}
+                  for ns in self.watches.objects("", "namespaces")}
+        result = route_claims(routes, gateways, served_classes(classes, self.gateway_classes),
+                              policy, labels)
+        for note in result.notes:
+            self._note(note)
+        self._memo = (key, result)
+        return result
+
+    # -------------------------------------------------------------- what targets read
+
+    def gateways(self) -> dict[str, JsonObj]:
+        return {f"{(g.get('metadata') or {}).get('namespace')}/"
+                f"{(g.get('metadata') or {}).get('name')}": g
+                for g in self.watches.objects(GATEWAY_GROUP, "gateways")}
+
+    def gateway_classes_by_name(self) -> dict[str, JsonObj]:
+        return {str((c.get("metadata") or {}).get("name")): c
+                for c in self.watches.objects(GATEWAY_GROUP, "gatewayclasses")}
+
+    def client_traffic_policies(self) -> list[JsonObj]:
+        return self.watches.objects("gateway.envoyproxy.io", "clienttrafficpolicies")
+
+    def nginx_proxies(self) -> dict[str, JsonObj]:
+        return {f"{(p.get('metadata') or {}).get('namespace')}/"
+                f"{(p.get('metadata') or {}).get('name')}": p
+                for p in self.watches.objects("gateway.nginx.org", "nginxproxies")}
+
+    def involved(self, kind: str, namespace: str, name: str) -> JsonObj | None:
+        """A route as an Event's involved object, or None when it is gone."""
+        plural = next((p for p, k in ROUTE_KINDS.items() if k == kind), "")
+        version = self.watches.version(GATEWAY_GROUP, plural)
+        entry = self.watches.active.get((GATEWAY_GROUP, plural))
+        if entry is None:
+            return None
+        obj = entry[1].get(f"{namespace}/{name}")
+        return None if obj is None else {"apiVersion": version, "kind": kind, **obj}
+
+
+def route_objects(source: GatewaySource) -> Mapping[str, Any]:
+    """Every cached route by "Kind namespace/name" (for Events on their hosts)."""
+    out: dict[str, Any] = {}
+    for plural, kind in ROUTE_KINDS.items():
+        for obj in source.watches.objects(GATEWAY_GROUP, plural):
+            meta = obj.get("metadata") or {}
+            out[f"{kind} {meta.get('namespace')}/{meta.get('name')}"] = obj
+    return out
