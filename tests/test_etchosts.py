@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import subprocess
 import sys
@@ -20,8 +21,10 @@ from hairpin_proxy.etchosts import (
     Published,
     block_inputs,
     desired_state,
+    transform_for,
 )
 from hairpin_proxy.metrics import Registry
+from hairpin_proxy.published import entries_text
 from hairpin_proxy.safefile import SafeFile
 from hairpin_proxy.settings import EtchostsSettings
 from tests.etchosts.agent import NAMESPACE, EtchostsProcess
@@ -37,9 +40,13 @@ ORIGINAL_TOOL = "10.96.0.99 legacy.example.com # Added by hairpin-proxy\n"
 CM_NAME = "hairpin-proxy-hosts"
 
 
-def published(hosts: list[str], addresses: list[str]) -> dict[str, Any]:
-    return configmap(NAMESPACE, CM_NAME, {"hosts": "".join(h + "\n" for h in sorted(hosts)),
-                                          "addresses": "".join(a + "\n" for a in addresses)})
+def published(hosts: list[str], addresses: list[str],
+              entries: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    data = {"hosts": "".join(h + "\n" for h in sorted(hosts)),
+            "addresses": "".join(a + "\n" for a in addresses)}
+    if entries is not None:
+        data["entries"] = entries_text(entries)
+    return configmap(NAMESPACE, CM_NAME, data)
 
 
 def managed(path: Path) -> tuple[str, ...]:
@@ -361,3 +368,155 @@ def test_end_to_end_an_interrupted_rewrite_is_rolled_back_at_start(
     fake_api.create(published(["a.example.com"], ["10.96.0.10"]))
     wait_for(lambda: managed(path) == ("a.example.com",), 30, "apply after recovery")
     assert foreign_kept(path.read_text())
+
+
+# ---------------------------------------------------------------------- per-host entries
+
+MAIN_V4, MAIN_V6 = "10.96.0.10", "fd00:10:96::10"  # the main proxy Service (default target)
+T1_V4, T1_V6 = "10.96.0.21", "fd00:10:96::21"      # the proxy Service of a second target
+ENTRIES = {"a.example.com": [MAIN_V4, MAIN_V6], "gw.example.com": [T1_V4, T1_V6],
+           "v4.example.com": [T1_V4]}
+# What a current controller publishes: entries for every host, and in the older keys only the
+# default target's hosts with the main Service's addresses.
+CM_ENTRIES = {"data": {"entries": entries_text(ENTRIES), "hosts": "a.example.com\n",
+                       "addresses": f"{MAIN_V4}\n{MAIN_V6}\n"}}
+
+
+def entries_in(path: Path) -> dict[str, set[str]]:
+    return {h: set(a) for h, a in hostsfile.managed_entries(path.read_text()).items()}
+
+
+def test_entries_are_authoritative_when_present() -> None:
+    want = Published.from_configmap(CM_ENTRIES)
+    assert want.entries == (("a.example.com", (MAIN_V4, MAIN_V6)),
+                            ("gw.example.com", (T1_V4, T1_V6)), ("v4.example.com", (T1_V4,)))
+    assert want.source == "entries" and want.refused == ()
+    text = transform_for(want)(FOREIGN)
+    assert text == hostsfile.apply_entries(FOREIGN, ENTRIES).text
+    # The older keys, which hold the default target's hosts only, play no part.
+    assert "gw.example.com" in text
+    # Present but empty: nothing to map, even though the older keys list a host.
+    empty = Published.from_configmap({"data": {**CM_ENTRIES["data"], "entries": ""}})
+    assert empty.entries == () and empty != REMOVED
+    assert transform_for(empty)(text) == FOREIGN
+
+
+def test_without_entries_the_older_keys_are_applied_as_before() -> None:
+    want = Published.from_configmap(CM)
+    assert want.entries is None and want.source == "hosts+addresses"
+    assert transform_for(want)(FOREIGN) == hostsfile.apply(
+        FOREIGN, ["a.example.com", "b.example.com"], ["10.96.0.10"]).text
+    # The older path keeps refusing a bad address outright, as it always has.
+    bad = Published.from_configmap({"data": {"hosts": "a.example.com\n", "addresses": "x\n"}})
+    with pytest.raises(hostsfile.HostsFileError):
+        transform_for(bad)(FOREIGN)
+
+
+def test_malformed_entries_are_refused_line_by_line() -> None:
+    cm = {"data": {"entries": f"a.example.com {MAIN_V4}\nbroken.example.com 10.96\n"
+                              f"{T1_V4} swapped.example.com\n"}}
+    want = Published.from_configmap(cm)
+    assert want.entries == (("a.example.com", (MAIN_V4,)),)
+    assert len(want.refused) == 3
+    assert want.refused[0].startswith("line 2 'broken.example.com 10.96': ")
+    assert want.refused[2].startswith(f"line 3 '{T1_V4} swapped.example.com': ")
+    # The reasons are for the log; they do not make another state.
+    assert want == Published.from_configmap({"data": {"entries": f"a.example.com {MAIN_V4}\n"}})
+
+
+def test_the_agent_writes_each_host_with_its_own_addresses(tmp_path: Path) -> None:
+    path = tmp_path / "hosts"
+    path.write_text(FOREIGN + ORIGINAL_TOOL)
+    agent, metrics = make_agent(path)
+    agent.published_changed(CM_ENTRIES)
+    assert asyncio.run(agent.apply("published"))
+    assert entries_in(path) == {h: set(a) for h, a in ENTRIES.items()}
+    text = path.read_text()
+    assert foreign_kept(text) and "legacy.example.com" not in text
+    assert text.startswith(FOREIGN)
+    assert metrics.hosts.value() == 3
+    before = path.stat()
+    assert asyncio.run(agent.apply("resync"))
+    assert path.stat().st_mtime_ns == before.st_mtime_ns
+    assert metrics.writes.value("rename") == 1
+
+
+def test_the_agent_follows_a_controller_upgrade_and_downgrade(tmp_path: Path) -> None:
+    path = tmp_path / "hosts"
+    path.write_text(FOREIGN)
+    agent, _ = make_agent(path)
+    old_controller = {"data": {"hosts": "a.example.com\n", "addresses": f"{MAIN_V4}\n"}}
+    agent.published_changed(old_controller)
+    assert asyncio.run(agent.apply("published"))
+    assert entries_in(path) == {"a.example.com": {MAIN_V4}}
+    agent.published_changed(CM_ENTRIES)
+    assert asyncio.run(agent.apply("published"))
+    assert entries_in(path) == {h: set(a) for h, a in ENTRIES.items()}
+    # Back to a controller without entries: its hosts, the others resolve normally again.
+    agent.published_changed(old_controller)
+    assert asyncio.run(agent.apply("published"))
+    assert entries_in(path) == {"a.example.com": {MAIN_V4}}
+    assert path.read_text().startswith(FOREIGN)
+
+
+def test_refused_entries_and_the_keys_in_use_are_logged_once(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "hosts"
+    path.write_text(FOREIGN)
+    agent, _ = make_agent(path)
+    cm = {"data": {"entries": f"a.example.com {MAIN_V4}\nbad.example.com nowhere\n"
+                              "*.apps.example.com " + MAIN_V4 + "\n"}}
+    with caplog.at_level(logging.INFO, logger="hairpin_proxy.etchosts"):
+        for _ in range(3):
+            agent.published_changed(cm)
+            assert asyncio.run(agent.apply("published"))
+    refused = [r for r in caplog.records if r.getMessage() == "published entry refused"]
+    assert [getattr(r, "reason", "") for r in refused] == [
+        "line 2 'bad.example.com nowhere': not an IPv4 or IPv6 address, left out: nowhere",
+        "line 2 'bad.example.com nowhere': no valid address; the host is left out"]
+    keys = [getattr(r, "keys", "") for r in caplog.records
+            if r.getMessage() == "following the published hosts"]
+    assert keys == ["entries"]
+    # A wildcard is a well-formed entry that a hosts file cannot hold: skipped, as before.
+    skipped = [r for r in caplog.records
+               if r.getMessage() == "hosts a hosts file cannot hold were skipped"]
+    assert [getattr(r, "skipped", "") for r in skipped] == ["*.apps.example.com"]
+    assert managed(path) == ("a.example.com",)
+
+
+def test_too_many_refused_entries_are_summed_up(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "hosts"
+    path.write_text(FOREIGN)
+    agent, _ = make_agent(path)
+    cm = {"data": {"entries": "".join(f"h{i}.example.com\n" for i in range(50))}}
+    with caplog.at_level(logging.INFO, logger="hairpin_proxy.etchosts"):
+        agent.published_changed(cm)
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages.count("published entry refused") == 20
+    more = [r for r in caplog.records if r.getMessage() == "more published entries refused"]
+    assert [getattr(r, "more", 0) for r in more] == [30]
+
+
+def test_end_to_end_the_file_follows_the_published_entries(
+        fake_api: FakeApiServer, agents: Callable[..., EtchostsProcess], tmp_path: Path) -> None:
+    path = tmp_path / "hosts"
+    path.write_text(FOREIGN)
+    fake_api.create(published(["a.example.com"], [MAIN_V4, MAIN_V6], ENTRIES))
+    agent = agents(path)
+    want = {h: set(a) for h, a in ENTRIES.items()}
+    wait_for(lambda: entries_in(path) == want, 30, "entries applied")
+    assert foreign_kept(path.read_text())
+    # A target's Service gets another address, a host moves to another target, one line is
+    # garbled by hand: the garbled host is left out, the rest follows.
+    moved = {"a.example.com": [T1_V4], "gw.example.com": [T1_V4], "v4.example.com": [T1_V4]}
+    cm = published([], [MAIN_V4], moved)
+    cm["data"]["entries"] += "garbled.example.com 10.96.0\n"
+    fake_api.update(cm)
+    wait_for(lambda: entries_in(path) == {h: set(a) for h, a in moved.items()}, 30, "update")
+    # Back to the older keys only (a controller downgrade): they are followed again.
+    fake_api.update(published(["a.example.com"], [MAIN_V4]))
+    wait_for(lambda: entries_in(path) == {"a.example.com": {MAIN_V4}}, 30, "downgrade")
+    assert agent.stop() == 0
+    log = (tmp_path / "etchosts-0.log").read_text()
+    assert "published entry refused" in log and "garbled.example.com" in log

@@ -1,5 +1,8 @@
-"""Hosts-file engine: the managed block, foreign lines, migration, broken markers."""
+"""Hosts-file engine: the managed block, foreign lines, migration, broken markers, and a
+block where every host has its own addresses."""
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -12,6 +15,8 @@ from hairpin_proxy.hostsfile import (
     HostsFileError,
     HostsUpdate,
     apply,
+    apply_entries,
+    managed_entries,
     managed_hosts,
 )
 
@@ -212,3 +217,198 @@ def test_updating_keeps_text_on_both_sides(head: str, tail: str, old: list[str],
     assert result.startswith(head)
     assert result.endswith(tail)
     assert managed_hosts(result) == tuple(sorted(set(new)))
+
+
+# --------------------------------------------------------------------------- per-host addresses
+
+T1_V4, T1_V6 = "10.43.0.21", "fd00:10:43::21"  # the proxy Service of a second target
+
+
+def test_entries_give_each_host_its_own_addresses() -> None:
+    entries = {"b.example.com": [V4, V6], "a.example.com": [V4, V6],
+               "gw.example.com": [T1_V4, T1_V6], "v4only.example.com": [T1_V4]}
+    update = apply_entries(BASE, entries)
+    assert update == HostsUpdate(
+        BASE + f"{BEGIN_MARKER}\n"
+               f"{V4} a.example.com b.example.com\n"
+               f"{V6} a.example.com b.example.com\n"
+               f"{T1_V4} gw.example.com v4only.example.com\n"
+               f"{T1_V6} gw.example.com\n"
+               f"{END_MARKER}\n", ())
+    assert managed_entries(update.text) == {
+        "a.example.com": (V4, V6), "b.example.com": (V4, V6),
+        "gw.example.com": (T1_V4, T1_V6), "v4only.example.com": (T1_V4,)}
+    # Pairs instead of a mapping, in any order: the same block.
+    pairs = list(reversed(list(entries.items())))
+    assert apply_entries(BASE, pairs) == update
+    assert apply_entries(BASE, iter(pairs)) == update
+
+
+def test_entries_replace_the_block_and_keep_everything_else() -> None:
+    text = "# head\r\n" + apply(BASE, ["old.example.com"], [V4]).text.replace(
+        "\n", "\r\n") + "192.168.1.5 nas.lan\r\n"
+    text = text.replace("\r\r\n", "\r\n")
+    update = apply_entries(text, {"a.example.com": [T1_V4]})
+    assert update.text == ("# head\r\n" + BASE.replace("\n", "\r\n")
+                           + f"{BEGIN_MARKER}\r\n{T1_V4} a.example.com\r\n{END_MARKER}\r\n"
+                           "192.168.1.5 nas.lan\r\n")
+    assert apply_entries(update.text, {"a.example.com": [T1_V4]}) == update
+    assert apply_entries(update.text, {}).text == "# head\r\n" + BASE.replace(
+        "\n", "\r\n") + "192.168.1.5 nas.lan\r\n"
+
+
+def test_entries_without_addresses_are_left_out() -> None:
+    update = apply_entries(BASE, {"a.example.com": [V4], "b.example.com": []})
+    assert managed_entries(update.text) == {"a.example.com": (V4,)}
+    assert update.skipped == ()
+    with_block = update.text
+    assert apply_entries(with_block, {"a.example.com": [], "b.example.com": ()}).text == BASE
+    assert apply_entries(with_block, {}).text == BASE
+    assert apply_entries(with_block, []).text == BASE
+
+
+def test_entries_skip_wildcards_and_names_a_hosts_file_cannot_hold() -> None:
+    update = apply_entries(BASE, {"*.example.com": [V4], "A.Example.Com.": [T1_V4],
+                                  "localhost": [V4], "bad name": [V4], "a" * 64 + ".com": [V4]})
+    assert managed_entries(update.text) == {"a.example.com": (T1_V4,)}
+    assert update.skipped == ("*.example.com", "a" * 64 + ".com", "bad name", "localhost")
+
+
+def test_one_name_with_two_address_sets_is_skipped_not_guessed() -> None:
+    # Two spellings of one name: with the same addresses it is one host ...
+    same = apply_entries(BASE, [("a.example.com", [V4]), ("A.example.com.", [V4])])
+    assert managed_entries(same.text) == {"a.example.com": (V4,)}
+    assert same.skipped == ()
+    # ... with different ones, either proxy could be wrong: it is skipped and reported.
+    update = apply_entries(BASE, [("a.example.com", [V4]), ("b.example.com", [V4]),
+                                  ("A.example.com.", [T1_V4])])
+    assert managed_entries(update.text) == {"b.example.com": (V4,)}
+    assert update.skipped == ("A.example.com.", "a.example.com")
+    # The order of the addresses of one set does not make it another set.
+    swapped = apply_entries(BASE, [("a.example.com", [V4, V6]), ("a.example.com.", [V6, V4])])
+    assert managed_entries(swapped.text) == {"a.example.com": (V4, V6)}
+
+
+def test_entries_validate_addresses_and_refuse_broken_markers() -> None:
+    normalized = apply_entries("", {"a.example.com": ["FD00::0010", " 10.0.0.1 ", "fd00::10"]})
+    assert normalized.text == (f"{BEGIN_MARKER}\nfd00::10 a.example.com\n"
+                               f"10.0.0.1 a.example.com\n{END_MARKER}\n")
+    for bad in ["10.0.0", "example.com", "fe80::1%eth0", "10.0.0.1 evil.com", ""]:
+        with pytest.raises(HostsFileError, match="invalid address"):
+            apply_entries(BASE, {"a.example.com": [V4], "b.example.com": [bad]})
+    with pytest.raises(TypeError):
+        apply_entries(BASE, {"a.example.com": V4})
+    with pytest.raises(TypeError):
+        apply_entries(BASE, "a.example.com")  # type: ignore[arg-type]
+    for text, message in BROKEN:
+        for entries in ({"a.example.com": [V4]}, {}):
+            with pytest.raises(HostsFileError, match=message):
+                apply_entries(BASE + text, entries)
+        with pytest.raises(HostsFileError, match=message):
+            managed_entries(BASE + text)
+
+
+def test_long_entry_lists_are_split_per_address() -> None:
+    entries = {f"svc-{i:03d}.apps.example.com": [V4 if i % 2 else T1_V4, V6 if i % 2 else T1_V6]
+               for i in range(40)}
+    text = apply_entries(BASE, entries).text
+    block = text[len(BASE):].splitlines()[1:-1]
+    assert all(len(line.split()) - 1 <= MAX_NAMES and len(line) <= MAX_LINE for line in block)
+    assert managed_entries(text) == {h: tuple(a) for h, a in sorted(entries.items())}
+
+
+def test_managed_entries_of_a_file_without_block() -> None:
+    assert managed_entries(BASE) == {}
+    assert managed_entries("") == {}
+
+
+# --------------------------------------------------------------------------- properties, per host
+
+V4_POOL = ["10.43.0.10", "10.43.0.21", "192.0.2.1", "10.96.7.3"]
+V6_POOL = ["fd00:10:43::10", "fd00:10:43::21", "2001:db8::5"]
+# A Service has at most one ClusterIP per family, so a host has at most one of each.
+host_addresses = st.tuples(st.sampled_from([None, *V4_POOL]),
+                           st.sampled_from([None, *V6_POOL]), st.booleans()).map(
+    lambda t: [a for a in ((t[1], t[0]) if t[2] else (t[0], t[1])) if a is not None])
+plain_names = st.from_regex(r"\A[a-z]{1,8}(\.[a-z0-9]{1,5}){1,3}\Z")
+entry_maps = st.dictionaries(plain_names, host_addresses, max_size=12)
+
+
+def _expected(entries: dict[str, list[str]]) -> dict[str, frozenset[str]]:
+    return {h: frozenset(a) for h, a in sorted(entries.items()) if a}
+
+
+def _read_back(text: str) -> dict[str, frozenset[str]]:
+    # Lines are grouped by address, so a host's addresses come back in the block's order,
+    # which is not always the order one host gave them in.
+    return {h: frozenset(a) for h, a in managed_entries(text).items()}
+
+
+def _block_of(text: str) -> list[str]:
+    lines = text.splitlines()
+    if BEGIN_MARKER not in lines:
+        return []
+    return lines[lines.index(BEGIN_MARKER) + 1:lines.index(END_MARKER)]
+
+
+@given(foreign_text, entry_maps)
+@settings(max_examples=300)
+def test_entries_round_trip_and_are_idempotent(text: str,
+                                               entries: dict[str, list[str]]) -> None:
+    update = apply_entries(text, entries)
+    want = _expected(entries)
+    assert _read_back(update.text) == want
+    assert managed_hosts(update.text) == tuple(want)
+    assert update.skipped == ()
+    assert apply_entries(update.text, entries) == update
+    # The same entries given as pairs in reverse order: the same file.
+    assert apply_entries(text, list(reversed(list(entries.items())))) == update
+    # Taking the block out again gives the file back (a missing final newline stays added).
+    removed = apply_entries(update.text, {}).text
+    assert removed == text if not want else removed in (text, text + "\n", text + "\r\n")
+    assert apply_entries(removed, entries) == update
+
+
+@given(foreign_text, entry_maps)
+@settings(max_examples=300)
+def test_every_host_once_per_address_family(text: str, entries: dict[str, list[str]]) -> None:
+    block = _block_of(apply_entries(text, entries).text)
+    for host, addresses in entries.items():
+        for family in (4, 6):
+            lines = [line for line in block if host in line.split()[1:]
+                     and (":" in line.split()[0]) == (family == 6)]
+            mine = [a for a in addresses if (":" in a) == (family == 6)]
+            assert sorted(line.split()[0] for line in lines) == sorted(mine)
+            assert all(line.split()[1:].count(host) == 1 for line in lines)
+
+
+@given(foreign_text, foreign_text, host_names, entry_maps)
+@settings(max_examples=200)
+def test_entries_keep_the_text_outside_the_block_byte_for_byte(
+        head: str, tail: str, old: list[str], entries: dict[str, list[str]]) -> None:
+    head = head if not head or head.endswith("\n") else head + "\n"
+    block = f"{BEGIN_MARKER}\n{V4} {' '.join(old)}\n{END_MARKER}\n"
+    result = apply_entries(head + block + tail, entries).text
+    assert result.startswith(head)
+    assert result.endswith(tail)
+    middle = result[len(head):len(result) - len(tail)]
+    # Only our block lies between them (in the line ending of the lines that stay).
+    assert middle == "" if not _expected(entries) else (
+        middle.startswith(BEGIN_MARKER) and middle.endswith((END_MARKER + "\n",
+                                                             END_MARKER + "\r\n")))
+    assert _read_back(result) == _expected(entries)
+
+
+messy_names = st.one_of(plain_names,
+                        st.from_regex(r"\A(\*\.)?[a-zA-Z]{1,6}(\.[a-z]{1,3}){0,2}\.?\Z"))
+
+
+@given(foreign_text, st.lists(messy_names, max_size=10), address_lists, st.randoms())
+@settings(max_examples=300)
+def test_one_address_set_for_all_hosts_renders_exactly_as_apply(
+        text: str, hosts: list[str], addresses: list[str], rnd: Any) -> None:
+    expected = apply(text, hosts, addresses)
+    assert apply_entries(text, dict.fromkeys(hosts, addresses)) == expected
+    pairs = [(h, addresses) for h in hosts]
+    rnd.shuffle(pairs)
+    assert apply_entries(text, pairs) == expected

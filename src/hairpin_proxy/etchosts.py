@@ -1,6 +1,7 @@
 """The node agent: keep the controller's published hosts in this node's hosts file.
 
-Watches one ConfigMap in our namespace (keys ``hosts`` and ``addresses``, one per line) and
+Watches one ConfigMap in our namespace (key ``entries``: one ``HOST ADDR [ADDR...]`` line per
+host; or, from an older controller, only ``hosts`` and ``addresses``, one per line) and
 rewrites the managed block of the hosts file through ``safefile`` whenever the published list
 changes, on a periodic resync, and when the file's stat changes (someone else edited it), so
 edits by others are merged and our block repaired. A deleted ConfigMap keeps the last state
@@ -15,18 +16,24 @@ import logging
 import signal
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hairpin_proxy import hostsfile
 from hairpin_proxy.admin import AdminServer, Check, serve_admin
-from hairpin_proxy.controller.sinks.published import parse_lines
 from hairpin_proxy.kube import config as kconfig
 from hairpin_proxy.kube.client import KubeClient, resource_path
 from hairpin_proxy.kube.watch import Reflector
 from hairpin_proxy.logs import setup_logging
 from hairpin_proxy.metrics import Registry
+from hairpin_proxy.published import (
+    ADDRESSES_KEY,
+    ENTRIES_KEY,
+    HOSTS_KEY,
+    parse_lines,
+    read_entries,
+)
 from hairpin_proxy.safefile import ConflictError, SafeFile, SafeFileError, StatKey, stat_key
 from hairpin_proxy.settings import EtchostsSettings
 
@@ -37,21 +44,46 @@ RETRY_MIN, RETRY_MAX = 1.0, 30.0
 # After seeing the file change, wait until its stat holds still this long (at most 20 times):
 # an editor that truncates and then writes must not be caught half-way.
 SETTLE = 0.1
+# Refused lines logged per change of the published entries: enough to find the mistake, and a
+# ConfigMap full of garbage does not flood the log.
+REFUSED_LOGGED = 20
 
 
 # ---------------------------------------------------------------------- decisions (pure)
 
+Entries = tuple[tuple[str, tuple[str, ...]], ...]
+
+
 @dataclass(frozen=True)
 class Published:
-    """What the controller published: the hosts and the proxy addresses they resolve to."""
+    """What the controller published: the hosts and the proxy addresses they resolve to.
+
+    ``entries`` (host -> its own target's proxy addresses) is None when the ConfigMap has no
+    ``entries`` key: an older controller, whose ``hosts`` all go to ``addresses``. When the
+    key is there it is authoritative, and ``hosts``/``addresses`` (which then hold only the
+    default target's hosts, for older agents) are not used.
+    """
 
     hosts: tuple[str, ...]
     addresses: tuple[str, ...]
+    entries: Entries | None = None
+    # Why lines of ``entries`` were left out; for the log, not part of the state.
+    refused: tuple[str, ...] = field(default=(), compare=False)
 
     @classmethod
     def from_configmap(cls, cm: Mapping[str, Any]) -> Published:
         data = cm.get("data") or {}
-        return cls(parse_lines(data.get("hosts")), parse_lines(data.get("addresses")))
+        hosts, addresses = parse_lines(data.get(HOSTS_KEY)), parse_lines(data.get(ADDRESSES_KEY))
+        if ENTRIES_KEY not in data:
+            return cls(hosts, addresses)
+        reading = read_entries(data[ENTRIES_KEY])
+        return cls(hosts, addresses, tuple(reading.entries.items()),
+                   tuple(str(r) for r in reading.refused))
+
+    @property
+    def source(self) -> str:
+        """Which keys the block follows, in words for the log."""
+        return ENTRIES_KEY if self.entries is not None else f"{HOSTS_KEY}+{ADDRESSES_KEY}"
 
 
 REMOVED = Published((), ())
@@ -70,7 +102,7 @@ def desired_state(cm: Mapping[str, Any] | None, previous: Published | None, *,
 
 
 def block_inputs(want: Published) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The (hosts, addresses) to give ``hostsfile.apply``.
+    """The (hosts, addresses) to give ``hostsfile.apply`` when there are no ``entries``.
 
     Hosts without any proxy address cannot be pointed anywhere; the block is emptied so they
     resolve normally again rather than to an address that may be gone.
@@ -83,10 +115,14 @@ def block_inputs(want: Published) -> tuple[tuple[str, ...], tuple[str, ...]]:
 def transform_for(want: Published,
                   skipped: list[str] | None = None) -> Callable[[str], str]:
     """The text transformation ``SafeFile.update`` applies; records skipped hosts."""
+    entries = want.entries
     hosts, addresses = block_inputs(want)
 
     def transform(text: str) -> str:
-        update = hostsfile.apply(text, hosts, addresses)
+        # Without entries, exactly the older path (its address check included), so that an
+        # agent fed by an older controller behaves as it always has.
+        update = (hostsfile.apply(text, hosts, addresses) if entries is None
+                  else hostsfile.apply_entries(text, entries))
         if skipped is not None:
             skipped[:] = list(update.skipped)
         return update.text
@@ -137,6 +173,8 @@ class Agent:
         self.last_error = ""
         self._file_key: StatKey | None = None
         self._skipped_logged: tuple[str, ...] = ()
+        self._refused_logged: tuple[str, ...] = ()
+        self._source_logged = ""
         self._present: bool | None = None
 
     def published_changed(self, cm: Mapping[str, Any] | None) -> None:
@@ -148,12 +186,30 @@ class Agent:
             log.info(f"no published hosts; {what}",
                      extra={"configmap": self.settings.publish_configmap})
         self._present = cm is not None
+        if cm is not None and want is not None:
+            self._log_format(want)
         if want is not None and want != self.desired:
-            if want.hosts and not want.addresses:
+            if want.entries is None and want.hosts and not want.addresses:
                 log.warning("published hosts have no proxy address; emptying our block",
                             extra={"hosts": len(want.hosts)})
             self.desired = want
             self.wake.set()
+
+    def _log_format(self, want: Published) -> None:
+        """Say once which keys the block follows, and each new set of refused lines."""
+        if want.source != self._source_logged:
+            self._source_logged = want.source
+            log.info("following the published hosts", extra={
+                "configmap": self.settings.publish_configmap, "keys": want.source})
+        if want.refused != self._refused_logged:
+            self._refused_logged = want.refused
+            for reason in want.refused[:REFUSED_LOGGED]:
+                log.warning("published entry refused", extra={
+                    "configmap": self.settings.publish_configmap, "reason": reason})
+            if len(want.refused) > REFUSED_LOGGED:
+                log.warning("more published entries refused", extra={
+                    "configmap": self.settings.publish_configmap,
+                    "more": len(want.refused) - REFUSED_LOGGED})
 
     def _apply_sync(self, want: Published) -> None:
         skipped: list[str] = []

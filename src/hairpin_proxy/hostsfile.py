@@ -1,16 +1,17 @@
-"""Hosts-file editing: one managed block mapping the hosts to the proxy's addresses. Pure.
+"""Hosts-file editing: one managed block mapping the hosts to their proxy addresses. Pure.
 
 The block sits between the same markers as the Corefile's; every other line is kept byte for
 byte, except the lines the original hairpin-proxy added (ending ``# Added by hairpin-proxy``),
 which are removed. Wildcards, single-label names and names a hosts file cannot hold are
-skipped and reported.
+skipped and reported. ``apply`` maps every host to the same addresses; ``apply_entries``
+gives each host its own (hosts of different targets go to different proxy Services).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from hairpin_proxy.corefile import BEGIN_MARKER, END_MARKER, LEGACY_MARKER
@@ -32,7 +33,8 @@ class HostsFileError(ValueError):
 @dataclass(frozen=True)
 class HostsUpdate:
     text: str
-    # Hosts left out: wildcards, single labels, and names that are not plain DNS names.
+    # Hosts left out: wildcards, single labels, names that are not plain DNS names, and (from
+    # apply_entries) names given different addresses by two entries.
     skipped: tuple[str, ...]
 
 
@@ -101,17 +103,27 @@ def _addresses(addresses: Sequence[str]) -> list[str]:
     return out
 
 
+def _name(host: object) -> str | None:
+    """The name as the block writes it, or None when a hosts file must not hold it."""
+    if not isinstance(host, str) or not host.isascii():
+        return None
+    name = host.lower().removesuffix(".")
+    # A single-label name (localhost, a bare node name) would shadow the node's own names;
+    # the host policy never yields one, so one arriving here is refused, not written.
+    if (_NAME.fullmatch(name) and "." in name
+            and all(len(label) <= _LABEL_MAX for label in name.split("."))):
+        return name
+    return None
+
+
 def _names(hosts: Iterable[str]) -> tuple[list[str], tuple[str, ...]]:
     if isinstance(hosts, str):
         raise TypeError("hosts must be an iterable of host names, not a single string")
     names: set[str] = set()
     skipped: set[str] = set()
     for host in hosts:
-        name = host.lower().removesuffix(".") if isinstance(host, str) else ""
-        # A single-label name (localhost, a bare node name) would shadow the node's own names;
-        # the host policy never yields one, so one arriving here is refused, not written.
-        if (isinstance(host, str) and host.isascii() and _NAME.fullmatch(name) and "." in name
-                and all(len(label) <= _LABEL_MAX for label in name.split("."))):
+        name = _name(host)
+        if name is not None:
             names.add(name)
         else:
             skipped.add(host if isinstance(host, str) else repr(host))
@@ -138,15 +150,28 @@ def _newline(lines: Sequence[str]) -> str:
     return "\n"
 
 
-def apply(text: str, hosts: Iterable[str], addresses: Sequence[str]) -> HostsUpdate:
-    """``text`` with our block mapping ``hosts`` to every one of ``addresses``.
+def _block(mapping: Mapping[str, Sequence[str]], nl: str) -> list[str]:
+    """Our block for name -> addresses: one group of lines per address, names sorted.
 
-    No hosts (after skipping) or no addresses removes the block. Raises HostsFileError,
-    before changing anything, when the markers are broken or an address is invalid.
+    Addresses come in the order they first appear, walking the names in sorted order: with
+    one address set for every name this is the order given, so ``apply`` renders as it
+    always has, and the output never depends on the order of the input's entries.
     """
-    layout = _layout(text)
-    addrs = _addresses(addresses)
-    names, skipped = _names(hosts)
+    by_address: dict[str, list[str]] = {}
+    for name in sorted(mapping):
+        for address in mapping[name]:
+            by_address.setdefault(address, []).append(name)
+    if not by_address:
+        return []
+    block = [BEGIN_MARKER + nl]
+    for address, names in by_address.items():
+        block.extend(_lines_for(address, names, nl))
+    block.append(END_MARKER + nl)
+    return block
+
+
+def _rewrite(layout: _Layout, mapping: Mapping[str, Sequence[str]],
+             skipped: tuple[str, ...]) -> HostsUpdate:
     lines = layout.lines
     drop = set(layout.legacy)
     if layout.block is not None:
@@ -161,16 +186,64 @@ def apply(text: str, hosts: Iterable[str], addresses: Sequence[str]) -> HostsUpd
     # dropped, a file of mixed endings would change again on the next apply.
     kept = [*kept_before, *kept_after]
     nl = _newline(kept if any(line.endswith("\n") for line in kept) else lines)
-    block: list[str] = []
-    if names and addrs:
-        block = [BEGIN_MARKER + nl]
-        for addr in addrs:
-            block.extend(_lines_for(addr, names, nl))
-        block.append(END_MARKER + nl)
+    block = _block(mapping, nl)
     if block and kept_before and not kept_before[-1].endswith("\n"):
         # Only the file's last line can lack an ending, and our block must start a line.
         kept_before[-1] += nl
     return HostsUpdate("".join([*kept_before, *block, *kept_after]), skipped)
+
+
+def apply(text: str, hosts: Iterable[str], addresses: Sequence[str]) -> HostsUpdate:
+    """``text`` with our block mapping ``hosts`` to every one of ``addresses``.
+
+    No hosts (after skipping) or no addresses removes the block. Raises HostsFileError,
+    before changing anything, when the markers are broken or an address is invalid.
+    """
+    layout = _layout(text)
+    addrs = _addresses(addresses)
+    names, skipped = _names(hosts)
+    return _rewrite(layout, dict.fromkeys(names, addrs), skipped)
+
+
+Entries = Mapping[str, Sequence[str]] | Iterable[tuple[str, Sequence[str]]]
+
+
+def apply_entries(text: str, entries: Entries) -> HostsUpdate:
+    """``text`` with our block mapping each host of ``entries`` to its own addresses.
+
+    ``entries`` is host -> addresses, as a mapping or as (host, addresses) pairs. A host
+    without addresses is left out (it has nowhere to point); when none is left the block is
+    removed. A name given twice (``A.example.com`` and ``a.example.com.`` are one name) with
+    the same addresses is written once; with different ones it is skipped and reported,
+    since pointing it at either proxy could be wrong. Raises HostsFileError, before changing
+    anything, when the markers are broken or an address is invalid. With one address set
+    for every host the result is exactly ``apply``'s.
+    """
+    if isinstance(entries, str | bytes):
+        raise TypeError("entries must map host names to addresses, not be a single string")
+    layout = _layout(text)
+    pairs = entries.items() if isinstance(entries, Mapping) else entries
+    wanted: dict[str, list[str]] = {}
+    spellings: dict[str, set[str]] = {}
+    conflicting: set[str] = set()
+    skipped: set[str] = set()
+    for host, addresses in pairs:
+        addrs = _addresses(addresses)
+        name = _name(host)
+        if name is None:
+            skipped.add(host if isinstance(host, str) else repr(host))
+            continue
+        if not addrs:
+            continue
+        spellings.setdefault(name, set()).add(host)
+        if name not in wanted:
+            wanted[name] = addrs
+        elif set(wanted[name]) != set(addrs):
+            conflicting.add(name)
+    for name in conflicting:
+        del wanted[name]
+        skipped.update(spellings[name])
+    return _rewrite(layout, wanted, tuple(sorted(skipped)))
 
 
 def managed_hosts(text: str) -> tuple[str, ...]:
@@ -184,3 +257,20 @@ def managed_hosts(text: str) -> tuple[str, ...]:
         fields = line.split("#", 1)[0].split()
         found.update(fields[1:])
     return tuple(sorted(found))
+
+
+def managed_entries(text: str) -> dict[str, tuple[str, ...]]:
+    """host -> addresses as our block holds them, sorted by host; raises HostsFileError when
+    the markers are broken."""
+    layout = _layout(text)
+    if layout.block is None:
+        return {}
+    begin, end = layout.block
+    found: dict[str, list[str]] = {}
+    for line in layout.lines[begin + 1:end]:
+        fields = line.split("#", 1)[0].split()
+        for name in fields[1:]:
+            addrs = found.setdefault(name, [])
+            if fields[0] not in addrs:
+                addrs.append(fields[0])
+    return {name: tuple(found[name]) for name in sorted(found)}

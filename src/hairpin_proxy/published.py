@@ -1,0 +1,199 @@
+"""The published hosts ConfigMap's format, shared by its writer and its readers. Pure.
+
+The controller writes the ConfigMap, the etchosts agents read it; both import this module,
+which depends on nothing of either, so the agent never loads the controller.
+
+Keys (docs/etchosts.md, "The published ConfigMap"):
+
+``entries``
+    One line per host, sorted by host: ``HOST ADDR [ADDR...]``, the ClusterIPs (IPv4 and/or
+    IPv6) of the proxy Service of that host's own target. Authoritative when present.
+``hosts`` and ``addresses``
+    The older format, one item a line: the hosts of the default target only, and the main
+    proxy Service's ClusterIPs. Kept so that an agent that predates ``entries`` never points a
+    host of another target at the main proxy Service.
+
+The reader refuses a malformed ``entries`` line on its own, with a reason, and keeps the rest:
+one bad line must not take every host of the node out of the hosts file.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+ENTRIES_KEY = "entries"
+HOSTS_KEY = "hosts"
+ADDRESSES_KEY = "addresses"
+
+# A refused line is quoted in the reason; a hand-edited ConfigMap can hold very long lines,
+# and log lines should stay readable.
+_QUOTE_MAX = 120
+_BAD_LISTED = 5
+
+
+@dataclass(frozen=True)
+class Refused:
+    """Part of the ``entries`` value that was left out, and why."""
+
+    line: int      # 1-based line number in the value (0: the value as a whole)
+    text: str      # the line as written, shortened for logs
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"line {self.line}" if self.line else "value"
+        return f"{where} {self.text!r}: {self.reason}" if self.text else f"{where}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class EntriesReading:
+    """What ``read_entries`` found: the usable entries, sorted by host, and what it refused."""
+
+    entries: dict[str, tuple[str, ...]]
+    refused: tuple[Refused, ...]
+
+
+def parse_lines(text: object) -> tuple[str, ...]:
+    """The items of ``hosts`` or ``addresses``: one a line, blank and ``#`` lines ignored."""
+    if not isinstance(text, str):
+        return ()
+    items = (line.strip() for line in text.splitlines())
+    return tuple(item for item in items if item and not item.startswith("#"))
+
+
+def _quote(text: str) -> str:
+    return text if len(text) <= _QUOTE_MAX else text[:_QUOTE_MAX] + "..."
+
+
+def _host_key(raw: object) -> tuple[str, str]:
+    """(key, "") for a usable host, else ("", reason).
+
+    Only what would break the line format or make the line mean something else is refused
+    here; whether a hosts file can hold the name (wildcards, single labels) is the hosts-file
+    editor's decision, which reports it in its own words.
+    """
+    if not isinstance(raw, str):
+        return "", "the host is not text"
+    if not raw or raw != raw.strip() or any(ch.isspace() for ch in raw):
+        return "", "the host name is empty or contains white space"
+    if raw.startswith("#"):
+        return "", "the host name starts a comment"
+    # Names are compared case-insensitively and without the root dot, so that two spellings
+    # of one name are seen as one host (and, with different addresses, as a conflict).
+    key = raw.lower().removesuffix(".")
+    if not key or key.endswith("."):
+        # Checked so that the key is its own key: the writer's output must read back as is.
+        return "", "the host name is empty or ends in an empty label"
+    try:
+        ipaddress.ip_address(key)
+    except ValueError:
+        return key, ""
+    # Most likely a hosts-file line pasted the other way round ("ADDR HOST").
+    return "", "the first field is an address, not a host name (expected HOST ADDR [ADDR...])"
+
+
+def _address(raw: object) -> str | None:
+    """The canonical spelling of one IPv4 or IPv6 address, or None."""
+    # A zone index ("fe80::1%eth0") names an interface of one node, never a Service address.
+    if not isinstance(raw, str) or "%" in raw:
+        return None
+    try:
+        return str(ipaddress.ip_address(raw.strip()))
+    except ValueError:
+        return None
+
+
+def _collect(rows: Iterable[tuple[int, str, object, Sequence[object]]]
+             ) -> EntriesReading:
+    """The rule both the reader and the writer follow, so that they cannot disagree.
+
+    ``rows`` are (line, text for reasons, host, addresses). A bad address is left out; a host
+    without a good address is refused; a host given on several rows with the same addresses
+    is one host, with different addresses it is refused on every row: which proxy Service
+    it belongs to cannot be told, and a wrong one is worse than none.
+    """
+    refused: list[Refused] = []
+    found: dict[str, list[tuple[int, str, tuple[str, ...]]]] = {}
+    for line, text, host, addresses in rows:
+        key, why = _host_key(host)
+        if why:
+            refused.append(Refused(line, text, why))
+            continue
+        good: list[str] = []
+        bad: list[str] = []
+        for raw in addresses:
+            addr = _address(raw)
+            if addr is None:
+                bad.append(raw if isinstance(raw, str) else repr(raw))
+            elif addr not in good:
+                good.append(addr)
+        if bad:
+            listed = ", ".join(_quote(b) for b in bad[:_BAD_LISTED])
+            more = f" and {len(bad) - _BAD_LISTED} more" if len(bad) > _BAD_LISTED else ""
+            refused.append(Refused(line, text, "not an IPv4 or IPv6 address, left out: "
+                                   + listed + more))
+        if not good:
+            refused.append(Refused(line, text, "no valid address; the host is left out"))
+            continue
+        found.setdefault(key, []).append((line, text, tuple(good)))
+    entries: dict[str, tuple[str, ...]] = {}
+    for key in sorted(found):
+        rows_of_key = found[key]
+        if len({frozenset(addrs) for _, _, addrs in rows_of_key}) > 1:
+            lines = ", ".join(str(line) for line, _, _ in rows_of_key)
+            refused.extend(Refused(line, text, f"{key} is listed with different addresses "
+                                   f"(lines {lines}); the host is left out")
+                           for line, text, _ in rows_of_key)
+            continue
+        entries[key] = rows_of_key[0][2]
+    refused.sort(key=lambda r: r.line)
+    return EntriesReading(entries, tuple(refused))
+
+
+def _rows(text: str) -> Iterable[tuple[int, str, object, Sequence[object]]]:
+    # Only "\n" ends a line (a "\r" before it is white space to split()): the line numbers in
+    # the reasons must be the ones an editor shows, and str.splitlines() also breaks at form
+    # feeds and other separators an editor does not.
+    for number, line in enumerate(text.split("\n"), 1):
+        fields = line.split()
+        if not fields or fields[0].startswith("#"):
+            continue  # blank lines and comments are for people
+        # A field starting with "#" starts a comment, as in a hosts file.
+        cut = next((i for i, f in enumerate(fields) if f.startswith("#")), len(fields))
+        yield number, _quote(line.strip()), fields[0], fields[1:cut]
+
+
+def read_entries(text: object) -> EntriesReading:
+    """Parse an ``entries`` value; never raises, every refusal comes with its reason."""
+    if not isinstance(text, str):
+        return EntriesReading({}, (Refused(0, "", "the value is not text"),))
+    return _collect(_rows(text))
+
+
+def parse_entries(text: object) -> dict[str, tuple[str, ...]]:
+    """host -> addresses from an ``entries`` value, sorted by host; malformed lines skipped.
+
+    Hosts are lower-case and without a final dot; addresses are canonical and unique per
+    host, in the order written. ``read_entries`` also says what was skipped and why.
+    """
+    return read_entries(text).entries
+
+
+def entries_text(entries: Mapping[str, Sequence[str]]) -> str:
+    """The ``entries`` value for ``entries`` (host -> that host's proxy Service addresses).
+
+    Follows the reader's rule, so that the agents read back exactly
+    ``parse_entries(entries_text(entries))`` without refusing anything: what the reader
+    would refuse (a bad address, a host without a good one, a host spelled twice with
+    different addresses, a host that would break the line) is left out here already.
+    """
+    rows: list[tuple[int, str, object, Sequence[object]]] = []
+    for number, (host, addresses) in enumerate(entries.items(), 1):
+        if isinstance(addresses, str):
+            # A lone string is a Sequence[str] too; iterating it would yield characters.
+            raise TypeError(f"addresses of {host!r} must be a sequence of addresses, "
+                            "not a single string")
+        rows.append((number, "", host, tuple(addresses)))
+    reading = _collect(rows)
+    return "".join(f"{host} {' '.join(addrs)}\n" for host, addrs in reading.entries.items())
