@@ -421,6 +421,8 @@ class ControllerSettings(CorednsTargetSettings, TargetSettings, PolicySettings, 
 @dataclasses.dataclass(frozen=True)
 class CleanupSettings(CorednsTargetSettings, KubeSettings, LogSettings):
     publish_configmap: str = opt("hairpin-proxy-hosts", "Published hosts ConfigMap to delete.")
+    targets_configmap: str = opt("hairpin-proxy-targets", "Targets table ConfigMap to delete, "
+                                                          "with the per-target proxy Services.")
 
 
 @dataclasses.dataclass(frozen=True)

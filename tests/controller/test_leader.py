@@ -160,6 +160,8 @@ def test_overdue_renewal_defers_the_write_instead_of_dropping_it(cluster: FakeAp
             ctl = Reconciler(settings, client, NAMESPACE, ControllerMetrics(Registry()))
             for r in ctl.reflectors:
                 r.synced.set()
+            assert ctl.gateway is not None
+            ctl.gateway.watches.discovered.set()
             assert ctl.elector is not None
             ctl.elector._leading = True
             ctl.elector._last_renew = float("-inf")
@@ -286,9 +288,11 @@ def test_a_write_refused_after_the_lease_is_lost_is_not_retried(cluster: FakeApi
         client = KubeClient.from_cluster(kconfig.load(kubeconfig))
         ctl = Reconciler(settings, client, NAMESPACE, ControllerMetrics(Registry()))
         tasks = [asyncio.create_task(r.run()) for r in ctl.reflectors]
+        assert ctl.gateway is not None
+        tasks.append(asyncio.create_task(ctl.gateway.watches.run()))
         try:
-            await asyncio.wait_for(asyncio.gather(*(r.synced.wait() for r in ctl.reflectors)),
-                                   10)
+            await asyncio.wait_for(asyncio.gather(*(r.synced.wait() for r in ctl.reflectors),
+                                                  ctl.gateway.watches.discovered.wait()), 10)
             elector = ctl.elector
             assert elector is not None
             elector._leading = True

@@ -470,13 +470,20 @@ def test_controller_may_do_exactly_what_its_flags_say(
     for cache in ("node-local-dns", "nodelocaldns"):
         for verb in ("get", "list", "watch", "update"):
             assert allowed(docs, sa, "kube-system", "", "configmaps", verb, cache), (cache, verb)
-    # The proxy's endpoints (withdrawal when none is ready) in our namespace only, and our
-    # namespace itself by name (its deletion is the uninstall).
+    # The proxy's endpoints (withdrawal when none is ready) in our namespace only; Namespaces
+    # read-only (our own's deletion is the uninstall, the others' labels decide which routes a
+    # Gateway listener admits).
     for verb in ("list", "watch"):
         assert allowed(docs, sa, own, "discovery.k8s.io", "endpointslices", verb)
         assert not allowed(docs, sa, "default", "discovery.k8s.io", "endpointslices", verb)
         assert allowed(docs, sa, "", "", "namespaces", verb, own)
+        assert allowed(docs, sa, "", "", "namespaces", verb, "kube-system")
+    for verb in ("update", "patch", "delete", "create"):
         assert not allowed(docs, sa, "", "", "namespaces", verb, "kube-system")
+    # The per-target proxy Services: written in our namespace only.
+    for verb in ("create", "update", "delete"):
+        assert allowed(docs, sa, own, "", "services", verb)
+        assert not allowed(docs, sa, "default", "", "services", verb)
     # Only the opt-in nudge may patch pods, and only in the CoreDNS namespace.
     assert allowed(docs, sa, dns_ns, "", "pods", "patch") == (flags["nudge_coredns"] == "True")
     assert not allowed(docs, sa, own, "", "pods", "patch")

@@ -486,19 +486,23 @@ def test_network_policies_allow_exactly_what_is_needed(renders: dict[str, list[D
     for spec in (proxy, ctl):
         assert spec["policyTypes"] == ["Ingress", "Egress"]
 
-    # Proxy ingress: the relay ports from anywhere; the admin port from monitoring only.
-    relay_ports = {("TCP", p) for p in (8080, 8443, 80, 443)}
+    # Proxy ingress: the relay ports from anywhere (the targets table's slots from 20002 up to
+    # what 1,000 targets take); the admin port from monitoring only.
+    relay_ports = {("TCP", p) for p in (8080, 8443, 80, 443, 20002)}
     container = find(docs, "Deployment", "hairpin-proxy")["spec"]["template"]["spec"][
         "containers"][0]
     listening = {("TCP", p["containerPort"]) for p in container["ports"] if p["name"] != "admin"}
     assert listening <= relay_ports
     by_ports = {frozenset(_ports(r)): r for r in proxy["ingress"]}
     assert "from" not in by_ports[frozenset(relay_ports)]
+    assert [p.get("endPort") for p in by_ports[frozenset(relay_ports)]["ports"]
+            if p["port"] == 20002] == [22001]
     assert by_ports[frozenset({("TCP", 9090)})]["from"] == [MONITORING_NS]
     assert len(proxy["ingress"]) == 2
-    # Proxy egress: the ingress controller's pods in any namespace, and the cluster DNS.
+    # Proxy egress: the data planes' pods in any namespace (the pod ports of ingress-nginx,
+    # Traefik, Istio and Envoy Gateway), and the cluster DNS.
     egress = {frozenset(_ports(r)): r for r in proxy["egress"]}
-    web = egress[frozenset({("TCP", 80), ("TCP", 443), ("TCP", 8000), ("TCP", 8443)})]
+    web = egress[frozenset({("TCP", p) for p in (80, 443, 8000, 8080, 8443, 10080, 10443)})]
     assert web["to"] == [{"namespaceSelector": {}}]
     dns = egress[frozenset({("UDP", 53), ("TCP", 53)})]
     assert dns["to"][0]["podSelector"] == {"matchLabels": {"k8s-app": "kube-dns"}}

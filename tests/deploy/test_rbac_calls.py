@@ -31,7 +31,17 @@ from tests.controller.conftest import COREFILE, NAMESPACE, NODE_LOCAL, PROXY_IP,
 from tests.corefiles import BY_NAME
 from tests.deploy.rendering import Doc, find
 from tests.deploy.test_manifests import allowed, pod_spec
-from tests.fakeapi.fixtures import configmap, corefile_configmap, endpoint_slice, ingress, service
+from tests.fakeapi.crds import ENVOY_CLIENT_TRAFFIC_POLICY, NGINX_PROXY
+from tests.fakeapi.fixtures import (
+    configmap,
+    corefile_configmap,
+    endpoint_slice,
+    gateway,
+    gateway_class,
+    ingress,
+    route,
+    service,
+)
 from tests.fakeapi.server import FakeApiServer, RequestRecord
 
 SA = "hairpin-proxy-controller"
@@ -210,6 +220,51 @@ def _extras(api: FakeApiServer) -> None:
     api.create(ingress("shop", "internal", tls_hosts=["web.cluster.local"]))
 
 
+ENVOY = "gateway.envoyproxy.io/gatewayclass-controller"
+
+
+def _gateway_api(api: FakeApiServer) -> None:
+    """Every CRD the controller reads (TLSRoute is in the experimental channel of 1.4) and an
+    Envoy Gateway route: its target gets a slot and a proxy Service."""
+    api.install_gateway_api("1.4", "experimental")
+    api.install(ENVOY_CLIENT_TRAFFIC_POLICY, NGINX_PROXY)
+    api.create(gateway_class("eg", ENVOY))
+    api.create(gateway("web", "public", "eg", listeners=[
+        {"name": "http", "port": 80, "protocol": "HTTP",
+         "allowedRoutes": {"namespaces": {"from": "All"}}}]))
+    api.create(service("envoy-gateway-system", "envoy-web-public-1a2b3c4d",
+                       labels={"gateway.envoyproxy.io/owning-gateway-name": "public",
+                               "gateway.envoyproxy.io/owning-gateway-namespace": "web"}))
+    api.create({"apiVersion": "gateway.envoyproxy.io/v1alpha1", "kind": "ClientTrafficPolicy",
+                "metadata": {"namespace": "web", "name": "proxy-protocol"},
+                "spec": {"targetRefs": [{"group": "gateway.networking.k8s.io",
+                                         "kind": "Gateway", "name": "public"}],
+                         "proxyProtocol": {}}})
+    obj = route("HTTPRoute", "shop", "gw", hostnames=["gw.example.com"], parent="public",
+                parent_namespace="web")
+    obj["status"] = {"parents": [{
+        "parentRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway",
+                      "name": "public", "namespace": "web"},
+        "controllerName": ENVOY,
+        "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
+                        "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}]}
+    api.create(obj)
+
+
+def _target_service_lifecycle(api: FakeApiServer) -> None:
+    """Create, update and delete of a per-target proxy Service."""
+    slot = ("Service", NAMESPACE, "hairpin-proxy-t1")
+    _wait("target Service created", lambda: api.get(*slot) is not None)
+    svc = api.get("Service", NAMESPACE, "hairpin-proxy")
+    assert svc is not None
+    svc["spec"]["selector"] = {"app.kubernetes.io/component": "proxy"}
+    api.update(svc)
+    _wait("target Service updated", lambda: ((api.get(*slot) or {}).get("spec") or {})
+          .get("selector") == {"app.kubernetes.io/component": "proxy"})
+    api.delete("Gateway", "web", "public")
+    _wait("target Service deleted", lambda: api.get(*slot) is None)
+
+
 def _host_in(api: FakeApiServer, namespace: str, name: str, key: str, host: str) -> bool:
     """Whether the host's first label is in the key (the Corefile has it as a regex)."""
     cm = api.get("ConfigMap", namespace, name)
@@ -221,9 +276,11 @@ def _default_run(renders: dict[str, list[Doc]], work: Path) -> list[Run]:
     with FakeApiServer(bookmark_interval=0.5) as api:
         _cluster(api, COREFILE)
         _extras(api)
+        # Before the start: the rendered controller looks for CRDs once a minute.
+        _gateway_api(api)
         # Conflicted writes re-read the ConfigMap: the `get` of each written name.
         for path in (r"/configmaps/coredns$", r"/configmaps/node-local-dns$",
-                     r"/configmaps/hairpin-proxy-hosts$"):
+                     r"/configmaps/hairpin-proxy-hosts$", r"/configmaps/hairpin-proxy-targets$"):
             api.conflict_next_put(path)
         kubeconfig = api.write_kubeconfig(work / "kubeconfig-default")
         ctl = Controller(api, kubeconfig, work / "default.log",
@@ -247,6 +304,7 @@ def _default_run(renders: dict[str, list[Doc]], work: Path) -> list[Run]:
                 (api.get("Pod", "kube-system", "coredns-5d78c9869d-abcde") or {})
                 .get("metadata", {}).get("annotations") or {}))
             _wait("event", lambda: api.list("Event", "shop"))
+            _target_service_lifecycle(api)
             time.sleep(1.0)  # a lease renewal or two more
         finally:
             assert ctl.stop() == 0, ctl.log()
@@ -271,8 +329,9 @@ def _import_run(renders: dict[str, list[Doc]], work: Path) -> list[Run]:
     with FakeApiServer(bookmark_interval=0.5) as api:
         _cluster(api, BY_NAME["k3s"].text)
         _extras(api)
+        _gateway_api(api)
         for path in (r"/configmaps/coredns-custom$", r"/configmaps/nodelocaldns$",
-                     r"/configmaps/hairpin-proxy-hosts$"):
+                     r"/configmaps/hairpin-proxy-hosts$", r"/configmaps/hairpin-proxy-targets$"):
             api.conflict_next_put(path)
         kubeconfig = api.write_kubeconfig(work / "kubeconfig-import")
         ctl = Controller(api, kubeconfig, work / "import.log",
@@ -293,6 +352,7 @@ def _import_run(renders: dict[str, list[Doc]], work: Path) -> list[Run]:
                 any(r.status == 409 for r in api.requests("PUT", path)) for path in (
                     r"/configmaps/coredns-custom$", r"/configmaps/nodelocaldns$",
                     r"/configmaps/hairpin-proxy-hosts$")))
+            _target_service_lifecycle(api)
             time.sleep(1.0)
         finally:
             assert ctl.stop() == 0, ctl.log()
@@ -328,8 +388,11 @@ def test_every_call_is_allowed(renders: dict[str, list[Doc]], runs: list[Run]) -
         assert run.calls, run.label
         assert denied(renders[run.render], run.calls) == [], (run.label, run.render)
         # Discovery and health URLs are open to every authenticated user (system:discovery,
-        # system:public-info-viewer); the controller asks for none of them today.
-        assert set(run.non_resource) <= {"/version", "/api", "/apis", "/healthz"}, run.label
+        # system:public-info-viewer: /api, /api/*, /apis, /apis/*, /version, /healthz); the
+        # controller asks for API groups' versions (Gateway API and implementations' CRDs).
+        for url in run.non_resource:
+            assert url in {"/version", "/api", "/apis", "/healthz"} or url.startswith(
+                ("/api/", "/apis/")), (run.label, url)
 
 
 def test_the_nudge_is_the_only_call_beyond_the_base(renders: dict[str, list[Doc]],
@@ -356,7 +419,7 @@ def test_every_grant_is_exercised(renders: dict[str, list[Doc]], runs: list[Run]
     missing = _coverage(renders, runs)
     unexpected = sorted(f"{render}: {g}" for render, g in set(missing) - set(EXCEPTIONS))
     stale = sorted(f"{render}: {g}" for render, g in set(EXCEPTIONS) - set(missing))
-    assert unexpected == [], "granted but never used"
+    assert unexpected == [], "granted but never used:\n" + "\n".join(unexpected)
     assert stale == [], "listed as unused but exercised (or no longer granted)"
 
 

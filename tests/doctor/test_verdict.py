@@ -34,6 +34,7 @@ TRI_FIELDS = ("rule", "proxy_installed", "proxy_ready", "ip_mode_proxy", "hostna
 FIELD_VALUES: dict[str, tuple[Any, ...]] = {
     "dns": v.DNS_STATES, "http": v.PORT_STATES, "tls": v.PORT_STATES,
     **{name: TRI for name in TRI_FIELDS},
+    "target": (None, *v.TARGET_STATES),
 }
 
 
@@ -88,7 +89,7 @@ def explore(assigned: dict[str, Any]) -> Iterator[tuple[dict[str, Any], list[str
 
 
 def test_every_combination_matches_exactly_one_rule() -> None:
-    """All 5 x 4 x 4 x 3^11 situations: the conditions are exclusive and exhaustive."""
+    """All 5 x 4 x 4 x 3^11 x 5 situations: the conditions are exclusive and exhaustive."""
     started = time.monotonic()
     seen: set[str] = set()
     count = 0
@@ -98,7 +99,7 @@ def test_every_combination_matches_exactly_one_rule() -> None:
         seen.add(hits[0])
         count += math.prod(len(values) for name, values in FIELD_VALUES.items()
                            if name not in assigned)
-    assert count == 5 * 4 * 4 * 3 ** 11
+    assert count == 5 * 4 * 4 * 3 ** 11 * 5
     assert seen == set(v.CODES), set(v.CODES) - seen
     assert time.monotonic() - started < 60
 
@@ -121,6 +122,9 @@ situations = st.builds(
     coredns_version=st.sampled_from(["", "1.8.3", "1.11.1"]),
     verify_code=st.sampled_from(["", "not-this-cluster", "unresolved", "ip-mode-proxy"]),
     verify_reason=st.text(max_size=40),
+    target=st.sampled_from((None, *v.TARGET_STATES)),
+    target_key=st.sampled_from(["", "gateway/web/public", "ingressclass/nginx"]),
+    target_message=st.text(max_size=40),
 )
 
 
@@ -132,7 +136,8 @@ def test_decide_gives_the_one_matching_rule(s: v.Situation) -> None:
     assert out.code == code
     assert out.advice and "\n" not in out.advice
     # Only a working path is ok; and every ok verdict is a working one.
-    assert out.ok == (out.code in {"fixed", "not-needed-ipmode", "not-needed-hostname", "works"})
+    assert out.ok == (out.code in {"fixed", "target-no-proxy", "not-needed-ipmode",
+                                   "not-needed-hostname", "works"})
     if out.ok:
         assert s.all_work
 
@@ -175,6 +180,15 @@ EXAMPLES: dict[str, v.Situation] = {
                       "balancer 203.0.113.7"),
     "rule-missing": v.Situation("lb", H, H, rule=False, proxy_installed=True),
     "hairpin-confirmed": v.Situation("lb", H, F),
+    "target-proxy-mismatch": v.Situation("lb", H, H, target="no-proxy",
+                                         target_key="gateway/web/public"),
+    "target-proxy-unknown": v.Situation("lb", H, W, proxy_installed=True,
+                                        target="proxy-unknown",
+                                        target_key="gateway/web/public"),
+    "target-not-found": v.Situation("other", H, S, verified=True, target="not-found",
+                                    target_key="gateway/web/public"),
+    "target-no-proxy": v.Situation("lb", W, W, ip_mode_proxy=True, target="no-proxy",
+                                   target_key="gateway/web/public"),
     "not-needed-ipmode": v.Situation("lb", W, W, ip_mode_proxy=True),
     "not-needed-hostname": v.Situation("other", W, S, hostname_only=True),
     "works": v.Situation("other", W, W),
@@ -255,6 +269,27 @@ def test_advice_carries_the_details() -> None:
         v.decide(EXAMPLES["dns-not-updated"]).advice
     assert v.decide(EXAMPLES["hairpin-confirmed"]).advice == \
         "hairpin confirmed and not fixed: install hairpin-proxy"
+
+
+def test_target_advice_names_the_flag_once() -> None:
+    unknown = v.decide(v.Situation("lb", H, H, target="proxy-unknown",
+                                   target_key="gateway/web/public",
+                                   target_message="hairpin-proxy cannot read it"))
+    assert unknown.code == "target-proxy-unknown"
+    assert "gateway/web/public (hairpin-proxy cannot read it)" in unknown.advice
+    assert unknown.advice.endswith(
+        "set --target gateway:web/public=NAMESPACE/SERVICE:v1|v2|none")
+    # The plan's message already names the flag: it is not repeated.
+    told = v.decide(v.Situation("lb", H, H, target="not-found", target_key="ingressclass/x",
+                                target_message="no Service found; set --target "
+                                               "x=NAMESPACE/SERVICE:v1|v2|none"))
+    assert told.code == "target-not-found" and told.advice.count("--target") == 1
+    # A working host of a no-PROXY target is fine; the same with the hairpin is not.
+    assert v.decide(v.Situation("other", W, W, target="no-proxy")).ok
+    assert v.decide(v.Situation("lb", H, W, target="no-proxy")).code == "target-proxy-mismatch"
+    # A redirected target changes nothing of the verdicts before targets existed.
+    assert v.decide(v.Situation("lb", H, F, target="redirected")).code == "hairpin-confirmed"
+    assert v.decide(v.Situation("other", W, W, target="redirected")).code == "works"
 
 
 # --------------------------------------------------------------------------- from facts

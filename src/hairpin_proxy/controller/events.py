@@ -44,6 +44,23 @@ class Reports:
                 self.metrics.events.labels(reason).inc()
         self.background.spawn(send())
 
+    def notice(self, namespace: str, name: str, host: str, *, reason: str, message: str,
+               event_type: str) -> None:
+        """A log line and an Event ``reason`` on the origin ``namespace/name`` of ``host``, at
+        most once per interval for the same message."""
+        now = time.monotonic()
+        key = (namespace, name, host, f"{reason}|{message}")
+        last = self._logged.get(key)
+        if last is not None and now - last < self.interval:
+            return
+        self._logged[key] = now
+        (log.info if event_type == "Normal" else log.warning)(
+            "host not redirected", extra={"origin": f"{namespace}/{name}", "host": host,
+                                          "reason": reason, "detail": message})
+        involved = self.find(namespace, name)
+        if involved is not None:
+            self.event(involved, reason, f"host {host!r}: {message}", event_type)
+
     def rejections(self, rejections: Sequence[Rejection]) -> None:
         """A log line and a HostRejected Event per refused host, at most once per interval."""
         now = time.monotonic()

@@ -12,19 +12,27 @@ from hairpin_proxy import corefile
 from hairpin_proxy.admin import AdminServer, serve_admin
 from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.reconciler import Controller
-from hairpin_proxy.controller.sinks.configmap import write_configmap
+from hairpin_proxy.controller.sinks.configmap import MANAGED_BY, write_configmap
 from hairpin_proxy.controller.sinks.coredns import CorednsSink, SinkError
 from hairpin_proxy.controller.sinks.coredns_import import ImportSink
 from hairpin_proxy.controller.sinks.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
 from hairpin_proxy.controller.sinks.nodelocal import NodeLocalSink
+from hairpin_proxy.controller.sinks.targets import SLOT_LABEL
 from hairpin_proxy.kube import config as kconfig
 from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
 from hairpin_proxy.logs import setup_logging
 from hairpin_proxy.metrics import Registry
 from hairpin_proxy.settings import CleanupSettings, ControllerSettings
+from hairpin_proxy.targets.mapping import TargetFlagError, parse_target_flags
 from hairpin_proxy.verify import parse_servers
 
 log = logging.getLogger("hairpin_proxy.controller")
+
+
+MANAGED_SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
+
+# Two pod ports each: 1,000 targets take ports 20002-22001.
+MAX_TARGETS = 1000
 
 
 def _settings_error(s: ControllerSettings) -> str:
@@ -44,6 +52,14 @@ def _settings_error(s: ControllerSettings) -> str:
         parse_servers(s.verify_resolver)
     except ValueError as exc:
         return f"--verify-resolver: {exc}"
+    try:
+        parse_target_flags(s.target)
+    except TargetFlagError as exc:
+        return str(exc)
+    if not 1 <= s.max_targets <= MAX_TARGETS:
+        return f"--max-targets must be 1 to {MAX_TARGETS}"
+    if s.target_settle < 0 or s.api_discovery_interval <= 0:
+        return "--target-settle must not be negative, --api-discovery-interval positive"
     return ""
 
 
@@ -165,6 +181,18 @@ async def _cleanup(s: CleanupSettings, client: KubeClient, namespace: str) -> in
     if await client.delete(published):
         log.info("deleted the published hosts", extra={
             "configmap": f"{namespace}/{s.publish_configmap}"})
+    # The DNS rules are gone: nothing leads to the per-target Services any more.
+    services = resource_path("v1", "services", namespace)
+    ours, _ = await client.list(services, {"labelSelector": f"{SLOT_LABEL},{MANAGED_SELECTOR}"})
+    for svc in ours:
+        svc_name = (svc.get("metadata") or {}).get("name")
+        if await client.delete(f"{services}/{svc_name}"):
+            log.info("deleted a per-target proxy Service", extra={
+                "service": f"{namespace}/{svc_name}"})
+    table = resource_path("v1", "configmaps", namespace, s.targets_configmap)
+    if await client.delete(table):
+        log.info("deleted the targets table", extra={
+            "configmap": f"{namespace}/{s.targets_configmap}"})
     return 0
 
 

@@ -77,3 +77,15 @@ class ControllerMetrics:
                                             "changed ones; all of them after an IngressClass "
                                             "default change).")
 
+        self.targets = registry.gauge(p + "targets",
+                                      "Data planes named by the hosts' claims, by state "
+                                      "(relayed, no-proxy, proxy-unknown, not-found).",
+                                      ("state",))
+        self.hosts_unrouted = registry.gauge(p + "hosts_not_redirected",
+                                             "Claimed hosts left alone because of their target "
+                                             "(no-proxy, proxy-unknown, not-found) or still "
+                                             "waiting for a new target to settle (settling).",
+                                             ("reason",))
+        self.host_conflicts = registry.gauge(p + "host_conflicts",
+                                             "Claims that lost their host to an older object "
+                                             "of another target.")

@@ -18,11 +18,14 @@ log = logging.getLogger("hairpin_proxy.controller")
 
 
 class Preflight:
-    """``coredns`` watches the CoreDNS ConfigMap: the checks wait for its first list."""
+    """``coredns`` watches the CoreDNS ConfigMap, ``services`` every Service: the checks wait
+    for their first lists."""
 
     def __init__(self, settings: ControllerSettings, client: KubeClient, coredns: Reflector,
-                 corefile_sink: CorednsSink, metrics: ControllerMetrics) -> None:
+                 corefile_sink: CorednsSink, metrics: ControllerMetrics, *,
+                 services: Reflector) -> None:
         self.settings = settings
+        self.services = services
         self.client = client
         self.coredns = coredns
         self.corefile_sink = corefile_sink
@@ -75,12 +78,9 @@ class Preflight:
                            configmap=f"{ns}/{name}")
 
     async def _check_proxy_ip_mode(self) -> None:
-        try:
-            services, _ = await self.client.list(resource_path("v1", "services"))
-        except ApiError as exc:
-            log.debug("ipMode check skipped", extra={"error": str(exc)})
-            return
-        for svc in services:
+        # The Services are watched anyway (data planes are found among them).
+        await self.services.synced.wait()
+        for svc in list(self.services.cache.values()):
             if (svc.get("spec") or {}).get("type") != "LoadBalancer":
                 continue
             lb = ((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []

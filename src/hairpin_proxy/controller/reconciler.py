@@ -21,7 +21,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from hairpin_proxy import corefile
 from hairpin_proxy.admin import Check
@@ -32,6 +32,8 @@ from hairpin_proxy.controller.events import Reports
 from hairpin_proxy.controller.guard import HeldDrops, RemovalGuard
 from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.preflight import Preflight
+from hairpin_proxy.controller.routing import Routed, Routing, involved_of
+from hairpin_proxy.controller.routing import slim_service as slim_any_service
 from hairpin_proxy.controller.sinks import Desired, RulesSink, Sink
 from hairpin_proxy.controller.sinks.coredns import CorednsSink, SinkError
 from hairpin_proxy.controller.sinks.coredns_import import ImportSink
@@ -40,6 +42,8 @@ from hairpin_proxy.controller.sinks.nodelocal import NodeLocalWriter
 from hairpin_proxy.controller.sinks.nudge import CorednsNudge
 from hairpin_proxy.controller.sinks.published import PublishedSink, PublishedWriter
 from hairpin_proxy.controller.sinks.rules import CorefileRules, ImportRules, RulesWriting
+from hairpin_proxy.controller.sinks.targets import TargetsWriter
+from hairpin_proxy.controller.sources.gateway import GatewaySource
 from hairpin_proxy.controller.sources.ingress import IngressSource
 from hairpin_proxy.controller.tracker import NotLeading, WriteTracker
 from hairpin_proxy.controller.verification import Verification
@@ -48,9 +52,9 @@ from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_pa
 from hairpin_proxy.kube.events import EventRecorder
 from hairpin_proxy.kube.lease import LeaderElector
 from hairpin_proxy.kube.watch import Backoff, Reflector
-from hairpin_proxy.policy import HostPolicy, PolicyResult, default_target
+from hairpin_proxy.policy import HostPolicy, PolicyResult, Rejection, default_target
 from hairpin_proxy.settings import ControllerSettings
-from hairpin_proxy.slim import slim_service
+from hairpin_proxy.targets.mapping import parse_target_flags
 from hairpin_proxy.verify import HostChecker, make_resolver
 
 log = logging.getLogger("hairpin_proxy.controller")
@@ -115,6 +119,22 @@ class Controller:
             return made
 
         self.source = IngressSource(reflector, s.include_namespace, self.policy, metrics)
+        self.gateway: GatewaySource | None = None
+        if s.gateway_api == "auto":
+            self.gateway = GatewaySource(client, reflector, interval=s.api_discovery_interval,
+                                         gateway_classes=s.gateway_class,
+                                         on_change=self.dirty.set)
+        # Every Service of the cluster: data planes are found among them, host verification
+        # reads the load balancers' addresses, and our per-target Services are among them.
+        self.services = reflector(resource_path("v1", "services"), "services",
+                                  transform=slim_any_service)
+        self._wakeup: asyncio.TimerHandle | None = None
+        self.routing = Routing(reflector, namespace, target_map=parse_target_flags(s.target),
+                               services=self.services, ingress=self.source,
+                               gateway=self.gateway, cluster_domain=s.cluster_domain,
+                               max_targets=s.max_targets, settle=s.target_settle,
+                               dns_ttl=s.dns_ttl, table_configmap=s.targets_configmap,
+                               wake_in=self._wake_in)
         self.coredns = reflector(resource_path("v1", "configmaps", s.configmap_namespace),
                                  "coredns-configmap", s.configmap_name)
         self.import_cm = reflector(resource_path("v1", "configmaps", s.configmap_namespace),
@@ -131,17 +151,20 @@ class Controller:
         self.node_local = [reflector(resource_path("v1", "configmaps", ns), f"configmap {name}",
                                      name) for ns, name in NODE_LOCAL_CANDIDATES]
         self.reflectors = [*self.source.reflectors, self.coredns, self.service,
-                           self.published_cm, self.slices, self.own_namespace]
+                           self.published_cm, self.slices, self.own_namespace, self.services,
+                           *self.routing.reflectors]
         self.reports = Reports(self.events, metrics, self.background, s.event_interval,
-                               self.source.involved)
+                               involved_of(self.source, self.gateway))
+        self.targets_writer = TargetsWriter(client, self.tracker, metrics, namespace=namespace,
+                                            configmap=s.targets_configmap,
+                                            table_cm=self.routing.table_cm,
+                                            services=self.services, proxy_service=self.service,
+                                            proxy_service_name=s.proxy_service)
         self.verification: Verification | None = None
         if s.verify_hosts == "on":
             checker = HostChecker(make_resolver(s.verify_resolver), interval=s.verify_interval,
                                   on_change=self.dirty.set)
-            lb_services = reflector(resource_path("v1", "services"), "services",
-                                    transform=slim_service)
-            self.reflectors.append(lb_services)
-            self.verification = Verification(checker, lb_services, self.source, metrics,
+            self.verification = Verification(checker, self.services, self.source, metrics,
                                              self.reports, wake=self.dirty.set)
         if s.node_local_dns == "auto":
             self.reflectors += self.node_local
@@ -155,7 +178,8 @@ class Controller:
                                      metrics=metrics, reports=self.reports, wake=self.dirty.set)
         self.facts = CorefileFacts(self.corefile_sink, metrics, self.reports,
                                    self._served_zones)
-        self.preflight = Preflight(s, client, self.coredns, self.corefile_sink, metrics)
+        self.preflight = Preflight(s, client, self.coredns, self.corefile_sink, metrics,
+                                   services=self.services)
         self.rules = self._rules_sink()
         self.node_local_writer = NodeLocalWriter(self.node_local, s.cluster_domain,
                                                  self.tracker, metrics, self.reports)
@@ -184,7 +208,19 @@ class Controller:
         return self.elector is None or self.elector.is_leader
 
     def caches_synced(self) -> bool:
-        return all(r.synced.is_set() for r in self.reflectors)
+        return all(r.synced.is_set() for r in self.reflectors) and (
+            self.gateway is None or self.gateway.synced())
+
+    def _wake_in(self, delay: float) -> None:
+        """A pass in ``delay`` seconds (the earliest asked for wins)."""
+        loop = asyncio.get_running_loop()
+        when = loop.time() + delay
+        if self._wakeup is not None and not self._wakeup.cancelled() \
+                and self._wakeup.when() <= when:
+            return
+        if self._wakeup is not None:
+            self._wakeup.cancel()
+        self._wakeup = loop.call_at(when, self.dirty.set)
 
     def _leader_changed(self, leading: bool) -> None:
         self.metrics.leader.set(1 if leading else 0)
@@ -214,6 +250,8 @@ class Controller:
     async def ready(self) -> Check:
         if not self.caches_synced():
             waiting = [r.kind for r in self.reflectors if not r.synced.is_set()]
+            if self.gateway is not None:
+                waiting += self.gateway.watches.waiting()
             return Check(False, "caches not synced: " + ", ".join(waiting))
         if self.elector is not None and not self.elector.decided:
             return Check(False, "leader election pending")
@@ -232,6 +270,8 @@ class Controller:
         if self.elector is not None:
             tasks.append(asyncio.create_task(self.elector.run(), name="leader election"))
         tasks.append(asyncio.create_task(self._loop(), name="reconcile"))
+        if self.gateway is not None:
+            tasks.append(asyncio.create_task(self.gateway.watches.run(), name="api discovery"))
         if self.verification is not None:
             tasks.append(self.verification.checker.start())
         tasks.append(asyncio.create_task(self.preflight.run(), name="warnings"))
@@ -309,16 +349,41 @@ class Controller:
         # it): the withdrawal is written before anything else is computed.
         result = (PolicyResult((), (), {}, ()) if self.withdrawal.uninstalling
                   else await self.source.evaluate(self.policy, self._policy_gen))
-        result = self.budget.apply(result, self.source.claims(result))
+        routed: Routed | None = None
+        try:
+            if not self.withdrawal.uninstalling:
+                claims = list(self.source.claims(result))
+                route_rejections: list[Rejection] = []
+                if self.gateway is not None:
+                    from_routes = self.gateway.claims(self.policy, self._policy_gen)
+                    claims += from_routes.claims
+                    route_rejections = [Rejection(r.origin.namespace, r.origin.name, r.host,
+                                                  r.reason) for r in from_routes.rejections]
+                rules = self.rules
+
+                def held_answers() -> Mapping[str, corefile.Answers]:
+                    return rules.held_answers(coredns_cm)
+                routed = self.routing.route(claims, self.targets_writer.current(),
+                                            held_answers)
+                self._report_routing(routed)
+                result = self._routed_result(result, routed, route_rejections)
+                claims = [c for c in claims if routed.plan.routes.get(c.host) == c.target]
+                result = self.budget.apply(result, claims)
+        except corefile.CorefileError:
+            # Reported where the rules are edited below.
+            result = self.budget.apply(result, self.source.claims(result))
         self.metrics.hosts_rejected.set(len(result.rejections))
         self.reports.rejections(result.rejections)
         try:
+            if routed is not None:
+                await self.targets_writer.write(routed.plan)
             answers, withdrawn = self.withdrawal.answers()
             self.withdrawal.set_reason(withdrawn)
             held = await self.rules.read(coredns_cm)
             wanted = await self._verified(result, held.hosts)
             hosts = () if withdrawn else self.held.hosts(wanted, held.hosts)
-            desired = Desired(hosts, answers, held)
+            desired = Desired(hosts, answers, held,
+                              routed=routed.answers if routed is not None else {})
             for sink in self.sinks:
                 if self.withdrawal.uninstalling and not sink.during_uninstall:
                     # Our namespace, and what lives there, is going away: nothing can be
@@ -360,6 +425,47 @@ class Controller:
             log.info("first sync done", extra={"hosts": len(hosts),
                                                "rejected": len(result.rejections)})
         return True
+
+    def _routed_result(self, result: PolicyResult, routed: Routed,
+                       route_rejections: list[Rejection]) -> PolicyResult:
+        """The policy's result with every source's hosts that have somewhere to go: the
+        plan's routes, less those still waiting for their target."""
+        plan = routed.plan
+        hosts = tuple(sorted(h for h in plan.routes if h not in routed.waiting))
+        sources = {h: tuple(f"{o.namespace}/{o.name}" for o in plan.origins[h])
+                   for h in hosts}
+        return dataclasses.replace(result, hosts=hosts, sources=sources,
+                                   rejections=(*result.rejections, *route_rejections))
+
+    def _report_routing(self, routed: Routed) -> None:
+        """Metrics, log lines and Events for what the plan leaves out."""
+        plan, m = routed.plan, self.metrics
+        states = {"relayed": len(plan.targets)}
+        for why in plan.unresolved.values():
+            state = why.problem.removeprefix("target-")
+            states[state] = states.get(state, 0) + 1
+        for state in ("relayed", "no-proxy", "proxy-unknown", "not-found"):
+            m.targets.labels(state).set(states.get(state, 0))
+        reasons = {"settling": len(routed.waiting)}
+        for why in plan.excluded.values():
+            reason = why.problem.removeprefix("target-")
+            reasons[reason] = reasons.get(reason, 0) + 1
+        for reason in ("no-proxy", "proxy-unknown", "not-found", "settling"):
+            m.hosts_unrouted.labels(reason).set(reasons.get(reason, 0))
+        m.host_conflicts.set(len(plan.losers))
+        origins = plan.origins
+        for loser, winner in plan.losers:
+            self.reports.notice(loser.origin.namespace, loser.origin.name, loser.host,
+                                reason="HostClaimedElsewhere",
+                                message=f"claimed by the older {winner.origin} for "
+                                        f"{winner.target}; not relayed to {loser.target}",
+                                event_type="Warning")
+        for host, why in plan.excluded.items():
+            for origin in origins.get(host, ()) or ():
+                self.reports.notice(origin.namespace, origin.name, host,
+                                    reason="HostNotRedirected", message=why.message,
+                                    event_type=("Normal" if why.problem == "target-no-proxy"
+                                                else "Warning"))
 
     async def _verified(self, result: PolicyResult, previous: Iterable[str]
                         ) -> tuple[str, ...]:

@@ -141,16 +141,17 @@ class Routing:
             cluster_domain=self.cluster_domain)
 
     def route(self, claims: Iterable[Claim], table_cm: JsonObj | None,
-              held: Mapping[str, corefile.Answers]) -> Routed:
+              held_answers: Callable[[], Mapping[str, corefile.Answers]]) -> Routed:
         """The plan for ``claims`` and what each non-default host answers with now.
-        ``table_cm`` is the targets ConfigMap as the pass knows it; ``held`` what the rules
-        answer for each host now."""
+        ``table_cm`` is the targets ConfigMap as the pass knows it; ``held_answers`` reads
+        what the rules answer for each host now (only asked when a target is settling)."""
         p = plan(claims, self.facts(), self.target_map, read_slots(table_cm),
                  self.max_targets)
         self._tell(p)
         published = read_published(table_cm)
         now = time.time()
         routed = Routed(p)
+        held: Mapping[str, corefile.Answers] | None = None
         for host, key in p.routes.items():
             if key == "default":
                 continue
@@ -163,6 +164,8 @@ class Routing:
                 continue
             if left > 0:
                 self.wake_in(left + 0.05)
+            if held is None:
+                held = held_answers()
             before = held.get(host)
             if before:
                 # Still settling: the host keeps what it resolves to now.

@@ -16,19 +16,44 @@ from hairpin_proxy.controller.sinks.coredns import SinkError
 from hairpin_proxy.controller.sinks.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
 from hairpin_proxy.controller.sinks.nodelocal import NodeLocalSink
 from hairpin_proxy.doctor import facts as f
+from hairpin_proxy.doctor import routing
 from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
 from hairpin_proxy.policy import HostPolicy, PolicyResult, default_target, evaluate
 from hairpin_proxy.settings import DoctorSettings
+from hairpin_proxy.targets import table as targets_table
+from hairpin_proxy.targets.discovery import NAME_LABEL
+from hairpin_proxy.targets.mapping import MapEntry
+from hairpin_proxy.targets.model import split_service
+from hairpin_proxy.targets.resolve import (
+    CILIUM,
+    CILIUM_CONFIGMAP,
+    INGRESS_NGINX_CONFIGMAP,
+    TargetFacts,
+)
+from hairpin_proxy.targets.slots import slot_of_service_name
 from hairpin_proxy.verify.lb import LbIndex, lb_addresses
 
 T = TypeVar("T")
 
 
+GATEWAY_GROUP = "gateway.networking.k8s.io"
+# The IngressClass controller whose PROXY setting lives in cilium-config.
+CILIUM_INGRESS = "cilium.io/ingress-controller"
+# Route kinds by plural, as the Gateway API names them.
+ROUTE_KINDS = {"httproutes": "HTTPRoute", "grpcroutes": "GRPCRoute", "tlsroutes": "TLSRoute"}
+GATEWAY_PLURALS = ("gatewayclasses", "gateways", *ROUTE_KINDS)
+ENVOY_GROUP, ENVOY_POLICIES = "gateway.envoyproxy.io", "clienttrafficpolicies"
+NGINX_GROUP, NGINX_PROXIES = "gateway.nginx.org", "nginxproxies"
+# The controller's default --targets-configmap.
+TARGETS_CONFIGMAP = "hairpin-proxy-targets"
+
+
 @dataclass(frozen=True)
 class ClusterView:
     facts: f.ClusterFacts
-    # The hosts the controller would manage (None when Ingresses could not be listed).
-    managed: PolicyResult | None
+    # The hosts the controller would manage, Ingresses' and routes' (None when the
+    # Ingresses could not be listed).
+    managed: tuple[str, ...] | None
     # This cluster's load balancer addresses as the controller gathers them, from every
     # Service and Ingress (None when either could not be listed: a partial index could call
     # a host of ours not this cluster's).
@@ -77,8 +102,11 @@ def _rules(text: str | None, imported: str | None, *, mode: str, key: str, dns_p
 
 
 async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
-                 policy: HostPolicy) -> ClusterView:
-    """Ask every question at once and assemble the answers."""
+                 policy: HostPolicy, target_map: dict[str, MapEntry] | None = None
+                 ) -> ClusterView:
+    """Ask every question at once and assemble the answers (``target_map``: the parsed
+    ``--target`` flags)."""
+    target_map = target_map or {}
     notes = _Notes()
     sys_ns = s.configmap_namespace
 
@@ -117,11 +145,26 @@ async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
     t_ingresses = many("list Ingresses", resource_path("networking.k8s.io/v1", "ingresses"))
     t_classes = many("list IngressClasses",
                      resource_path("networking.k8s.io/v1", "ingressclasses"))
+    t_table = get("read the targets table",
+                  resource_path("v1", "configmaps", namespace, TARGETS_CONFIGMAP))
+    t_gateway = asyncio.ensure_future(_read_gateway_api(client, s))
+    t_envoy = asyncio.ensure_future(_read_policies(client, ENVOY_GROUP, ENVOY_POLICIES))
+    t_nginx = asyncio.ensure_future(_read_policies(client, NGINX_GROUP, NGINX_PROXIES))
     services, proxy_svc, slices, cm = await t_services, await t_proxy, await t_slices, await t_cm
     import_cm = None if t_import is None else await t_import
     nld, daemonsets, deployments = await t_nld, await t_daemonsets, await t_deployments
     ingresses, classes = await t_ingresses, await t_classes
     node_local = await _node_local_configmap(t_nl_cms, notes)
+    table_cm, gateway_read = await t_table, await t_gateway
+    (policies, policies_refused), (proxies, proxies_refused) = await t_envoy, await t_nginx
+    # PROXY detection reads a few ConfigMaps by name; which ones depends on the answers above.
+    asked_cms = [(ns, name, get(f"read ConfigMap {ns}/{name}",
+                                resource_path("v1", "configmaps", ns, name)))
+                 for ns, name in _detection_configmaps(services or [], classes or [],
+                                                       list(gateway_read.objects.classes),
+                                                       target_map)]
+    detection_cms = {f"{ns}/{name}": cm for ns, name, task in asked_cms
+                     if (cm := await task) is not None}
 
     lb_services = None
     if services is not None:
@@ -151,9 +194,50 @@ async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
         hosts, status = f.ingress_hosts_and_status(ing)
         for h in hosts:
             addresses[h] = tuple(dict.fromkeys(addresses.get(h, ()) + status))
-    managed = None
+    result: PolicyResult | None = None
     if ingresses is not None and classes is not None:
-        managed = evaluate(ingresses, classes, policy)
+        result = evaluate(ingresses, classes, policy)
+    if gateway_read.problem:
+        notes.problems.append(gateway_read.problem)
+    for group, plural, why in ((ENVOY_GROUP, ENVOY_POLICIES, policies_refused),
+                               (NGINX_GROUP, NGINX_PROXIES, proxies_refused)):
+        if why:
+            notes.problems.append(f"list {plural}.{group}: {why}: the PROXY setting of the "
+                                  "Gateways they configure is unknown")
+    slots = _table(table_cm, f"{namespace}/{TARGETS_CONFIGMAP}",
+                   "read the targets table" in notes.failed, notes)
+    route_claims = routing.gateway_claims(gateway_read.objects, policy, s.gateway_class)
+    managed: tuple[str, ...] | None = None
+    targets: dict[str, f.HostTarget] | None = None
+    if result is not None:
+        claims = [*routing.ingress_claims(result, ingresses or [], classes or []),
+                  *route_claims.claims]
+        managed = tuple(sorted({c.host for c in claims}))
+        # Every data plane is found among the Services: without them each target would read
+        # as "not found", a wrong answer rather than an unknown one.
+        if services is not None:
+            facts_for_targets = TargetFacts(
+                services=services,
+                ingress_classes={str((c.get("metadata") or {}).get("name")): c
+                                 for c in classes or []},
+                gateways={_key_of(g): g for g in gateway_read.objects.gateways},
+                gateway_classes={str((c.get("metadata") or {}).get("name")): c
+                                 for c in gateway_read.objects.classes},
+                configmaps=detection_cms,
+                client_traffic_policies=policies,
+                nginx_proxies={_key_of(p): p for p in proxies},
+                cluster_domain=s.cluster_domain)
+            ours = routing.ProxyServices(
+                namespace=namespace, main=s.proxy_service,
+                main_found=proxy_found, main_addresses=_cluster_ips(proxy_svc),
+                by_name={str((svc.get("metadata") or {}).get("name")): _cluster_ips(svc)
+                         for svc in services
+                         if (svc.get("metadata") or {}).get("namespace") == namespace
+                         and slot_of_service_name(
+                             str((svc.get("metadata") or {}).get("name"))) is not None})
+            targets, _ = routing.host_targets(
+                claims, facts_for_targets, target_map, slots, ours,
+                unreadable=routing.Unreadable(policies_refused, proxies_refused))
     facts = f.ClusterFacts(
         lb_services=lb_services,
         proxy_service_found=proxy_found,
@@ -170,9 +254,160 @@ async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
         coredns_version=None if image is None else f.image_version(image),
         ingress_addresses=addresses,
         problems=tuple(notes.problems),
+        host_targets=targets,
+        gateway_api=gateway_read.state,
+        target_slots=slots,
+        gateway_notes=route_claims.notes,
     )
     lb = None if services is None or ingresses is None else lb_addresses(services, ingresses)
     return ClusterView(facts, managed, lb)
+
+
+async def _served(client: KubeClient, group: str, plurals: tuple[str, ...]
+                  ) -> dict[str, str] | None:
+    """plural -> "group/version" at which the API serves each of ``plurals``: the first
+    version, in the server's order of preference, that lists it (a TLSRoute may be served at
+    v1alpha2 only while the rest of the group is at v1). None when the group is not served."""
+    doc = await client.get(f"/apis/{group}")
+    if doc is None:
+        return None
+    versions: list[str] = []
+    preferred = doc.get("preferredVersion")
+    if isinstance(preferred, dict) and isinstance(preferred.get("groupVersion"), str):
+        versions.append(preferred["groupVersion"])
+    for v in doc.get("versions") or []:
+        gv = v.get("groupVersion") if isinstance(v, dict) else None
+        if isinstance(gv, str) and gv not in versions:
+            versions.append(gv)
+    docs = await asyncio.gather(*(client.get(f"/apis/{gv}") for gv in versions))
+    out: dict[str, str] = {}
+    for gv, listing in zip(versions, docs, strict=True):
+        names = {r.get("name") for r in (listing or {}).get("resources") or []
+                 if isinstance(r, dict)}
+        for plural in plurals:
+            if plural in names and plural not in out:
+                out[plural] = gv
+    return out
+
+
+def _why(exc: ApiError) -> str:
+    """An API error, short: the status alone tells a refusal from a missing resource."""
+    return f"{exc.status} {exc.reason}" if exc.status else exc.message
+
+
+@dataclass(frozen=True)
+class _GatewayRead:
+    objects: routing.GatewayObjects
+    # ClusterFacts.gateway_api (None: unknown).
+    state: str | None
+    # One line when something could not be read, else "".
+    problem: str = ""
+
+
+async def _read_gateway_api(client: KubeClient, s: DoctorSettings) -> _GatewayRead:
+    """Gateway API objects at their preferred served versions, and the Namespaces' labels
+    (for allowedRoutes selectors). Whatever is refused is named in one line."""
+    if s.gateway_api == "off":
+        return _GatewayRead(routing.GatewayObjects(), "off (--gateway-api off)")
+    try:
+        served = await _served(client, GATEWAY_GROUP, GATEWAY_PLURALS)
+    except ApiError as exc:
+        return _GatewayRead(routing.GatewayObjects(), None,
+                            f"Gateway API: cannot tell which versions the API serves "
+                            f"({_why(exc)}): routes and their hosts are unknown")
+    if served is None:
+        return _GatewayRead(routing.GatewayObjects(), "not served")
+
+    async def lst(path: str) -> list[JsonObj] | ApiError:
+        try:
+            return (await client.list(path))[0]
+        except ApiError as exc:
+            return exc
+
+    plurals = [p for p in GATEWAY_PLURALS if p in served]
+    got = await asyncio.gather(*(lst(resource_path(served[p], p)) for p in plurals),
+                               lst(resource_path("v1", "namespaces")))
+    listed = dict(zip(plurals, got[:-1], strict=True))
+    refused: dict[str, list[str]] = {}
+    for plural, result in listed.items():
+        if isinstance(result, ApiError):
+            refused.setdefault(_why(result), []).append(plural)
+    namespaces = got[-1]
+    labels: dict[str, dict[str, str]] | None = None
+    if isinstance(namespaces, ApiError):
+        refused.setdefault(_why(namespaces), []).append("namespaces")
+    else:
+        labels = {}
+        for ns in namespaces:
+            meta = ns.get("metadata") or {}
+            raw = meta.get("labels") or {}
+            labels[str(meta.get("name") or "")] = {str(k): str(v) for k, v in raw.items()}
+
+    def items(plural: str) -> list[JsonObj]:
+        result = listed.get(plural)
+        return result if isinstance(result, list) else []
+
+    objects = routing.GatewayObjects(
+        classes=items("gatewayclasses"), gateways=items("gateways"),
+        routes=[(kind, obj) for plural, kind in ROUTE_KINDS.items() for obj in items(plural)],
+        namespace_labels=labels)
+    state = "served (" + ", ".join(f"{p} {served[p].split('/', 1)[1]}" for p in plurals) + ")"
+    problem = ""
+    if refused:
+        parts = "; ".join(f"{', '.join(names)} ({why})" for why, names in refused.items())
+        problem = (f"Gateway API: could not list {parts}: the hosts of those routes, and "
+                   "what they would win or lose, are unknown")
+    return _GatewayRead(objects, state, problem)
+
+
+async def _read_policies(client: KubeClient, group: str, plural: str
+                         ) -> tuple[list[JsonObj], str]:
+    """Every object of a custom resource that PROXY detection reads, at its preferred served
+    version: ([], "") when not served; (items, "") when read; ([], why) when refused."""
+    try:
+        served = await _served(client, group, (plural,))
+        if not served or plural not in served:
+            return [], ""
+        return (await client.list(resource_path(served[plural], plural)))[0], ""
+    except ApiError as exc:
+        return [], _why(exc)
+
+
+def _key_of(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+
+
+def _detection_configmaps(services: list[JsonObj], classes: list[JsonObj],
+                          gateway_classes: list[Mapping[str, Any]],
+                          target_map: dict[str, MapEntry]) -> list[tuple[str, str]]:
+    """The ConfigMaps PROXY detection may read: ingress-nginx's, in the namespace of each of
+    its Services (and of each --target Service), and cilium-config when Cilium serves a class."""
+    namespaces = {str((svc.get("metadata") or {}).get("namespace") or "") for svc in services
+                  if ((svc.get("metadata") or {}).get("labels") or {}).get(NAME_LABEL)
+                  == "ingress-nginx"}
+    namespaces |= {split_service(e.service)[0] for e in target_map.values()
+                   if e.key.startswith("ingressclass/")}
+    wanted = [(ns, INGRESS_NGINX_CONFIGMAP) for ns in sorted(namespaces) if ns]
+    if any((c.get("spec") or {}).get("controller") == CILIUM_INGRESS for c in classes) or any(
+            (c.get("spec") or {}).get("controllerName") == CILIUM for c in gateway_classes):
+        wanted.append(CILIUM_CONFIGMAP)
+    return wanted
+
+
+def _table(cm: JsonObj | None, where: str, refused: bool,
+           notes: _Notes) -> dict[str, int] | None:
+    """The published targets table, key -> slot; {} when there is none yet."""
+    if refused:
+        return None
+    text = _data(cm, targets_table.TABLE_KEY)
+    if cm is None or text is None:
+        return {}
+    try:
+        return {e.key: e.slot for e in targets_table.decode(text)}
+    except targets_table.TableError as exc:
+        notes.problems.append(f"the targets table in ConfigMap {where} cannot be read: {exc}")
+        return None
 
 
 def _node_local_dns(by_name: JsonObj | None, daemonsets: list[JsonObj] | None,

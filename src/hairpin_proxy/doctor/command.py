@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
@@ -28,6 +28,7 @@ from hairpin_proxy.doctor.report import HostReport, Report, to_json, to_text
 from hairpin_proxy.doctor.verdict import verdict as host_verdict
 from hairpin_proxy.logs import setup_logging
 from hairpin_proxy.settings import DoctorSettings
+from hairpin_proxy.targets.mapping import MapEntry, TargetFlagError, parse_target_flags
 
 if TYPE_CHECKING:
     from hairpin_proxy.verify import LbIndex
@@ -93,7 +94,8 @@ class _Cluster:
     lb: LbIndex | None = None
 
 
-def _ask_cluster(s: DoctorSettings, limit: float) -> _Cluster:
+def _ask_cluster(s: DoctorSettings, limit: float,
+                 target_map: Mapping[str, MapEntry] | None = None) -> _Cluster:
     if not s.api:
         return _Cluster(None, None, "--no-api")
     # Imported here so that --no-api never loads the Kubernetes client.
@@ -110,7 +112,8 @@ def _ask_cluster(s: DoctorSettings, limit: float) -> _Cluster:
     async def ask() -> _Cluster:
         client = KubeClient.from_cluster(cfg, timeout=max(s.timeout, 5.0))
         try:
-            view = await gather(client, s, namespace, policy_for(s, namespace))
+            view = await gather(client, s, namespace, policy_for(s, namespace),
+                                dict(target_map or {}))
         finally:
             await client.close()
         c = view.facts
@@ -118,11 +121,20 @@ def _ask_cluster(s: DoctorSettings, limit: float) -> _Cluster:
                 and view.managed is None):
             return _Cluster(None, None, "the API did not answer: "
                             + (c.problems[0] if c.problems else "no reason given"))
-        return _Cluster(c, None if view.managed is None else view.managed.hosts, "", view.lb)
+        return _Cluster(c, view.managed, "", view.lb)
     try:
         return run_async(ask, limit)
     except TimeoutError:
         return _Cluster(None, None, f"the API did not answer within {limit:.3g}s")
+
+
+def _proxy_addresses(target: f.HostTarget | None, c: f.ClusterFacts | None
+                     ) -> tuple[str, ...]:
+    """The addresses DNS should answer for a host: its own target's proxy Service's (each
+    target has its own Service), else the main proxy Service's as before targets."""
+    if target is not None and target.verdict == "redirected":
+        return target.proxy_addresses
+    return c.proxy_addresses if c else ()
 
 
 def _probe_name(host: str) -> str:
@@ -156,7 +168,8 @@ def _hosts(s: DoctorSettings, cluster: _Cluster) -> tuple[tuple[str, ...], tuple
     elif cluster.managed is not None:
         hosts = cluster.managed
         if not hosts:
-            notes.append("the controller would manage no hosts (no Ingress matches the policy)")
+            notes.append("the controller would manage no hosts (no Ingress or route matches "
+                         "the policy)")
     else:
         raise UsageError("no HOST given, and the hosts the controller would manage are unknown "
                          f"({cluster.note or 'Ingresses could not be listed'})")
@@ -219,6 +232,10 @@ def diagnose(s: DoctorSettings, progress: Progress | None = None) -> Report:
         overrides = parse_overrides(s.resolve)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    try:
+        target_map = parse_target_flags(s.target)
+    except TargetFlagError as exc:
+        raise UsageError(str(exc)) from None
     if s.verify_hosts == "on":
         from hairpin_proxy.verify import parse_servers
         try:
@@ -227,10 +244,10 @@ def diagnose(s: DoctorSettings, progress: Progress | None = None) -> Report:
             raise UsageError(f"--verify-resolver: {exc}") from None
     if s.api:
         show("asking the API")
-    cluster = _ask_cluster(s, min(api_limit(s.timeout), end - time.monotonic()))
+    cluster = _ask_cluster(s, min(api_limit(s.timeout), end - time.monotonic()), target_map)
     hosts, notes = _hosts(s, cluster)
     c = cluster.facts
-    proxy_addrs = (*s.proxy_address, *(c.proxy_addresses if c else ()))
+    targets = (c.host_targets if c else None) or {}
     lb_index = f.lb_address_index(c.lb_services or ()) if c else {}
     ports = [(p, tls) for p, tls in ((s.port, False), (s.tls_port, True)) if p]
     # One more for the host verification, which runs its own event loop.
@@ -269,9 +286,11 @@ def diagnose(s: DoctorSettings, progress: Progress | None = None) -> Report:
         checks = verifying()
         out = []
         for (h, res, http_probe, tls_probe), check in zip(reports, checks, strict=True):
+            target = targets.get(h)
+            proxy_addrs = (*s.proxy_address, *_proxy_addresses(target, c))
             kinds = tuple(f.classify_address(a, lb_index, proxy_addrs) for a in res.addresses)
             facts = f.HostFacts(h, res, kinds, http_probe, tls_probe,
-                                _match_lb(h, res.addresses, kinds, c), c, check)
+                                _match_lb(h, res.addresses, kinds, c), c, check, target)
             v = host_verdict(facts)
             log.debug("host checked", extra={"host": h, "verdict": v.code,
                                              "verification": check.code if check else None})

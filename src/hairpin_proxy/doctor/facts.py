@@ -93,6 +93,46 @@ class LbService:
         return bool(self.entries) and all(e.hostname and not e.ip for e in self.entries)
 
 
+# What the controller's target plan does with a host (``targets.plan``): sends it to its
+# target's proxy Service, or leaves it alone for one of three reasons.
+TargetVerdict = Literal["redirected", "target-no-proxy", "target-proxy-unknown",
+                        "target-not-found"]
+TARGET_VERDICTS: tuple[TargetVerdict, ...] = ("redirected", "target-no-proxy",
+                                              "target-proxy-unknown", "target-not-found")
+
+
+@dataclass(frozen=True)
+class LostClaim:
+    """A claim of the host for another target that an older one beat."""
+    origin: str         # "HTTPRoute web/shop"
+    target: str         # the target key it asked for
+    winner: str         # the origin that won
+    winner_target: str  # and its target key
+    asked: str = ""     # the key the loser's origin asked for, when it fell back to ``target``
+
+
+@dataclass(frozen=True)
+class HostTarget:
+    """Where the controller sends one host, as ``targets.plan`` decides it."""
+    key: str                   # the winning target key ("default": the proxy's own target)
+    verdict: TargetVerdict
+    # Why the host is not redirected, or why its claims fell back to the default target.
+    message: str = ""
+    asked: str = ""            # the key its claims asked for, when they fell back
+    service: str = ""          # the data plane's Service, NAMESPACE/NAME ("" unknown)
+    found_by: str = ""
+    proxy: str = ""            # v1, v2, none, unknown ("" not known)
+    proxy_source: str = ""
+    slot: int | None = None    # 0 for the default target; None when it gets none
+    proxy_service: str = ""    # our Service for the slot, NAMESPACE/NAME
+    proxy_service_found: bool | None = None
+    proxy_addresses: tuple[str, ...] = ()
+    # Whether the slot is in the published targets table (None: the table is unknown).
+    published: bool | None = None
+    origins: tuple[str, ...] = ()
+    losers: tuple[LostClaim, ...] = ()
+
+
 @dataclass(frozen=True)
 class ClusterFacts:
     """Cluster-wide facts; a None field means it could not be found out (see ``problems``)."""
@@ -119,6 +159,16 @@ class ClusterFacts:
     # host -> "ip or hostname" entries from the status of the Ingresses that name it.
     ingress_addresses: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     problems: tuple[str, ...] = ()
+    # The target of every host claimed by an Ingress or route (None: the claims or the data
+    # planes could not be read, see ``problems``).
+    host_targets: Mapping[str, HostTarget] | None = None
+    # How the Gateway API was read: "group/version", "not served", "off (--gateway-api
+    # off)"; None when that could not be found out.
+    gateway_api: str | None = None
+    # The published targets table, key -> slot (None: it could not be read).
+    target_slots: Mapping[str, int] | None = None
+    # What the route matching left out and why, in words.
+    gateway_notes: tuple[str, ...] = ()
 
     @property
     def coredns_ok(self) -> bool | None:
@@ -379,3 +429,5 @@ class HostFacts:
     cluster: ClusterFacts | None = None  # None: the API was not asked or not reachable
     # The controller's verdict on the host's public DNS (None: not checked, e.g. no API).
     verification: Verification | None = None
+    # Where the controller sends the host (None: not claimed, or the plan is unknown).
+    target: HostTarget | None = None

@@ -10,7 +10,9 @@ from hairpin_proxy.doctor.facts import (
     Attempt,
     ClusterFacts,
     HostFacts,
+    HostTarget,
     LbService,
+    LostClaim,
     PortProbe,
     Verification,
     rule_covers,
@@ -88,6 +90,27 @@ def _cluster_json(c: ClusterFacts) -> dict[str, Any]:
         else ".".join(map(str, c.coredns_version)),
         "coredns_version_ok": c.coredns_ok,
         "problems": list(c.problems),
+        "gateway_api": c.gateway_api,
+        "target_slots": None if c.target_slots is None else dict(sorted(c.target_slots.items())),
+        "gateway_notes": list(c.gateway_notes),
+    }
+
+
+def _target_json(t: HostTarget | None) -> dict[str, Any] | None:
+    if t is None:
+        return None
+    return {
+        "key": t.key, "verdict": t.verdict, "redirected": t.verdict == "redirected",
+        "message": t.message or None, "asked": t.asked or None,
+        "service": t.service or None, "found_by": t.found_by or None,
+        "proxy": t.proxy or None, "proxy_source": t.proxy_source or None,
+        "slot": t.slot, "proxy_service": t.proxy_service or None,
+        "proxy_service_found": t.proxy_service_found,
+        "proxy_addresses": list(t.proxy_addresses), "published": t.published,
+        "origins": list(t.origins),
+        "claims_lost": [{"origin": x.origin, "target": x.target, "asked": x.asked or None,
+                         "verdict": "host-claimed-elsewhere", "winner": x.winner,
+                         "winner_target": x.winner_target} for x in t.losers],
     }
 
 
@@ -116,6 +139,7 @@ def host_json(h: HostReport) -> dict[str, Any]:
         "tls": _probe_json(f.tls),
         "load_balancer": None if f.lb is None else _lb_json(f.lb),
         "verification": _verification_json(f.verification),
+        "target": _target_json(f.target),
     }
 
 
@@ -149,6 +173,33 @@ def _verification_line(v: Verification) -> str:
     return f"{v.code} ({redirect}): {v.reason}{via}"
 
 
+# The proxy's own target (slot 0): whatever its --target-server names.
+_DEFAULT = "the proxy's default target (its --target-server)"
+
+
+def _target_line(t: HostTarget) -> str:
+    if t.verdict != "redirected":
+        where = f" (Service {t.service}, found by {t.found_by})" if t.service else ""
+        return f"not redirected: {t.verdict} → {t.key}{where}: {t.message}"
+    if t.key == "default":
+        text = f"redirected → default, {_DEFAULT}, through Service {t.proxy_service}"
+        return text + (f" ({t.message})" if t.message else "")
+    text = (f"redirected → {t.key} via Service {t.service} (found by {t.found_by}), PROXY "
+            f"{t.proxy} (from {t.proxy_source}); proxy Service {t.proxy_service} (slot {t.slot}")
+    if t.proxy_service_found is False:
+        text += ", not created yet"
+    if t.published is False:
+        text += (", not in the published targets table yet: its hosts get DNS rules once "
+                 "the proxies have had time to load it")
+    return text + ")"
+
+
+def _lost_line(x: LostClaim) -> str:
+    fallback = f" ({x.asked} falls back to it)" if x.asked else ""
+    return (f"{x.origin} asks for {x.target}{fallback}: host-claimed-elsewhere, {x.winner} "
+            f"(older) wins it for {x.winner_target}")
+
+
 def _probe_line(p: PortProbe) -> str:
     return (f"{p.address} port {p.port}: bare {p.bare.describe()}; PROXY v1 "
             f"{p.v1.describe()}; PROXY v2 {p.v2.describe()} -> {port_state(p)}")
@@ -179,6 +230,11 @@ def _node_local_line(c: ClusterFacts) -> str:
     return text + f"; our zones there: {zones}"
 
 
+# Route notes shown in the text report; a cluster with many routes of classes we do not
+# serve would otherwise bury the report under them.
+MAX_ROUTE_NOTES = 10
+
+
 def _cluster_lines(c: ClusterFacts) -> list[str]:
     lines = ["cluster:"]
     if c.lb_services is None:
@@ -199,7 +255,18 @@ def _cluster_lines(c: ClusterFacts) -> list[str]:
     lines.append(f"  CoreDNS            {version}{ok}"
                  f"{f' [{c.coredns_image}]' if c.coredns_image else ''}")
     lines.append(f"  node-local-dns     {_node_local_line(c)}")
+    lines.append(f"  Gateway API        {c.gateway_api or 'unknown'}")
+    if c.target_slots is None:
+        lines.append("  targets table      unknown")
+    else:
+        slots = ", ".join(f"{k} slot {n}" for k, n in sorted(c.target_slots.items(),
+                                                              key=lambda kv: kv[1]))
+        lines.append(f"  targets table      {slots or 'no target besides the default'}")
     lines.extend(f"  note               {p}" for p in c.problems)
+    lines.extend(f"  route note         {n}" for n in c.gateway_notes[:MAX_ROUTE_NOTES])
+    if len(c.gateway_notes) > MAX_ROUTE_NOTES:
+        lines.append(f"  route note         ... and {len(c.gateway_notes) - MAX_ROUTE_NOTES} "
+                     "more (--output json lists them all)")
     return lines
 
 
@@ -220,6 +287,12 @@ def to_text(r: Report) -> str:
         c = f.cluster
         if c is not None and c.rule_hosts is not None:
             out.append(f"  rule     {'yes' if rule_covers(f.host, c.rule_hosts) else 'no'}")
+        if f.target is not None:
+            out.append(f"  target   {_target_line(f.target)}")
+            out.extend(f"  claim    {_lost_line(x)}" for x in f.target.losers)
+        elif c is not None and c.host_targets is not None:
+            out.append("  target   none: no Ingress or route that the controller's policy "
+                       "accepts names this host")
         out.append("")
     if r.cluster is not None:
         out.extend(_cluster_lines(r.cluster))

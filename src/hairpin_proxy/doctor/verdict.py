@@ -47,10 +47,21 @@ ipmode-ignored             no    hairpin, no rule in effect, the load balancer s
 not-this-cluster           no    hairpin, no rule in effect, and the host is not verified:
                                  its public DNS does not point at this cluster's load balancer
                                  (or does not resolve), so the controller will not redirect it
+target-proxy-mismatch      no    hairpin, no rule in effect, the host is (or may be) verified,
+                                 and its target reads as expecting no PROXY header: the
+                                 controller leaves it alone, yet the data plane wants one
+target-proxy-unknown       no    hairpin, no rule in effect, (may be) verified, and whether its
+                                 target expects the PROXY protocol cannot be told
+target-not-found           no    hairpin, no rule in effect, (may be) verified, and no Service
+                                 was found for its target
 rule-missing               no    hairpin, no rule in effect, the host is (or may be) verified,
-                                 hairpin-proxy is installed
+                                 its target is redirected (or unknown), hairpin-proxy is
+                                 installed
 hairpin-confirmed          no    hairpin, no rule in effect, the host is (or may be) verified,
-                                 hairpin-proxy is not (known to be) installed
+                                 its target is redirected (or unknown), hairpin-proxy is not
+                                 (known to be) installed
+target-no-proxy            yes   every probed port works and the host's target expects no
+                                 PROXY header: it does not hairpin-break, it is not redirected
 not-needed-ipmode          yes   every probed port works and the load balancer says ``ipMode:
                                  Proxy``
 not-needed-hostname        yes   every probed port works and the load balancer publishes only
@@ -86,6 +97,10 @@ from hairpin_proxy.doctor.facts import HostFacts, PortProbe, rule_covers, zone_c
 
 Dns = Literal["error", "proxy", "mixed", "lb", "other"]
 Port = Literal["works", "hairpin", "fails", "skipped"]
+# What the target plan does with the host (``HostTarget.verdict`` without its prefix).
+TargetState = Literal["redirected", "no-proxy", "proxy-unknown", "not-found"]
+TARGET_STATES: tuple[TargetState, ...] = ("redirected", "no-proxy", "proxy-unknown",
+                                          "not-found")
 DNS_STATES: tuple[Dns, ...] = ("error", "proxy", "mixed", "lb", "other")
 PORT_STATES: tuple[Port, ...] = ("works", "hairpin", "fails", "skipped")
 
@@ -116,6 +131,10 @@ class Situation:
     node_local_configmap: str = ""  # namespace/name; "" when none was found
     verify_code: str = ""  # the verification's code (``Verification.code``)
     verify_reason: str = ""  # and its reason
+    # Where the controller sends the host (None: not claimed, or unknown).
+    target: TargetState | None = None
+    target_key: str = ""  # only for the advice text
+    target_message: str = ""
 
     @cached_property
     def probed(self) -> tuple[Port, ...]:
@@ -205,6 +224,37 @@ def _not_updated_advice(s: Situation) -> str:
             f"cached answers to expire, then check again{unknown}")
 
 
+def _target_leaves_it(s: Situation) -> bool:
+    """The hairpin is there, no rule, nothing above explains it, and the target plan is why
+    the controller leaves the host alone."""
+    return (_no_rule(s) and s.ip_mode_proxy is not True and s.verified is not False
+            and s.target in ("no-proxy", "proxy-unknown", "not-found"))
+
+
+def _redirect_expected(s: Situation) -> bool:
+    return (_no_rule(s) and s.ip_mode_proxy is not True and s.verified is not False
+            and s.target not in ("no-proxy", "proxy-unknown", "not-found"))
+
+
+def _flag_hint(key: str) -> str:
+    """The --target flag that settles a target key."""
+    if key.startswith("gateway/"):
+        return f"--target gateway:{key.removeprefix('gateway/')}=NAMESPACE/SERVICE:v1|v2|none"
+    if key.startswith("ingressclass/"):
+        return f"--target {key.removeprefix('ingressclass/')}=NAMESPACE/SERVICE:v1|v2|none"
+    return "--target KEY=NAMESPACE/SERVICE:v1|v2|none"
+
+
+def _target_advice(head: str) -> Callable[[Situation], str]:
+    def advice(s: Situation) -> str:
+        why = f" ({s.target_message})" if s.target_message else ""
+        hint = _flag_hint(s.target_key)
+        if hint.split("=", 1)[0] in s.target_message:
+            return f"hairpin confirmed: {head} {s.target_key or 'its target'}{why}"
+        return f"hairpin confirmed: {head} {s.target_key or 'its target'}{why}; set {hint}"
+    return advice
+
+
 def _rule_missing_advice(s: Situation) -> str:
     if s.proxy_ready is False:
         return ("hairpin confirmed: hairpin-proxy is installed but no DNS rule for this host "
@@ -288,26 +338,43 @@ RULES: tuple[Rule, ...] = (
     Rule("not-this-cluster", False,
          lambda s: _no_rule(s) and s.ip_mode_proxy is not True and s.verified is False,
          _not_verified_advice),
+    Rule("target-proxy-mismatch", False,
+         lambda s: _target_leaves_it(s) and s.target == "no-proxy",
+         _target_advice("the controller leaves the host alone because its data plane reads as "
+                        "expecting no PROXY header, yet it answers only with one: check the "
+                        "PROXY setting of")),
+    Rule("target-proxy-unknown", False,
+         lambda s: _target_leaves_it(s) and s.target == "proxy-unknown",
+         _target_advice("the controller leaves the host alone because it cannot tell whether "
+                        "the data plane expects the PROXY protocol, for")),
+    Rule("target-not-found", False,
+         lambda s: _target_leaves_it(s) and s.target == "not-found",
+         _target_advice("the controller leaves the host alone because it found no data-plane "
+                        "Service for")),
     Rule("rule-missing", False,
-         lambda s: (_no_rule(s) and s.ip_mode_proxy is not True and s.verified is not False
-                    and s.proxy_installed is True),
+         lambda s: _redirect_expected(s) and s.proxy_installed is True,
          _rule_missing_advice),
     Rule("hairpin-confirmed", False,
-         lambda s: (_no_rule(s) and s.ip_mode_proxy is not True and s.verified is not False
-                    and s.proxy_installed is not True),
+         lambda s: _redirect_expected(s) and s.proxy_installed is not True,
          lambda s: "hairpin confirmed and not fixed: install hairpin-proxy"),
+    Rule("target-no-proxy", True,
+         lambda s: s.not_via_proxy and s.all_work and s.target == "no-proxy",
+         lambda s: f"works, and needs no fix: the data plane of {s.target_key or 'its target'} "
+                   "expects no PROXY header, so the host does not hairpin-break and the "
+                   "controller does not redirect it"),
     Rule("not-needed-ipmode", True,
-         lambda s: s.not_via_proxy and s.all_work and s.ip_mode_proxy is True,
+         lambda s: (s.not_via_proxy and s.all_work and s.target != "no-proxy"
+                    and s.ip_mode_proxy is True),
          lambda s: "not needed: the load balancer reports ipMode Proxy, so traffic goes "
                    "through it"),
     Rule("not-needed-hostname", True,
-         lambda s: (s.not_via_proxy and s.all_work and s.ip_mode_proxy is not True
-                    and s.hostname_only is True),
+         lambda s: (s.not_via_proxy and s.all_work and s.target != "no-proxy"
+                    and s.ip_mode_proxy is not True and s.hostname_only is True),
          lambda s: "not needed: the load balancer publishes a hostname, so traffic goes "
                    "through it"),
     Rule("works", True,
-         lambda s: (s.not_via_proxy and s.all_work and s.ip_mode_proxy is not True
-                    and s.hostname_only is not True),
+         lambda s: (s.not_via_proxy and s.all_work and s.target != "no-proxy"
+                    and s.ip_mode_proxy is not True and s.hostname_only is not True),
          lambda s: "works: requests get an answer without a PROXY header on this path"),
     Rule("unreachable", False,
          lambda s: s.not_via_proxy and not s.hairpin and not s.all_work,
@@ -413,7 +480,15 @@ def summarize(facts: HostFacts) -> Situation:
         node_local_configmap="" if c is None else c.node_local_configmap or "",
         verify_code="" if check is None else check.code,
         verify_reason="" if check is None else check.reason,
+        target=None if facts.target is None else _TARGET_STATE[facts.target.verdict],
+        target_key="" if facts.target is None else facts.target.key,
+        target_message="" if facts.target is None else facts.target.message,
     )
+
+
+_TARGET_STATE: dict[str, TargetState] = {
+    "redirected": "redirected", "target-no-proxy": "no-proxy",
+    "target-proxy-unknown": "proxy-unknown", "target-not-found": "not-found"}
 
 
 def verdict(facts: HostFacts) -> Verdict:

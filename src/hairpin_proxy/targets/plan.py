@@ -30,7 +30,7 @@ from hairpin_proxy.targets.slots import allocate
 class Plan:
     # host → target key, for every host that gets a DNS rule.
     routes: Mapping[str, str] = field(default_factory=dict)
-    # host → every origin that asked for it (winning target only).
+    # host → every origin that asked for it for its winning target (excluded hosts too).
     origins: Mapping[str, tuple[ObjectRef, ...]] = field(default_factory=dict)
     # key → Target, for the targets that relay (v1/v2), the default excluded.
     targets: Mapping[str, Target] = field(default_factory=dict)
@@ -90,6 +90,7 @@ def plan(claims: Iterable[Claim], facts: TargetFacts, target_map: Mapping[str, M
     excluded: dict[str, Unresolved] = {}
     for host, winner in decided.winners.items():
         key = winner.target
+        origins[host] = tuple(c.origin for c in decided.origins[host])
         if key in unresolved:
             excluded[host] = unresolved[key]
             continue
@@ -98,7 +99,6 @@ def plan(claims: Iterable[Claim], facts: TargetFacts, target_map: Mapping[str, M
                                         f"no slot left for {key} (--max-targets {max_slots})")
             continue
         routes[host] = key
-        origins[host] = tuple(c.origin for c in decided.origins[host])
     return Plan(routes=routes, origins=origins,
                 targets={k: t for k, t in targets.items() if k in slots},
                 unresolved=unresolved, excluded=excluded, losers=tuple(decided.losers),

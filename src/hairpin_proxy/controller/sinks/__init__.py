@@ -82,6 +82,10 @@ class RulesSink(Sink, Protocol):
     @property
     def where(self) -> str: ...
 
+    def held_answers(self, corefile_cm: JsonObj | None) -> Mapping[str, corefile.Answers]:
+        """Host → what the rules answer for it now."""
+        ...
+
     async def read(self, corefile_cm: JsonObj | None) -> Held:
         """What the rules hold now; ``corefile_cm`` is the CoreDNS ConfigMap as the pass
         read it at its start."""

@@ -1,13 +1,15 @@
 """The published host list: a ConfigMap in our namespace that the etchosts node agents watch.
 
-Keys: ``hosts`` (sorted, one per line) and ``addresses`` (the proxy Service's ClusterIPs, one
-per line). Other keys are left alone.
+Keys (their format is ``hairpin_proxy.published``'s, shared with the agent): ``entries`` (every
+host with the addresses of its own target's proxy Service), and for agents of earlier versions
+``hosts`` (the default target's hosts only, so that none is pinned to the wrong Service) and
+``addresses`` (the main proxy Service's ClusterIPs). Other keys are left alone.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from hairpin_proxy.controller.metrics import ControllerMetrics
@@ -16,19 +18,13 @@ from hairpin_proxy.controller.sinks.configmap import MANAGED_BY, Mutate
 from hairpin_proxy.controller.tracker import WriteTracker
 from hairpin_proxy.kube.client import JsonObj
 from hairpin_proxy.kube.watch import Reflector
+from hairpin_proxy.published import ADDRESSES_KEY, ENTRIES_KEY, HOSTS_KEY, entries_text
 
 log = logging.getLogger("hairpin_proxy.controller")
 
 
 def lines(items: Sequence[str]) -> str:
     return "".join(f"{item}\n" for item in items)
-
-
-def parse_lines(text: object) -> tuple[str, ...]:
-    if not isinstance(text, str):
-        return ()
-    return tuple(line.strip() for line in text.splitlines() if line.strip()
-                 and not line.lstrip().startswith("#"))
 
 
 def service_addresses(svc: JsonObj | None) -> tuple[str, ...]:
@@ -49,8 +45,11 @@ class PublishedSink:
     def where(self) -> str:
         return f"{self.namespace}/{self.name}"
 
-    def mutate(self, hosts: Sequence[str], addresses: Sequence[str]) -> Mutate:
-        data = {"hosts": lines(sorted(hosts)), "addresses": lines(addresses)}
+    def mutate(self, hosts: Sequence[str], addresses: Sequence[str],
+               entries: Mapping[str, Sequence[str]]) -> Mutate:
+        """``hosts``: the default target's; ``entries``: every host with its addresses."""
+        data = {HOSTS_KEY: lines(sorted(hosts)), ADDRESSES_KEY: lines(addresses),
+                ENTRIES_KEY: entries_text(entries)}
 
         def change(cm: JsonObj | None) -> JsonObj | None:
             if cm is None:
@@ -83,8 +82,9 @@ class PublishedWriter:
         hosts = desired.hosts
         svc = self.service.get(self.service_key)
         pub = self.tracker.current(self.configmap, self.sink.namespace, self.sink.name)
-        written = await self.tracker.write(self.sink.namespace, self.sink.name,
-                                           self.sink.mutate(hosts, service_addresses(svc)), pub)
+        default = [h for h in hosts if h not in desired.routed]
+        mutate = self.sink.mutate(default, service_addresses(svc), desired.entries())
+        written = await self.tracker.write(self.sink.namespace, self.sink.name, mutate, pub)
         if written.changed:
             self.metrics.writes.labels("published").inc()
             log.info("published hosts updated", extra={"configmap": self.sink.where,

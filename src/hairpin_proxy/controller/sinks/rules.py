@@ -5,20 +5,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from hairpin_proxy import corefile
 from hairpin_proxy.controller.background import Background
 from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.sinks import Desired, Held
 from hairpin_proxy.controller.sinks.configmap import Mutate
-from hairpin_proxy.controller.sinks.coredns import CorednsSink
+from hairpin_proxy.controller.sinks.coredns import CorednsSink, SinkError
 from hairpin_proxy.controller.sinks.coredns_import import ImportSink
 from hairpin_proxy.controller.sinks.nudge import CorednsNudge
-from hairpin_proxy.controller.sinks.published import PublishedSink, parse_lines
+from hairpin_proxy.controller.sinks.published import PublishedSink
 from hairpin_proxy.controller.tracker import WriteTracker, resource_version
 from hairpin_proxy.kube.client import JsonObj
 from hairpin_proxy.kube.watch import Reflector
+from hairpin_proxy.published import ENTRIES_KEY, HOSTS_KEY, parse_entries, parse_lines
 
 log = logging.getLogger("hairpin_proxy.controller")
 
@@ -79,6 +81,12 @@ class CorefileRules(_Rules):
     def where(self) -> str:
         return self.sink.where
 
+    def held_answers(self, corefile_cm: JsonObj | None) -> Mapping[str, corefile.Answers]:
+        try:
+            return self.sink.held_answers(corefile_cm)
+        except (SinkError, corefile.CorefileError):
+            return {}
+
     async def read(self, corefile_cm: JsonObj | None) -> Held:
         # Parsing and editing a large Corefile takes a while: off the event loop, so Lease
         # renewals and watches are never held up by it.
@@ -112,11 +120,29 @@ class ImportRules(_Rules):
     def where(self) -> str:
         return self.sink.where
 
+    def _published(self) -> dict[str, object]:
+        pub = self.w.tracker.current(self.published_cm, self.published.namespace,
+                                     self.published.name)
+        data = (pub or {}).get("data")
+        return data if isinstance(data, dict) else {}
+
+    def held_answers(self, corefile_cm: JsonObj | None) -> Mapping[str, corefile.Answers]:
+        # The snippet is not read back: the published entries say the same (written right
+        # after it by every pass).
+        out: dict[str, corefile.Answers] = {}
+        for host, addresses in parse_entries(self._published().get(ENTRIES_KEY)).items():
+            try:
+                out[host] = corefile.Answers.of(addresses)
+            except corefile.CorefileError:
+                continue
+        return out
+
     async def read(self, corefile_cm: JsonObj | None) -> Held:
         cm = self.w.tracker.current(self.import_cm, self.sink.namespace, self.sink.name)
-        pub = self.w.tracker.current(self.published_cm, self.published.namespace,
-                                   self.published.name)
-        return Held(cm, parse_lines((pub or {}).get("data", {}).get("hosts")))
+        data = self._published()
+        if ENTRIES_KEY in data:
+            return Held(cm, tuple(parse_entries(data[ENTRIES_KEY])))
+        return Held(cm, parse_lines(data.get(HOSTS_KEY)))
 
     async def write(self, desired: Desired) -> None:
         await self._write(self.sink.where, self.sink.namespace, self.sink.name,

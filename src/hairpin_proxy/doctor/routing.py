@@ -1,0 +1,284 @@
+"""Which target each host goes to, decided with the controller's own pure functions. Pure.
+
+Ingress hosts (as the host policy accepts them) claim the target of their IngressClass;
+Gateway API routes claim their Gateway's (``gateway.claims``); ``targets.plan.plan`` then
+settles fallbacks, conflicts (oldest wins), PROXY expectations and slots exactly as the
+controller does. What the doctor adds is only the reading for a person: per host, where it
+goes, how the data plane was found, and who lost the host to whom.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hairpin_proxy.claims import Claim, ObjectRef
+from hairpin_proxy.doctor.facts import HostTarget, LostClaim, TargetVerdict
+from hairpin_proxy.gateway.claims import RouteClaims, route_claims, served_classes
+from hairpin_proxy.gateway.model import (
+    Gateway,
+    GatewayClass,
+    Malformed,
+    Route,
+    parse_gateway,
+    parse_gateway_class,
+    parse_route,
+)
+from hairpin_proxy.policy import CLASS_ANNOTATION, HostPolicy, PolicyResult, class_index
+from hairpin_proxy.targets.discovery import (
+    DataPlane,
+    dataplane_of,
+    find_gateway_service,
+    find_ingressclass_service,
+)
+from hairpin_proxy.targets.mapping import MapEntry
+from hairpin_proxy.targets.model import DEFAULT_KEY, ingressclass_key, parse_key, split_service
+from hairpin_proxy.targets.plan import Plan, plan
+from hairpin_proxy.targets.resolve import (
+    ENVOY_GATEWAY,
+    NGINX_GATEWAY_FABRIC,
+    TargetFacts,
+    Unresolved,
+)
+from hairpin_proxy.targets.resolve import resolve as resolve_target
+from hairpin_proxy.targets.slots import service_name
+
+JsonObj = Mapping[str, Any]
+
+# The controller's default for --max-targets.
+MAX_SLOTS = 32
+
+
+def _dict(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _str(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+# --------------------------------------------------------------------------- claims
+
+
+def ingress_target(ingress: JsonObj, defaults: frozenset[str]) -> str:
+    """The target key an Ingress's hosts claim: its class (``spec.ingressClassName``, else
+    the legacy annotation), else the cluster's one default IngressClass, else ``default``."""
+    meta, spec = _dict(ingress.get("metadata")), _dict(ingress.get("spec"))
+    name = _str(spec.get("ingressClassName")) or _str(
+        _dict(meta.get("annotations")).get(CLASS_ANNOTATION))
+    if not name and len(defaults) == 1:
+        (name,) = defaults
+    if not name:
+        return DEFAULT_KEY
+    try:
+        return ingressclass_key(name)
+    except ValueError:
+        # Not a name an IngressClass can have: no data plane to find, so the default.
+        return DEFAULT_KEY
+
+
+def ingress_claims(result: PolicyResult, ingresses: Iterable[JsonObj],
+                   ingress_classes: Iterable[JsonObj]) -> list[Claim]:
+    """One claim per (host, Ingress) the policy accepted."""
+    defaults = class_index(ingress_classes).defaults
+    by_origin: dict[str, JsonObj] = {}
+    for ing in ingresses:
+        meta = _dict(ing.get("metadata"))
+        by_origin[f"{_str(meta.get('namespace')) or 'default'}/{_str(meta.get('name'))}"] = ing
+    out: list[Claim] = []
+    for host, origins in result.sources.items():
+        for origin in origins:
+            found = by_origin.get(origin)
+            if found is None:
+                continue
+            meta = _dict(found.get("metadata"))
+            ns, _, name = origin.partition("/")
+            ref = ObjectRef("Ingress", ns, name, _str(meta.get("uid")))
+            out.append(Claim(host, ingress_target(found, defaults), ref,
+                             _str(meta.get("creationTimestamp"))))
+    return out
+
+
+@dataclass(frozen=True)
+class GatewayObjects:
+    """The Gateway API objects as listed (route items paired with their kind)."""
+    classes: Sequence[JsonObj] = ()
+    gateways: Sequence[JsonObj] = ()
+    routes: Sequence[tuple[str, JsonObj]] = ()
+    namespace_labels: Mapping[str, Mapping[str, str]] | None = None
+
+
+def gateway_claims(objects: GatewayObjects, policy: HostPolicy,
+                   wanted_classes: Sequence[str]) -> RouteClaims:
+    """The routes' claims (``gateway.claims.route_claims`` over the served classes); objects
+    that cannot be read are named in the notes."""
+    notes: list[str] = []
+    classes: list[GatewayClass] = []
+    for obj in objects.classes:
+        parsed_class = parse_gateway_class(obj)
+        if isinstance(parsed_class, Malformed):
+            notes.append(str(parsed_class))
+        else:
+            classes.append(parsed_class)
+    gateways: list[Gateway] = []
+    for obj in objects.gateways:
+        parsed_gateway = parse_gateway(obj)
+        if isinstance(parsed_gateway, Malformed):
+            notes.append(str(parsed_gateway))
+        else:
+            gateways.append(parsed_gateway)
+            notes.extend(f"Gateway {parsed_gateway.meta.namespace}/"
+                         f"{parsed_gateway.meta.name}: {n}" for n in parsed_gateway.notes)
+    routes: list[Route] = []
+    for kind, obj in objects.routes:
+        parsed_route = parse_route(obj, kind)
+        if isinstance(parsed_route, Malformed):
+            notes.append(str(parsed_route))
+        else:
+            routes.append(parsed_route)
+    served = served_classes(classes, wanted_classes)
+    got = route_claims(routes, gateways, served, policy, objects.namespace_labels or {})
+    rejected = [f"{r.origin}: host {r.host} refused: {r.reason}" for r in got.rejections]
+    return RouteClaims(got.claims, got.rejections, (*notes, *got.notes, *rejected))
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+@dataclass(frozen=True)
+class ProxyServices:
+    """Our own Services: the main one and the per-slot ones, as found in the cluster."""
+    namespace: str
+    main: str
+    main_found: bool | None
+    main_addresses: tuple[str, ...]
+    # Service name -> ClusterIPs, for the Services in our namespace (None: not listed).
+    by_name: Mapping[str, tuple[str, ...]] | None
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """Detection objects that could not be listed: an absent object reads as "no PROXY",
+    so a refused list must not."""
+    client_traffic_policies: str = ""
+    nginx_proxies: str = ""
+
+
+def _plane(key: str, facts: TargetFacts, target_map: Mapping[str, MapEntry]
+           ) -> DataPlane | None:
+    """The data-plane Service of a target that is not redirected, for the report only (the
+    plan keeps just the reason)."""
+    entry = target_map.get(key)
+    if entry is not None:
+        ns, name = split_service(entry.service)
+        for svc in facts.services:
+            meta = _dict(svc.get("metadata"))
+            if meta.get("namespace") == ns and meta.get("name") == name:
+                return dataplane_of(svc, "--target map")
+        return None
+    parts = parse_key(key)
+    if parts.kind == "gateway":
+        gateway = facts.gateways.get(f"{parts.namespace}/{parts.name}") or {}
+        return find_gateway_service(facts.services, parts.namespace, parts.name,
+                                    _str(_dict(gateway.get("spec")).get("gatewayClassName")))
+    if parts.kind == "ingressclass":
+        ingress_class = facts.ingress_classes.get(parts.name)
+        if ingress_class is not None:
+            return find_ingressclass_service(facts.services, ingress_class)
+    return None
+
+
+def _controller(key: str, facts: TargetFacts) -> str:
+    parts = parse_key(key)
+    if parts.kind != "gateway":
+        return ""
+    gateway = facts.gateways.get(f"{parts.namespace}/{parts.name}") or {}
+    cls = facts.gateway_classes.get(_str(_dict(gateway.get("spec")).get("gatewayClassName")))
+    return _str(_dict(_dict(cls).get("spec")).get("controllerName"))
+
+
+def _unreadable(u: Unresolved, facts: TargetFacts, target_map: Mapping[str, MapEntry],
+                unreadable: Unreadable) -> Unresolved:
+    """A "no PROXY" that rests on a list we were refused is unknown instead."""
+    entry = target_map.get(u.key)
+    if u.problem != "target-no-proxy" or (entry is not None and entry.proxy is not None):
+        return u
+    controller = _controller(u.key, facts)
+    why = ""
+    if controller == ENVOY_GATEWAY and unreadable.client_traffic_policies:
+        why = f"the ClientTrafficPolicies could not be read ({unreadable.client_traffic_policies})"
+    elif controller == NGINX_GATEWAY_FABRIC and unreadable.nginx_proxies:
+        why = f"the NginxProxies could not be read ({unreadable.nginx_proxies})"
+    if not why:
+        return u
+    parts = parse_key(u.key)
+    return Unresolved(u.key, "target-proxy-unknown",
+                      f"{why}, so whether it expects the PROXY protocol is unknown; set "
+                      f"--target gateway:{parts.namespace}/{parts.name}"
+                      "=NAMESPACE/SERVICE:v1|v2|none")
+
+
+def _origin_target(claims: Sequence[Claim], host: str, origin: ObjectRef) -> str:
+    for c in claims:
+        if c.host == host and c.origin == origin:
+            return c.target
+    return ""
+
+
+def host_targets(claims: Sequence[Claim], facts: TargetFacts,
+                 target_map: Mapping[str, MapEntry], table: Mapping[str, int] | None,
+                 ours: ProxyServices, *, unreadable: Unreadable = Unreadable(),
+                 max_slots: int = MAX_SLOTS) -> tuple[dict[str, HostTarget], Plan]:
+    """Every claimed host's target, and the plan it comes from. ``table`` is the published
+    targets table (key -> slot; None when unknown), which keeps slots stable as in the
+    controller."""
+    decided = plan(claims, facts, target_map, table or {}, max_slots)
+    losers: dict[str, list[LostClaim]] = {}
+    for lost, won in decided.losers:
+        asked = _origin_target(claims, lost.host, lost.origin)
+        losers.setdefault(lost.host, []).append(
+            LostClaim(str(lost.origin), lost.target, str(won.origin), won.target,
+                      asked if asked != lost.target else ""))
+    out: dict[str, HostTarget] = {}
+    for host, key in decided.routes.items():
+        origins = decided.origins.get(host, ())
+        lost_here = tuple(losers.get(host, ()))
+        if key == DEFAULT_KEY:
+            asked = _origin_target(claims, host, origins[0]) if origins else ""
+            message = ""
+            if asked and asked != DEFAULT_KEY:
+                why = resolve_target(asked, facts, target_map)
+                reason = why.message if isinstance(why, Unresolved) else "no data plane"
+                message = f"{asked} falls back to the proxy's default target: {reason}"
+            else:
+                asked = ""
+            out[host] = HostTarget(
+                key=key, verdict="redirected", message=message, asked=asked, slot=0,
+                proxy_service=f"{ours.namespace}/{ours.main}",
+                proxy_service_found=ours.main_found, proxy_addresses=ours.main_addresses,
+                origins=tuple(map(str, origins)), losers=lost_here)
+            continue
+        target = decided.targets[key]
+        slot = decided.slots[key]
+        name = service_name(slot)
+        ips = None if ours.by_name is None else ours.by_name.get(name)
+        out[host] = HostTarget(
+            key=key, verdict="redirected", service=target.service, found_by=target.found_by,
+            proxy=target.proxy, proxy_source=target.proxy_source, slot=slot,
+            proxy_service=f"{ours.namespace}/{name}",
+            proxy_service_found=None if ours.by_name is None else ips is not None,
+            proxy_addresses=ips or (),
+            published=None if table is None else table.get(key) == slot,
+            origins=tuple(map(str, origins)), losers=lost_here)
+    for host, problem in decided.excluded.items():
+        u = _unreadable(problem, facts, target_map, unreadable)
+        verdict: TargetVerdict = u.problem
+        found = _plane(u.key, facts, target_map) if verdict != "target-not-found" else None
+        out[host] = HostTarget(
+            key=u.key, verdict=verdict, message=u.message,
+            service=found.service if found else "", found_by=found.found_by if found else "",
+            proxy={"target-no-proxy": "none", "target-proxy-unknown": "unknown"}.get(
+                verdict, ""),
+            losers=tuple(losers.get(host, ())))
+    return out, decided

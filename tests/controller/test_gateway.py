@@ -1,0 +1,262 @@
+"""Gateway API routes through the controller, against the fake API: CRDs that appear while it
+runs, route status, listener hostnames, GatewayClasses, Gateways that go away, conflicts with
+Ingresses, data planes that expect no PROXY header, and the settle delay of a new target."""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable
+from typing import Any
+
+from hairpin_proxy import corefile
+from hairpin_proxy.published import parse_entries
+from hairpin_proxy.targets import table
+from tests.controller.conftest import (
+    NAMESPACE,
+    PROXY_IP,
+    Controller,
+    corefile_text,
+    wait_until,
+)
+from tests.fakeapi.crds import ENVOY_CLIENT_TRAFFIC_POLICY
+from tests.fakeapi.fixtures import gateway, gateway_class, ingress, route, service
+from tests.fakeapi.server import FakeApiServer
+
+Start = Callable[..., Controller]
+ENVOY = "gateway.envoyproxy.io/gatewayclass-controller"
+HOST = "shop.example.com"
+DATA_PLANE_LB = "203.0.113.10"
+PROXY_SELECTOR = {"app.kubernetes.io/name": "hairpin-proxy",
+                  "app.kubernetes.io/component": "proxy"}
+# --allow-mass-removal: one host going is "all hosts" to the removal guard.
+QUICK = ("--api-discovery-interval", "0.3", "--target-settle", "0", "--allow-mass-removal")
+
+
+def accepted(obj: dict[str, Any], gw: str = "public", status: str = "True") -> dict[str, Any]:
+    """``obj`` (a route) with the status Envoy Gateway writes for its parent ``gw`` (in
+    namespace web)."""
+    out = copy.deepcopy(obj)
+    out["status"] = {"parents": [{
+        "parentRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": gw,
+                      "namespace": "web"},
+        "controllerName": ENVOY,
+        "conditions": [{"type": "Accepted", "status": status, "reason": "Accepted",
+                        "message": "", "observedGeneration": 1,
+                        "lastTransitionTime": "2026-01-01T00:00:00Z"}]}]}
+    return out
+
+
+def envoy_gateway(api: FakeApiServer, *, proxy_protocol: bool = True,
+                  hostname: str = "*.example.com") -> None:
+    """Envoy Gateway with Gateway web/public, its data-plane Service, and (by default) a
+    ClientTrafficPolicy that makes it expect the PROXY protocol."""
+    api.install_gateway_api("1.4", "standard")
+    api.install(ENVOY_CLIENT_TRAFFIC_POLICY)
+    api.create(gateway_class("eg", ENVOY))
+    api.create(gateway("web", "public", "eg", listeners=[
+        {"name": "http", "port": 80, "protocol": "HTTP", "hostname": hostname,
+         "allowedRoutes": {"namespaces": {"from": "All"}}}]))
+    api.create(service("envoy-gateway-system", "envoy-web-public-1a2b3c4d", type="LoadBalancer",
+                       labels={"gateway.envoyproxy.io/owning-gateway-name": "public",
+                               "gateway.envoyproxy.io/owning-gateway-namespace": "web"},
+                       lb_ingress=[{"ip": DATA_PLANE_LB}]))
+    if proxy_protocol:
+        api.create({"apiVersion": "gateway.envoyproxy.io/v1alpha1",
+                    "kind": "ClientTrafficPolicy",
+                    "metadata": {"namespace": "web", "name": "proxy-protocol"},
+                    "spec": {"targetRefs": [{"group": "gateway.networking.k8s.io",
+                                             "kind": "Gateway", "name": "public"}],
+                             "proxyProtocol": {}}})
+
+
+def answers(api: FakeApiServer) -> dict[str, corefile.Answers]:
+    return corefile.managed_groups(corefile_text(api))
+
+
+def slot_ip(api: FakeApiServer, slot: int = 1) -> str | None:
+    svc = api.get("Service", NAMESPACE, f"hairpin-proxy-t{slot}")
+    return None if svc is None else str(svc["spec"]["clusterIPs"][0])
+
+
+def on_slot(api: FakeApiServer, host: str = HOST) -> bool:
+    ip = slot_ip(api)
+    got = answers(api).get(host)
+    return ip is not None and got is not None and got.ipv4 == (ip,)
+
+
+def published(api: FakeApiServer) -> dict[str, str]:
+    cm = api.get("ConfigMap", NAMESPACE, "hairpin-proxy-hosts")
+    return dict((cm or {}).get("data") or {})
+
+
+def events(api: FakeApiServer, reason: str, namespace: str) -> list[dict[str, Any]]:
+    return [e for e in api.list("Event", namespace) if e.get("reason") == reason]
+
+
+def proxy_with_selector(api: FakeApiServer) -> None:
+    svc = api.get("Service", NAMESPACE, "hairpin-proxy")
+    assert svc is not None
+    svc["spec"]["selector"] = dict(PROXY_SELECTOR)
+    api.update(svc)
+
+
+def test_routes_of_crds_installed_later_reach_their_gateway_target(
+        cluster: FakeApiServer, start: Start) -> None:
+    proxy_with_selector(cluster)
+    ctl = start(*QUICK)
+    ctl.wait_ready()
+    assert answers(cluster) == {}
+    envoy_gateway(cluster)
+    cluster.create(accepted(route("HTTPRoute", "shop", "web", hostnames=[HOST],
+                                  parent="public", parent_namespace="web")))
+    wait_until(lambda: on_slot(cluster), what="the host answered with its target's Service")
+
+    svc = cluster.get("Service", NAMESPACE, "hairpin-proxy-t1")
+    assert svc is not None
+    assert svc["spec"]["selector"] == PROXY_SELECTOR
+    assert [(p["port"], p["targetPort"]) for p in svc["spec"]["ports"]] == [(80, 20002),
+                                                                            (443, 20003)]
+    assert svc["metadata"]["annotations"]["hairpin-proxy.io/target"] == "gateway/web/public"
+    cm = cluster.get("ConfigMap", NAMESPACE, "hairpin-proxy-targets")
+    assert cm is not None
+    (entry,) = table.decode(cm["data"]["targets.json"])
+    assert (entry.key, entry.slot, entry.listen, entry.proxy) == (
+        "gateway/web/public", 1, (20002, 20003), "v2")
+    assert entry.upstream == ("envoy-web-public-1a2b3c4d.envoy-gateway-system.svc."
+                              "cluster.local")
+    assert (entry.ports, entry.advertise_ports) == ((80, 443), (80, 443))
+    assert entry.advertise_address == DATA_PLANE_LB
+    assert svc["metadata"]["ownerReferences"][0]["uid"] == cm["metadata"]["uid"]
+    # The proxy's own Service keeps answering for nothing else: no Ingress here.
+    assert PROXY_IP not in {ip for a in answers(cluster).values() for ip in a.ipv4}
+    # The node agents get the host with its own target's address; agents of earlier versions,
+    # which know one address for all, do not get it at all.
+    wait_until(lambda: parse_entries(published(cluster).get("entries")) == {
+        HOST: (slot_ip(cluster),)}, what="published entries")
+    assert published(cluster)["hosts"] == ""
+
+    # The route is no longer accepted: the host goes.
+    cluster.update(accepted(cluster.get("HTTPRoute", "shop", "web") or {}, status="False"))
+    wait_until(lambda: HOST not in answers(cluster), what="host withdrawn (Accepted=False)")
+    cluster.update(accepted(cluster.get("HTTPRoute", "shop", "web") or {}))
+    wait_until(lambda: on_slot(cluster), what="host back (Accepted=True)")
+
+    # The listener no longer covers the route's hostname.
+    gw = cluster.get("Gateway", "web", "public")
+    assert gw is not None
+    gw["spec"]["listeners"][0]["hostname"] = "*.example.org"
+    cluster.update(gw)
+    wait_until(lambda: HOST not in answers(cluster), what="host withdrawn (listener hostname)")
+    gw["spec"]["listeners"][0]["hostname"] = "*.example.com"
+    cluster.update(gw)
+    wait_until(lambda: on_slot(cluster), what="host back (listener hostname)")
+
+    # The GatewayClass now belongs to another implementation: its routes' status no longer
+    # counts (the controller that accepted them does not run the class).
+    gc = cluster.get("GatewayClass", None, "eg")
+    assert gc is not None
+    gc["spec"]["controllerName"] = "example.net/other-controller"
+    cluster.update(gc)
+    wait_until(lambda: HOST not in answers(cluster), what="host withdrawn (GatewayClass)")
+    gc["spec"]["controllerName"] = ENVOY
+    cluster.update(gc)
+    wait_until(lambda: on_slot(cluster), what="host back (GatewayClass)")
+
+    # The Gateway is deleted while its route remains: the host and the slot's Service go.
+    cluster.delete("Gateway", "web", "public")
+    wait_until(lambda: HOST not in answers(cluster), what="host withdrawn (Gateway deleted)")
+    wait_until(lambda: cluster.get("Service", NAMESPACE, "hairpin-proxy-t1") is None,
+               what="the slot's Service deleted")
+
+    # The CRDs are removed altogether: the controller goes on as before.
+    cluster.uninstall_gateway_api()
+    cluster.create(ingress("team", "site", tls_hosts=["site.example.com"]))
+    wait_until(lambda: answers(cluster).get("site.example.com") == corefile.Answers.of(
+        [PROXY_IP]), what="Ingress hosts still written without the Gateway API")
+    assert ctl.ready()
+
+
+def test_oldest_claim_wins_and_no_proxy_data_planes_are_left_alone(
+        cluster: FakeApiServer, start: Start) -> None:
+    proxy_with_selector(cluster)
+    # The Ingress is older than the route (creationTimestamp has whole seconds): it keeps the
+    # host on the default target.
+    cluster.create(ingress("team", "site", tls_hosts=[HOST]))
+    time.sleep(1.1)
+    envoy_gateway(cluster)
+    cluster.create(accepted(route("HTTPRoute", "shop", "web", hostnames=[HOST],
+                                  parent="public", parent_namespace="web")))
+    ctl = start(*QUICK)
+    ctl.wait_ready()
+    wait_until(lambda: answers(cluster).get(HOST) == corefile.Answers.of([PROXY_IP]),
+               what="the Ingress's target wins the host")
+    wait_until(lambda: events(cluster, "HostClaimedElsewhere", "shop"),
+               what="Event on the losing route")
+    (event,) = events(cluster, "HostClaimedElsewhere", "shop")
+    assert event["involvedObject"]["kind"] == "HTTPRoute"
+    assert "Ingress team/site" in event["message"]
+    # The losing Gateway's target is already served (its slot and Service exist), so the host
+    # moves without a gap once the Ingress goes.
+    wait_until(lambda: slot_ip(cluster) is not None, what="the loser's slot prepared")
+    cluster.delete("Ingress", "team", "site")
+    wait_until(lambda: on_slot(cluster), what="the route's target takes the host")
+
+    # The ClientTrafficPolicy goes: the Gateway expects no PROXY header, its hosts do not
+    # hairpin-break and are given back to their public answers.
+    cluster.delete("ClientTrafficPolicy", "web", "proxy-protocol")
+    wait_until(lambda: HOST not in answers(cluster), what="host of a no-PROXY target withdrawn")
+    wait_until(lambda: events(cluster, "HostNotRedirected", "shop"),
+               what="Event: not redirected")
+    (event,) = events(cluster, "HostNotRedirected", "shop")
+    assert event["type"] == "Normal" and "does not expect the PROXY protocol" in event["message"]
+    assert ctl.metric('hairpin_controller_hosts_not_redirected{reason="no-proxy"}') == 1
+    assert ctl.metric('hairpin_controller_targets{state="no-proxy"}') == 1
+
+
+def test_a_new_target_waits_for_the_proxies_to_mount_it(cluster: FakeApiServer,
+                                                       start: Start) -> None:
+    proxy_with_selector(cluster)
+    envoy_gateway(cluster)
+    ctl = start("--api-discovery-interval", "0.3", "--target-settle", "3", "--allow-mass-removal")
+    ctl.wait_ready()
+    cluster.create(accepted(route("HTTPRoute", "shop", "web", hostnames=[HOST],
+                                  parent="public", parent_namespace="web")))
+    wait_until(lambda: slot_ip(cluster) is not None, what="slot published")
+    wait_until(lambda: ctl.metric('hairpin_controller_hosts_not_redirected{reason="settling"}')
+               == 1, what="host settling")
+    assert HOST not in answers(cluster)
+    wait_until(lambda: on_slot(cluster), timeout=15, what="host written after the settle time")
+    cm = cluster.get("ConfigMap", NAMESPACE, "hairpin-proxy-targets")
+    assert cm is not None and "gateway/web/public" in cm["data"]["published.json"]
+
+
+def test_unknown_implementation_needs_the_map(cluster: FakeApiServer, start: Start) -> None:
+    proxy_with_selector(cluster)
+    cluster.install_gateway_api("1.4", "standard")
+    cluster.create(gateway_class("kg", "kgateway.dev/kgateway"))
+    cluster.create(gateway("web", "public", "kg", listeners=[
+        {"name": "http", "port": 80, "protocol": "HTTP",
+         "allowedRoutes": {"namespaces": {"from": "All"}}}]))
+    cluster.create(service("web", "public", labels={
+        "gateway.networking.k8s.io/gateway-name": "public"}))
+    obj = accepted(route("HTTPRoute", "shop", "web", hostnames=[HOST], parent="public",
+                         parent_namespace="web"))
+    obj["status"]["parents"][0]["controllerName"] = "kgateway.dev/kgateway"
+    cluster.create(obj)
+    ctl = start(*QUICK)
+    ctl.wait_ready()
+    wait_until(lambda: events(cluster, "HostNotRedirected", "shop"),
+               what="Event naming the flag")
+    (event,) = events(cluster, "HostNotRedirected", "shop")
+    assert event["type"] == "Warning"
+    assert "--target gateway:web/public=NAMESPACE/SERVICE" in event["message"]
+    assert HOST not in answers(cluster)
+    ctl.stop()
+    mapped = start(*QUICK, "--target", "gateway:web/public=web/public:v1")
+    mapped.wait_ready()
+    wait_until(lambda: on_slot(cluster), what="the map settles it")
+    cm = cluster.get("ConfigMap", NAMESPACE, "hairpin-proxy-targets")
+    assert cm is not None
+    (entry,) = table.decode(cm["data"]["targets.json"])
+    assert entry.proxy == "v1" and entry.upstream == "public.web.svc.cluster.local"
