@@ -2,6 +2,7 @@
 
     python -m bench.controller_bench            # full run, writes docs/benchmarks-controller.md
     python -m bench.controller_bench --quick    # smaller and shorter, prints only
+    python -m bench.controller_bench --py-spy /tmp/passes.txt   # also profile the passes
 
 Measures: list-of-N to first write, event-to-write latency (p50/p99), controller RSS once
 synced, the Corefile's size before and after, and API requests per minute at steady state. The
@@ -28,6 +29,7 @@ import dataclasses
 import json
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -43,6 +45,7 @@ from tests.fakeapi.server import FakeApiServer
 
 from bench import corefile_bench
 from bench.corefile_bench import PROXY_IP, TEMPLATE_FORMAT, median_ms
+from bench.run import sections, with_sections
 from hairpin_proxy import corefile
 from hairpin_proxy.kube.watch import object_key
 from hairpin_proxy.policy import HostPolicy, evaluate
@@ -51,7 +54,7 @@ from hairpin_proxy.settings import ControllerSettings
 try:
     from hairpin_proxy.policy_cache import PolicyCache
 except ImportError:  # versions before it had it in the controller
-    from hairpin_proxy.controller import PolicyCache  # type: ignore[attr-defined]
+    from hairpin_proxy.controller import PolicyCache  # type: ignore[no-redef]
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "hairpin-proxy"
@@ -167,8 +170,25 @@ def policy_ms(api: FakeApiServer) -> dict[str, float]:
             "policy_incremental_max_ms": max(times) * 1000}
 
 
-def run(count: int, events: int, steady: float, debounce: float | None
-        ) -> dict[str, Any]:
+def start_profiler(pid: int, path: Path | None) -> subprocess.Popen[bytes] | None:
+    """py-spy sampling the controller (every thread, idle time left out) into ``path``, in
+    its raw format (one line per distinct stack, then its count); None without a path."""
+    if path is None:
+        return None
+    spy = Path(sys.executable).with_name("py-spy")
+    return subprocess.Popen([str(spy), "record", "--pid", str(pid), "--rate", "1000",
+                             "--threads", "--nonblocking", "--format", "raw", "-o", str(path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def stop_profiler(spy: subprocess.Popen[bytes] | None) -> None:
+    if spy is not None:
+        spy.send_signal(signal.SIGINT)
+        spy.wait(60)
+
+
+def run(count: int, events: int, steady: float, debounce: float | None,
+        profile: Path | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"ingresses": count, "events": events, "debounce": debounce,
                            "default_debounce": DEFAULT_DEBOUNCE, "write_interval": WRITE_INTERVAL,
                            "code": CODE, "format": FORMAT, "load_start": loadavg()}
@@ -219,6 +239,7 @@ def run(count: int, events: int, steady: float, debounce: float | None
             out["rss_mib"] = rss_kib(proc.pid) / 1024
 
             latencies: list[float] = []
+            spy = start_profiler(proc.pid, profile)
             for i in range(events):
                 # A short request log keeps the polling below from loading the API server.
                 api.clear_requests()
@@ -233,6 +254,7 @@ def run(count: int, events: int, steady: float, debounce: float | None
                 # debounce, one right after a write for the write interval, by design).
                 wait_until(lambda: api.count("PUT", PUBLISHED_PUT) > 0, 30, "pass end")
                 time.sleep(quiet)
+            stop_profiler(spy)
             out["latency_p50_ms"] = pct(latencies, 0.5) * 1000
             out["latency_p99_ms"] = pct(latencies, 0.99) * 1000
             out["latency_max_ms"] = max(latencies) * 1000
@@ -404,20 +426,28 @@ def main() -> int:
                         help="where a full run writes its report")
     parser.add_argument("--save-json", type=Path, metavar="FILE",
                         help="also write the raw figures to FILE")
+    parser.add_argument("--py-spy", type=Path, metavar="FILE", dest="py_spy",
+                        help="profile the controller over the events with py-spy (raw "
+                             "stacks to FILE)")
     parser.add_argument("--before", type=Path, metavar="FILE",
                         help="figures of another version (from --save-json) to set beside")
     args = parser.parse_args()
+    # The report keeps the file's marked sections (see bench.run); a broken marker stops the
+    # run now rather than after it.
+    if not args.quick and args.output.exists():
+        sections(args.output.read_text())
     before = json.loads(args.before.read_text()) if args.before else None
     if args.quick:
-        result = run(1000, 20, 5.0, args.debounce)
+        result = run(1000, 20, 5.0, args.debounce, args.py_spy)
     else:
-        result = run(args.ingresses, args.events, args.steady, args.debounce)
+        result = run(args.ingresses, args.events, args.steady, args.debounce, args.py_spy)
     if args.save_json:
         args.save_json.write_text(json.dumps(result, indent=1) + "\n")
     text = report(result, before)
     print(text)
     if not args.quick:
-        args.output.write_text(text)
+        previous = args.output.read_text() if args.output.exists() else ""
+        args.output.write_text(with_sections(text, previous))
     return 0
 
 

@@ -5,6 +5,13 @@ side by side in one run, same backend, same load generators.
     python -m bench.run --quick     # smoke run (1 repetition, short phases), prints only
 
 Not part of the test suite. Every phase is bounded in count and time; all traffic is loopback.
+
+The report replaces the file's text except its marked sections, written by other benchmarks or
+by hand, which are kept as they are, in their order, after it::
+
+    <!-- BEGIN name -->
+    ...
+    <!-- END name -->
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import argparse
 import contextlib
 import os
 import platform
+import re
 import resource
 import statistics
 import sys
@@ -161,6 +169,29 @@ def loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
+# A section this script does not write: from its BEGIN line to the END line of the same name.
+SECTION = re.compile(r"^<!-- BEGIN (?P<name>[\w.-]+) -->$.*?^<!-- END (?P=name) -->$",
+                     re.DOTALL | re.MULTILINE)
+_BEGIN = re.compile(r"^<!-- BEGIN ([\w.-]+) -->$", re.MULTILINE)
+
+
+def sections(text: str) -> dict[str, str]:
+    """The marked sections of ``text`` by name, markers included; ValueError on a BEGIN marker
+    without its END (rewriting would drop what follows it)."""
+    found = {m["name"]: m.group(0) for m in SECTION.finditer(text)}
+    unclosed = [name for name in _BEGIN.findall(text) if name not in found]
+    if unclosed:
+        raise ValueError(f"section {unclosed[0]!r} has no '<!-- END {unclosed[0]} -->' line")
+    return found
+
+
+def with_sections(generated: str, previous: str) -> str:
+    """``generated`` followed by the marked sections of ``previous`` that it lacks."""
+    own = sections(generated)
+    kept = [text for name, text in sections(previous).items() if name not in own]
+    return generated.rstrip("\n") + "".join(f"\n\n{text}" for text in kept) + "\n"
+
+
 def report(scs: list[Scenario], args: argparse.Namespace, load: tuple[str, str]) -> str:
     hap = next(s for s in scs if s.name == "HAProxy no splice")
     hap_splice = next(s for s in scs if s.name == "HAProxy splice")
@@ -276,6 +307,10 @@ def main() -> int:
     p.add_argument("--quick", action="store_true", help="1 repetition, short phases, no files")
     p.add_argument("--out", type=Path, default=peers.REPO / "docs" / "benchmarks.md")
     args = p.parse_args()
+    # Checked before the run, so that a broken marker is found now rather than after it; read
+    # again at the end, as the sections may be edited meanwhile.
+    if not args.quick and args.out.exists():
+        sections(args.out.read_text())
     if args.quick:
         args.reps, args.seconds = 1, 3
     elif not args.variant:
@@ -304,7 +339,8 @@ def main() -> int:
     text = report(scs, args, (load_start, load_end))
     print(text)
     if not args.quick:
-        args.out.write_text(text)
+        previous = args.out.read_text() if args.out.exists() else ""
+        args.out.write_text(with_sections(text, previous))
         chart(scs, args.out.with_suffix(".png"))
         print(f"wrote {args.out} and {args.out.with_suffix('.png')}")
     return 0

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hairpin_proxy.policy import HostPolicy, evaluate_ingress
+from hairpin_proxy.policy import CompactSpec, HostPolicy, evaluate_ingress
 from hairpin_proxy.slim import slim_ingress
 
 SCALAR = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=8))
@@ -72,4 +73,44 @@ def test_what_is_dropped_and_kept() -> None:
                  "rules": [{"host": "a.example.com"}]},
         "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}},
     }
-    assert len(json.dumps(slim_ingress(obj))) * 5 < len(json.dumps(obj))
+    # The compact spec reads as the lists and dicts it stands for.
+    assert len(json.dumps(slim_ingress(obj), default=dict)) * 5 < len(json.dumps(obj))
+
+
+def test_a_well_formed_spec_is_compact_and_reads_the_same() -> None:
+    spec = {"ingressClassName": "nginx", "tls": [{"hosts": ["a.example.com"]}, {}],
+            "rules": [{"host": "a.example.com"}, {"http": {}}]}
+    slim = slim_ingress({"metadata": {"name": "web"}, "spec": spec})["spec"]
+    assert isinstance(slim, CompactSpec)
+    assert slim == {"ingressClassName": "nginx", "tls": [{"hosts": ["a.example.com"]}, {}],
+                    "rules": [{"host": "a.example.com"}, {}]}
+    assert dict(slim) == slim and len(slim) == 3 and slim.get("missing") is None
+    # One string for a host named twice.
+    assert slim.tls is not None and slim.rules is not None
+    tls_hosts = slim.tls[0]
+    assert tls_hosts is not None and tls_hosts[0] is slim.rules[0]
+
+
+@pytest.mark.parametrize("spec", [
+    {"ingressClassName": 7}, {"tls": None}, {"tls": [{"hosts": None}]}, {"tls": ["x"]},
+    {"tls": [{"hosts": ["a.example.com", 1]}]}, {"rules": {}}, {"rules": [{"host": None}]},
+    {"rules": [None]},
+])
+def test_a_malformed_spec_is_kept_as_it_came(spec: dict[str, Any]) -> None:
+    slim = slim_ingress({"metadata": {"name": "web"}, "spec": spec})["spec"]
+    assert type(slim) is dict and slim == spec
+
+
+def test_repeated_values_are_shared_and_an_empty_status_dropped() -> None:
+    def make(name: str, status: dict[str, Any]) -> dict[str, Any]:
+        obj: dict[str, Any] = json.loads(json.dumps({
+            "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+            "metadata": {"name": name, "namespace": "shop"}, "status": status}))
+        return obj
+
+    lb = {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}
+    a, b = slim_ingress(make("a", lb)), slim_ingress(make("b", lb))
+    assert a["metadata"]["namespace"] is b["metadata"]["namespace"]
+    assert a["apiVersion"] is b["apiVersion"]
+    assert a["status"] is b["status"] and a["status"] == lb
+    assert "status" not in slim_ingress(make("c", {"loadBalancer": {}}))

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
-from publicsuffixlist import PublicSuffixList
-
 if TYPE_CHECKING:
+    from publicsuffixlist import PublicSuffixList
+
     from hairpin_proxy.settings import PolicySettings
 
 HOSTS_FROM = ("tls", "rules", "all")
@@ -62,8 +62,56 @@ _ALLOWED_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-.*")
 # is a number, so a numeric last label is refused outright.
 _NUMERIC_TLD = re.compile(r"[0-9]+|0x[0-9a-f]*", re.ASCII)
 _SHOW_MAX = 120
+
+
+class CompactSpec(Mapping[str, Any]):
+    """An Ingress's ``spec`` reduced to what the policy reads, in a few tuples.
+
+    The controller caches tens of thousands of Ingresses; as nested dicts and lists, the class
+    and the hosts of one take about a kilobyte, here about a tenth of that. Only well-formed
+    specs take this form (``slim.slim_ingress`` keeps anything else as it came, so that the
+    policy still reports it). Read as a mapping it gives what it stands for, in fresh lists and
+    dicts (equal to the trimmed original); the policy reads the fields directly.
+
+    ``class_name``: ``spec.ingressClassName`` (None: absent); ``tls``: per ``spec.tls`` entry, its
+    ``hosts`` (None: the entry has none), or None when ``spec.tls`` is absent; ``rules``: per
+    ``spec.rules`` entry, its ``host`` or None, or None when ``spec.rules`` is absent.
+    """
+
+    __slots__ = ("class_name", "rules", "tls")
+
+    def __init__(self, class_name: str | None, tls: tuple[tuple[str, ...] | None, ...] | None,
+                 rules: tuple[str | None, ...] | None) -> None:
+        self.class_name = class_name
+        self.tls = tls
+        self.rules = rules
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "ingressClassName" and self.class_name is not None:
+            return self.class_name
+        if key == "rules" and self.rules is not None:
+            return [{} if h is None else {"host": h} for h in self.rules]
+        if key == "tls" and self.tls is not None:
+            return [{} if h is None else {"hosts": list(h)} for h in self.tls]
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        if self.class_name is not None:
+            yield "ingressClassName"
+        if self.rules is not None:
+            yield "rules"
+        if self.tls is not None:
+            yield "tls"
+
+    def __len__(self) -> int:
+        return sum(x is not None for x in (self.class_name, self.rules, self.tls))
+
+    def __repr__(self) -> str:
+        return f"CompactSpec({dict(self)!r})"
+
+
 # dict first: it is what parsed YAML/JSON gives, and the Mapping ABC check is slow.
-_MAPS: Final = (dict, Mapping)
+_MAPS: Final = (dict, CompactSpec, Mapping)
 
 
 def _norm_domain(value: str) -> str:
@@ -224,20 +272,35 @@ _suffixes: _Suffixes | None = None
 _suffixes_ready = False
 
 
+def _new_psl() -> PublicSuffixList:
+    # Imported here: the package is needed only once a policy is built.
+    from publicsuffixlist import PublicSuffixList
+
+    return PublicSuffixList()
+
+
 def _psl() -> PublicSuffixList:
     """The process's one PublicSuffixList (the package's bundled copy, ICANN and private)."""
     global _psl_instance
     if _psl_instance is None:
-        _psl_instance = PublicSuffixList()
+        _psl_instance = _new_psl()
     return _psl_instance
 
 
 def _rule_sets() -> _Suffixes | None:
     """The list's rules as sets, or None when this version of the package keeps them otherwise
     (then every question goes to the package, cached)."""
-    global _suffixes, _suffixes_ready
+    global _suffixes, _suffixes_ready, _psl_instance
     if not _suffixes_ready:
-        _suffixes = _read_rules(_psl())
+        if _psl_instance is not None:
+            _suffixes = _read_rules(_psl_instance)
+        else:
+            # The package's own tables are not kept once the sets stand in for them (about
+            # a megabyte); only when they cannot does the instance stay, to answer.
+            psl = _new_psl()
+            _suffixes = _read_rules(psl)
+            if _suffixes is None:
+                _psl_instance = psl
         _suffixes_ready = True
     return _suffixes
 
@@ -345,6 +408,10 @@ def _check_str(host: str, policy: HostPolicy) -> tuple[str | None, str | None, b
     # the accept path is kept to one regex match and a few C-level string tests.
     lowered = host.lower()
     name = lowered[:-1] if lowered[-1:] == "." else lowered
+    if name == host:
+        # lower() copies even an all-lower-case string: keep the caller's, which the caches
+        # already hold.
+        name = host
     # isascii() on the original: lower() maps some non-ASCII letters (the Kelvin sign) to ASCII.
     if _FAST.fullmatch(name) is None or not host.isascii() or (
             len(name) > MAX_LABEL and (len(name) > MAX_NAME or any(
@@ -526,6 +593,15 @@ def _candidate_hosts(spec: Mapping[Any, Any], hosts_from: str,
                      problems: list[str]) -> list[object]:
     """Host values named by ``spec``; structural defects are appended to ``problems``."""
     found: list[object] = []
+    if type(spec) is CompactSpec:
+        # Well-formed by construction: nothing to report.
+        if hosts_from != "rules" and spec.tls:
+            for tls_hosts in spec.tls:
+                if tls_hosts:
+                    found.extend(tls_hosts)
+        if hosts_from != "tls" and spec.rules:
+            found.extend(h for h in spec.rules if h)
+        return found
     if hosts_from != "rules":
         for i, entry in _entries(spec, "tls", problems):
             hosts = entry.get("hosts")

@@ -42,12 +42,15 @@ class PolicyCache:
         # the caller still holds the very same one (the watch replaces, never edits).
         self._objs: dict[str, JsonObj] = {}
         self._keys: list[str] = []
-        self._results: dict[str, tuple[tuple[str, str], IngressResult]] = {}
+        # key → (uid, resourceVersion, result): flat, one tuple per Ingress.
+        self._results: dict[str, tuple[str, str, IngressResult]] = {}
         self._flagged: set[str] = set()  # keys whose result has rejections or ignored hosts
-        # host → {origin: number of Ingresses with that origin asking for it}; origins can
-        # coincide because long names are shortened for display.
-        self._contrib: dict[str, dict[str, int]] = {}
+        # host → the sorted origins asking for it. Nearly every host has one Ingress, so only
+        # the hosts asked for more than once are counted, in ``_contrib``: {origin: number of
+        # Ingresses with that origin asking for it}; origins can coincide because long names
+        # are shortened for display.
         self._sources: dict[str, tuple[str, ...]] = {}
+        self._contrib: dict[str, dict[str, int]] = {}
         self._sorted: list[str] = []
 
     def update(self, ingresses: Mapping[str, JsonObj], classes: Iterable[JsonObj],
@@ -69,44 +72,49 @@ class PolicyCache:
         if policy is not self.policy or index != self._index:
             self._reset()
             self.policy, self._index = policy, index
-        changed, removed = self._changes(ingresses)
+        keys = list(ingresses)
+        changed, removed = self._changes(ingresses, keys)
         touched: set[str] = set()
         evaluated = 0
         for key in removed:
-            self._drop(self._results.pop(key)[1], touched)
+            self._drop(self._results.pop(key)[2], touched)
             self._flagged.discard(key)
         for key in changed:
             obj = ingresses[key]
-            version = _uid_rv(obj)
+            uid, rv = _uid_rv(obj)
             known = self._results.get(key)
             # Without a resourceVersion only the identical object counts as unchanged.
-            if known is not None and version[1] and known[0] == version:
-                self._results[key] = (version, known[1])
+            if known is not None and rv and known[0] == uid and known[1] == rv:
+                self._results[key] = (uid, rv, known[2])
                 continue
             result = evaluate_ingress(obj, policy, index)
             evaluated += 1
-            self._results[key] = (version, result)
-            if known is None or known[1][:2] != result[:2]:
+            if result.origin == key and result.origin is not key:
+                # The origin is the cache key in all but odd names: keep one string.
+                result = result._replace(origin=key)
+            self._results[key] = (uid, rv, result)
+            if known is None or known[2][:2] != result[:2]:
                 if known is not None:
-                    self._drop(known[1], touched)
+                    self._drop(known[2], touched)
                 self._add(result, touched)
             if result.rejections or result.ignored:
                 self._flagged.add(key)
             else:
                 self._flagged.discard(key)
-        self._objs, self._keys = dict(ingresses), list(ingresses)
+        self._objs, self._keys = dict(ingresses), keys
         self._resort(touched)
-        flagged = [self._results[key][1] for key in sorted(self._flagged)]
+        flagged = [self._results[key][2] for key in sorted(self._flagged)]
         return PolicyResult(
             hosts=tuple(self._sorted),
             rejections=tuple(r for res in flagged for r in res.rejections),
             sources=dict(self._sources),
             ignored=tuple(r for res in flagged for r in res.ignored)), evaluated
 
-    def _changes(self, ingresses: Mapping[str, JsonObj]) -> tuple[list[str], Iterable[str]]:
-        """(keys of new or replaced objects, keys gone) since the last pass."""
+    def _changes(self, ingresses: Mapping[str, JsonObj], keys: list[str]
+                 ) -> tuple[list[str], Iterable[str]]:
+        """(keys of new or replaced objects, keys gone) since the last pass; ``keys`` are
+        those of ``ingresses``, in order."""
         old = self._objs
-        keys = list(ingresses)
         if keys[:len(old)] == self._keys:
             # The usual case, a watch cache after updates and additions: the old keys are
             # still its first ones, in order. Compared pairwise in C, under a millisecond
@@ -118,43 +126,50 @@ class PolicyCache:
                 old.keys() - ingresses.keys())
 
     def _add(self, result: IngressResult, touched: set[str]) -> None:
+        origin = result.origin
+        for host in result.hosts:
+            sources = self._sources.get(host)
+            if sources is None:
+                self._sources[host] = (origin,)
+                touched.add(host)
+                continue
+            origins = self._contrib.get(host)
+            if origins is None:
+                # Asked for once so far: its one source, counted once.
+                origins = self._contrib[host] = {sources[0]: 1}
+            count = origins.get(origin, 0)
+            origins[origin] = count + 1
+            if not count:
+                self._sources[host] = tuple(sorted(origins))
+
+    def _drop(self, result: IngressResult, touched: set[str]) -> None:
+        origin = result.origin
         for host in result.hosts:
             origins = self._contrib.get(host)
             if origins is None:
-                self._contrib[host] = {result.origin: 1}
-                self._sources[host] = (result.origin,)
+                del self._sources[host]
                 touched.add(host)
-            else:
-                count = origins.get(result.origin, 0)
-                origins[result.origin] = count + 1
-                if not count:
-                    self._sources[host] = tuple(sorted(origins))
-
-    def _drop(self, result: IngressResult, touched: set[str]) -> None:
-        for host in result.hosts:
-            origins = self._contrib[host]
-            count = origins[result.origin] - 1
-            if count:
-                origins[result.origin] = count
                 continue
-            del origins[result.origin]
-            if origins:
-                self._sources[host] = tuple(sorted(origins))
+            count = origins[origin] - 1
+            if count:
+                origins[origin] = count
             else:
-                del self._contrib[host], self._sources[host]
-                touched.add(host)
+                del origins[origin]
+                self._sources[host] = tuple(sorted(origins))
+            if len(origins) == 1 and next(iter(origins.values())) == 1:
+                del self._contrib[host]
 
     def _resort(self, touched: set[str]) -> None:
-        """Bring the sorted host list in line with ``_contrib`` for the hosts in ``touched``."""
+        """Bring the sorted host list in line with ``_sources`` for the hosts in ``touched``."""
         if len(touched) > 64:
-            self._sorted = sorted(self._contrib)
+            self._sorted = sorted(self._sources)
             return
         for host in touched:
             at = bisect.bisect_left(self._sorted, host)
             present = at < len(self._sorted) and self._sorted[at] == host
-            if host in self._contrib and not present:
+            if host in self._sources and not present:
                 self._sorted.insert(at, host)
-            elif host not in self._contrib and present:
+            elif host not in self._sources and present:
                 del self._sorted[at]
 
 

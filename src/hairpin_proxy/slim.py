@@ -5,21 +5,122 @@ cache (uid and resourceVersion), by the Events recorded on it (uid, resourceVers
 rules budget (creationTimestamp) and by host verification (status addresses). Everything else
 (other annotations, backends, paths, managedFields) is dropped as the object arrives: at 10,000
 Ingresses that is most of the controller's memory. The result has the shape of the original
-object, so every reader works on either.
+object, so every reader works on either; a well-formed ``spec`` is kept as a ``CompactSpec``
+(a read-only mapping equal to the trimmed spec), and strings that repeat across Ingresses
+(namespaces, classes, the API version, load balancer statuses) are shared.
+
+Cached objects are read, never edited: the watch replaces an object when it changes. Shared
+parts rely on that.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from hairpin_proxy.kube.client import JsonObj
-from hairpin_proxy.policy import CLASS_ANNOTATION
+from hairpin_proxy.policy import CLASS_ANNOTATION, CompactSpec
 
 _META = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+# Values that repeat across Ingresses: one copy each (a JSON parser gives every object its own).
+_REPEATED = ("namespace",)
+# Load balancer statuses are usually the same few for every Ingress of a cluster: one shared
+# object per distinct status, keyed by its content; the table is bounded, as what is in it
+# comes from the API.
+_STATUSES: dict[tuple[tuple[tuple[str, str], ...], ...], JsonObj] = {}
+_STATUSES_MAX = 1024
+
+
+def _str(value: Any) -> Any:
+    return sys.intern(value) if type(value) is str else value
 
 
 def _pick(src: Any, keys: tuple[str, ...]) -> dict[str, Any]:
     return {k: src[k] for k in keys if k in src} if isinstance(src, dict) else {}
+
+
+def _meta(meta: dict[str, Any]) -> dict[str, Any]:
+    out = {k: meta[k] for k in _META if k in meta}
+    for key in _REPEATED:
+        if key in out:
+            out[key] = _str(out[key])
+    return out
+
+
+def _compact_spec(spec: dict[str, Any]) -> CompactSpec | None:
+    """``spec`` as a CompactSpec, or None when it has a defect the policy must see as it is."""
+    cls = spec.get("ingressClassName")
+    if cls is not None and type(cls) is not str:
+        return None
+    seen: dict[str, str] = {}  # a host named in tls and in a rule: one string
+    tls: tuple[tuple[str, ...] | None, ...] | None = None
+    if "tls" in spec:
+        entries = spec["tls"]
+        if type(entries) is not list:
+            return None
+        found: list[tuple[str, ...] | None] = []
+        for entry in entries:
+            if type(entry) is not dict:
+                return None
+            hosts = entry.get("hosts")
+            if hosts is None and "hosts" not in entry:
+                found.append(None)
+                continue
+            if type(hosts) is not list or any(type(h) is not str for h in hosts):
+                return None
+            found.append(tuple(seen.setdefault(h, h) for h in hosts))
+        tls = tuple(found)
+    rules: tuple[str | None, ...] | None = None
+    if "rules" in spec:
+        entries = spec["rules"]
+        if type(entries) is not list:
+            return None
+        names: list[str | None] = []
+        for entry in entries:
+            if type(entry) is not dict:
+                return None
+            host = entry.get("host")
+            if host is None and "host" not in entry:
+                names.append(None)
+                continue
+            if type(host) is not str:
+                return None
+            names.append(seen.setdefault(host, host))
+        rules = tuple(names)
+    return CompactSpec(None if cls is None else sys.intern(cls), tls, rules)
+
+
+def _slim_spec(spec: dict[str, Any]) -> Any:
+    compact = _compact_spec(spec)
+    if compact is not None:
+        return compact
+    slim_spec = _pick(spec, ("ingressClassName",))
+    rules = spec.get("rules")
+    if isinstance(rules, list):
+        slim_spec["rules"] = [_pick(r, ("host",)) if isinstance(r, dict) else r for r in rules]
+    elif "rules" in spec:
+        slim_spec["rules"] = rules
+    tls = spec.get("tls")
+    if isinstance(tls, list):
+        slim_spec["tls"] = [_pick(t, ("hosts",)) if isinstance(t, dict) else t for t in tls]
+    elif "tls" in spec:
+        slim_spec["tls"] = tls
+    return slim_spec
+
+
+def _status(lb: dict[str, Any]) -> JsonObj:
+    """``{"loadBalancer": lb}``, one object for every Ingress with the same plain status."""
+    entries = lb.get("ingress")
+    if len(lb) != 1 or type(entries) is not list or not all(
+            type(e) is dict and all(type(v) is str for v in e.values()) for e in entries):
+        return {"loadBalancer": lb}
+    key = tuple(tuple(sorted(e.items())) for e in entries)
+    shared = _STATUSES.get(key)
+    if shared is None:
+        if len(_STATUSES) >= _STATUSES_MAX:
+            _STATUSES.clear()
+        shared = _STATUSES[key] = {"loadBalancer": lb}
+    return shared
 
 
 def slim_ingress(obj: JsonObj) -> JsonObj:
@@ -28,13 +129,13 @@ def slim_ingress(obj: JsonObj) -> JsonObj:
     out: JsonObj = {}
     for key in ("apiVersion", "kind"):
         if key in obj:
-            out[key] = obj[key]
+            out[key] = _str(obj[key])
     meta = obj.get("metadata")
     if isinstance(meta, dict):
-        slim_meta = _pick(meta, _META)
+        slim_meta = _meta(meta)
         annotations = meta.get("annotations")
         if isinstance(annotations, dict) and CLASS_ANNOTATION in annotations:
-            slim_meta["annotations"] = {CLASS_ANNOTATION: annotations[CLASS_ANNOTATION]}
+            slim_meta["annotations"] = {CLASS_ANNOTATION: _str(annotations[CLASS_ANNOTATION])}
         elif annotations is not None and not isinstance(annotations, dict):
             slim_meta["annotations"] = annotations
         out["metadata"] = slim_meta
@@ -42,31 +143,20 @@ def slim_ingress(obj: JsonObj) -> JsonObj:
         out["metadata"] = meta
     spec = obj.get("spec")
     if isinstance(spec, dict):
-        slim_spec = _pick(spec, ("ingressClassName",))
-        rules = spec.get("rules")
-        if isinstance(rules, list):
-            slim_spec["rules"] = [_pick(r, ("host",)) if isinstance(r, dict) else r
-                                  for r in rules]
-        elif "rules" in spec:
-            slim_spec["rules"] = rules
-        tls = spec.get("tls")
-        if isinstance(tls, list):
-            slim_spec["tls"] = [_pick(t, ("hosts",)) if isinstance(t, dict) else t
-                                for t in tls]
-        elif "tls" in spec:
-            slim_spec["tls"] = tls
-        out["spec"] = slim_spec
+        out["spec"] = _slim_spec(spec)
     elif "spec" in obj:
         out["spec"] = spec
     status = obj.get("status")
-    if isinstance(status, dict) and isinstance(status.get("loadBalancer"), dict):
-        out["status"] = {"loadBalancer": status["loadBalancer"]}
+    # An empty status says nothing its absence does not (no load balancer address).
+    if isinstance(status, dict) and isinstance(status.get("loadBalancer"), dict) \
+            and status["loadBalancer"]:
+        out["status"] = _status(status["loadBalancer"])
     return out
 
 
 def slim_service(obj: JsonObj) -> JsonObj:
     """What host verification reads of a Service: its type and load balancer status."""
-    out: JsonObj = {k: obj[k] for k in ("apiVersion", "kind") if k in obj}
+    out: JsonObj = {k: _str(obj[k]) for k in ("apiVersion", "kind") if k in obj}
     out["metadata"] = _pick(obj.get("metadata"), _META)
     spec = obj.get("spec")
     out["spec"] = _pick(spec, ("type",))

@@ -11,11 +11,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 
 from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient
 
 log = logging.getLogger("hairpin_proxy.kube.watch")
+
+# Objects per list page. Each page is trimmed by ``transform`` before the next one is read, so
+# at most one page of whole objects is alive at a time: read whole, tens of thousands of
+# Ingresses would take several times their trimmed size at once, and the heap keeps that
+# high-water mark long after the whole objects are gone.
+LIST_PAGE = 500
 
 
 class Backoff:
@@ -131,10 +137,33 @@ class Reflector:
                 self._restarted("error")
                 await asyncio.sleep(delay)
 
+    async def _pages(self) -> AsyncIterator[tuple[list[JsonObj], str]]:
+        """(items, the list's resourceVersion so far) for each page of one consistent list."""
+        query = dict(self.params)
+        query["limit"] = str(LIST_PAGE)
+        while True:
+            page = await self.client.request("GET", self.path, params=query)
+            meta = page.get("metadata") or {}
+            cont = meta.get("continue")
+            items = page.get("items") or []
+            del page
+            yield items, str(meta.get("resourceVersion") or "")
+            # Not held while the next page is read.
+            del items
+            if not cont:
+                return
+            query["continue"] = str(cont)
+
     async def _list(self) -> None:
-        items, rv = await self.client.list(self.path, self.params)
         keep = self.keep
-        fresh = {object_key(o): keep(o) for o in items}
+        fresh: dict[str, JsonObj] = {}
+        rv = ""
+        async for items, page_rv in self._pages():
+            for o in items:
+                fresh[object_key(o)] = keep(o)
+            # Drop the page's whole objects before the next one is read.
+            del items
+            rv = page_rv
         changed = fresh != self.cache or not self.synced.is_set()
         self.cache = fresh
         self.resource_version = rv

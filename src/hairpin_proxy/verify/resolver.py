@@ -13,18 +13,18 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import Sequence
-from typing import Protocol
-
-import dns.asyncresolver
-import dns.exception
-import dns.name
-import dns.nameserver
-import dns.rdatatype
-import dns.resolver
+from typing import TYPE_CHECKING, Protocol
 
 from hairpin_proxy.addresses import format_hostport, parse_hostport
 from hairpin_proxy.verify.lb import canonical_ip
 from hairpin_proxy.verify.verdict import Answers, ResolveError
+
+if TYPE_CHECKING:
+    import dns.name
+    import dns.rdatatype
+
+# dnspython (several megabytes once imported) is imported by ServerResolver alone: it is only
+# needed when --verify-resolver names servers, and not at all with verification off.
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -104,6 +104,9 @@ class ServerResolver:
     def __init__(self, servers: Sequence[tuple[str, int]], timeout: float = DEFAULT_TIMEOUT):
         if not servers:
             raise ValueError("ServerResolver needs at least one server")
+        import dns.asyncresolver
+        import dns.nameserver
+
         self.servers = tuple(servers)
         res = dns.asyncresolver.Resolver(configure=False)
         # Each server carries its own port (Do53Nameserver), so "[::1]:5353" and "10.0.0.2"
@@ -122,6 +125,9 @@ class ServerResolver:
 
     async def _query(self, qname: dns.name.Name, rdtype: dns.rdatatype.RdataType) -> \
             _Part | ResolveError:
+        import dns.exception
+        import dns.resolver
+
         name = qname.to_text(omit_final_dot=True)
         try:
             answer = await self._res.resolve(qname, rdtype, raise_on_no_answer=False,
@@ -144,6 +150,10 @@ class ServerResolver:
         return tuple(addresses), "" if addresses else "NODATA", alias
 
     async def resolve(self, name: str) -> Answers | ResolveError:
+        import dns.exception
+        import dns.name
+        import dns.rdatatype
+
         bare = _bare(name)
         try:
             qname = dns.name.from_text(_absolute(name))

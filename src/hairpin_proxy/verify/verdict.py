@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import sys
 from collections.abc import Sequence
 
 from hairpin_proxy.verify.lb import LbAddress, LbIndex, canonical_ip, canonical_name
@@ -64,7 +65,7 @@ class Code(enum.StrEnum):
     RESOLVER_ERROR = "resolver-error"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Answers:
     """A lookup that got answers from DNS (possibly none: NXDOMAIN or NODATA)."""
 
@@ -79,12 +80,14 @@ class Answers:
     incomplete: str = ""
 
     def __post_init__(self) -> None:
-        canon = {c for c in (canonical_ip(a) for a in self.addresses) if c is not None}
+        # Interned: thousands of hosts answer with the same few load balancer addresses.
+        canon = {sys.intern(c) for c in (canonical_ip(a) for a in self.addresses)
+                 if c is not None}
         object.__setattr__(self, "addresses", tuple(sorted(canon, key=_addr_key)))
         object.__setattr__(self, "canonical", canonical_name(self.canonical) or "")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class ResolveError:
     """A lookup that got no usable answer: ``kind`` is timeout, servfail, refused or error."""
 
@@ -96,7 +99,7 @@ class ResolveError:
         return f"{self.kind}: {self.detail}" if self.detail else self.kind
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Verdict:
     host: str
     code: Code
@@ -138,7 +141,10 @@ def should_redirect(verdict: Verdict | None) -> bool:
 
 
 def normalize_host(host: str) -> str:
-    return host.strip().lower().removesuffix(".")
+    name = host.strip().lower().removesuffix(".")
+    # lower() copies even a name that is already normal: a verdict per host keeps the name
+    # twice (host and queried), so the caller's string is kept where it is the same.
+    return host if name == host else name
 
 
 def probe_name(host: str) -> str:
@@ -200,12 +206,12 @@ def _evaluate(host: str, answers: Answers, lb: LbIndex, now: float) -> Verdict:
             where = f"{shown} as an alias of {name.name}, a load balancer of this cluster " \
                     f"({', '.join(map(str, name.sources))})"
         return dataclasses.replace(base, reason=f"{subject} resolves to {where}",
-                                   matched=tuple(e.address for e in vip))
+                                   matched=_same(tuple(e.address for e in vip), answers))
     if ours:
         mine = _show([e.address for e in ours])
         services = ", ".join(sorted({s for e in ours for s in e.services}))
         return dataclasses.replace(
-            base, code=Code.IP_MODE_PROXY, matched=tuple(e.address for e in ours),
+            base, code=Code.IP_MODE_PROXY, matched=_same(tuple(e.address for e in ours), answers),
             reason=f"{subject} resolves to {mine}, whose load balancer (Service {services}) "
                    f"reports ipMode Proxy: in-cluster traffic to it already goes through the "
                    f"load balancer, so there is no hairpin to fix")
@@ -215,6 +221,11 @@ def _evaluate(host: str, answers: Answers, lb: LbIndex, now: float) -> Verdict:
     return dataclasses.replace(
         base, code=Code.NOT_THIS_CLUSTER,
         reason=f"{subject} resolves to {shown}, not to {_lb_phrase(lb)}")
+
+
+def _same(matched: tuple[str, ...], answers: Answers) -> tuple[str, ...]:
+    # Usually every answer is ours: one tuple then serves both, for each of thousands of hosts.
+    return answers.addresses if matched == answers.addresses else matched
 
 
 class _Incomplete(Exception):
