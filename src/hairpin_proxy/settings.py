@@ -318,6 +318,8 @@ class ProxySettings(LogSettings):
                                           "slots get listeners, applied without a restart. "
                                           "Unset: only --listen.")
     targets_poll: float = opt(2.0, "Seconds between checks of --targets-file for a new table.")
+    targets_address: str = opt("::", "Address the table's listeners bind (:: is IPv4 and IPv6, "
+                                     "or IPv4 only where there is no IPv6).")
 
 
 @dataclasses.dataclass(frozen=True)

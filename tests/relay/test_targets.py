@@ -20,7 +20,6 @@ from hairpin_proxy.relay.targets import (
     slot_listeners,
 )
 from hairpin_proxy.targets.slots import listen_ports
-from tests.peers import has_ipv6_loopback
 from tests.relay.helpers import Upstream, connect, echo, recv_all, run_relay, wait_until
 
 
@@ -131,19 +130,19 @@ def test_a_table_that_cannot_be_applied_now_is_tried_again(tmp_path: Path) -> No
 
 # --------------------------------------------------------------------------- the relay
 
-pytestmark_ipv6 = pytest.mark.skipif(not has_ipv6_loopback(), reason="no IPv6 loopback here")
+# The table's listeners bind loopback here (in a pod: [::], the default).
+LOOPBACK = ("--targets-address", "127.0.0.1")
 
 
 def free_slot() -> int:
-    """A slot whose two listen ports (fixed by the slot) are free on [::] now."""
+    """A slot whose two listen ports (fixed by the slot) are free on loopback now."""
     rng = random.Random()
     for _ in range(200):
         number = rng.randrange(5000, 22000)
         try:
             for port in listen_ports(number):
-                with socket.socket(socket.AF_INET6) as probe:
-                    probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-                    probe.bind(("::", port))
+                with socket.socket(socket.AF_INET) as probe:
+                    probe.bind(("127.0.0.1", port))
         except OSError:
             continue
         return number
@@ -193,14 +192,13 @@ def refused(port: int) -> bool:
         return True
 
 
-@pytestmark_ipv6
 def test_listeners_follow_the_table_while_a_long_connection_stays_up(tmp_path: Path) -> None:
     path = tmp_path / "targets.json"
     number = free_slot()
     http, tls = listen_ports(number)
     with Upstream(echo) as first, Upstream(echo) as second, Upstream(echo) as fixed, run_relay(
             tmp_path, [f"127.0.0.1:{{port}}=127.0.0.1:{fixed.port}"], "--targets-file",
-            str(path), "--targets-poll", "0.1", loop="uvloop") as relay:
+            str(path), "--targets-poll", "0.1", *LOOPBACK, loop="uvloop") as relay:
         assert slots_gauge(relay) == 0  # no table yet: only --listen serves
         assert refused(http)
 
@@ -249,14 +247,13 @@ def test_listeners_follow_the_table_while_a_long_connection_stays_up(tmp_path: P
     assert len(refusals) == 1 and refusals[0]["reason"] == "malformed"
 
 
-@pytestmark_ipv6
 def test_a_table_using_a_listen_port_of_its_own_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "targets.json"
     number = free_slot()
     other, taken = listen_ports(number)
     with Upstream(echo) as up, run_relay(
             tmp_path, [f"127.0.0.1:{taken}=127.0.0.1:{up.port}"], "--targets-file", str(path),
-            "--targets-poll", "0.1", loop="uvloop") as relay:
+            "--targets-poll", "0.1", *LOOPBACK, loop="uvloop") as relay:
         relay.ports.append(taken)
         write(path, table(slot(slot=number, listen=[other, taken], upstream="127.0.0.1",
                                ports=[up.port, up.port])))

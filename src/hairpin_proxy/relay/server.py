@@ -267,7 +267,7 @@ class TableListeners:
         fixed = {spec.listen_port: spec for spec in relay.specs}
         wanted: dict[int, tuple[ListenerSpec, str | None, TableSlot]] = {}
         for slot in slots:
-            for spec, advertise in slot_listeners(slot):
+            for spec, advertise in slot_listeners(slot, self.relay.settings.targets_address):
                 if spec.listen_port in fixed:
                     raise TableError("conflict", f"target {slot.key}: listen port "
                                                  f"{spec.listen_port} is --listen "

@@ -49,13 +49,13 @@ def load_table(data: bytes) -> tuple[TableSlot, ...]:
         raise TableError("malformed", str(exc)) from None
 
 
-def slot_listeners(slot: TableSlot) -> list[tuple[ListenerSpec, str | None]]:
-    """(spec, advertised address or None) of each listener a slot has: ``[::]:listen[i]``
+def slot_listeners(slot: TableSlot, host: str = "::") -> list[tuple[ListenerSpec, str | None]]:
+    """(spec, advertised address or None) of each listener a slot has: ``[host]:listen[i]``
     relaying to ``upstream:ports[i]``, absent where that port is 0."""
     out = []
     for listen, port, adv in zip(slot.listen, slot.ports, slot.advertise_ports, strict=True):
         if port:
-            out.append((ListenerSpec("::", listen, slot.upstream, port, slot.proxy,
+            out.append((ListenerSpec(host, listen, slot.upstream, port, slot.proxy,
                                      adv or None), slot.advertise_address or None))
     return out
 

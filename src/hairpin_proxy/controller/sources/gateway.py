@@ -60,6 +60,17 @@ def _slim_gateway(obj: JsonObj) -> JsonObj:
     return out
 
 
+def _slim_gateway_class(obj: JsonObj) -> JsonObj:
+    """The controller's name, plus ``parametersRef``: NGINX Gateway Fabric's PROXY setting
+    may hang off the class."""
+    out = slim_gateway_class(obj)
+    spec = obj.get("spec")
+    if isinstance(spec, dict) and isinstance(out.get("spec"), dict) \
+            and "parametersRef" in spec:
+        out["spec"]["parametersRef"] = spec["parametersRef"]
+    return out
+
+
 def _slim_policy(obj: JsonObj) -> JsonObj:
     """An implementation's policy object: its identity, age and spec."""
     meta = obj.get("metadata")
@@ -79,7 +90,7 @@ class _Wanted:
 
 
 WANTED = (
-    _Wanted(GATEWAY_GROUP, "gatewayclasses", slim_gateway_class),
+    _Wanted(GATEWAY_GROUP, "gatewayclasses", _slim_gateway_class),
     _Wanted(GATEWAY_GROUP, "gateways", _slim_gateway),
     *(_Wanted(GATEWAY_GROUP, plural, slim_route) for plural in ROUTE_KINDS),
     _Wanted("gateway.envoyproxy.io", "clienttrafficpolicies", _slim_policy),
