@@ -1,9 +1,12 @@
 """The reconciler: caches → one pass → every sink, and the loop that decides when a pass runs.
 
-    source (list+watch) ──▶ policy ──▶ rules budget ──▶ verification ──▶ removal guard
-        ──▶ sinks: DNS rules (Corefile block or import key), node-local-dns, published hosts
+    sources (list+watch; Ingresses, Gateway API routes) ──▶ claims through the host policy
+        ──▶ routing (targets.plan: conflicts, targets, slots) ──▶ rules budget
+        ──▶ verification ──▶ removal guard
+        ──▶ sinks: targets table + per-target Services, DNS rules (Corefile block or import
+            key), node-local-dns, published hosts
             (each a PUT with resourceVersion; 409 → re-read, re-apply)
-        rejections ──▶ rate-limited Events
+        rejections, conflicts, unrouted hosts ──▶ rate-limited Events
 
 Only the Lease holder writes, and every write is fenced: a Lease lost mid-pass stops the pass
 before its next request. Standbys keep their caches warm so that a takeover needs no relist.
@@ -32,7 +35,7 @@ from hairpin_proxy.controller.events import Reports
 from hairpin_proxy.controller.guard import HeldDrops, RemovalGuard
 from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.preflight import Preflight
-from hairpin_proxy.controller.routing import Routed, Routing, involved_of
+from hairpin_proxy.controller.routing import Routed, Routing
 from hairpin_proxy.controller.routing import slim_service as slim_any_service
 from hairpin_proxy.controller.sinks import Desired, RulesSink, Sink
 from hairpin_proxy.controller.sinks.coredns import CorednsSink, SinkError
@@ -43,6 +46,7 @@ from hairpin_proxy.controller.sinks.nudge import CorednsNudge
 from hairpin_proxy.controller.sinks.published import PublishedSink, PublishedWriter
 from hairpin_proxy.controller.sinks.rules import CorefileRules, ImportRules, RulesWriting
 from hairpin_proxy.controller.sinks.targets import TargetsWriter
+from hairpin_proxy.controller.sources import Source
 from hairpin_proxy.controller.sources.gateway import GatewaySource
 from hairpin_proxy.controller.sources.ingress import IngressSource
 from hairpin_proxy.controller.tracker import NotLeading, WriteTracker
@@ -124,6 +128,10 @@ class Controller:
             self.gateway = GatewaySource(client, reflector, interval=s.api_discovery_interval,
                                          gateway_classes=s.gateway_class,
                                          on_change=self.dirty.set)
+        # Where hosts come from, each a module of sources/; their claims meet in the plan.
+        self.sources: list[Source] = [self.source]
+        if self.gateway is not None:
+            self.sources.append(self.gateway)
         # Every Service of the cluster: data planes are found among them, host verification
         # reads the load balancers' addresses, and our per-target Services are among them.
         self.services = reflector(resource_path("v1", "services"), "services",
@@ -150,11 +158,11 @@ class Controller:
                                        namespace)
         self.node_local = [reflector(resource_path("v1", "configmaps", ns), f"configmap {name}",
                                      name) for ns, name in NODE_LOCAL_CANDIDATES]
-        self.reflectors = [*self.source.reflectors, self.coredns, self.service,
-                           self.published_cm, self.slices, self.own_namespace, self.services,
-                           *self.routing.reflectors]
+        self.reflectors = [*(r for src in self.sources for r in src.reflectors), self.coredns,
+                           self.service, self.published_cm, self.slices, self.own_namespace,
+                           self.services, *self.routing.reflectors]
         self.reports = Reports(self.events, metrics, self.background, s.event_interval,
-                               involved_of(self.source, self.gateway))
+                               self._involved)
         self.targets_writer = TargetsWriter(client, self.tracker, metrics, namespace=namespace,
                                             configmap=s.targets_configmap,
                                             table_cm=self.routing.table_cm,
@@ -183,8 +191,9 @@ class Controller:
         self.rules = self._rules_sink()
         self.node_local_writer = NodeLocalWriter(self.node_local, s.cluster_domain,
                                                  self.tracker, metrics, self.reports)
-        # In the order a pass writes them: the DNS rules first (the others follow them).
-        self.sinks: list[Sink] = [self.rules]
+        # In the order a pass writes them: the targets the proxies serve (the DNS rules answer
+        # with their Services), the DNS rules, then what follows the rules.
+        self.sinks: list[Sink] = [self.targets_writer, self.rules]
         if s.node_local_dns == "auto":
             self.sinks.append(self.node_local_writer)
         self.sinks.append(PublishedWriter(self.published, self.tracker, metrics,
@@ -208,8 +217,17 @@ class Controller:
         return self.elector is None or self.elector.is_leader
 
     def caches_synced(self) -> bool:
-        return all(r.synced.is_set() for r in self.reflectors) and (
-            self.gateway is None or self.gateway.synced())
+        return all(r.synced.is_set() for r in self.reflectors) and all(
+            src.synced() for src in self.sources)
+
+    def _involved(self, namespace: str, name: str) -> JsonObj | None:
+        """An origin "namespace/name" as an Event's object: the first source that has one of
+        that name (rejections name no kind)."""
+        for src in self.sources:
+            found = src.involved(namespace, name)
+            if found is not None:
+                return found
+        return None
 
     def _wake_in(self, delay: float) -> None:
         """A pass in ``delay`` seconds (the earliest asked for wins)."""
@@ -250,8 +268,8 @@ class Controller:
     async def ready(self) -> Check:
         if not self.caches_synced():
             waiting = [r.kind for r in self.reflectors if not r.synced.is_set()]
-            if self.gateway is not None:
-                waiting += self.gateway.watches.waiting()
+            for src in self.sources:
+                waiting += [w for w in src.waiting() if w not in waiting]
             return Check(False, "caches not synced: " + ", ".join(waiting))
         if self.elector is not None and not self.elector.decided:
             return Check(False, "leader election pending")
@@ -270,8 +288,7 @@ class Controller:
         if self.elector is not None:
             tasks.append(asyncio.create_task(self.elector.run(), name="leader election"))
         tasks.append(asyncio.create_task(self._loop(), name="reconcile"))
-        if self.gateway is not None:
-            tasks.append(asyncio.create_task(self.gateway.watches.run(), name="api discovery"))
+        tasks += [asyncio.create_task(job) for src in self.sources for job in src.background()]
         if self.verification is not None:
             tasks.append(self.verification.checker.start())
         tasks.append(asyncio.create_task(self.preflight.run(), name="warnings"))
@@ -347,43 +364,31 @@ class Controller:
         self.facts.learn(coredns_cm)
         # Uninstalling is a race with the namespace's deletion (our service account goes with
         # it): the withdrawal is written before anything else is computed.
-        result = (PolicyResult((), (), {}, ()) if self.withdrawal.uninstalling
-                  else await self.source.evaluate(self.policy, self._policy_gen))
+        result = PolicyResult((), (), {}, ())
         routed: Routed | None = None
-        try:
-            if not self.withdrawal.uninstalling:
-                claims = list(self.source.claims(result))
-                route_rejections: list[Rejection] = []
-                if self.gateway is not None:
-                    from_routes = self.gateway.claims(self.policy, self._policy_gen)
-                    claims += from_routes.claims
-                    route_rejections = [Rejection(r.origin.namespace, r.origin.name, r.host,
-                                                  r.reason) for r in from_routes.rejections]
-                rules = self.rules
+        if not self.withdrawal.uninstalling:
+            gathered = [await src.claims(self.policy, self._policy_gen) for src in self.sources]
+            claims = [c for g in gathered for c in g.claims]
+            rules = self.rules
 
-                def held_answers() -> Mapping[str, corefile.Answers]:
-                    return rules.held_answers(coredns_cm)
-                routed = self.routing.route(claims, self.targets_writer.current(),
-                                            held_answers)
-                self._report_routing(routed)
-                result = self._routed_result(result, routed, route_rejections)
-                claims = [c for c in claims if routed.plan.routes.get(c.host) == c.target]
-                result = self.budget.apply(result, claims)
-        except corefile.CorefileError:
-            # Reported where the rules are edited below.
-            result = self.budget.apply(result, self.source.claims(result))
+            def held_answers() -> Mapping[str, corefile.Answers]:
+                return rules.held_answers(coredns_cm)
+            routed = self.routing.route(claims, self.targets_writer.current(), held_answers)
+            self._report_routing(routed)
+            result = self._routed_result(routed, [r for g in gathered for r in g.rejections])
+            claims = [c for c in claims if routed.plan.routes.get(c.host) == c.target]
+            result = self.budget.apply(result, claims)
         self.metrics.hosts_rejected.set(len(result.rejections))
         self.reports.rejections(result.rejections)
         try:
-            if routed is not None:
-                await self.targets_writer.write(routed.plan)
             answers, withdrawn = self.withdrawal.answers()
             self.withdrawal.set_reason(withdrawn)
             held = await self.rules.read(coredns_cm)
             wanted = await self._verified(result, held.hosts)
             hosts = () if withdrawn else self.held.hosts(wanted, held.hosts)
             desired = Desired(hosts, answers, held,
-                              routed=routed.answers if routed is not None else {})
+                              routed=routed.answers if routed is not None else {},
+                              plan=routed.plan if routed is not None else None)
             for sink in self.sinks:
                 if self.withdrawal.uninstalling and not sink.during_uninstall:
                     # Our namespace, and what lives there, is going away: nothing can be
@@ -426,16 +431,15 @@ class Controller:
                                                "rejected": len(result.rejections)})
         return True
 
-    def _routed_result(self, result: PolicyResult, routed: Routed,
-                       route_rejections: list[Rejection]) -> PolicyResult:
-        """The policy's result with every source's hosts that have somewhere to go: the
-        plan's routes, less those still waiting for their target."""
+    @staticmethod
+    def _routed_result(routed: Routed, rejections: list[Rejection]) -> PolicyResult:
+        """Every source's hosts that have somewhere to go (the plan's routes, less those still
+        waiting for their target), as the rest of the pass reads them."""
         plan = routed.plan
         hosts = tuple(sorted(h for h in plan.routes if h not in routed.waiting))
         sources = {h: tuple(f"{o.namespace}/{o.name}" for o in plan.origins[h])
                    for h in hosts}
-        return dataclasses.replace(result, hosts=hosts, sources=sources,
-                                   rejections=(*result.rejections, *route_rejections))
+        return PolicyResult(hosts, tuple(rejections), sources)
 
     def _report_routing(self, routed: Routed) -> None:
         """Metrics, log lines and Events for what the plan leaves out."""

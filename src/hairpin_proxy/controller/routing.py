@@ -18,7 +18,6 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from hairpin_proxy import corefile
 from hairpin_proxy.claims import Claim
@@ -160,8 +159,11 @@ class Routing:
             addresses = service_addresses(svc)
             left = self.settle - (now - since) if since is not None else self.settle
             if left <= 0 and addresses:
-                routed.answers[host] = corefile.Answers.of(addresses, self.dns_ttl)
-                continue
+                try:
+                    routed.answers[host] = corefile.Answers.of(addresses, self.dns_ttl)
+                    continue
+                except corefile.CorefileError:
+                    pass  # not an address CoreDNS could answer with: the host waits
             if left > 0:
                 self.wake_in(left + 0.05)
             if held is None:
@@ -187,18 +189,3 @@ class Routing:
                 (log.warning if "target-" in words and "no-proxy" not in words
                  else log.info)("target", extra={"target": key, "state": words})
         self._told = now
-
-
-def involved_of(ingress: IngressSource, gateway: GatewaySource | None
-                ) -> Callable[[str, str], Any]:
-    """The Event target for an origin "namespace/name": its Ingress, else a route of that
-    name (Rejections name no kind; an Ingress and a route of one name share the Event)."""
-    def find(namespace: str, name: str) -> JsonObj | None:
-        found = ingress.involved(namespace, name)
-        if found is None and gateway is not None:
-            for kind in ("HTTPRoute", "GRPCRoute", "TLSRoute"):
-                found = gateway.involved(kind, namespace, name)
-                if found is not None:
-                    break
-        return found
-    return find

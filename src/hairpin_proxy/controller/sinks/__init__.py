@@ -16,6 +16,7 @@ from typing import Protocol
 from hairpin_proxy import corefile
 from hairpin_proxy.controller.sinks.coredns import Groups
 from hairpin_proxy.kube.client import JsonObj
+from hairpin_proxy.targets.plan import Plan
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,8 @@ class Desired:
     held: Held
     # Hosts of other targets → what they resolve to (their target's proxy Service).
     routed: Mapping[str, corefile.Answers] = field(default_factory=dict)
+    # Which target each host goes to, and the slots (None while uninstalling).
+    plan: Plan | None = None
 
     def groups(self) -> Groups:
         """The hosts by what they resolve to; hosts whose answer is empty get no rule (a name

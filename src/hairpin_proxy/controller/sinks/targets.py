@@ -16,6 +16,7 @@ from typing import Any
 
 from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.routing import PUBLISHED_KEY, TABLE_KEY, read_published
+from hairpin_proxy.controller.sinks import Desired
 from hairpin_proxy.controller.sinks.configmap import MANAGED_BY, Mutate
 from hairpin_proxy.controller.tracker import WriteTracker
 from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
@@ -88,7 +89,11 @@ def _differs(have: JsonObj, want: JsonObj) -> bool:
 
 
 class TargetsWriter:
-    """Writes the table and the per-slot Services; fenced like every other write."""
+    """Writes the table and the per-slot Services; fenced like every other write. First of a
+    pass's sinks; while uninstalling there is no plan and it writes nothing (the namespace,
+    and all of this with it, is going away)."""
+
+    during_uninstall = True
 
     def __init__(self, client: KubeClient, tracker: WriteTracker, metrics: ControllerMetrics,
                  *, namespace: str, configmap: str, table_cm: Reflector, services: Reflector,
@@ -106,7 +111,11 @@ class TargetsWriter:
     def current(self) -> JsonObj | None:
         return self.tracker.current(self.table_cm, self.namespace, self.configmap)
 
-    async def write(self, p: Plan) -> JsonObj | None:
+    async def write(self, desired: Desired) -> None:
+        if desired.plan is not None:
+            await self.write_plan(desired.plan)
+
+    async def write_plan(self, p: Plan) -> JsonObj | None:
         """Bring the table and our Services in step with ``p``; the table ConfigMap as
         written (or found right)."""
         cm = self.current()

@@ -1,24 +1,25 @@
 """Where the names to redirect come from: each source watches its objects and turns them into
-claims, ``host → (target key, origin object, created)``.
+claims, ``host → (target key, origin object, created)``, through the host policy.
 
-The Ingress source answers with the host policy's ``PolicyResult`` and its claims are a view
-of that result that names the target (``ingressclass/<class>``) and the origin's age, which is
-what budgets and conflicts between sources are decided on. The Gateway API source
-(gateway.py) claims for ``gateway/<namespace>/<name>`` targets.
+A source is one module satisfying ``Source``: ingress.py (Ingresses by class, claiming for
+``ingressclass/<class>``) and gateway.py (Gateway API routes, claiming for
+``gateway/<namespace>/<name>``). The reconciler asks every source for its claims each pass and
+plans them together (targets.plan): conflicts, budgets and verification see all sources alike.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from typing import Protocol
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from hairpin_proxy.claims import Claim, ObjectRef
 from hairpin_proxy.kube.client import JsonObj
 from hairpin_proxy.kube.watch import Reflector
-from hairpin_proxy.policy import HostPolicy, PolicyResult
+from hairpin_proxy.policy import HostPolicy, Rejection
 from hairpin_proxy.targets.model import DEFAULT_KEY
 
-__all__ = ["DEFAULT_TARGET", "Claim", "MakeReflector", "ObjectRef", "Source"]
+__all__ = ["DEFAULT_TARGET", "Claim", "MakeReflector", "ObjectRef", "Source", "SourceClaims"]
 
 # The proxy's own Service and listeners: the target of every Ingress whose class has no data
 # plane of its own (what every Ingress did before targets existed).
@@ -34,22 +35,42 @@ class MakeReflector(Protocol):
                  transform: Callable[[JsonObj], JsonObj] | None = None) -> Reflector: ...
 
 
+@dataclass(frozen=True)
+class SourceClaims:
+    """What a source's objects ask for, through the host policy."""
+
+    claims: tuple[Claim, ...] = ()
+    # Hosts (or whole objects) the policy refused, told on their objects.
+    rejections: tuple[Rejection, ...] = ()
+
+
 class Source(Protocol):
+    """Objects that name hosts: the controller starts its watches and background tasks, waits
+    for ``synced``, and each pass asks for its claims."""
+
     @property
     def reflectors(self) -> Sequence[Reflector]:
-        """The watches whose caches the source reads (started and awaited by the controller)."""
+        """Watches that run for the controller's whole life."""
         ...
 
-    async def evaluate(self, policy: HostPolicy, policy_generation: int) -> PolicyResult:
+    def background(self) -> Sequence[Coroutine[Any, Any, None]]:
+        """Tasks of its own (e.g. API discovery that starts and stops watches)."""
+        ...
+
+    def synced(self) -> bool:
+        """Whether its caches hold the first full state."""
+        ...
+
+    def waiting(self) -> list[str]:
+        """What it still waits for (for /readyz)."""
+        ...
+
+    async def claims(self, policy: HostPolicy, policy_generation: int) -> SourceClaims:
         """The hosts its objects ask for, filtered by ``policy`` (whose generation changes
         whenever the policy does, so that an unchanged result can be reused)."""
         ...
 
-    def claims(self, result: PolicyResult) -> Iterator[Claim]:
-        """``result``'s hosts as claims, one per origin that asked for the host."""
-        ...
-
     def involved(self, namespace: str, name: str) -> JsonObj | None:
-        """The origin as an Event's involved object (with apiVersion and kind), or None when it
-        is gone."""
+        """An origin of its claims as an Event's involved object (with apiVersion and kind),
+        or None when it is gone."""
         ...

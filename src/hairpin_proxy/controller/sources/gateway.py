@@ -14,11 +14,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hairpin_proxy.controller.sources import MakeReflector
+from hairpin_proxy.controller.sources import MakeReflector, Source, SourceClaims
 from hairpin_proxy.gateway.claims import RouteClaims, route_claims, served_classes
 from hairpin_proxy.gateway.model import (
     Gateway,
@@ -32,7 +32,7 @@ from hairpin_proxy.gateway.slim import slim_gateway, slim_gateway_class, slim_na
 from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
 from hairpin_proxy.kube.discovery import served
 from hairpin_proxy.kube.watch import Reflector
-from hairpin_proxy.policy import HostPolicy
+from hairpin_proxy.policy import HostPolicy, Rejection
 from hairpin_proxy.targets.proxydetect import ISTIO_PROXY_CONFIG
 
 log = logging.getLogger("hairpin_proxy.controller")
@@ -237,7 +237,24 @@ class GatewaySource:
             self._logged.add(note)
             log.info("gateway api: %s", note)
 
-    def claims(self, policy: HostPolicy, policy_generation: int) -> RouteClaims:
+    @property
+    def reflectors(self) -> Sequence[Reflector]:
+        # Its watches come and go with the CRDs: started by its own discovery task.
+        return ()
+
+    def background(self) -> Sequence[Coroutine[Any, Any, None]]:
+        return (self.watches.run(),)
+
+    def waiting(self) -> list[str]:
+        return self.watches.waiting()
+
+    async def claims(self, policy: HostPolicy, policy_generation: int) -> SourceClaims:
+        found = self.route_claims(policy, policy_generation)
+        return SourceClaims(found.claims, tuple(
+            Rejection(r.origin.namespace, r.origin.name, r.host, r.reason)
+            for r in found.rejections))
+
+    def route_claims(self, policy: HostPolicy, policy_generation: int) -> RouteClaims:
         key = (policy_generation, *self.watches.generation())
         if self._memo is not None and self._memo[0] == key:
             return self._memo[1]
@@ -272,22 +289,17 @@ class GatewaySource:
                 f"{(p.get('metadata') or {}).get('name')}": p
                 for p in self.watches.objects("gateway.nginx.org", "nginxproxies")}
 
-    def involved(self, kind: str, namespace: str, name: str) -> JsonObj | None:
-        """A route as an Event's involved object, or None when it is gone."""
-        plural = next((p for p, k in ROUTE_KINDS.items() if k == kind), "")
-        version = self.watches.version(GATEWAY_GROUP, plural)
-        entry = self.watches.active.get((GATEWAY_GROUP, plural))
-        if entry is None:
-            return None
-        obj = entry[1].get(f"{namespace}/{name}")
-        return None if obj is None else {"apiVersion": version, "kind": kind, **obj}
+    def involved(self, namespace: str, name: str) -> JsonObj | None:
+        """The route of that name (of any route kind) as an Event's involved object, or
+        None when it is gone."""
+        for plural, kind in ROUTE_KINDS.items():
+            entry = self.watches.active.get((GATEWAY_GROUP, plural))
+            obj = entry[1].get(f"{namespace}/{name}") if entry is not None else None
+            if obj is not None:
+                return {"apiVersion": entry[0] if entry else "", "kind": kind, **obj}
+        return None
 
 
-def route_objects(source: GatewaySource) -> Mapping[str, Any]:
-    """Every cached route by "Kind namespace/name" (for Events on their hosts)."""
-    out: dict[str, Any] = {}
-    for plural, kind in ROUTE_KINDS.items():
-        for obj in source.watches.objects(GATEWAY_GROUP, plural):
-            meta = obj.get("metadata") or {}
-            out[f"{kind} {meta.get('namespace')}/{meta.get('name')}"] = obj
-    return out
+if TYPE_CHECKING:
+    # Proof for mypy that the class satisfies the protocol.
+    _IS_A_SOURCE: type[Source] = GatewaySource

@@ -5,8 +5,8 @@ target."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.sources import (
@@ -15,6 +15,7 @@ from hairpin_proxy.controller.sources import (
     MakeReflector,
     ObjectRef,
     Source,
+    SourceClaims,
 )
 from hairpin_proxy.kube.client import JsonObj, resource_path
 from hairpin_proxy.kube.watch import Reflector
@@ -120,7 +121,20 @@ class IngressSource:
                 pass
         return DEFAULT_TARGET
 
-    def claims(self, result: PolicyResult) -> Iterator[Claim]:
+    def background(self) -> Sequence[Coroutine[Any, Any, None]]:
+        return ()
+
+    def synced(self) -> bool:
+        return all(r.synced.is_set() for r in self.reflectors)
+
+    def waiting(self) -> list[str]:
+        return [r.kind for r in self.reflectors if not r.synced.is_set()]
+
+    async def claims(self, policy: HostPolicy, policy_generation: int) -> SourceClaims:
+        result = await self.evaluate(policy, policy_generation)
+        return SourceClaims(tuple(self.claims_of(result)), result.rejections)
+
+    def claims_of(self, result: PolicyResult) -> Iterator[Claim]:
         defaults = default_ingress_classes(self.classes.cache.values())
         origins: dict[str, tuple[ObjectRef, str, str]] = {}
         for host, names in result.sources.items():
