@@ -260,3 +260,50 @@ def test_unknown_implementation_needs_the_map(cluster: FakeApiServer, start: Sta
     assert cm is not None
     (entry,) = table.decode(cm["data"]["targets.json"])
     assert entry.proxy == "v1" and entry.upstream == "public.web.svc.cluster.local"
+
+
+def test_a_policy_resource_we_may_not_read_makes_the_target_unknown(
+        cluster: FakeApiServer, start: Start) -> None:
+    """RBAC trimmed by hand: the ClientTrafficPolicies are served but refused. The Ingresses'
+    rules are written all the same, and the Envoy Gateway's PROXY expectation is unknown (not
+    "none"): its host is left alone, with the reason."""
+    proxy_with_selector(cluster)
+    envoy_gateway(cluster)
+    cluster.create(accepted(route("HTTPRoute", "shop", "web", hostnames=[HOST],
+                                  parent="public", parent_namespace="web")))
+    cluster.create(ingress("team", "site", tls_hosts=["site.example.com"]))
+    cluster.fail_requests(10_000, status=403, path_re=r"/clienttrafficpolicies")
+    ctl = start(*QUICK)
+    ctl.wait_ready()
+    wait_until(lambda: "site.example.com" in answers(cluster), what="Ingress rules written")
+    wait_until(lambda: events(cluster, "HostNotRedirected", "shop"), what="Event on the route")
+    (event,) = events(cluster, "HostNotRedirected", "shop")
+    assert "clienttrafficpolicies" in event["message"] and "cannot be read" in event["message"]
+    assert HOST not in answers(cluster)
+    assert ctl.metric('hairpin_controller_hosts_not_redirected{reason="proxy-unknown"}') == 1
+
+
+def test_tls_routes_in_the_version_the_cluster_serves(cluster: FakeApiServer,
+                                                      start: Start) -> None:
+    """Gateway API 1.4's experimental channel serves TLSRoute as v1alpha3 (and v1alpha2): the
+    preferred version is watched, and a TLSRoute on a TLS listener gets its host."""
+    proxy_with_selector(cluster)
+    envoy_gateway(cluster)
+    cluster.install_gateway_api("1.4", "experimental")
+    gw = cluster.get("Gateway", "web", "public")
+    assert gw is not None
+    gw["spec"]["listeners"].append({"name": "tls", "port": 443, "protocol": "TLS",
+                                    "hostname": "*.example.com", "tls": {"mode": "Passthrough"},
+                                    "allowedRoutes": {"namespaces": {"from": "All"}}})
+    cluster.update(gw)
+    tls = accepted(route("TLSRoute", "shop", "db", hostnames=["db.example.com"],
+                         parent="public", parent_namespace="web",
+                         api_version="gateway.networking.k8s.io/v1alpha3"))
+    cluster.create(tls)
+    ctl = start(*QUICK)
+    ctl.wait_ready()
+    wait_until(lambda: on_slot(cluster, "db.example.com"), what="the TLSRoute's host")
+    assert any(r.get("msg") == "watching a resource the API serves"
+               and r.get("resource") == "tlsroutes.gateway.networking.k8s.io"
+               and r.get("version") == "gateway.networking.k8s.io/v1alpha3"
+               for r in ctl.records())

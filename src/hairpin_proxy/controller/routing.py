@@ -137,7 +137,8 @@ class Routing:
             configmaps=configmaps,
             client_traffic_policies=g.client_traffic_policies() if g else (),
             nginx_proxies=g.nginx_proxies() if g else {},
-            cluster_domain=self.cluster_domain)
+            cluster_domain=self.cluster_domain,
+            unreadable=g.unreadable() if g else frozenset())
 
     def route(self, claims: Iterable[Claim], table_cm: JsonObj | None,
               held_answers: Callable[[], Mapping[str, corefile.Answers]]) -> Routed:

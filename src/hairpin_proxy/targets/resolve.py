@@ -31,6 +31,9 @@ NGINX_GATEWAY_FABRIC: Final = "gateway.nginx.org/nginx-gateway-controller"
 CILIUM: Final = "io.cilium/gateway-controller"
 ISTIO: Final = "istio.io/gateway-controller"
 
+# The resource each implementation's PROXY setting lives in, when it is a custom resource.
+_NEEDS: Final = {ENVOY_GATEWAY: "clienttrafficpolicies", NGINX_GATEWAY_FABRIC: "nginxproxies"}
+
 # The ConfigMap names read for PROXY settings (the Helm charts' defaults; anything else is
 # settled with the --target map).
 INGRESS_NGINX_CONFIGMAP: Final = "ingress-nginx-controller"
@@ -52,6 +55,9 @@ class TargetFacts:
     # "NAMESPACE/NAME" → NginxProxy.
     nginx_proxies: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     cluster_domain: str = "cluster.local"
+    # Resources (plurals) the API serves but would not let us read: their silence is not
+    # "no setting" but unknown.
+    unreadable: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,9 @@ def _gateway_detected(facts: TargetFacts, namespace: str, name: str
     class_name = _dict(gateway.get("spec")).get("gatewayClassName")
     gateway_class = facts.gateway_classes.get(class_name) if isinstance(class_name, str) else None
     controller = _dict((gateway_class or {}).get("spec")).get("controllerName")
+    if controller in _NEEDS and _NEEDS[controller] in facts.unreadable:
+        return proxydetect.Detected("unknown", f"the {_NEEDS[controller]} that say whether "
+                                    "it expects the PROXY protocol cannot be read")
     if controller == ENVOY_GATEWAY:
         labels = _dict(_dict(gateway.get("metadata")).get("labels"))
         return proxydetect.envoy_gateway(facts.client_traffic_policies, namespace, name,

@@ -117,13 +117,22 @@ class OptionalWatches:
         self.epoch = 0
 
     def synced(self) -> bool:
-        return self.discovered.is_set() and all(r.synced.is_set()
+        """Discovery done, and every watch listed or failing: a resource the API serves but
+        refuses us (RBAC trimmed by hand) must not keep the Ingresses' rules from being
+        written; what it would have said counts as unknown (``unreadable``)."""
+        return self.discovered.is_set() and all(r.synced.is_set() or r.last_error
                                                 for _, r, _ in self.active.values())
+
+    def unreadable(self) -> frozenset[str]:
+        """Plurals of served resources whose list keeps failing."""
+        return frozenset(plural for (_, plural), (_, r, _) in self.active.items()
+                         if not r.synced.is_set() and r.last_error)
 
     def waiting(self) -> list[str]:
         if not self.discovered.is_set():
             return ["api discovery"]
-        return [r.kind for _, r, _ in self.active.values() if not r.synced.is_set()]
+        return [r.kind for _, r, _ in self.active.values()
+                if not r.synced.is_set() and not r.last_error]
 
     def objects(self, group: str, plural: str) -> list[JsonObj]:
         entry = self.active.get((group, plural))
@@ -206,6 +215,9 @@ class GatewaySource:
 
     def synced(self) -> bool:
         return self.watches.synced()
+
+    def unreadable(self) -> frozenset[str]:
+        return self.watches.unreadable()
 
     def _parsed(self) -> tuple[list[Route], list[Gateway], list[GatewayClass]]:
         w = self.watches
