@@ -11,6 +11,7 @@ from hairpin_proxy.claims import Claim, ObjectRef
 from hairpin_proxy.doctor import routing
 from hairpin_proxy.policy import HostPolicy, PolicyResult
 from hairpin_proxy.targets.mapping import parse_target_flags
+from hairpin_proxy.targets.model import ingress_target
 from hairpin_proxy.targets.resolve import TargetFacts
 from tests.fakeapi.fixtures import gateway, gateway_class, ingress, ingress_class, route, service
 
@@ -33,7 +34,7 @@ def with_class_annotation(obj: dict[str, Any], name: str) -> dict[str, Any]:
     (with_class_annotation(ingress("a", "b"), "Not A Name"), frozenset(), "default"),
 ])
 def test_ingress_target(obj: dict[str, Any], defaults: frozenset[str], key: str) -> None:
-    assert routing.ingress_target(obj, defaults) == key
+    assert ingress_target(obj, defaults) == key
 
 
 def test_ingress_claims_carry_origin_and_age() -> None:

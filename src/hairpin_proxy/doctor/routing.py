@@ -25,7 +25,7 @@ from hairpin_proxy.gateway.model import (
     parse_gateway_class,
     parse_route,
 )
-from hairpin_proxy.policy import CLASS_ANNOTATION, HostPolicy, PolicyResult, class_index
+from hairpin_proxy.policy import HostPolicy, PolicyResult, class_index
 from hairpin_proxy.targets.discovery import (
     DataPlane,
     dataplane_of,
@@ -33,7 +33,7 @@ from hairpin_proxy.targets.discovery import (
     find_ingressclass_service,
 )
 from hairpin_proxy.targets.mapping import MapEntry
-from hairpin_proxy.targets.model import DEFAULT_KEY, ingressclass_key, parse_key, split_service
+from hairpin_proxy.targets.model import DEFAULT_KEY, ingress_target, parse_key, split_service
 from hairpin_proxy.targets.plan import Plan, plan
 from hairpin_proxy.targets.resolve import (
     ENVOY_GATEWAY,
@@ -59,23 +59,6 @@ def _str(value: object) -> str:
 
 
 # --------------------------------------------------------------------------- claims
-
-
-def ingress_target(ingress: JsonObj, defaults: frozenset[str]) -> str:
-    """The target key an Ingress's hosts claim: its class (``spec.ingressClassName``, else
-    the legacy annotation), else the cluster's one default IngressClass, else ``default``."""
-    meta, spec = _dict(ingress.get("metadata")), _dict(ingress.get("spec"))
-    name = _str(spec.get("ingressClassName")) or _str(
-        _dict(meta.get("annotations")).get(CLASS_ANNOTATION))
-    if not name and len(defaults) == 1:
-        (name,) = defaults
-    if not name:
-        return DEFAULT_KEY
-    try:
-        return ingressclass_key(name)
-    except ValueError:
-        # Not a name an IngressClass can have: no data plane to find, so the default.
-        return DEFAULT_KEY
 
 
 def ingress_claims(result: PolicyResult, ingresses: Iterable[JsonObj],

@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final, Literal, NamedTuple, get_args
+from typing import Any, Final, Literal, NamedTuple, get_args
+
+from hairpin_proxy.policy import CLASS_ANNOTATION
 
 ProxyMode = Literal["v1", "v2", "none", "unknown"]
 PROXY_MODES: Final[tuple[ProxyMode, ...]] = get_args(ProxyMode)
@@ -152,3 +155,28 @@ class Target:
         PROXY header the data plane expects (``none`` needs no hairpin fix, ``unknown`` might
         be made worse by one)."""
         return self.proxy in REDIRECTED_MODES
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def ingress_target(ingress: Mapping[str, Any], defaults: frozenset[str]) -> str:
+    """The target key an Ingress's hosts claim: its class (``spec.ingressClassName``, else
+    the legacy annotation), else the cluster's one default IngressClass, else ``default``."""
+    meta, spec = _mapping(ingress.get("metadata")), _mapping(ingress.get("spec"))
+    name = _text(spec.get("ingressClassName")) or _text(
+        _mapping(meta.get("annotations")).get(CLASS_ANNOTATION))
+    if not name and len(defaults) == 1:
+        (name,) = defaults
+    if not name:
+        return DEFAULT_KEY
+    try:
+        return ingressclass_key(name)
+    except ValueError:
+        # Not a name an IngressClass can have: no data plane to find, so the default.
+        return DEFAULT_KEY

@@ -5,12 +5,11 @@ target."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Coroutine, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.sources import (
-    DEFAULT_TARGET,
     Claim,
     MakeReflector,
     ObjectRef,
@@ -19,10 +18,10 @@ from hairpin_proxy.controller.sources import (
 )
 from hairpin_proxy.kube.client import JsonObj, resource_path
 from hairpin_proxy.kube.watch import Reflector
-from hairpin_proxy.policy import CLASS_ANNOTATION, HostPolicy, PolicyResult, default_ingress_classes
+from hairpin_proxy.policy import HostPolicy, PolicyResult, default_ingress_classes
 from hairpin_proxy.policy_cache import PolicyCache
 from hairpin_proxy.slim import slim_ingress
-from hairpin_proxy.targets.model import ingressclass_key
+from hairpin_proxy.targets.model import ingress_target
 
 INGRESS_API = "networking.k8s.io/v1"
 
@@ -104,23 +103,6 @@ class IngressSource:
     def status_generation(self) -> int:
         return sum(r.generation for r in self.ingresses)
 
-    def class_of(self, obj: JsonObj, defaults: frozenset[str]) -> str:
-        """The target key of an Ingress: its class's (``spec.ingressClassName``, the older
-        annotation, or the cluster's one default IngressClass), else the default target."""
-        spec = obj.get("spec")
-        cls = spec.get("ingressClassName") if isinstance(spec, Mapping) else None
-        if not (isinstance(cls, str) and cls):
-            annotations = (obj.get("metadata") or {}).get("annotations")
-            cls = annotations.get(CLASS_ANNOTATION) if isinstance(annotations, dict) else None
-        if not (isinstance(cls, str) and cls) and len(defaults) == 1:
-            cls = next(iter(defaults))
-        if isinstance(cls, str) and cls:
-            try:
-                return ingressclass_key(cls)
-            except ValueError:
-                pass
-        return DEFAULT_TARGET
-
     def background(self) -> Sequence[Coroutine[Any, Any, None]]:
         return ()
 
@@ -146,7 +128,7 @@ class IngressSource:
                     meta = obj.get("metadata") or {}
                     known = origins[origin] = (
                         ObjectRef("Ingress", ns, name, str(meta.get("uid") or "")),
-                        self.class_of(obj, defaults),
+                        ingress_target(obj, defaults),
                         str(meta.get("creationTimestamp") or ""))
                 ref, target, created = known
                 yield Claim(host, target, ref, created)
