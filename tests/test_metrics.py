@@ -27,7 +27,7 @@ from hairpin_proxy.metrics import (
     Registry,
     _prefers_openmetrics,
 )
-from hairpin_proxy.relay.stats import RelayMetrics
+from hairpin_proxy.relay.stats import RelayMetrics, proxy_metrics
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "metrics.md"
 
@@ -156,7 +156,7 @@ def test_content_negotiation(accept: str, openmetrics: bool) -> None:
 
 # --------------------------------------------------------------------------- docs/metrics.md
 
-COMPONENTS = [("proxy", RelayMetrics, "`hairpin-proxy proxy` (the relay)"),
+COMPONENTS = [("proxy", proxy_metrics, "`hairpin-proxy proxy` (the relay)"),
               ("controller", ControllerMetrics, "`hairpin-proxy controller`"),
               ("etchosts", EtchostsMetrics, "`hairpin-proxy etchosts` (the node agent)")]
 

@@ -25,7 +25,8 @@ import yaml
 from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.etchosts import EtchostsMetrics
 from hairpin_proxy.metrics import BUILD_INFO, Registry
-from hairpin_proxy.relay.stats import RelayMetrics
+from hairpin_proxy.relay.server import Relay
+from hairpin_proxy.settings import ProxySettings
 from tests.deploy.rendering import DEPLOY, REPO, Doc, find
 
 # A dependency of kubernetes-validate; imported untyped (no stubs in the test environment).
@@ -166,11 +167,16 @@ def dashboard(renders: dict[str, list[Doc]]) -> dict[str, Any]:
 
 
 def exposed_names() -> set[str]:
-    """Every series name a scrape of the three commands can show."""
+    """Every series name a scrape of the three commands can show (the relay's with what its
+    server registers besides RelayMetrics: the targets table's and DNS failures)."""
     names = {BUILD_INFO}
-    for cls in (RelayMetrics, ControllerMetrics, EtchostsMetrics):
+
+    def relay(registry: Registry) -> None:
+        Relay((), ProxySettings(), registry=registry)
+
+    for make in (relay, ControllerMetrics, EtchostsMetrics):
         registry = Registry()
-        cls(registry)
+        make(registry)
         for m in registry.metrics():
             names.add(m.name)
             if m.kind == "histogram":
@@ -410,6 +416,38 @@ def alert_tests(renders: dict[str, list[Doc]]) -> list[dict[str, Any]]:
                        lab("HairpinControllerRepairLoop")),
                 firing("HairpinControllerWriteConflicts", "100m",
                        lab("HairpinControllerWriteConflicts")),
+            ],
+        },
+        {   # targets: hosts left alone on the leader, a conflict; a table refused at 10m
+            "interval": "1m",
+            "input_series": [
+                {"series": f"hairpin_controller_leader{{{ctl}}}", "values": "1x90"},
+                {"series": f'hairpin_controller_leader{{{ns},pod="ctl-1"}}', "values": "0x90"},
+                {"series": f'hairpin_controller_hosts_not_redirected{{{ctl},'
+                           f'reason="proxy-unknown"}}', "values": "0x10 2x80"},
+                {"series": f'hairpin_controller_hosts_not_redirected{{{ctl},reason="no-proxy"}}',
+                 "values": "3x90"},
+                {"series": f'hairpin_controller_hosts_not_redirected{{{ctl},reason="settling"}}',
+                 "values": "1x90"},
+                # A standby's stale value from its time as leader does not count.
+                {"series": f'hairpin_controller_hosts_not_redirected{{{ns},pod="ctl-1",'
+                           f'reason="not-found"}}', "values": "5x90"},
+                {"series": f"hairpin_controller_host_conflicts{{{ctl}}}", "values": "1x90"},
+                {"series": f'hairpin_proxy_targets_table_errors_total{{{ns},pod="proxy-0",'
+                           f'reason="malformed"}}', "values": "0x10 1x80"},
+            ],
+            "alert_rule_test": [
+                quiet("HairpinControllerHostsNotRedirected", "30m"),
+                firing("HairpinControllerHostsNotRedirected", "45m",
+                       lab("HairpinControllerHostsNotRedirected", reason="proxy-unknown")),
+                quiet("HairpinControllerHostConflicts", "30m"),
+                firing("HairpinControllerHostConflicts", "70m",
+                       lab("HairpinControllerHostConflicts")),
+                quiet("HairpinProxyTargetsTableRefused", "5m"),
+                firing("HairpinProxyTargetsTableRefused", "20m",
+                       lab("HairpinProxyTargetsTableRefused", pod="proxy-0",
+                           reason="malformed")),
+                quiet("HairpinProxyTargetsTableRefused", "85m"),
             ],
         },
         {   # the same writes, but Ingresses changing all along: no repair loop

@@ -13,8 +13,10 @@ class ControllerMetrics:
         p = "hairpin_controller_"
         self.reconciles = registry.counter(p + "reconciles_total", "Reconcile passes by result.",
                                            ("result",))
-        self.writes = registry.counter(p + "writes_total", "ConfigMap writes by target.",
-                                       ("target",))
+        self.writes = registry.counter(
+            p + "writes_total", "Writes by destination: corefile, import, node-local-dns, "
+            "published, targets (the table), target-service (a per-target proxy Service).",
+            ("target",))
         self.conflicts = registry.counter(p + "conflicts_total",
                                           "Writes refused with 409 Conflict and retried.")
         self.watch_restarts = registry.counter(p + "watch_restarts_total",

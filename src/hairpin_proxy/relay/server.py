@@ -26,7 +26,7 @@ from hairpin_proxy.relay.spec import (
     is_ip_literal,
     parse_listeners,
 )
-from hairpin_proxy.relay.stats import RelayMetrics, dns_failures
+from hairpin_proxy.relay.stats import RelayMetrics, dns_failures, table_metrics
 from hairpin_proxy.relay.targets import (
     REASONS,
     TableError,
@@ -251,12 +251,7 @@ class TableListeners:
         self.relay = relay
         self.served: dict[int, tuple[Listener, list[Acceptor]]] = {}
         self.frozen = False  # shutting down: tables are no longer applied
-        registry = relay.registry
-        self.slots = registry.gauge("hairpin_proxy_targets_table_slots",
-                                    "Slots of the targets table being served.")
-        errors = registry.counter(
-            "hairpin_proxy_targets_table_errors_total",
-            "Targets tables refused (the last good one kept serving), by reason.", ["reason"])
+        self.slots, errors = table_metrics(relay.registry)
         self.errors = {reason: errors.labels(reason) for reason in REASONS}
 
     def apply(self, slots: tuple[TableSlot, ...]) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hairpin_proxy.metrics import Counter, CounterChild, GaugeChild, HistogramChild, Registry
+from hairpin_proxy.metrics import Counter, CounterChild, Gauge, GaugeChild, HistogramChild, Registry
 
 # Every cause an error can be counted under; children exist from the start so that a scrape
 # shows zeros rather than missing series.
@@ -74,3 +74,21 @@ def dns_failures(registry: Registry) -> Counter:
         "hairpin_proxy_dns_failures_total",
         "Failed lookups of a target name; result=stale when its last good answer was used.",
         ["target", "result"])
+
+
+def table_metrics(registry: Registry) -> tuple[Gauge, Counter]:
+    """The targets table's: slots being served, and tables refused by reason."""
+    slots = registry.gauge("hairpin_proxy_targets_table_slots",
+                           "Slots of the targets table being served.")
+    errors = registry.counter(
+        "hairpin_proxy_targets_table_errors_total",
+        "Targets tables refused (the last good one kept serving), by reason.", ["reason"])
+    return slots, errors
+
+
+def proxy_metrics(registry: Registry) -> RelayMetrics:
+    """Every metric of the proxy, registered (the reference page is generated from this)."""
+    metrics = RelayMetrics(registry)
+    dns_failures(registry)
+    table_metrics(registry)
+    return metrics
