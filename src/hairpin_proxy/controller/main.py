@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+from pathlib import Path
 
 from hairpin_proxy import corefile
 from hairpin_proxy.admin import AdminServer, serve_admin
@@ -137,12 +138,8 @@ def run(settings: ControllerSettings) -> int:
     if problem:
         log.error("bad settings", extra={"error": problem})
         return 2
-    try:
-        cluster = kconfig.load(settings.kubeconfig)
-    except kconfig.KubeConfigError as exc:
-        log.error("cannot reach Kubernetes", extra={"error": str(exc)})
-        return 1
-    return asyncio.run(_serve(settings, cluster))
+    cluster = _cluster(settings.kubeconfig)
+    return 1 if cluster is None else asyncio.run(_serve(settings, cluster))
 
 
 async def _cleanup(s: CleanupSettings, client: KubeClient, namespace: str) -> int:
@@ -214,9 +211,14 @@ async def _cleanup_main(s: CleanupSettings, cluster: kconfig.ClusterConfig) -> i
 def run_cleanup(settings: CleanupSettings) -> int:
     """The uninstall step: our Corefile block (or import key) and the published hosts go."""
     _setup_logging(settings.log_level, settings.log_format)
+    cluster = _cluster(settings.kubeconfig)
+    return 1 if cluster is None else asyncio.run(_cleanup_main(settings, cluster))
+
+
+def _cluster(kubeconfig: Path | None) -> kconfig.ClusterConfig | None:
+    """The API's address and credentials, or None (told in the log)."""
     try:
-        cluster = kconfig.load(settings.kubeconfig)
+        return kconfig.load(kubeconfig)
     except kconfig.KubeConfigError as exc:
         log.error("cannot reach Kubernetes", extra={"error": str(exc)})
-        return 1
-    return asyncio.run(_cleanup_main(settings, cluster))
+        return None

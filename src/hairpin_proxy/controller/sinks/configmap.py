@@ -7,7 +7,7 @@ fresh copy: another editor's change and ours both survive.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
@@ -16,6 +16,20 @@ from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_pa
 Mutate = Callable[[JsonObj | None], JsonObj | None]
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "hairpin-proxy"}
+
+
+def set_keys(data: Mapping[str, str]) -> Mutate:
+    """A change that sets ``data``'s keys (a ConfigMap of ours, created when absent) and
+    leaves the others alone; None (no write) when they already hold those values."""
+    def change(cm: JsonObj | None) -> JsonObj | None:
+        if cm is None:
+            return {"metadata": {"labels": dict(MANAGED_BY)}, "data": dict(data)}
+        old = cm.get("data") or {}
+        if all(old.get(k) == v for k, v in data.items()):
+            return None
+        cm["data"] = {**old, **data}
+        return cm
+    return change
 
 
 def rewrite_key(key: str, text_of: Callable[[JsonObj | None], str],

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.sinks import Desired
-from hairpin_proxy.controller.sinks.configmap import MANAGED_BY, Mutate
+from hairpin_proxy.controller.sinks.configmap import Mutate, set_keys
 from hairpin_proxy.controller.tracker import WriteTracker
 from hairpin_proxy.kube.client import JsonObj
 from hairpin_proxy.kube.watch import Reflector
@@ -48,18 +48,8 @@ class PublishedSink:
     def mutate(self, hosts: Sequence[str], addresses: Sequence[str],
                entries: Mapping[str, Sequence[str]]) -> Mutate:
         """``hosts``: the default target's; ``entries``: every host with its addresses."""
-        data = {HOSTS_KEY: lines(sorted(hosts)), ADDRESSES_KEY: lines(addresses),
-                ENTRIES_KEY: entries_text(entries)}
-
-        def change(cm: JsonObj | None) -> JsonObj | None:
-            if cm is None:
-                return {"metadata": {"labels": dict(MANAGED_BY)}, "data": data}
-            old = cm.get("data") or {}
-            if all(old.get(k) == v for k, v in data.items()):
-                return None
-            cm["data"] = {**old, **data}
-            return cm
-        return change
+        return set_keys({HOSTS_KEY: lines(sorted(hosts)), ADDRESSES_KEY: lines(addresses),
+                         ENTRIES_KEY: entries_text(entries)})
 
 
 class PublishedWriter:

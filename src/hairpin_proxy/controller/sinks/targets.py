@@ -17,7 +17,7 @@ from typing import Any
 from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.routing import PUBLISHED_KEY, TABLE_KEY, read_published
 from hairpin_proxy.controller.sinks import Desired
-from hairpin_proxy.controller.sinks.configmap import MANAGED_BY, Mutate
+from hairpin_proxy.controller.sinks.configmap import MANAGED_BY, set_keys
 from hairpin_proxy.controller.tracker import WriteTracker
 from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
 from hairpin_proxy.kube.watch import Reflector
@@ -37,18 +37,6 @@ def table_data(p: Plan, before: Mapping[str, float], now: float) -> dict[str, st
     published = {key: before.get(key, now) for key in p.targets}
     return {TABLE_KEY: table.encode(entries),
             PUBLISHED_KEY: json.dumps(published, sort_keys=True, indent=1) + "\n"}
-
-
-def table_mutate(data: Mapping[str, str]) -> Mutate:
-    def change(cm: JsonObj | None) -> JsonObj | None:
-        if cm is None:
-            return {"metadata": {"labels": dict(MANAGED_BY)}, "data": dict(data)}
-        old = cm.get("data") or {}
-        if all(old.get(k) == v for k, v in data.items()):
-            return None
-        cm["data"] = {**old, **data}
-        return cm
-    return change
 
 
 def slot_service(namespace: str, slot: int, key: str, proxy_service: JsonObj,
@@ -120,7 +108,7 @@ class TargetsWriter:
         written (or found right)."""
         cm = self.current()
         data = table_data(p, read_published(cm), time.time())
-        written = await self.tracker.write(self.namespace, self.configmap, table_mutate(data),
+        written = await self.tracker.write(self.namespace, self.configmap, set_keys(data),
                                            cm)
         if written.changed:
             self.metrics.writes.labels("targets").inc()
