@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hairpin_proxy import corefile
 from hairpin_proxy.controller.guard import RemovalGuard
@@ -67,6 +70,90 @@ def test_withdrawn_drop_resets_the_timer() -> None:
 
 def test_allow_mass_removal_applies_at_once() -> None:
     assert RemovalGuard(0.5, 60, True, Clock()).decide([], ["a", "b"]) == ((), False)
+
+
+class OldGuard:
+    """The guard's decisions as first written (a set of ``previous`` built on every call),
+    against which the shortcuts are checked."""
+
+    def __init__(self, fraction: float, grace: float, allow: bool, clock: Clock) -> None:
+        self.fraction, self.grace, self.allow, self.clock = fraction, grace, allow, clock
+        self.held_since: float | None = None
+
+    def decide(self, desired: list[str] | tuple[str, ...], previous: list[str] | tuple[str, ...]
+               ) -> tuple[tuple[str, ...], bool]:
+        prev = set(previous)
+        want = tuple(sorted(set(desired)))
+        if self.allow or not prev:
+            self.held_since = None
+            return want, False
+        removed = len(prev.difference(want))
+        if want and removed / len(prev) <= self.fraction:
+            self.held_since = None
+            return want, False
+        now = self.clock()
+        if self.held_since is None:
+            self.held_since = now
+        if now - self.held_since >= self.grace:
+            self.held_since = None
+            return want, False
+        return tuple(sorted(prev | set(want))), True
+
+
+NAMES = st.lists(st.sampled_from("abcdefgh"), max_size=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(fraction=st.sampled_from([0.0, 0.25, 0.5, 1.0, -0.5]), allow=st.booleans(),
+       steps=st.lists(st.tuples(NAMES, st.sampled_from(["last", "written", "tuple", "list"]),
+                                NAMES, st.integers(0, 40)), max_size=15))
+def test_decisions_are_those_of_the_plain_algorithm(
+        fraction: float, allow: bool, steps: list[tuple[list[str], str, list[str], int]]) -> None:
+    """Whatever comes as ``previous`` (the same tuple again, the hosts just written, a fresh
+    tuple or a list), the guard decides as the plain algorithm does."""
+    clock = Clock()
+    guard = RemovalGuard(fraction, 30, allow, clock)
+    plain = OldGuard(fraction, 30, allow, clock)
+    last: tuple[str, ...] = ()
+    written: tuple[str, ...] = ()
+    for desired, how, other, wait in steps:
+        clock.now += wait
+        choices: dict[str, list[str] | tuple[str, ...]] = {
+            "last": last, "written": written, "tuple": tuple(sorted(set(other))),
+            "list": list(other)}
+        previous = choices[how]
+        if isinstance(previous, tuple):
+            last = previous
+        desired_in: list[str] | tuple[str, ...] = (
+            tuple(sorted(set(desired))) if len(desired) % 2 else desired)
+        got = guard.decide(desired_in, previous)
+        assert got == plain.decide(desired_in, previous)
+        assert guard.held_since == plain.held_since
+        written = got[0]
+
+
+def test_allowed_drops_build_nothing_from_the_previous_hosts() -> None:
+    guard = RemovalGuard(0.5, 60, True, Clock())
+
+    def previous() -> Iterator[str]:
+        raise AssertionError("previous hosts read although nothing can be held")
+        yield ""
+
+    assert guard.decide(["a"], previous()) == (("a",), False)
+
+
+def test_the_same_previous_tuple_is_looked_at_once() -> None:
+    guard = RemovalGuard(0.5, 60, False, Clock())
+    previous = ("a", "b", "c", "d")
+    assert guard.decide(("a", "b", "c"), previous) == (("a", "b", "c"), False)
+    cached = guard._prev
+    assert cached is not None and cached[0] is previous
+    assert guard.decide(("a", "b", "x"), previous) == (("a", "b", "x"), False)
+    assert guard._prev is cached
+    assert guard.decide(("x",), previous) == (("a", "b", "c", "d", "x"), True)
+    assert guard.decide(("a", "b", "c", "d"), ("a", "b", "c", "d")) == (("a", "b", "c", "d"),
+                                                                      False)
+    assert guard.held_since is None
 
 
 def test_guard_holds_then_releases_end_to_end(cluster: FakeApiServer, start: Start) -> None:

@@ -33,18 +33,26 @@ class RemovalGuard:
         self.allow = allow
         self.clock = clock
         self.held_since: float | None = None
+        # The set of the last ``previous`` that was a tuple (immutable, so the set stays
+        # right while the same object comes back: passes that write nothing see the same
+        # held hosts).
+        self._prev: tuple[tuple[str, ...], frozenset[str]] | None = None
 
     def decide(self, desired: Sequence[str], previous: Iterable[str]) -> tuple[tuple[str, ...],
                                                                               bool]:
         """(hosts to write, whether a drop is being held back)."""
-        prev = set(previous)
         # The policy's hosts come sorted and unique: checking that (in C) is several times
         # cheaper than sorting a set of 10,000 names, which comes out in hash order.
         if all(map(operator.lt, desired, itertools.islice(desired, 1, None))):
             want = tuple(desired)
         else:
             want = tuple(sorted(set(desired)))
-        if self.allow or not prev:
+        if self.allow or (want == previous and self.fraction >= 0):
+            # Nothing can be held: no host of ``previous`` is missing from ``want``.
+            self.held_since = None
+            return want, False
+        prev = self._set_of(previous)
+        if not prev:
             self.held_since = None
             return want, False
         removed = len(prev.difference(want))
@@ -57,7 +65,14 @@ class RemovalGuard:
         if now - self.held_since >= self.grace:
             self.held_since = None
             return want, False
-        return tuple(sorted(prev | set(want))), True
+        return tuple(sorted(prev.union(want))), True
+
+    def _set_of(self, previous: Iterable[str]) -> frozenset[str]:
+        if not isinstance(previous, tuple):
+            return frozenset(previous)
+        if self._prev is None or self._prev[0] is not previous:
+            self._prev = (previous, frozenset(previous))
+        return self._prev[1]
 
     def release_in(self) -> float:
         if self.held_since is None:

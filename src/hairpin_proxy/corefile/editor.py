@@ -270,10 +270,10 @@ def _found(block: ServerBlock, targets: Sequence[str]) -> _Found:
 
 def _verify(out: str, groups: Sequence[RuleSet], dns_port: int, *,
             targets: Sequence[str], unit: str,
-            rendered: dict[tuple[str, str], str] | None = None) -> None:
+            rendered: dict[tuple[str, str], str] | None = None) -> Corefile:
     """Read the result back: each root block holds exactly the stanzas of ``groups``, one
     run, byte for byte as they render at their place (or none of ours when there is no
-    group), and nothing of the old forms."""
+    group), and nothing of the old forms. Returns the result as read back."""
     cf = parse(out)
     rendered = {} if rendered is None else rendered
     for block in _roots(cf, dns_port):
@@ -295,6 +295,7 @@ def _verify(out: str, groups: Sequence[RuleSet], dns_port: int, *,
         if not ok:
             raise CorefileError("internal check failed: the edited Corefile does not hold "
                                 "the requested rules")
+    return cf
 
 
 def _rule_sets(hosts_or_groups: Iterable[str] | Iterable[HostGroup],
@@ -313,16 +314,16 @@ def _rule_sets(hosts_or_groups: Iterable[str] | Iterable[HostGroup],
 
 
 @overload
-def apply(text: str, hosts: Iterable[str], /, *, answers: Answers,
+def apply(text: str | Corefile, hosts: Iterable[str], /, *, answers: Answers,
           target: str = DEFAULT_TARGET, dns_port: int = DEFAULT_DNS_PORT) -> str: ...
 
 
 @overload
-def apply(text: str, groups: Iterable[HostGroup], /, *,
+def apply(text: str | Corefile, groups: Iterable[HostGroup], /, *,
           target: str = DEFAULT_TARGET, dns_port: int = DEFAULT_DNS_PORT) -> str: ...
 
 
-def apply(text: str, hosts_or_groups: Iterable[str] | Iterable[HostGroup], /, *,
+def apply(text: str | Corefile, hosts_or_groups: Iterable[str] | Iterable[HostGroup], /, *,
           answers: Answers | None = None, target: str = DEFAULT_TARGET,
           dns_port: int = DEFAULT_DNS_PORT) -> str:
     """Return ``text`` with exactly one set of our rules in each root block.
@@ -333,34 +334,53 @@ def apply(text: str, hosts_or_groups: Iterable[str] | Iterable[HostGroup], /, *,
     group only; groups with equal Answers are one group, and the order of the groups given
     does not matter. One group gives the same text as the first form.
 
-    ``target`` is the proxy Service's name, by which rewrite rules of earlier versions are
-    recognised and converted. No host at all removes our rules. Raises CorefileError, and
-    changes nothing, when the text cannot be parsed or edited safely, a host is in two
-    groups, or hosts are to be redirected with no address to answer with.
+    ``text`` may be given parsed (``parse(text)``, or what ``apply_parsed`` returned): the
+    result is the same. ``target`` is the proxy Service's name, by which rewrite rules of
+    earlier versions are recognised and converted. No host at all removes our rules. Raises
+    CorefileError, and changes nothing, when the text cannot be parsed or edited safely, a
+    host is in two groups, or hosts are to be redirected with no address to answer with.
     """
+    return _apply(text, hosts_or_groups, answers, target, dns_port).text
+
+
+def apply_parsed(text: str | Corefile, hosts_or_groups: Iterable[str] | Iterable[HostGroup],
+                 /, *, answers: Answers | None = None, target: str = DEFAULT_TARGET,
+                 dns_port: int = DEFAULT_DNS_PORT) -> Corefile:
+    """``apply``, with the result as the check read it back: ``.text`` is what ``apply``
+    returns, and the whole can be given to the next edit of that text, which then need not
+    parse it again."""
+    return _apply(text, hosts_or_groups, answers, target, dns_port)
+
+
+def _apply(text: str | Corefile, hosts_or_groups: Iterable[str] | Iterable[HostGroup],
+           answers: Answers | None, target: str, dns_port: int) -> Corefile:
     groups = _rule_sets(hosts_or_groups, answers)
     targets = old_targets(target)
-    unit = _indent_unit(text)
+    cf = text if isinstance(text, Corefile) else parse(text)
+    unit = _indent_unit(cf.text)
     rendered: dict[tuple[str, str], str] = {}
-    out = _edit(parse(text), groups, dns_port, targets=targets, unit=unit, rendered=rendered)
+    out = _edit(cf, groups, dns_port, targets=targets, unit=unit, rendered=rendered)
     _check_size(out)
-    _verify(out, groups, dns_port, targets=targets, unit=unit, rendered=rendered)
-    return out
+    # Always a full parse of the result: the guarantee is that what is written reads back
+    # as exactly the wanted rules, whatever the splice did, so nothing of the edit's own
+    # bookkeeping is trusted here.
+    return _verify(out, groups, dns_port, targets=targets, unit=unit, rendered=rendered)
 
 
-def remove(text: str, *, target: str = DEFAULT_TARGET, dns_port: int = DEFAULT_DNS_PORT
-           ) -> str:
+def remove(text: str | Corefile, *, target: str = DEFAULT_TARGET,
+           dns_port: int = DEFAULT_DNS_PORT) -> str:
     """Return ``text`` without any rules of ours in its root blocks (nor legacy lines)."""
     return apply(text, (), target=target, dns_port=dns_port)
 
 
-def managed_hosts(text: str, *, target: str = DEFAULT_TARGET,
+def managed_hosts(text: str | Corefile, *, target: str = DEFAULT_TARGET,
                   dns_port: int = DEFAULT_DNS_PORT) -> tuple[str, ...]:
     """The hosts our rules in the root server block(s) redirect now, sorted.
 
-    Raises CorefileError when the text cannot be parsed or has no root server block.
+    Raises CorefileError when the text cannot be parsed or has no root server block. A
+    parsed Corefile is taken as it is.
     """
-    cf = parse(text)
+    cf = text if isinstance(text, Corefile) else parse(text)
     targets = old_targets(target)
     hosts: set[str] = set()
     for block in _roots(cf, dns_port):
@@ -368,7 +388,7 @@ def managed_hosts(text: str, *, target: str = DEFAULT_TARGET,
     return tuple(sorted(hosts))
 
 
-def managed_groups(text: str, *, target: str = DEFAULT_TARGET,
+def managed_groups(text: str | Corefile, *, target: str = DEFAULT_TARGET,
                    dns_port: int = DEFAULT_DNS_PORT) -> dict[str, Answers]:
     """Each host our rules redirect now (as ``managed_hosts``, sorted) with what it answers.
 
@@ -376,9 +396,9 @@ def managed_groups(text: str, *, target: str = DEFAULT_TARGET,
     ours listing it, its AAAA addresses from the first ``AAAA`` one (several root blocks:
     the first in the file). Hosts of the rewrite rules of earlier versions, which answer
     with whatever the Service name resolves to, map to an empty ``Answers()``; so do hosts
-    of a stanza whose answers are not as we write them.
+    of a stanza whose answers are not as we write them. A parsed Corefile is taken as it is.
     """
-    cf = parse(text)
+    cf = text if isinstance(text, Corefile) else parse(text)
     targets = old_targets(target)
     hosts: set[str] = set()
     first: dict[str, dict[str, tuple[tuple[str, ...], int]]] = {"A": {}, "AAAA": {}}

@@ -62,6 +62,7 @@ def checked_hosts(hosts: Iterable[str]) -> list[str]:
 
 # The ASCII characters a host may hold.
 _HOST_ASCII = bytes(c for c in range(128) if not _FORBIDDEN_IN_NAME.match(chr(c)))
+_NL_AS_DOT = bytes.maketrans(b"\n", b".")
 
 
 def all_valid(joined: str, count: int) -> bool:
@@ -70,15 +71,20 @@ def all_valid(joined: str, count: int) -> bool:
     if not joined:
         return False
     if joined.isascii():
+        encoded = joined.encode("ascii")
         # Deleting the allowed characters leaves only the joining "\n"s if all is well.
-        if joined.encode("ascii").translate(None, _HOST_ASCII) != b"\n" * (count - 1):
+        if encoded.translate(None, _HOST_ASCII) != b"\n" * (count - 1):
             return False
+        # No empty label and no empty host: no two of "." and "\n" side by side, found in
+        # one pass once every "\n" is a ".".
+        adjacent = b".." in encoded.translate(_NL_AS_DOT)
     elif not _VALID_HOSTS.fullmatch(joined):
         return False
-    return (joined.count("\n") == count - 1
+    else:
+        adjacent = (".." in joined or "\n." in joined or ".\n" in joined
+                    or "\n\n" in joined)
+    return (not adjacent and joined.count("\n") == count - 1
             and not joined.startswith((".", "\n")) and not joined.endswith((".", "\n"))
-            and ".." not in joined and "\n." not in joined and ".\n" not in joined
-            and "\n\n" not in joined
             # A "*" only as the whole first label: each one opens a line and a dot follows.
             and joined.count("*") == joined.count("\n*.") + joined.startswith("*."))
 

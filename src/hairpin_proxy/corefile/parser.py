@@ -18,7 +18,6 @@ from hairpin_proxy.corefile.syntax import (
     ServerBlock,
     Snippet,
     Token,
-    flatten,
 )
 
 
@@ -174,7 +173,7 @@ class _Parser:
         first = self.items[self.i]
         assert isinstance(first, Token)
         self.i += 1
-        toks = [first]
+        toks: list[Item] = [first]
         args: list[str] = []
         blocks: list[Block] = []
         # A bare-word line always starts a line, so it ends the directive.
@@ -182,7 +181,8 @@ class _Parser:
             if tok.kind == "open":
                 at = self.i
                 blocks.append(self._block(top=False))
-                toks.extend(flatten(self.items[at:self.i]))
+                # Bare-word lines stay whole: the directive splits them if asked.
+                toks.extend(self.items[at:self.i])
                 continue
             if tok.kind == "close":
                 if top:

@@ -29,7 +29,7 @@ import ipaddress
 import itertools
 import operator
 import re
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import cast
@@ -114,15 +114,22 @@ def _utf8_len(s: str) -> int:
 _SEP = "\x80"
 
 
-# Any character but those of plain host names (a dot is the only one of them escaped).
-_UNUSUAL = re.compile(r"[^a-z0-9A-Z._\-\x80]")
+# The characters of plain host names (a dot is the only one of them escaped).
+_PLAIN = b"-." + bytes(range(0x30, 0x3A)) + bytes(range(0x41, 0x5B)) + b"_" \
+    + bytes(range(0x61, 0x7B))
+
+
+def _plain(names: Sequence[str]) -> bool:
+    """Whether ``names`` hold only the characters of ``_PLAIN`` (C passes, no regex)."""
+    together = "".join(names)
+    return together.isascii() and not together.encode("ascii").translate(None, _PLAIN)
 
 
 def _escaped(names: Sequence[str]) -> list[str]:
     if not names:
         return []
     joined = _SEP.join(names)
-    if _UNUSUAL.search(joined) is None:
+    if _plain(names):
         # str.translate takes a dict lookup per character; this takes one C pass.
         return joined.replace(".", "\\.").split(_SEP)
     return regex_escape(joined).split(_SEP)
@@ -133,15 +140,17 @@ def _chunked(opening: str, parts: Sequence[str], closing: str) -> list[str]:
     out: list[str] = []
     room = MAX_REGEX - _utf8_len(opening) - _utf8_len(closing)
     lengths = map(len, parts) if all(map(str.isascii, parts)) else map(_utf8_len, parts)
-    start = 0
-    size = -1
-    for k, length in enumerate(lengths):
-        if k > start and size + 1 + length > room:
-            out.append(opening + "|".join(parts[start:k]) + closing)
-            start, size = k, -1
-        size += 1 + length
-    if start < len(parts):
-        out.append(opening + "|".join(parts[start:]) + closing)
+    # chars[k] + k: the bytes of parts[:k], each with one separator. The parts from ``start``
+    # up to (not including) ``stop`` fit in one regex when that grows by at most room + 1;
+    # a regex takes as many as fit, and at least one (a part longer than the room alone).
+    # Found by bisection, so the Python work is per regex, not per part.
+    chars = list(itertools.accumulate(lengths, initial=0))
+    start, n = 0, len(parts)
+    while start < n:
+        stop = max(start + 1, bisect_right(range(n + 1), chars[start] + start + room + 1,
+                                           start, key=lambda k: chars[k] + k) - 1)
+        out.append(opening + "|".join(parts[start:stop]) + closing)
+        start = stop
     return out
 
 
@@ -167,6 +176,17 @@ def _host_bytes(hosts: Iterable[str]) -> int:
     size = sum(map(len, escaped)) if all(map(str.isascii, escaped)) else \
         sum(len(e.encode()) for e in escaped)
     return 2 * (size + len(escaped))
+
+
+def host_rules_bytes(hosts: Sequence[str]) -> list[int]:
+    """What each of ``hosts`` adds to ``rules_bytes``: a host's share depends on that host
+    alone, so ``sum(host_rules_bytes(hosts)) == rules_bytes(hosts)`` for any host names, and
+    a caller may keep the shares of hosts it has seen."""
+    bases = [h[2:] if h.startswith("*.") else h for h in hosts]
+    if any(_SEP in b for b in bases):
+        # Split apart by the joining character: such a name counts as several.
+        return [_host_bytes((h,)) for h in hosts]
+    return [2 * (_utf8_len(e) + 1) for e in _escaped(bases)]
 
 
 def rules_bytes(hosts_or_groups: Iterable[str] | Iterable[tuple[Iterable[str], Answers]]

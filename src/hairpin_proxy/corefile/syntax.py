@@ -109,14 +109,19 @@ class Directive:
 
     # Not a dataclass: a large Corefile has thousands of these, and a frozen dataclass's
     # __init__ costs several times a plain one.
-    __slots__ = ("_args", "_blocks", "_name", "_tokens")
+    __slots__ = ("_args", "_blocks", "_items", "_name", "_tokens")
 
     def __init__(self, name: str, args: tuple[str, ...], blocks: tuple[Block, ...],
-                 tokens: tuple[Token, ...]):
+                 tokens: tuple[Item, ...]):
+        """``tokens`` may keep bare-word lines whole (``BareRun``): they are split into
+        tokens only when ``tokens`` is asked for. Our template stanzas hold a few very long
+        ``match`` lines, and splitting them costs most of a large Corefile's parse, while
+        reading the directives needs only the first and last token."""
         self._name = name
         self._args = args
         self._blocks = blocks
-        self._tokens = tokens
+        self._items = tokens
+        self._tokens: tuple[Token, ...] | None = None
 
     def __repr__(self) -> str:
         return f"Directive({self.name!r}, {self.args!r}, {self.blocks!r})"
@@ -138,27 +143,34 @@ class Directive:
     @property
     def tokens(self) -> tuple[Token, ...]:
         """Every token, nested blocks included."""
+        if self._tokens is None:
+            self._tokens = tuple(flatten(self._items))
         return self._tokens
+
+    def _first(self) -> Token:
+        first = self._items[0]
+        return first if isinstance(first, Token) else self.tokens[0]
 
     @property
     def start(self) -> int:
-        return self.tokens[0].start
+        return self._first().start
 
     @property
     def end(self) -> int:
-        return self.tokens[-1].end
+        last = self._items[-1]
+        return last.end if isinstance(last, Token) else self.tokens[-1].end
 
     @property
     def line(self) -> int:
-        return self.tokens[0].line
+        return self._first().line
 
     @property
     def column(self) -> int:
-        return self.tokens[0].column
+        return self._first().column
 
     @property
     def first_on_line(self) -> bool:
-        return self.tokens[0].first_on_line
+        return self._first().first_on_line
 
     def words(self) -> tuple[str, ...]:
         """The name and the arguments outside nested blocks, in one tuple."""
@@ -201,6 +213,10 @@ class BareLine(Directive):
     @property
     def start(self) -> int:
         return self._line_start + len(self.source) - len(self.source.lstrip())
+
+    @property
+    def end(self) -> int:
+        return self._line_start + len(self.source.rstrip())
 
     @property
     def line(self) -> int:

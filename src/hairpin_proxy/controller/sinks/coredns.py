@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -28,6 +30,11 @@ class CorednsSink:
     # back and most reconciles change nothing, so neither needs a fresh parse.
     _memo: dict[str, tuple[str, tuple[str, ...], Groups, str]] = field(
         default_factory=dict, compare=False, repr=False)
+    # The text after the last edit as the editor's check read it back: the next edit starts
+    # from that text (our own write, echoed by the watch), and a Corefile of 10,000 hosts
+    # takes milliseconds to parse.
+    _parsed: dict[str, corefile.Corefile] = field(default_factory=dict, compare=False,
+                                                  repr=False)
 
     @property
     def where(self) -> str:
@@ -64,8 +71,14 @@ class CorednsSink:
 
     def held_answers(self, cm: JsonObj | None) -> dict[str, corefile.Answers]:
         """Host → what our rules answer for it now."""
-        return corefile.managed_groups(self.text(cm), target=self.target,
+        return corefile.managed_groups(self._parse_of(self.text(cm)), target=self.target,
                                        dns_port=self.dns_port)
+
+    def _parse_of(self, text: str) -> str | corefile.Corefile:
+        """``text``, or its parse when it is the last edit's result (the editor reads a
+        parsed Corefile exactly as it reads its text)."""
+        last = self._parsed.get("last")
+        return last if last is not None and last.text == text else text
 
     def edit(self, text: str, groups: Groups) -> str:
         """corefile.apply, remembering the last edit (apply is idempotent). Groups without an
@@ -74,14 +87,17 @@ class CorednsSink:
         last = self._memo.get("last")
         if last is not None and groups == last[2] and text in (last[0], last[3]):
             return last[3]
+        source = self._parse_of(text)
         if len(groups) == 1:
             # One target: the single-set call, whose output earlier versions wrote too.
-            new = corefile.apply(text, groups[0][0], answers=groups[0][1], target=self.target,
-                                 dns_port=self.dns_port)
+            parsed = corefile.apply_parsed(source, groups[0][0], answers=groups[0][1],
+                                           target=self.target, dns_port=self.dns_port)
         else:
-            new = corefile.apply(text, groups, target=self.target, dns_port=self.dns_port)
-        hosts = tuple(sorted({h for hs, _ in groups for h in hs}))
-        self._memo["last"] = (text, hosts, groups, new)
+            parsed = corefile.apply_parsed(source, groups, target=self.target,
+                                           dns_port=self.dns_port)
+        new = parsed.text
+        self._memo["last"] = (text, _hosts_of(groups), groups, new)
+        self._parsed["last"] = parsed
         return new
 
     def mutate(self, groups: Groups) -> Mutate:
@@ -94,3 +110,15 @@ class CorednsSink:
 
     def _rewrite(self, edit: Callable[[str], str]) -> Mutate:
         return rewrite_key(self.key, self.text, edit)
+
+
+def _hosts_of(groups: Groups) -> tuple[str, ...]:
+    """Every host of ``groups``, sorted and distinct. One group's hosts come so from the
+    removal guard; that very tuple is kept, so that the guard finds it again as the held
+    hosts of the next pass and need not look at them afresh."""
+    if len(groups) == 1:
+        hosts = groups[0][0]
+        if isinstance(hosts, tuple) and all(map(operator.lt, hosts,
+                                                itertools.islice(hosts, 1, None))):
+            return hosts
+    return tuple(sorted({h for hs, _ in groups for h in hs}))
