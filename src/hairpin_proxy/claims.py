@@ -10,7 +10,8 @@ of one host for the SAME target agree; they all stay listed as origins of the ho
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import NamedTuple
@@ -46,6 +47,7 @@ class Resolution(NamedTuple):
     origins: dict[str, tuple[Claim, ...]]
 
 
+@functools.lru_cache(maxsize=65536)
 def _instant(created: str) -> tuple[int, str]:
     """A sortable form of a timestamp: UTC with microseconds, so "…Z" and "+00:00" spellings
     of one instant compare equal and string order is time order. Unreadable ones sort after
@@ -70,18 +72,37 @@ def age_key(claim: Claim) -> tuple[tuple[int, str], str, str, str, str, str, str
             claim.created)
 
 
-def resolve(claims: Iterable[Claim]) -> Resolution:
-    """Which target each host goes to, who lost, and every origin of each winner."""
-    by_host: dict[str, set[Claim]] = {}
+def resolve(claims: Iterable[Claim], rename: Mapping[str, str] | None = None) -> Resolution:
+    """Which target each host goes to, who lost, and every origin of each winner.
+    ``rename`` maps a claim's target to the one it counts for (an IngressClass falling back
+    to the default target); the claims returned are the ones given."""
+    if rename:
+        def target(c: Claim) -> str:
+            return rename.get(c.target, c.target)
+    else:
+        def target(c: Claim) -> str:
+            return c.target
+    by_host: dict[str, list[Claim]] = {}
     for claim in claims:
-        by_host.setdefault(claim.host, set()).add(claim)
+        same = by_host.get(claim.host)
+        if same is None:
+            by_host[claim.host] = [claim]
+        else:
+            same.append(claim)
     winners: dict[str, Claim] = {}
     losers: list[tuple[Claim, Claim]] = []
     origins: dict[str, tuple[Claim, ...]] = {}
     for host in sorted(by_host):
-        ordered = sorted(by_host[host], key=age_key)
+        found = by_host[host]
+        if len(found) == 1:
+            # Most hosts have one claim: nothing to order (a pass plans tens of thousands).
+            winners[host] = found[0]
+            origins[host] = (found[0],)
+            continue
+        ordered = sorted(set(found), key=age_key)
         first = ordered[0]
+        won = target(first)
         winners[host] = first
-        origins[host] = tuple(c for c in ordered if c.target == first.target)
-        losers.extend((c, first) for c in ordered if c.target != first.target)
+        origins[host] = tuple(c for c in ordered if target(c) == won)
+        losers.extend((c, first) for c in ordered if target(c) != won)
     return Resolution(winners, losers, origins)

@@ -19,6 +19,7 @@ one bad line must not take every host of the node out of the hosts file.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -98,6 +99,12 @@ def _address(raw: object) -> str | None:
     # A zone index ("fe80::1%eth0") names an interface of one node, never a Service address.
     if not isinstance(raw, str) or "%" in raw:
         return None
+    return _canonical(raw)
+
+
+@functools.lru_cache(maxsize=4096)
+def _canonical(raw: str) -> str | None:
+    # Tens of thousands of hosts share a few proxy Service addresses: each is parsed once.
     try:
         return str(ipaddress.ip_address(raw.strip()))
     except ValueError:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from hairpin_proxy import corefile
 from hairpin_proxy.admin import Check
+from hairpin_proxy.claims import ObjectRef
 from hairpin_proxy.controller.background import Background
 from hairpin_proxy.controller.budget import RulesBudget
 from hairpin_proxy.controller.corefile_facts import CorefileFacts
@@ -137,6 +138,7 @@ class Controller:
         self.services = reflector(resource_path("v1", "services"), "services",
                                   transform=slim_any_service)
         self._wakeup: asyncio.TimerHandle | None = None
+        self._origin_names: dict[ObjectRef, str] = {}
         self.routing = Routing(reflector, namespace, target_map=parse_target_flags(s.target),
                                services=self.services, ingress=self.source,
                                gateway=self.gateway, cluster_domain=s.cluster_domain,
@@ -431,14 +433,24 @@ class Controller:
                                                "rejected": len(result.rejections)})
         return True
 
-    @staticmethod
-    def _routed_result(routed: Routed, rejections: list[Rejection]) -> PolicyResult:
+    def _routed_result(self, routed: Routed, rejections: list[Rejection]) -> PolicyResult:
         """Every source's hosts that have somewhere to go (the plan's routes, less those still
         waiting for their target), as the rest of the pass reads them."""
         plan = routed.plan
-        hosts = tuple(sorted(h for h in plan.routes if h not in routed.waiting))
-        sources = {h: tuple(f"{o.namespace}/{o.name}" for o in plan.origins[h])
-                   for h in hosts}
+        waiting = routed.waiting
+        hosts = tuple(sorted(h for h in plan.routes if h not in waiting))
+        names = self._origin_names
+        if len(names) > 4 * len(hosts) + 1000:
+            names.clear()
+
+        def name(o: ObjectRef) -> str:
+            # "namespace/name" of an origin, made once (tens of thousands every pass).
+            found = names.get(o)
+            if found is None:
+                found = names[o] = f"{o.namespace}/{o.name}"
+            return found
+        origins = plan.origins
+        sources = {h: tuple(map(name, origins[h])) for h in hosts}
         return PolicyResult(hosts, tuple(rejections), sources)
 
     def _report_routing(self, routed: Routed) -> None:
@@ -462,7 +474,9 @@ class Controller:
             self.reports.notice(loser.origin.namespace, loser.origin.name, loser.host,
                                 reason="HostClaimedElsewhere",
                                 message=f"claimed by the older {winner.origin} for "
-                                        f"{winner.target}; not relayed to {loser.target}",
+                                        f"{plan.fallbacks.get(winner.target, winner.target)}; "
+                                        "not relayed to "
+                                        f"{plan.fallbacks.get(loser.target, loser.target)}",
                                 event_type="Warning")
         for host, why in plan.excluded.items():
             for origin in origins.get(host, ()) or ():

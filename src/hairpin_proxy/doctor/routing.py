@@ -219,10 +219,11 @@ def host_targets(claims: Sequence[Claim], facts: TargetFacts,
     decided = plan(claims, facts, target_map, table or {}, max_slots)
     losers: dict[str, list[LostClaim]] = {}
     for lost, won in decided.losers:
-        asked = _origin_target(claims, lost.host, lost.origin)
+        lost_key = decided.fallbacks.get(lost.target, lost.target)
+        won_key = decided.fallbacks.get(won.target, won.target)
         losers.setdefault(lost.host, []).append(
-            LostClaim(str(lost.origin), lost.target, str(won.origin), won.target,
-                      asked if asked != lost.target else ""))
+            LostClaim(str(lost.origin), lost_key, str(won.origin), won_key,
+                      lost.target if lost.target != lost_key else ""))
     out: dict[str, HostTarget] = {}
     for host, key in decided.routes.items():
         origins = decided.origins.get(host, ())

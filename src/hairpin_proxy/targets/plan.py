@@ -38,7 +38,8 @@ class Plan:
     unresolved: Mapping[str, Unresolved] = field(default_factory=dict)
     # host → why it is not redirected (its winning target's problem, or no free slot).
     excluded: Mapping[str, Unresolved] = field(default_factory=dict)
-    # (losing claim, winning claim) for hosts claimed for two targets.
+    # (losing claim, winning claim) for hosts claimed for two targets; a claim names the
+    # target it asked for (``fallbacks`` says where an IngressClass's claims went instead).
     losers: tuple[tuple[Claim, Claim], ...] = ()
     slots: Mapping[str, int] = field(default_factory=dict)
     # Resolved targets left without a slot (more than --max-targets).
@@ -67,29 +68,30 @@ def _final_key(key: str, facts: TargetFacts, target_map: Mapping[str, MapEntry],
 def plan(claims: Iterable[Claim], facts: TargetFacts, target_map: Mapping[str, MapEntry],
          previous_slots: Mapping[str, int], max_slots: int) -> Plan:
     memo: dict[str, Target | Unresolved | None] = {}
-    final: list[Claim] = []
+    claims = claims if isinstance(claims, list | tuple) else list(claims)
+    # Resolved once per key the claims name (a handful), not once per claim.
     fallbacks: dict[str, str] = {}
-    for claim in claims:
-        key, _ = _final_key(claim.target, facts, target_map, memo)
-        if key != claim.target:
-            fallbacks[claim.target] = key
-        final.append(claim if key == claim.target
-                     else Claim(claim.host, key, claim.origin, claim.created))
-    decided = resolve_claims(final)
+    for asked in {c.target for c in claims}:
+        key, _ = _final_key(asked, facts, target_map, memo)
+        if key != asked:
+            fallbacks[asked] = key
+    decided = resolve_claims(claims, fallbacks)
     targets: dict[str, Target] = {}
     unresolved: dict[str, Unresolved] = {}
-    for claim in final:
-        got = memo.get(claim.target)
+    for asked, got in memo.items():
+        key = fallbacks.get(asked, asked)
+        if key != asked:
+            continue
         if isinstance(got, Target):
-            targets[claim.target] = got
+            targets[key] = got
         elif isinstance(got, Unresolved):
-            unresolved[claim.target] = got
+            unresolved[key] = got
     slots, overflow = allocate(previous_slots, targets, max_slots)
     routes: dict[str, str] = {}
     origins: dict[str, tuple[ObjectRef, ...]] = {}
     excluded: dict[str, Unresolved] = {}
     for host, winner in decided.winners.items():
-        key = winner.target
+        key = fallbacks.get(winner.target, winner.target)
         origins[host] = tuple(c.origin for c in decided.origins[host])
         if key in unresolved:
             excluded[host] = unresolved[key]

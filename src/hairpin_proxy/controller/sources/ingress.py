@@ -5,7 +5,7 @@ target."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Iterator, Sequence
+from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hairpin_proxy.controller.metrics import ControllerMetrics
@@ -51,6 +51,13 @@ class IngressSource:
                                         transform=slim_ingress)]
         self.classes = reflector(resource_path(INGRESS_API, "ingressclasses"), "ingressclasses")
         self._cache = PolicyCache(policy)
+        # Claims kept between passes (claims_of): the last result's, each host's with the
+        # origins and their resourceVersions they came from, and each origin's facts.
+        self._claims_memo: tuple[PolicyResult, int, tuple[Claim, ...]] | None = None
+        self._claims_gen = -1
+        self._by_host: dict[str, tuple[tuple[str, ...], tuple[str, ...],
+                                       tuple[Claim, ...]]] = {}
+        self._origin_info: dict[str, tuple[str, ObjectRef, str, str]] = {}
         self._result: PolicyResult | None = None
         self._result_key: tuple[int, ...] = ()
 
@@ -114,24 +121,59 @@ class IngressSource:
 
     async def claims(self, policy: HostPolicy, policy_generation: int) -> SourceClaims:
         result = await self.evaluate(policy, policy_generation)
-        return SourceClaims(tuple(self.claims_of(result)), result.rejections)
+        return SourceClaims(self.claims_of(result), result.rejections)
 
-    def claims_of(self, result: PolicyResult) -> Iterator[Claim]:
+    def claims_of(self, result: PolicyResult) -> tuple[Claim, ...]:
+        """``result``'s hosts as claims, one per origin. Every pass plans all of them, so
+        they are kept: the same result (a pass for another reason) gives the same tuple,
+        and a host whose origins are unchanged keeps its claims (a changed Ingress rebuilds
+        only its own)."""
+        gen = self.classes.generation
+        memo = self._claims_memo
+        if memo is not None and memo[0] is result and memo[1] == gen:
+            return memo[2]
+        if gen != self._claims_gen:
+            # A class change may change every Ingress's target (the default class).
+            self._by_host.clear()
+            self._origin_info.clear()
+            self._claims_gen = gen
         defaults = default_ingress_classes(self.classes.cache.values())
-        origins: dict[str, tuple[ObjectRef, str, str]] = {}
+        info = self._origin_info
+        by_host = self._by_host
+        out: list[Claim] = []
+        fresh: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[Claim, ...]]] = {}
         for host, names in result.sources.items():
+            versions = []
             for origin in names:
-                known = origins.get(origin)
-                if known is None:
+                ns, _, name = origin.partition("/")
+                obj = self.find(ns, name) or {}
+                versions.append(str((obj.get("metadata") or {}).get("resourceVersion") or ""))
+            rvs = tuple(versions)
+            kept = by_host.get(host)
+            if kept is not None and kept[0] == names and kept[1] == rvs:
+                fresh[host] = kept
+                out.extend(kept[2])
+                continue
+            made = []
+            for origin, rv in zip(names, rvs, strict=True):
+                known = info.get(origin)
+                if known is None or known[0] != rv:
                     ns, _, name = origin.partition("/")
                     obj = self.find(ns, name) or {}
                     meta = obj.get("metadata") or {}
-                    known = origins[origin] = (
-                        ObjectRef("Ingress", ns, name, str(meta.get("uid") or "")),
-                        ingress_target(obj, defaults),
-                        str(meta.get("creationTimestamp") or ""))
-                ref, target, created = known
-                yield Claim(host, target, ref, created)
+                    known = info[origin] = (
+                        rv, ObjectRef("Ingress", ns, name, str(meta.get("uid") or "")),
+                        ingress_target(obj, defaults), str(meta.get("creationTimestamp") or ""))
+                made.append(Claim(host, known[2], known[1], known[3]))
+            fresh[host] = (names, rvs, tuple(made))
+            out.extend(made)
+        self._by_host = fresh
+        if len(info) > 2 * len(fresh) + 1000:
+            live = {o for names, _, _ in fresh.values() for o in names}
+            self._origin_info = {o: v for o, v in info.items() if o in live}
+        claims = tuple(out)
+        self._claims_memo = (result, gen, claims)
+        return claims
 
 
 if TYPE_CHECKING:
