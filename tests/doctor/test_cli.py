@@ -13,13 +13,13 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from hairpin_proxy import corefile
+from tests.doctor.conftest import LB_IP, PROXY_IP
 from tests.doctor.objects import (
     coredns_deployment,
     daemonset,
@@ -35,22 +35,12 @@ from tests.peers.nginx import Nginx
 from tests.relay.helpers import Relay, run_relay
 
 HOST = "shop.example.test"
-LB_IP = "127.0.0.1"
-PROXY_IP = "127.0.0.2"
 NS = "hairpin-proxy"
 ANSWERS = corefile.Answers.of([PROXY_IP])
 KUBEADM = (Path(__file__).parents[1] / "corefiles" / "kubeadm.Corefile").read_text()
 NO_RELOAD = KUBEADM.replace("    reload\n", "")
 DO_PP = "service.beta.kubernetes.io/do-loadbalancer-enable-proxy-protocol"
 
-
-@pytest.fixture(scope="module")
-def relay(tmp_path_factory: pytest.TempPathFactory, pp_nginx: Nginx) -> Iterator[Relay]:
-    """Our relay on the proxy address, in front of the proxy_protocol nginx."""
-    with run_relay(tmp_path_factory.mktemp("relay"),
-                   [f"{PROXY_IP}:{{port}}={LB_IP}:{pp_nginx.port}",
-                    f"{PROXY_IP}:{{port}}={LB_IP}:{pp_nginx.tls_port}"]) as r:
-        yield r
 
 
 # The host verification asks public DNS, which tests reach only through their own dnsmasq

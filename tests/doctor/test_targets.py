@@ -12,7 +12,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,8 @@ import pytest
 
 from hairpin_proxy.targets.model import Target
 from hairpin_proxy.targets.table import encode, entry_for
-from tests.doctor.test_cli import LB_IP, NO_VERIFY, NS, PROXY_IP, doctor, one, ports
+from tests.doctor.conftest import LB_IP, PROXY_IP
+from tests.doctor.test_cli import NO_VERIFY, NS, doctor, one, ports
 from tests.doctor.test_cli import setup_cluster as base_cluster
 from tests.fakeapi.crds import ENVOY_CLIENT_TRAFFIC_POLICY
 from tests.fakeapi.fixtures import (
@@ -34,7 +34,7 @@ from tests.fakeapi.fixtures import (
 )
 from tests.fakeapi.server import FakeApiServer
 from tests.peers.nginx import Nginx
-from tests.relay.helpers import Relay, run_relay
+from tests.relay.helpers import Relay
 
 HOST = "shop.example.test"
 ENVOY = "gateway.envoyproxy.io/gatewayclass-controller"
@@ -45,14 +45,6 @@ OWNER_LABELS = {"gateway.envoyproxy.io/owning-gateway-name": "public",
 # The main proxy Service's address when the host's own target Service is another one.
 MAIN_PROXY_IP = "127.0.0.5"
 
-
-@pytest.fixture(scope="module")
-def relay(tmp_path_factory: pytest.TempPathFactory, pp_nginx: Nginx) -> Iterator[Relay]:
-    """Our relay on the proxy address, in front of the proxy_protocol nginx."""
-    with run_relay(tmp_path_factory.mktemp("relay"),
-                   [f"{PROXY_IP}:{{port}}={LB_IP}:{pp_nginx.port}",
-                    f"{PROXY_IP}:{{port}}={LB_IP}:{pp_nginx.tls_port}"]) as r:
-        yield r
 
 
 def next_second() -> None:

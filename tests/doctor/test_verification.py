@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
+from tests.doctor.conftest import LB_IP as LOOPBACK_LB
 from tests.doctor.objects import with_ingress_status
-from tests.doctor.test_cli import LB_IP as LOOPBACK_LB
 from tests.doctor.test_cli import NS, doctor, one, ports, setup_cluster
 from tests.fakeapi.fixtures import ingress, service
 from tests.fakeapi.server import FakeApiServer
