@@ -63,7 +63,9 @@ def parse_target_flag(value: str) -> MapEntry:
     """One ``--target`` value. TargetFlagError says what is wrong with it."""
     raw_key, sep, rest = value.partition("=")
     if not sep:
-        raise _fail(value, "no '='")
+        # Before targets, --target named the proxy Service (an upgrade may still pass one).
+        raise _fail(value, "no '=' (the proxy Service name of earlier versions is now "
+                           "--legacy-target)")
     key = _key(value, raw_key.strip())
     service, colon, mode_text = rest.strip().partition(":")
     proxy: MapMode | None = None
