@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from hairpin_proxy.claims import Claim, ObjectRef
 from hairpin_proxy.targets.mapping import parse_target_flags
+from hairpin_proxy.targets.model import Target
 from hairpin_proxy.targets.plan import plan
-from hairpin_proxy.targets.resolve import ENVOY_GATEWAY, TargetFacts
+from hairpin_proxy.targets.resolve import ENVOY_GATEWAY, TargetFacts, Unresolved
 from tests.targets.test_resolve import gateway, gclass, svc
 
 GEP = "gateway.networking.k8s.io/gateway-name"
@@ -82,3 +83,15 @@ def test_slots_run_out() -> None:
     assert p.routes == {"a.example.com": "gateway/web/g1"}
     assert p.overflow == ("gateway/web/g2",)
     assert "no slot left" in p.excluded["b.example.com"].message
+
+
+def test_a_resolution_cache_is_used_and_filled() -> None:
+    claims = [route("a.example.com", "public", "r1", T0)]
+    cache: dict[str, Target | Unresolved | None] = {}
+    first = plan(claims, FACTS, {}, {}, 8, resolved=cache)
+    assert set(cache) == {"gateway/web/public"}
+    # With the cache, the facts are not read again: empty facts give the same plan.
+    again = plan(claims, TargetFacts(), {}, {}, 8, resolved=cache)
+    assert again.routes == first.routes and again.targets == first.targets
+    # A cached key no claim names is not planned.
+    assert plan([], TargetFacts(), {}, {}, 8, resolved=cache).targets == {}

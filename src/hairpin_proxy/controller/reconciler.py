@@ -24,6 +24,7 @@ import os
 import secrets
 import socket
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 
 from hairpin_proxy import corefile
@@ -456,18 +457,15 @@ class Controller:
     def _report_routing(self, routed: Routed) -> None:
         """Metrics, log lines and Events for what the plan leaves out."""
         plan, m = routed.plan, self.metrics
-        states = {"relayed": len(plan.targets)}
-        for why in plan.unresolved.values():
-            state = why.problem.removeprefix("target-")
-            states[state] = states.get(state, 0) + 1
-        for state in ("relayed", "no-proxy", "proxy-unknown", "not-found"):
-            m.targets.labels(state).set(states.get(state, 0))
-        reasons = {"settling": len(routed.waiting)}
-        for why in plan.excluded.values():
-            reason = why.problem.removeprefix("target-")
-            reasons[reason] = reasons.get(reason, 0) + 1
-        for reason in ("no-proxy", "proxy-unknown", "not-found", "settling"):
-            m.hosts_unrouted.labels(reason).set(reasons.get(reason, 0))
+        states = Counter(why.problem.removeprefix("target-")
+                         for why in plan.unresolved.values())
+        states["relayed"] = len(plan.targets)
+        reasons = Counter(why.problem.removeprefix("target-") for why in plan.excluded.values())
+        reasons["settling"] = len(routed.waiting)
+        for gauge, counts, extra in ((m.targets, states, "relayed"),
+                                     (m.hosts_unrouted, reasons, "settling")):
+            for label in ("no-proxy", "proxy-unknown", "not-found", extra):
+                gauge.labels(label).set(counts[label])
         m.host_conflicts.set(len(plan.losers))
         origins = plan.origins
         for loser, winner in plan.losers:

@@ -29,8 +29,14 @@ from hairpin_proxy.kube.client import JsonObj, resource_path
 from hairpin_proxy.kube.watch import Reflector
 from hairpin_proxy.targets import table
 from hairpin_proxy.targets.mapping import MapEntry
+from hairpin_proxy.targets.model import Target
 from hairpin_proxy.targets.plan import Plan, plan
-from hairpin_proxy.targets.resolve import CILIUM_CONFIGMAP, INGRESS_NGINX_CONFIGMAP, TargetFacts
+from hairpin_proxy.targets.resolve import (
+    CILIUM_CONFIGMAP,
+    INGRESS_NGINX_CONFIGMAP,
+    TargetFacts,
+    Unresolved,
+)
 from hairpin_proxy.targets.slots import service_name
 
 log = logging.getLogger("hairpin_proxy.controller")
@@ -117,10 +123,19 @@ class Routing:
         self.table_cm = reflector(resource_path("v1", "configmaps", namespace),
                                   "targets-configmap", table_configmap)
         self._told: dict[str, str] = {}
+        self._facts = TargetFacts()
+        self._resolved: dict[str, Target | Unresolved | None] = {}
+        self._facts_at: tuple[object, ...] | None = None
 
     @property
     def reflectors(self) -> list[Reflector]:
         return [self.nginx_configmaps, self.cilium_configmap, self.table_cm]
+
+    def _facts_generation(self) -> tuple[object, ...]:
+        g = self.gateway
+        return (self.services.generation, self.ingress.classes.generation,
+                self.nginx_configmaps.generation, self.cilium_configmap.generation,
+                *(g.watches.generation() if g else ()), g.unreadable() if g else None)
 
     def facts(self) -> TargetFacts:
         configmaps = {f"{(cm.get('metadata') or {}).get('namespace')}/"
@@ -145,8 +160,13 @@ class Routing:
         """The plan for ``claims`` and what each non-default host answers with now.
         ``table_cm`` is the targets ConfigMap as the pass knows it; ``held_answers`` reads
         what the rules answer for each host now (only asked when a target is settling)."""
-        p = plan(claims, self.facts(), self.target_map, read_slots(table_cm),
-                 self.max_targets)
+        facts_at = self._facts_generation()
+        if facts_at != self._facts_at:
+            # Finding a data plane scans every Service of the cluster: done again only when
+            # what it reads has changed, not on every pass.
+            self._facts, self._resolved, self._facts_at = self.facts(), {}, facts_at
+        p = plan(claims, self._facts, self.target_map, read_slots(table_cm),
+                 self.max_targets, resolved=self._resolved)
         self._tell(p)
         published = read_published(table_cm)
         now = time.time()

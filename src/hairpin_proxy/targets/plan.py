@@ -66,26 +66,30 @@ def _final_key(key: str, facts: TargetFacts, target_map: Mapping[str, MapEntry],
 
 
 def plan(claims: Iterable[Claim], facts: TargetFacts, target_map: Mapping[str, MapEntry],
-         previous_slots: Mapping[str, int], max_slots: int) -> Plan:
-    memo: dict[str, Target | Unresolved | None] = {}
+         previous_slots: Mapping[str, int], max_slots: int, *,
+         resolved: dict[str, Target | Unresolved | None] | None = None) -> Plan:
+    """``resolved``: the caller's cache of target resolutions, valid while ``facts`` and
+    ``target_map`` stay the same (finding a data plane scans every Service)."""
+    memo = resolved if resolved is not None else {}
     claims = claims if isinstance(claims, list | tuple) else list(claims)
     # Resolved once per key the claims name (a handful), not once per claim.
     fallbacks: dict[str, str] = {}
-    for asked in {c.target for c in claims}:
+    asked_keys = {c.target for c in claims}
+    for asked in asked_keys:
         key, _ = _final_key(asked, facts, target_map, memo)
         if key != asked:
             fallbacks[asked] = key
     decided = resolve_claims(claims, fallbacks)
     targets: dict[str, Target] = {}
     unresolved: dict[str, Unresolved] = {}
-    for asked, got in memo.items():
-        key = fallbacks.get(asked, asked)
-        if key != asked:
+    for asked in asked_keys:
+        got = memo.get(asked)
+        if fallbacks.get(asked, asked) != asked:
             continue
         if isinstance(got, Target):
-            targets[key] = got
+            targets[asked] = got
         elif isinstance(got, Unresolved):
-            unresolved[key] = got
+            unresolved[asked] = got
     slots, overflow = allocate(previous_slots, targets, max_slots)
     routes: dict[str, str] = {}
     origins: dict[str, tuple[ObjectRef, ...]] = {}
