@@ -41,6 +41,7 @@ import tarfile
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench import loadgen, peers
@@ -212,17 +213,38 @@ def _pusher(stop: threading.Event) -> tuple[socket.socket, threading.Thread]:
     return lsock, thread
 
 
-def stalled(args: argparse.Namespace, work: Path) -> None:
+@dataclass(frozen=True)
+class StalledCost:
+    """What one stalled connection costs, in bytes."""
+
+    idle_rss: int       # the relay's resident memory before the connections
+    user: float         # resident memory per connection
+    client_side: float  # kernel memory per client-facing socket
+    upstream_side: float  # kernel memory per upstream-facing socket
+    kernel: float       # kernel memory per connection (both sockets)
+
+    @property
+    def total(self) -> float:
+        return self.user + self.kernel
+
+    def fit(self, limit: int) -> int:
+        """Stalled connections that fit in ``limit`` bytes beside the idle process."""
+        return int((limit - self.idle_rss) // self.total)
+
+
+def measure_stalled(work: Path, conns: int, relay_args: str, cpus: str | None) -> StalledCost:
+    """Hold ``conns`` stalled connections through a relay started with ``relay_args`` and
+    measure what they cost once its memory stops growing."""
     stop = threading.Event()
     upstream, thread = _pusher(stop)
     up_port = upstream.getsockname()[1]
     clients: list[socket.socket] = []
     try:
-        with peers.relay(work / "relay", up_port, workers=1, cpus=args.cpus,
-                         extra=args.relay_args.split()) as proc:
+        with peers.relay(work / "relay", up_port, workers=1, cpus=cpus,
+                         extra=relay_args.split()) as proc:
             pid = proc.pids()[0]
             rss0 = peers.rss_kib([pid])
-            for _ in range(args.conns):
+            for _ in range(conns):
                 c = socket.create_connection(("127.0.0.1", proc.port))
                 c.sendall(b"GET / HTTP/1.1\r\nHost: stalled.test\r\n\r\n")
                 clients.append(c)  # never read: the relay's send buffer towards it fills
@@ -242,24 +264,28 @@ def stalled(args: argparse.Namespace, work: Path) -> None:
             eph = {int(line.split()[2].rsplit(":", 1)[1]) for line in out.splitlines()
                    if line.strip()}
             n_up, k_up = _skmem(eph)
-            per_user = (rss1 - rss0) * 1024 / args.conns
-            per_kernel = (k_client + k_up) / args.conns
-            per = per_user + per_kernel
-            limit = args.memory_limit * 1024 * 1024
-            print(f"{args.conns} stalled connections (relay {args.relay_args or 'defaults'}): "
-                  f"RSS {rss0 / 1024:.1f} -> {rss1 / 1024:.1f} MiB; per connection: user "
-                  f"{per_user / 1024:.0f} KiB, kernel {per_kernel / 1024:.0f} KiB "
-                  f"(client side {k_client / max(n_client, 1) / 1024:.0f} KiB over {n_client} "
-                  f"sockets, upstream side {k_up / max(n_up, 1) / 1024:.0f} KiB over {n_up}); "
-                  f"total {per / 1024:.0f} KiB", flush=True)
-            print(f"fit in {args.memory_limit} MiB (minus the {rss0 / 1024:.0f} MiB idle "
-                  f"process): {int((limit - rss0 * 1024) // per)} connections", flush=True)
+            return StalledCost(idle_rss=rss0 * 1024, user=(rss1 - rss0) * 1024 / conns,
+                               client_side=k_client / max(n_client, 1),
+                               upstream_side=k_up / max(n_up, 1),
+                               kernel=(k_client + k_up) / conns)
     finally:
         for c in clients:
             c.close()
         stop.set()
         thread.join(5)
         upstream.close()
+
+
+def stalled(args: argparse.Namespace, work: Path) -> None:
+    cost = measure_stalled(work, args.conns, args.relay_args, args.cpus)
+    kib = 1024
+    print(f"{args.conns} stalled connections (relay {args.relay_args or 'defaults'}): "
+          f"idle RSS {cost.idle_rss / kib / kib:.1f} MiB; per connection: user "
+          f"{cost.user / kib:.0f} KiB, kernel {cost.kernel / kib:.0f} KiB (client side "
+          f"{cost.client_side / kib:.0f} KiB, upstream side {cost.upstream_side / kib:.0f} KiB "
+          f"per socket); total {cost.total / kib:.0f} KiB", flush=True)
+    print(f"fit in {args.memory_limit} MiB (minus the {cost.idle_rss / kib / kib:.0f} MiB idle "
+          f"process): {cost.fit(args.memory_limit * kib * kib)} connections", flush=True)
 
 
 def main() -> int:
