@@ -1,4 +1,18 @@
 """Shared fixtures. Real peers (nginx, HAProxy, curl) live in tests/peers/; the fake
 kube-apiserver and its fixtures (``fake_api``, ``kubeconfig``) in tests/fakeapi/."""
 
+from collections.abc import Iterator
+
+import pytest
+
+from tests.peers.netns import private_network
+
 pytest_plugins = ["tests.fakeapi.fixtures", "tests.verify.fixtures"]
+
+
+@pytest.fixture
+def own_network() -> Iterator[None]:
+    """The test runs in a network namespace of its own (tests.peers.netns): for wildcard
+    binds, which must reach no interface but the namespace's loopback."""
+    with private_network():
+        yield

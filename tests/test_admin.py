@@ -134,6 +134,7 @@ def test_controller_scrape_keeps_its_names_and_whole_numbers() -> None:
     assert types["hairpin_controller_leader"] == "gauge"
 
 
+@pytest.mark.usefixtures("own_network")  # binds a wildcard address
 def test_the_default_address_serves_ipv4_and_ipv6_probes() -> None:
     """``[::]`` (the default of every admin endpoint) is one dual-stack socket: the kubelet's
     probes and Prometheus reach it over IPv4 and IPv6 alike. asyncio alone would make it

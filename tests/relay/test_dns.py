@@ -80,6 +80,7 @@ def test_the_name_is_asked_for_as_an_absolute_name_once_per_ttl(
     assert queries(dns, "AAAA") == [NAME]
 
 
+@pytest.mark.usefixtures("own_network")  # binds a wildcard address
 def test_answers_expire_with_their_ttl_and_a_dns_outage_keeps_the_last_good_one(
         tmp_path: Path, dns: Dnsmasq) -> None:
     failures: list[tuple[str, bool]] = []

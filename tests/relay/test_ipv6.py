@@ -14,7 +14,9 @@ from hairpin_proxy.admin import bind_stream
 from tests.peers import free_port, has_ipv6_loopback
 from tests.relay.helpers import Upstream, closed_promptly, connect, echo, recv_all, run_relay
 
-pytestmark = pytest.mark.skipif(not has_ipv6_loopback(), reason="no IPv6 loopback here")
+pytestmark = [pytest.mark.skipif(not has_ipv6_loopback(), reason="no IPv6 loopback here"),
+              # The wildcard binds ([::], 0.0.0.0) stay inside a namespace of the test's own.
+              pytest.mark.usefixtures("own_network")]
 
 
 def roundtrip(port: int, host: str) -> tuple[str, int]:

@@ -62,6 +62,7 @@ def test_header_carries_the_client_and_the_address_it_connected_to(
         assert header.destination == ("127.0.0.1", relay.ports[0])
 
 
+@pytest.mark.usefixtures("own_network")  # binds a wildcard address
 def test_per_listener_version_and_dual_stack_wildcard(tmp_path: Path, loop: str) -> None:
     port = free_port("::1")
     with Upstream(echo) as up, run_relay(

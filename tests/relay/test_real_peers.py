@@ -100,6 +100,7 @@ frontend fe
 
 
 @pytest.mark.parametrize("version", ["v1", "v2"])
+@pytest.mark.usefixtures("own_network")  # binds a wildcard address
 def test_nginx_sees_the_advertised_destination(tmp_path: Path, version: str) -> None:
     """@80 and --advertise-address: nginx's $proxy_protocol_server_port/_addr (from which
     ingress-nginx builds X-Forwarded-Port and redirects) are what the client dialed through
@@ -125,6 +126,7 @@ def test_nginx_sees_the_advertised_destination(tmp_path: Path, version: str) -> 
 
 
 @pytest.mark.parametrize("version", ["v1", "v2"])
+@pytest.mark.usefixtures("own_network")  # binds a wildcard address
 def test_without_advertise_address_the_dialed_address_and_advertised_port(
         tmp_path: Path, version: str) -> None:
     """The default destination address is the one the client connected to, also on a
