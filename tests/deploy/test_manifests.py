@@ -34,7 +34,7 @@ ALL_RENDERS = ["base", "overlays/k3s", "overlays/aks", "overlays/rke2", "overlay
                "components/traefik", "components/coredns-import", "components/rke2",
                "components/proxy-v2", "components/etchosts", "components/image",
                "components/nudge-coredns", "components/monitoring",
-               "components/networkpolicy"]
+               "components/networkpolicy", "components/networkpolicy-etchosts"]
 # Each cleanup Job runs with the controller's service account as installed by this render.
 CLEANUP_FOR = {"cleanup/default": "base", "cleanup/coredns-import": "overlays/k3s",
                "cleanup/rke2": "overlays/rke2"}
@@ -326,6 +326,24 @@ def test_every_container_arg_is_a_real_flag(renders: dict[str, list[Doc]]) -> No
                     known_env.add("POD_NAMESPACE")
                 for e in c.get("env", []):
                     assert e["name"] in known_env, f"{what}: env {e['name']} is not read"
+
+
+def test_every_listen_address_serves_ipv6_only_and_dual_stack_clusters(
+        renders: dict[str, list[Doc]]) -> None:
+    """An IPv4 wildcard in a manifest would refuse the kubelet's probes and Prometheus on an
+    IPv6-only cluster: every address a workload listens on is ``[::]`` (dual-stack where the
+    node has IPv4 too) or left to the command's default, which is."""
+    seen = 0
+    for name, docs in renders.items():
+        for w in workloads(docs):
+            for c in pod_spec(w)["containers"]:
+                for arg in c.get("args", []):
+                    flag, _, value = arg.partition("=")
+                    if flag.endswith("-listen") or flag == "--targets-address":
+                        seen += 1
+                        assert value in ("", "::") or value.startswith("[::]:"), \
+                            f"{name}: {w['metadata']['name']}: {arg}"
+    assert seen  # the etchosts agent sets its admin address
 
 
 def test_flag_check_catches_a_misspelt_flag() -> None:

@@ -526,11 +526,11 @@ def test_network_policies_allow_exactly_what_is_needed(renders: dict[str, list[D
 
     # Proxy ingress: the relay ports from anywhere (the targets table's slots from 20002 up to
     # what 1,000 targets take); the admin port from monitoring only.
-    relay_ports = {("TCP", p) for p in (8080, 8443, 80, 443, 20002)}
+    relay_ports = {("TCP", p) for p in (80, 443, 20002)}
     container = find(docs, "Deployment", "hairpin-proxy")["spec"]["template"]["spec"][
         "containers"][0]
     listening = {("TCP", p["containerPort"]) for p in container["ports"] if p["name"] != "admin"}
-    assert listening <= relay_ports
+    assert listening | {("TCP", 20002)} == relay_ports  # no port opened that nothing serves
     by_ports = {frozenset(_ports(r)): r for r in proxy["ingress"]}
     assert "from" not in by_ports[frozenset(relay_ports)]
     assert [p.get("endPort") for p in by_ports[frozenset(relay_ports)]["ports"]
@@ -552,3 +552,21 @@ def test_network_policies_allow_exactly_what_is_needed(renders: dict[str, list[D
     assert sorted(map(sorted, map(_ports, ctl["egress"]))) == [
         [("TCP", 53), ("UDP", 53)], [("TCP", 443), ("TCP", 6443)]]
     assert all("to" not in r for r in ctl["egress"])  # see the ipBlock caveat in the policy
+
+
+def test_the_node_agents_policy_selects_it_and_allows_only_the_api_and_metrics(
+        renders: dict[str, list[Doc]]) -> None:
+    agent = renders["overlays/etchosts"]
+    policy = find(renders["components/networkpolicy-etchosts"], "NetworkPolicy",
+                  "hairpin-proxy-etchosts", "hairpin-proxy-node")
+    spec = policy["spec"]
+    daemonset = find(agent, "DaemonSet", "hairpin-proxy-etchosts")
+    assert daemonset["metadata"]["namespace"] == policy["metadata"]["namespace"]
+    assert selects(spec["podSelector"], daemonset["spec"]["template"]["metadata"]["labels"])
+    assert not selects(spec["podSelector"], pod_labels(agent, "hairpin-proxy"))
+    assert spec["policyTypes"] == ["Ingress", "Egress"]
+    container = daemonset["spec"]["template"]["spec"]["containers"][0]
+    assert [p["containerPort"] for p in container["ports"]] == [9090]
+    assert [(_ports(r), r["from"]) for r in spec["ingress"]] == [({("TCP", 9090)},
+                                                                  [MONITORING_NS])]
+    assert [_ports(r) for r in spec["egress"]] == [{("TCP", 443), ("TCP", 6443)}]
