@@ -458,12 +458,15 @@ class DoctorSettings(CorednsTargetSettings, TargetSettings, PolicySettings, Kube
     tls_port: int = opt(443, "TLS port to probe; 0 skips it.")
     output: Literal["text", "json"] = opt("text", "Report format.")
     timeout: float = opt(3.0, "Seconds for each probe connection; a DNS lookup gets three "
-                              "times as long (at least 5).")
+                              "times as long (at least 5). Also bounds the whole run: it "
+                              "ends within max(2T,5) + max(3T,5) + T seconds.")
     proxy_service: str = opt("hairpin-proxy", "The proxy Service in our namespace.")
     proxy_address: tuple[str, ...] = opt((), "An address that counts as the proxy Service's, "
                                              "besides its ClusterIPs (repeatable).")
     resolve: tuple[str, ...] = opt((), "HOST:ADDR, like curl's --resolve: use ADDR for HOST "
-                                       "instead of the resolver (repeatable; a diagnostic aid).")
+                                       "instead of the resolver; HOST '*' is every name, "
+                                       "'*.example.com' every name under example.com "
+                                       "(repeatable; a diagnostic aid).")
     api: bool = opt(True, "Ask the Kubernetes API for cluster facts; --no-api probes DNS and "
                           "the ports only.")
     verify_hosts: Literal["on", "off"] = opt(

@@ -337,8 +337,8 @@ def test_wildcard_resolve(plain_nginx: Nginx) -> None:
         assert h["dns"]["overridden"] and h["dns"]["addresses"][0]["address"] == LB_IP
     rc, _, err = doctor(HOST, "--resolve", f"shop*.example.test:{LB_IP}", "--no-api")
     assert rc == 2 and err.count("\n") == 1, err
-    assert "--resolve 'shop*.example.test:127.0.0.1': a wildcard must be the whole first " \
-           "label, as in *.example.com" in err
+    assert "--resolve 'shop*.example.test:127.0.0.1': a wildcard is '*' alone or the whole " \
+           "first label, as in *.example.com" in err
 
 
 def test_api_down_still_probes(tmp_path: Path, plain_nginx: Nginx) -> None:

@@ -52,9 +52,9 @@ def test_parse_overrides() -> None:
             parse_overrides((bad,))
 
 
-def test_wildcard_overrides_work_like_curls() -> None:
+def test_wildcard_overrides() -> None:
     """``*.example.test`` stands for every name under example.test, not for example.test;
-    a name's own entry wins, then the closest wildcard."""
+    a name's own entry wins, then the closest wildcard, then ``*`` (curl's only wildcard)."""
     o = parse_overrides(("*.Example.test:192.0.2.1", "*.deep.example.test:192.0.2.2",
                          "exact.example.test:192.0.2.3"))
     assert o["*.example.test"] == ("192.0.2.1",)
@@ -67,10 +67,19 @@ def test_wildcard_overrides_work_like_curls() -> None:
     given = start_resolve("hairpin-proxy-doctor.example.test", o, 3.0,
                           ThreadPoolExecutor(max_workers=1))()
     assert given.addresses == ("192.0.2.1",) and given.overridden
-    for bad in ("a*.example.test:192.0.2.1", "*:192.0.2.1", "a.*.example.test:192.0.2.1",
-                "*.*.example.test:192.0.2.1", "*example.test:192.0.2.1"):
-        with pytest.raises(ValueError, match="wildcard must be the whole first label"):
+    for bad in ("a*.example.test:192.0.2.1", "**:192.0.2.1", "a.*.example.test:192.0.2.1",
+                "*.*.example.test:192.0.2.1", "*example.test:192.0.2.1", "*.:192.0.2.1"):
+        with pytest.raises(ValueError, match="a wildcard is '\\*' alone or the whole first"):
             parse_overrides((bad,))
+
+
+def test_a_bare_star_answers_every_name_after_any_other_entry() -> None:
+    o = parse_overrides(("*:192.0.2.9", "*.example.test:192.0.2.1", "exact.example.org:192.0.2.3"))
+    assert overridden("a.example.test", o) == ("192.0.2.1",)
+    assert overridden("exact.example.org", o) == ("192.0.2.3",)
+    assert overridden("example.test", o) == ("192.0.2.9",)
+    assert overridden("anything.else", o) == ("192.0.2.9",)
+    assert overridden("anything.else", parse_overrides(("a.test:192.0.2.1",))) is None
 
 
 def test_resolve_uses_the_system_resolver(pool: ThreadPoolExecutor) -> None:

@@ -29,8 +29,9 @@ _MAX_STATUS_LINE = 4096
 def parse_overrides(items: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
     """``HOST:ADDR`` items (IPv6 as ``HOST:[::1]`` or ``HOST:::1``) to host -> addresses.
 
-    As with curl's ``--resolve``, HOST may be a wildcard, ``*.example.com``: it stands for
-    every name under example.com (not example.com itself); see ``overridden``.
+    HOST ``*`` stands for every name, as in curl's ``--resolve``; beyond curl, HOST may also
+    be ``*.example.com``, every name under example.com (not example.com itself); see
+    ``overridden``.
     """
     out: dict[str, list[str]] = {}
     for item in items:
@@ -38,9 +39,10 @@ def parse_overrides(items: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
         addr = addr.strip().strip("[]")
         if not sep or not host or not addr:
             raise ValueError(f"--resolve {item!r}: expected HOST:ADDR")
-        if "*" in host and (not host.startswith("*.") or "*" in host[1:] or len(host) < 3):
-            raise ValueError(f"--resolve {item!r}: a wildcard must be the whole first label, "
-                             "as in *.example.com")
+        if "*" in host and host != "*" and (
+                not host.startswith("*.") or "*" in host[1:] or len(host) < 3):
+            raise ValueError(f"--resolve {item!r}: a wildcard is '*' alone or the whole first "
+                             "label, as in *.example.com")
         try:
             socket.inet_pton(socket.AF_INET6 if ":" in addr else socket.AF_INET, addr)
         except OSError:
@@ -51,7 +53,7 @@ def parse_overrides(items: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
 
 def overridden(host: str, overrides: Mapping[str, tuple[str, ...]]) -> tuple[str, ...] | None:
     """The ``--resolve`` addresses for ``host``: its own entry, else the closest wildcard
-    above it (``*.b.example.com`` before ``*.example.com``), else None."""
+    above it (``*.b.example.com`` before ``*.example.com``), else ``*``'s, else None."""
     name = host.lower().rstrip(".")
     given = overrides.get(name)
     if given is not None:
@@ -61,7 +63,7 @@ def overridden(host: str, overrides: Mapping[str, tuple[str, ...]]) -> tuple[str
         given = overrides.get("*." + ".".join(labels[i:]))
         if given is not None:
             return given
-    return None
+    return overrides.get("*")
 
 
 def start_resolve(host: str, overrides: Mapping[str, tuple[str, ...]], timeout: float,
