@@ -35,6 +35,7 @@ from tests.fakeapi.fixtures import (
 from tests.fakeapi.server import FakeApiServer
 from tests.peers.nginx import Nginx
 from tests.relay.helpers import Relay
+from tests.waiting import wait_until
 
 HOST = "shop.example.test"
 ENVOY = "gateway.envoyproxy.io/gatewayclass-controller"
@@ -51,10 +52,7 @@ def next_second() -> None:
     """Wait for the clock's second to change: creationTimestamps have second resolution, and
     the conflict tests need two objects of different ages."""
     start = int(time.time())
-    for _ in range(30):
-        if int(time.time()) != start:
-            return
-        time.sleep(0.05)
+    wait_until(lambda: int(time.time()) != start, 3, "the clock's second to change")
 
 
 def accepted(obj: dict[str, Any], parent: str = "public",

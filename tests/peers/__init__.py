@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.waiting import wait_until
+from tests.waiting import WaitTimeout, wait_until
 
 __all__ = [
     "CliProcess",
@@ -60,16 +59,21 @@ def wait_for_port(host: str, port: int, timeout: float = 30.0) -> None:
     Note that a bare connect to a ``proxy_protocol`` listener makes the server log a
     complaint; the peers below have their own readiness checks that avoid that.
     """
-    deadline = time.monotonic() + timeout
-    last: OSError | None = None
-    while time.monotonic() < deadline:
+    last: list[OSError] = []
+
+    def accepts() -> bool:
         try:
             with socket.create_connection((host, port), timeout=min(2.0, timeout)):
-                return
+                return True
         except OSError as exc:
-            last = exc
-            time.sleep(0.05)
-    raise TimeoutError(f"nothing accepted connections on {host}:{port} within {timeout}s: {last}")
+            last[:] = [exc]
+            return False
+
+    try:
+        wait_until(accepts, timeout, f"a listener on {host}:{port}")
+    except WaitTimeout:
+        raise TimeoutError(f"nothing accepted connections on {host}:{port} within {timeout}s: "
+                           f"{last[0] if last else None}") from None
 
 
 def wait_for(predicate: Callable[[], object], timeout: float = 30.0,

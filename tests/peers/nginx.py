@@ -22,7 +22,6 @@ import os
 import resource
 import socket
 import subprocess
-import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ import pytest
 
 from tests.peers import free_port, has_ipv6_loopback, read_text, require_binary, stop_process
 from tests.peers.tls import make_cert
+from tests.waiting import WaitTimeout, wait_until
 
 ECHO_MODULE = Path("/usr/lib/nginx/modules/ngx_http_echo_module.so")
 TLS_NAMES = ["example.test", "*.example.test", "localhost", "127.0.0.1", "::1"]
@@ -218,9 +218,11 @@ def run_nginx(workdir: Path, *, proxy_protocol: bool = True, tls: bool = False,
                 stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr, start_new_session=True)
         try:
             # The pid file is written only after every listening socket is bound.
-            deadline = time.monotonic() + start_timeout
-            while time.monotonic() < deadline and proc.poll() is None and not pid_path.exists():
-                time.sleep(0.02)
+            def started(p: subprocess.Popen[bytes] = proc) -> bool:
+                return p.poll() is not None or pid_path.exists()
+
+            with contextlib.suppress(WaitTimeout):  # judged below, with the logs
+                wait_until(started, start_timeout, "nginx's pid file", interval=0.02)
             if proc.poll() is None and pid_path.exists():
                 break
             stop_process(proc)

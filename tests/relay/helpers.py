@@ -304,14 +304,17 @@ def run_relay(tmp: Path, listen: list[str], *args: str, loop: str = "asyncio",
 
 def settled_fd_count(relay: Relay) -> int:
     """The relay's descriptor count once it stops changing (an admin reply may be closing)."""
-    last = relay.fd_count()
-    for _ in range(100):
+    seen = [relay.fd_count()]
+
+    def steady() -> int | None:
         time.sleep(0.2)
         now = relay.fd_count()
-        if now == last:
-            return now
-        last = now
-    return last
+        before, seen[0] = seen[0], now
+        return now if now == before else None
+
+    count = wait_until(steady, 20, "the relay's descriptor count to settle")
+    assert count is not None
+    return count
 
 
 def connect(port: int, host: str = "127.0.0.1", timeout: float = 30.0) -> socket.socket:

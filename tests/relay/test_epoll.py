@@ -37,6 +37,7 @@ from tests.relay.helpers import (
     settled_fd_count,
     wait_until,
 )
+from tests.waiting import until
 
 LOOPS = ("uvloop", "asyncio")
 LINGER_ZERO = struct.pack("ii", 1, 0)
@@ -242,10 +243,7 @@ def test_a_handler_that_raises_costs_only_its_own_report(caplog: pytest.LogCaptu
         poller.watch(b.fileno(), lambda events: seen.append("fine"))
         a_peer.send(b"x")
         b_peer.send(b"x")
-        for _ in range(200):
-            if "fine" in seen and "broken" in seen:
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: "fine" in seen and "broken" in seen, 2, "both handlers to run")
 
     with caplog.at_level(logging.ERROR, logger="hairpin_proxy.relay"):
         run_poller(body)
@@ -283,10 +281,7 @@ def test_a_socket_released_during_a_batch_is_closed_after_it() -> None:
         poller.watch(b.fileno(), second)
         a_peer.send(b"x")
         b_peer.send(b"x")
-        for _ in range(200):
-            if released and a.fileno() == -1:
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: released and a.fileno() == -1, 2, "the released socket to close")
 
     run_poller(body)
     assert during == [True]

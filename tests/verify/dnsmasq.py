@@ -29,6 +29,7 @@ import dns.rdatatype
 import pytest
 
 from tests.peers import read_text, stop_process
+from tests.waiting import WaitTimeout, wait_until
 
 LB_IP = "203.0.113.10"
 OTHER_IP = "198.51.100.7"
@@ -123,16 +124,17 @@ class Dnsmasq:
         self.log_path.write_bytes(b"")
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                self.proc = None
-                return False
-            if self.answers():
-                return True
-            time.sleep(0.05)
-        self.stop()
-        return False
+        proc = self.proc
+        try:
+            wait_until(lambda: proc.poll() is not None or self.answers(), timeout,
+                       "dnsmasq to answer")
+        except WaitTimeout:
+            self.stop()
+            return False
+        if proc.poll() is not None:  # it exited (its port was taken, mostly)
+            self.proc = None
+            return False
+        return True
 
     def answers(self) -> bool:
         query = dns.message.make_query("app.example.test.", dns.rdatatype.A)
