@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +43,7 @@ from tests.fakeapi.fixtures import (
     service,
 )
 from tests.fakeapi.server import FakeApiServer, RequestRecord
+from tests.waiting import wait_until
 
 SA = "hairpin-proxy-controller"
 
@@ -179,12 +180,8 @@ def _args(docs: list[Doc], kind: str, name: str) -> list[str]:
     return args[1:]  # without the subcommand, which Controller puts first
 
 
-def _wait(what: str, predicate: object, timeout: float = 30.0) -> None:
-    assert callable(predicate)
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"{what} not reached within {timeout}s"
-        time.sleep(0.05)
+def _wait(what: str, predicate: Callable[[], object], timeout: float = 30.0) -> None:
+    wait_until(predicate, timeout, what)
 
 
 def _split(records: list[RequestRecord]) -> tuple[list[Access], list[str]]:
