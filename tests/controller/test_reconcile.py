@@ -214,12 +214,23 @@ def test_reverted_configmap_is_repaired(cluster: FakeApiServer, start: Start) ->
     ctl = start()
     ctl.wait_ready()
     wait_until(lambda: managed(cluster) == ("a.example.com",), what="first write")
-    # A Helm upgrade or a k3s restart puts the stock Corefile back.
-    cm = cluster.get("ConfigMap", "kube-system", "coredns")
-    assert cm is not None
-    cm["data"]["Corefile"] = COREFILE
-    cluster.update(cm)
-    wait_until(lambda: managed(cluster) == ("a.example.com",), timeout=15, what="repair")
+    writes = 'hairpin_controller_writes_total{target="corefile"}'
+    evaluations = "hairpin_controller_ingress_evaluations_total"
+    hosts = "hairpin_controller_hosts_managed"
+    wait_until(lambda: ctl.metric(writes) == 1, what="the first write counted")
+    before = (ctl.metric(evaluations), ctl.metric(hosts))
+    # A Helm upgrade or a k3s restart puts the stock Corefile back; something that keeps doing
+    # so is what the HairpinControllerRepairLoop alert is for: it fires on rule writes while
+    # no Ingress was evaluated and the managed host count stayed the same, so each repair
+    # must count a write and nothing else.
+    for repair in range(1, 5):
+        cm = cluster.get("ConfigMap", "kube-system", "coredns")
+        assert cm is not None
+        cm["data"]["Corefile"] = COREFILE
+        cluster.update(cm)
+        wait_until(lambda: managed(cluster) == ("a.example.com",), timeout=15, what="repair")
+        wait_until(lambda n=repair: ctl.metric(writes) == 1 + n, what=f"repair {repair} counted")
+    assert (ctl.metric(evaluations), ctl.metric(hosts)) == before == (1, 1)
 
 
 def test_hostile_hosts_give_events_and_never_reach_the_corefile(cluster: FakeApiServer,
