@@ -1,5 +1,6 @@
 """Shared fixtures. Real peers (nginx, HAProxy, curl) live in tests/peers/; the fake
-kube-apiserver and its fixtures (``fake_api``, ``kubeconfig``) in tests/fakeapi/."""
+kube-apiserver and its fixtures (``fake_api``, ``kubeconfig``) in tests/fakeapi/; under CI a
+skipped test fails (tests/ci_skips.py)."""
 
 from collections.abc import Iterator
 
@@ -7,7 +8,7 @@ import pytest
 
 from tests.peers.netns import private_network
 
-pytest_plugins = ["tests.fakeapi.fixtures", "tests.verify.fixtures"]
+pytest_plugins = ["tests.fakeapi.fixtures", "tests.verify.fixtures", "tests.ci_skips"]
 
 
 @pytest.fixture
