@@ -1,8 +1,9 @@
 """deploy/components/monitoring and deploy/components/networkpolicy: render, validate, make sense.
 
 The Prometheus Operator kinds are not in kubernetes-validate's schemas: they are checked against
-minimal schemas written from the monitoring.coreos.com/v1 CRDs below (strict on every field these
-manifests use: an unknown or misspelt field fails). The alert expressions and the dashboard's
+the operator's own monitoring.coreos.com/v1 CRD schemas (tests/deploy/crds/, vendored by
+scripts/vendor_crd_schemas.py), applied strictly as the API server's strict field validation
+does (an unknown or misspelt field fails), and against the rule its admission webhook adds. The alert expressions and the dashboard's
 queries go through the real PromQL parser (`promtool check rules`) and the alerts through
 `promtool test rules` on synthetic series; promtool is required (Debian package `prometheus`,
 installed by scripts/system-deps.sh).
@@ -39,40 +40,10 @@ CRD_GROUP = "monitoring.coreos.com/v1"
 
 # ----------------------------------------------------------------- schemas (from the CRDs)
 
-# monitoring.coreos.com/v1 Duration: `^(0|(([0-9]+)y)?(([0-9]+)w)?...(([0-9]+)ms)?)$`
-DURATION = {"type": "string", "pattern":
-            r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?"
-            r"(([0-9]+)ms)?)$"}
+# The Prometheus Operator's own CRD schemas (scripts/vendor_crd_schemas.py writes the file).
+CRD_FILE = Path(__file__).resolve().parent / "crds" / "monitoring.coreos.com_v1.json"
+CRDS: dict[str, Any] = json.loads(CRD_FILE.read_text())
 STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
-LABEL_SELECTOR = {
-    "type": "object", "additionalProperties": False,
-    "properties": {
-        "matchLabels": STRING_MAP,
-        "matchExpressions": {"type": "array", "items": {
-            "type": "object", "additionalProperties": False, "required": ["key", "operator"],
-            "properties": {"key": {"type": "string"},
-                           "operator": {"enum": ["In", "NotIn", "Exists", "DoesNotExist"]},
-                           "values": {"type": "array", "items": {"type": "string"}}}}},
-    },
-}
-NAMESPACE_SELECTOR = {
-    "type": "object", "additionalProperties": False,
-    "properties": {"any": {"type": "boolean"},
-                   "matchNames": {"type": "array", "items": {"type": "string"}}},
-}
-ENDPOINT = {  # the fields of Endpoint / PodMetricsEndpoint used here, plus their close kin
-    "type": "object", "additionalProperties": False,
-    "properties": {
-        "port": {"type": "string"},
-        "targetPort": {"type": ["string", "integer"]},
-        "path": {"type": "string"},
-        "scheme": {"enum": ["http", "https", "HTTP", "HTTPS"]},
-        "interval": DURATION,
-        "scrapeTimeout": DURATION,
-        "honorLabels": {"type": "boolean"},
-        "honorTimestamps": {"type": "boolean"},
-    },
-}
 METADATA = {
     "type": "object", "required": ["name", "namespace"],
     "properties": {"name": {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"},
@@ -81,51 +52,58 @@ METADATA = {
 }
 
 
-def crd_schema(kind: str, spec: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "object", "additionalProperties": False,
-            "required": ["apiVersion", "kind", "metadata", "spec"],
-            "properties": {"apiVersion": {"const": CRD_GROUP}, "kind": {"const": kind},
-                           "metadata": METADATA, "spec": spec}}
+def strict(node: Any) -> Any:
+    """A CRD schema as the API server applies it with strict field validation (``kubectl apply
+    --validate=strict``, the default since 1.27 warns): an object schema that lists its
+    properties accepts no others, unless it preserves unknown fields."""
+    if isinstance(node, list):
+        return [strict(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: strict(v) for k, v in node.items()}
+    if node.get("type") == "object" and isinstance(node.get("properties"), dict) and \
+            "additionalProperties" not in node and \
+            not node.get("x-kubernetes-preserve-unknown-fields"):
+        out["additionalProperties"] = False
+    return out
 
 
-SCHEMAS: dict[str, dict[str, Any]] = {
-    "ServiceMonitor": crd_schema("ServiceMonitor", {
-        "type": "object", "additionalProperties": False, "required": ["selector", "endpoints"],
-        "properties": {"selector": LABEL_SELECTOR, "namespaceSelector": NAMESPACE_SELECTOR,
-                       "jobLabel": {"type": "string"},
-                       "targetLabels": {"type": "array", "items": {"type": "string"}},
-                       "podTargetLabels": {"type": "array", "items": {"type": "string"}},
-                       "endpoints": {"type": "array", "items": ENDPOINT, "minItems": 1}}}),
-    "PodMonitor": crd_schema("PodMonitor", {
-        "type": "object", "additionalProperties": False,
-        "required": ["selector", "podMetricsEndpoints"],
-        "properties": {"selector": LABEL_SELECTOR, "namespaceSelector": NAMESPACE_SELECTOR,
-                       "jobLabel": {"type": "string"},
-                       "podTargetLabels": {"type": "array", "items": {"type": "string"}},
-                       "podMetricsEndpoints": {"type": "array", "items": ENDPOINT,
-                                               "minItems": 1}}}),
-    "PrometheusRule": crd_schema("PrometheusRule", {
-        "type": "object", "additionalProperties": False, "required": ["groups"],
-        "properties": {"groups": {"type": "array", "items": {
-            "type": "object", "additionalProperties": False, "required": ["name", "rules"],
-            "properties": {
-                "name": {"type": "string", "minLength": 1},
-                "interval": DURATION,
-                "rules": {"type": "array", "items": {
-                    "type": "object", "additionalProperties": False, "required": ["expr"],
-                    "oneOf": [{"required": ["alert"]}, {"required": ["record"]}],
-                    "properties": {
-                        "alert": {"type": "string"}, "record": {"type": "string"},
-                        "expr": {"type": ["string", "integer"]}, "for": DURATION,
-                        "keep_firing_for": DURATION, "labels": STRING_MAP,
-                        "annotations": STRING_MAP}}}}}}}}),
-}
+def crd_schema(kind: str) -> dict[str, Any]:
+    schema: dict[str, Any] = strict(CRDS["schemas"][kind])
+    schema["properties"].update({"apiVersion": {"const": CRD_GROUP}, "kind": {"const": kind},
+                                 "metadata": METADATA})
+    schema["required"] = sorted({*schema.get("required", ()), "apiVersion", "kind",
+                                 "metadata", "spec"})
+    return schema
+
+
+SCHEMAS: dict[str, dict[str, Any]] = {kind: crd_schema(kind) for kind in CRDS["schemas"]}
+
+
+def webhook_problems(doc: Doc) -> list[str]:
+    """What the operator's admission webhook refuses beyond the schema: a rule is an alert or
+    a recording rule, never both or neither."""
+    if doc["kind"] != "PrometheusRule":
+        return []
+    return [f"PrometheusRule/{doc['metadata'].get('name')}: group {g.get('name')}: a rule "
+            "needs exactly one of alert and record"
+            for g in doc["spec"].get("groups", []) for r in g.get("rules", [])
+            if ("alert" in r) == ("record" in r)]
 
 
 def crd_problems(doc: Doc) -> list[str]:
     validator = jsonschema.Draft202012Validator(SCHEMAS[doc["kind"]])
     return [f"{doc['kind']}/{doc['metadata'].get('name')}: {'/'.join(map(str, e.path))}: "
-            f"{e.message}" for e in validator.iter_errors(doc)]
+            f"{e.message}" for e in validator.iter_errors(doc)] + webhook_problems(doc)
+
+
+def test_the_vendored_crd_schemas_are_the_operators() -> None:
+    assert set(CRDS["schemas"]) == {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
+    assert "prometheus-operator" in CRDS["source"]
+    assert tuple(map(int, CRDS["operator_version"].split("."))) >= (0, 60, 0)
+    endpoint = CRDS["schemas"]["ServiceMonitor"]["properties"]["spec"]["properties"][
+        "endpoints"]["items"]
+    assert {"port", "path", "interval", "scheme"} <= set(endpoint["properties"])
 
 
 # ----------------------------------------------------------------- helpers
