@@ -3,8 +3,9 @@
 The Prometheus Operator kinds are not in kubernetes-validate's schemas: they are checked against
 the operator's own monitoring.coreos.com/v1 CRD schemas (tests/deploy/crds/, vendored by
 scripts/vendor_crd_schemas.py), applied strictly as the API server's strict field validation
-does (an unknown or misspelt field fails), and against the rule its admission webhook adds. The alert expressions and the dashboard's
-queries go through the real PromQL parser (`promtool check rules`) and the alerts through
+does (an unknown or misspelt field fails), and against the rule its admission webhook adds.
+The alert expressions and the dashboard's queries go through the real PromQL parser
+(`promtool check rules`) and the alerts through
 `promtool test rules` on synthetic series; promtool is required (Debian package `prometheus`,
 installed by scripts/system-deps.sh).
 """
