@@ -15,7 +15,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
 import pytest
@@ -25,6 +25,7 @@ from tests.waiting import WaitTimeout, wait_until
 __all__ = [
     "CliProcess",
     "free_port",
+    "free_ports",
     "has_ipv6_loopback",
     "read_text",
     "require_binary",
@@ -41,6 +42,27 @@ def free_port(host: str = "127.0.0.1") -> int:
         s.bind((host, 0))
         port: int = s.getsockname()[1]
         return port
+
+
+def free_ports(count: int, host: str = "127.0.0.1", avoid: Collection[int] = ()) -> list[int]:
+    """``count`` different TCP ports that were free a moment ago, none of them in ``avoid``:
+    the sockets stay bound until all are chosen, so the kernel cannot hand one out twice (as
+    separate ``free_port`` calls may)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    held: list[socket.socket] = []
+    try:
+        ports: list[int] = []
+        while len(ports) < count:
+            s = socket.socket(family, socket.SOCK_STREAM)
+            held.append(s)
+            s.bind((host, 0))
+            port: int = s.getsockname()[1]
+            if port not in avoid:
+                ports.append(port)
+        return ports
+    finally:
+        for s in held:
+            s.close()
 
 
 def has_ipv6_loopback() -> bool:

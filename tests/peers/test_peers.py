@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.peers import free_port, require_binary, wait_for, wait_for_port
+from tests.peers import free_port, free_ports, require_binary, wait_for, wait_for_port
 from tests.peers.haproxy import run_haproxy
 from tests.peers.nginx import pattern_bytes, run_nginx
 
@@ -166,3 +166,10 @@ def test_haproxy_rejects_bad_config_clearly(tmp_path: Path) -> None:
 def test_require_binary_skips_when_missing() -> None:
     with pytest.raises(pytest.skip.Exception, match="not installed"):
         require_binary("definitely-not-a-real-binary-" + str(os.getpid()))
+
+
+def test_free_ports_are_distinct_and_avoid_the_ones_named() -> None:
+    first = free_ports(8)
+    assert len(set(first)) == 8
+    again = free_ports(8, avoid=first)
+    assert len(set(again)) == 8 and not set(again) & set(first)

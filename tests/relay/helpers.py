@@ -31,7 +31,7 @@ from hairpin_proxy.relay.resolve import Resolver
 from hairpin_proxy.relay.spec import parse_listeners
 from hairpin_proxy.settings import ProxySettings
 from tests import waiting
-from tests.peers import free_port, read_text, stop_process, wait_for
+from tests.peers import free_ports, read_text, stop_process, wait_for
 
 # The shared helper, re-exported (an assignment, so mypy --strict sees the export): relay tests
 # import wait_until from here.
@@ -273,14 +273,17 @@ def run_relay(tmp: Path, listen: list[str], *args: str, loop: str = "asyncio",
 
     ``{port}`` in a listen spec is replaced by a fresh free loopback port (see Relay.ports).
     """
+    # The listeners' fresh ports and the admin port, all different and none a port the specs
+    # name already (separate free_port calls can return the same port twice).
+    named = {int(n) for text in listen for n in re.findall(r":(\d+)", text)}
+    *fresh, admin_port = free_ports(sum("{port}" in text for text in listen) + 1, avoid=named)
     ports: list[int] = []
     specs = []
     for text in listen:
         if "{port}" in text:
-            ports.append(free_port())
+            ports.append(fresh[len(ports)])
             text = text.replace("{port}", str(ports[-1]))  # noqa: PLW2901
         specs.append(text)
-    admin_port = free_port()
     log_path = tmp / f"relay-{admin_port}.log"
     full_env = dict(os.environ, **(env or {}))
     with log_path.open("ab") as out:
