@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hairpin_proxy.gateway.claims import route_claims, served_classes
+from hairpin_proxy.gateway.claims import claims_of_objects, route_claims, served_classes
 from hairpin_proxy.gateway.model import (
     Gateway,
     GatewayClass,
@@ -49,3 +49,19 @@ def test_domain_allow_list_applies() -> None:
     got = route_claims(routes, gateways, served_classes(classes, ()),
                        HostPolicy(domains=("example.org",)), {})
     assert got.claims == ()
+
+
+def test_objects_are_parsed_and_an_unreadable_one_is_noted_while_the_rest_go_on() -> None:
+    broken_class, broken_gateway, broken_route = gateway_class(), gateway(), route()
+    broken_class["spec"] = broken_gateway["spec"] = broken_route["spec"] = "not an object"
+    broken_gateway["metadata"]["name"] = "bad"
+    broken_route["metadata"]["name"] = "bad"
+    got = claims_of_objects(
+        [gateway_class(), broken_class], [gateway(), broken_gateway],
+        [("HTTPRoute", route(hostnames=["shop.example.com"])), ("HTTPRoute", broken_route)],
+        wanted_classes=(), policy=HostPolicy(), namespace_labels={})
+    routes, gateways, classes = _parsed()
+    expected = route_claims(routes, gateways, served_classes(classes, ()), HostPolicy(), {})
+    assert got.claims == expected.claims[:1] and got.claims
+    unreadable = {n.split(":")[0] for n in got.notes if "spec must be an object" in n}
+    assert unreadable == {"GatewayClass public", "Gateway infra/bad", "HTTPRoute shop/bad"}

@@ -15,16 +15,7 @@ from typing import Any
 
 from hairpin_proxy.claims import Claim, ObjectRef
 from hairpin_proxy.doctor.facts import HostTarget, LostClaim, TargetVerdict
-from hairpin_proxy.gateway.claims import RouteClaims, route_claims, served_classes
-from hairpin_proxy.gateway.model import (
-    Gateway,
-    GatewayClass,
-    Malformed,
-    Route,
-    parse_gateway,
-    parse_gateway_class,
-    parse_route,
-)
+from hairpin_proxy.gateway.claims import RouteClaims, claims_of_objects
 from hairpin_proxy.policy import HostPolicy, PolicyResult, class_index
 from hairpin_proxy.targets.discovery import (
     DataPlane,
@@ -96,34 +87,11 @@ def gateway_claims(objects: GatewayObjects, policy: HostPolicy,
                    wanted_classes: Sequence[str]) -> RouteClaims:
     """The routes' claims (``gateway.claims.route_claims`` over the served classes); objects
     that cannot be read are named in the notes."""
-    notes: list[str] = []
-    classes: list[GatewayClass] = []
-    for obj in objects.classes:
-        parsed_class = parse_gateway_class(obj)
-        if isinstance(parsed_class, Malformed):
-            notes.append(str(parsed_class))
-        else:
-            classes.append(parsed_class)
-    gateways: list[Gateway] = []
-    for obj in objects.gateways:
-        parsed_gateway = parse_gateway(obj)
-        if isinstance(parsed_gateway, Malformed):
-            notes.append(str(parsed_gateway))
-        else:
-            gateways.append(parsed_gateway)
-            notes.extend(f"Gateway {parsed_gateway.meta.namespace}/"
-                         f"{parsed_gateway.meta.name}: {n}" for n in parsed_gateway.notes)
-    routes: list[Route] = []
-    for kind, obj in objects.routes:
-        parsed_route = parse_route(obj, kind)
-        if isinstance(parsed_route, Malformed):
-            notes.append(str(parsed_route))
-        else:
-            routes.append(parsed_route)
-    served = served_classes(classes, wanted_classes)
-    got = route_claims(routes, gateways, served, policy, objects.namespace_labels or {})
+    got = claims_of_objects(objects.classes, objects.gateways, objects.routes,
+                            wanted_classes=wanted_classes, policy=policy,
+                            namespace_labels=objects.namespace_labels or {})
     rejected = [f"{r.origin}: host {r.host} refused: {r.reason}" for r in got.rejections]
-    return RouteClaims(got.claims, got.rejections, (*notes, *got.notes, *rejected))
+    return RouteClaims(got.claims, got.rejections, (*got.notes, *rejected))
 
 
 # --------------------------------------------------------------------------- the plan

@@ -5,9 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from hairpin_proxy.claims import Claim, ObjectRef
-from hairpin_proxy.gateway.model import Gateway, GatewayClass, Route
+from hairpin_proxy.gateway.model import (
+    Gateway,
+    GatewayClass,
+    Malformed,
+    Route,
+    parse_gateway,
+    parse_gateway_class,
+    parse_route,
+)
 from hairpin_proxy.gateway.routes import index_gateways, route_hosts
 from hairpin_proxy.policy import HostPolicy, check_host
 
@@ -31,6 +40,43 @@ def served_classes(classes: Iterable[GatewayClass], wanted: Collection[str]
                    ) -> dict[str, GatewayClass]:
     """The GatewayClasses we serve by name: those named by --gateway-class, or all."""
     return {c.name: c for c in classes if not wanted or c.name in wanted}
+
+
+def claims_of_objects(classes: Iterable[Any], gateways: Iterable[Any],
+                      routes: Iterable[tuple[str, Any]], *, wanted_classes: Collection[str],
+                      policy: HostPolicy,
+                      namespace_labels: Mapping[str, Mapping[str, str]]) -> RouteClaims:
+    """``route_claims`` over the objects as the API lists them (routes paired with their
+    kind), for the served classes among ``classes``: each object is parsed first, and one that
+    cannot be read is named in the notes, beside the Gateways' own notes, while the rest go on.
+    """
+    notes: list[str] = []
+    parsed_classes: list[GatewayClass] = []
+    for obj in classes:
+        parsed_class = parse_gateway_class(obj)
+        if isinstance(parsed_class, Malformed):
+            notes.append(str(parsed_class))
+        else:
+            parsed_classes.append(parsed_class)
+    parsed_gateways: list[Gateway] = []
+    for obj in gateways:
+        gateway = parse_gateway(obj)
+        if isinstance(gateway, Malformed):
+            notes.append(str(gateway))
+            continue
+        parsed_gateways.append(gateway)
+        notes.extend(f"Gateway {gateway.meta.namespace}/{gateway.meta.name}: {note}"
+                     for note in gateway.notes)
+    parsed_routes: list[Route] = []
+    for kind, obj in routes:
+        route = parse_route(obj, kind)
+        if isinstance(route, Malformed):
+            notes.append(str(route))
+        else:
+            parsed_routes.append(route)
+    got = route_claims(parsed_routes, parsed_gateways,
+                       served_classes(parsed_classes, wanted_classes), policy, namespace_labels)
+    return RouteClaims(got.claims, got.rejections, (*notes, *got.notes))
 
 
 def route_claims(routes: Iterable[Route], gateways: Iterable[Gateway],

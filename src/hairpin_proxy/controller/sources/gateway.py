@@ -19,15 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hairpin_proxy.controller.sources import MakeReflector, Source, SourceClaims
-from hairpin_proxy.gateway.claims import RouteClaims, route_claims, served_classes
-from hairpin_proxy.gateway.model import (
-    Gateway,
-    GatewayClass,
-    Route,
-    parse_gateway,
-    parse_gateway_class,
-    parse_route,
-)
+from hairpin_proxy.gateway.claims import RouteClaims, claims_of_objects
 from hairpin_proxy.gateway.slim import slim_gateway, slim_gateway_class, slim_namespace, slim_route
 from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
 from hairpin_proxy.kube.discovery import served
@@ -219,30 +211,6 @@ class GatewaySource:
     def unreadable(self) -> frozenset[str]:
         return self.watches.unreadable()
 
-    def _parsed(self) -> tuple[list[Route], list[Gateway], list[GatewayClass]]:
-        w = self.watches
-        routes: list[Route] = []
-        for plural, kind in ROUTE_KINDS.items():
-            for obj in w.objects(GATEWAY_GROUP, plural):
-                parsed = parse_route(obj, kind)
-                if isinstance(parsed, Route):
-                    routes.append(parsed)
-                else:
-                    self._note(f"{kind} ignored: {parsed.reason}")
-        gateways: list[Gateway] = []
-        for obj in w.objects(GATEWAY_GROUP, "gateways"):
-            parsed_gw = parse_gateway(obj)
-            if isinstance(parsed_gw, Gateway):
-                gateways.append(parsed_gw)
-                for note in parsed_gw.notes:
-                    self._note(f"Gateway {parsed_gw.meta.namespace}/{parsed_gw.meta.name}: "
-                               f"{note}")
-            else:
-                self._note(f"Gateway ignored: {parsed_gw.reason}")
-        classes = [c for c in map(parse_gateway_class, w.objects(GATEWAY_GROUP, "gatewayclasses"))
-                   if isinstance(c, GatewayClass)]
-        return routes, gateways, classes
-
     def _note(self, note: str) -> None:
         # Notes repeat on every evaluation: each is told once per process.
         if note not in self._logged and len(self._logged) < 10_000:
@@ -270,13 +238,16 @@ class GatewaySource:
         key = (policy_generation, *self.watches.generation())
         if self._memo is not None and self._memo[0] == key:
             return self._memo[1]
-        routes, gateways, classes = self._parsed()
+        w = self.watches
         labels = {str((ns.get("metadata") or {}).get("name")):
                   {str(k): str(v) for k, v in
                    ((ns.get("metadata") or {}).get("labels") or {}).items()}
-                  for ns in self.watches.objects("", "namespaces")}
-        result = route_claims(routes, gateways, served_classes(classes, self.gateway_classes),
-                              policy, labels)
+                  for ns in w.objects("", "namespaces")}
+        result = claims_of_objects(
+            w.objects(GATEWAY_GROUP, "gatewayclasses"), w.objects(GATEWAY_GROUP, "gateways"),
+            [(kind, obj) for plural, kind in ROUTE_KINDS.items()
+             for obj in w.objects(GATEWAY_GROUP, plural)],
+            wanted_classes=self.gateway_classes, policy=policy, namespace_labels=labels)
         for note in result.notes:
             self._note(note)
         self._memo = (key, result)
