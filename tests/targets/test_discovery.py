@@ -13,6 +13,7 @@ from hairpin_proxy.targets.discovery import (
     dataplane_of,
     find_gateway_service,
     find_ingressclass_service,
+    service_addresses,
     service_ports,
     usable,
 )
@@ -213,3 +214,12 @@ def test_order_of_input_does_not_matter(lbtype: str) -> None:
     lab = {"gateway.networking.k8s.io/gateway-name": "g"}
     a, b = svc("n", "a", lab), svc("n", "b", lab, type_=lbtype)
     assert find_gateway_service([a, b], "n", "g") == find_gateway_service([b, a], "n", "g")
+
+
+def test_service_addresses_are_its_cluster_ips() -> None:
+    assert service_addresses({"spec": {"clusterIPs": ["10.0.0.1", "fd00::1"],
+                                       "clusterIP": "10.0.0.1"}}) == ("10.0.0.1", "fd00::1")
+    assert service_addresses({"spec": {"clusterIP": "10.0.0.2"}}) == ("10.0.0.2",)
+    for none in (None, {}, {"spec": None}, {"spec": {"clusterIP": "None"}},
+                 {"spec": {"clusterIPs": ["None"]}}, {"spec": {"clusterIPs": [7, ""]}}):
+        assert service_addresses(none) == ()

@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 
 from hairpin_proxy import corefile
 from hairpin_proxy.claims import Claim
-from hairpin_proxy.controller.sinks.published import service_addresses
 from hairpin_proxy.controller.sources import MakeReflector
 from hairpin_proxy.controller.sources.gateway import GatewaySource
 from hairpin_proxy.controller.sources.ingress import IngressSource
 from hairpin_proxy.kube.client import JsonObj, resource_path
 from hairpin_proxy.kube.watch import Reflector
 from hairpin_proxy.targets import table
+from hairpin_proxy.targets.discovery import service_addresses
 from hairpin_proxy.targets.mapping import MapEntry
 from hairpin_proxy.targets.model import Target
 from hairpin_proxy.targets.plan import Plan, plan

@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterable
 from hairpin_proxy import corefile
 from hairpin_proxy.controller.events import Reports
 from hairpin_proxy.controller.metrics import ControllerMetrics
-from hairpin_proxy.controller.sinks.published import service_addresses
 from hairpin_proxy.kube.client import JsonObj
 from hairpin_proxy.kube.watch import Reflector
 from hairpin_proxy.settings import ControllerSettings
+from hairpin_proxy.targets.discovery import service_addresses
 
 log = logging.getLogger("hairpin_proxy.controller")
 

@@ -21,7 +21,7 @@ from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_pa
 from hairpin_proxy.policy import HostPolicy, PolicyResult, default_target, evaluate
 from hairpin_proxy.settings import DoctorSettings
 from hairpin_proxy.targets import table as targets_table
-from hairpin_proxy.targets.discovery import NAME_LABEL
+from hairpin_proxy.targets.discovery import NAME_LABEL, service_addresses
 from hairpin_proxy.targets.mapping import MapEntry
 from hairpin_proxy.targets.model import split_service
 from hairpin_proxy.targets.resolve import (
@@ -229,8 +229,8 @@ async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
                 cluster_domain=s.cluster_domain)
             ours = routing.ProxyServices(
                 namespace=namespace, main=s.proxy_service,
-                main_found=proxy_found, main_addresses=_cluster_ips(proxy_svc),
-                by_name={str((svc.get("metadata") or {}).get("name")): _cluster_ips(svc)
+                main_found=proxy_found, main_addresses=service_addresses(proxy_svc),
+                by_name={str((svc.get("metadata") or {}).get("name")): service_addresses(svc)
                          for svc in services
                          if (svc.get("metadata") or {}).get("namespace") == namespace
                          and slot_of_service_name(
@@ -241,7 +241,7 @@ async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
     facts = f.ClusterFacts(
         lb_services=lb_services,
         proxy_service_found=proxy_found,
-        proxy_addresses=_cluster_ips(proxy_svc),
+        proxy_addresses=service_addresses(proxy_svc),
         proxy_ready_endpoints=None if slices is None or proxy_svc is None
         else f.ready_endpoints(slices),
         rule_hosts=rule_hosts,
@@ -465,14 +465,6 @@ async def _node_local_configmap(
             f"node-local-dns ConfigMap {ns}/{name} is reconciled by the addon manager "
             "(addonmanager.kubernetes.io/mode: Reconcile): the controller does not edit it")
     return _NodeLocal(f"{ns}/{name}", reconciled, zones)
-
-
-def _cluster_ips(svc: JsonObj | None) -> tuple[str, ...]:
-    if svc is None:
-        return ()
-    spec: Mapping[str, Any] = svc.get("spec") or {}
-    ips = spec.get("clusterIPs") or [spec.get("clusterIP")]
-    return tuple(ip for ip in ips if isinstance(ip, str) and ip and ip != "None")
 
 
 def policy_for(s: DoctorSettings, namespace: str) -> HostPolicy:

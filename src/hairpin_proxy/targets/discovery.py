@@ -151,6 +151,15 @@ def _pick_port(ports: list[Mapping[str, Any]], number: int, name: str) -> int:
     return 0
 
 
+def service_addresses(svc: Service | None) -> tuple[str, ...]:
+    """The Service's ClusterIPs (both families when dual-stack); none when headless or absent."""
+    if svc is None:
+        return ()
+    spec = _dict(svc.get("spec"))
+    ips = spec.get("clusterIPs") or [spec.get("clusterIP")]
+    return tuple(ip for ip in ips if isinstance(ip, str) and ip and ip != "None")
+
+
 def service_ports(svc: Service) -> tuple[int, int]:
     """(HTTP port, TLS port) of a Service, 0 for a missing one."""
     ports = _tcp_ports(svc)

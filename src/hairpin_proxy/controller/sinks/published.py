@@ -16,24 +16,15 @@ from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.sinks import Desired
 from hairpin_proxy.controller.sinks.configmap import Mutate, set_keys
 from hairpin_proxy.controller.tracker import WriteTracker
-from hairpin_proxy.kube.client import JsonObj
 from hairpin_proxy.kube.watch import Reflector
 from hairpin_proxy.published import ADDRESSES_KEY, ENTRIES_KEY, HOSTS_KEY, entries_text
+from hairpin_proxy.targets.discovery import service_addresses
 
 log = logging.getLogger("hairpin_proxy.controller")
 
 
 def lines(items: Sequence[str]) -> str:
     return "".join(f"{item}\n" for item in items)
-
-
-def service_addresses(svc: JsonObj | None) -> tuple[str, ...]:
-    """The Service's ClusterIPs (both families when dual-stack); none when headless or absent."""
-    if svc is None:
-        return ()
-    spec = svc.get("spec") or {}
-    ips = spec.get("clusterIPs") or [spec.get("clusterIP")]
-    return tuple(ip for ip in ips if isinstance(ip, str) and ip and ip != "None")
 
 
 @dataclass(frozen=True)
