@@ -337,7 +337,9 @@ def test_end_to_end_in_place_and_remove_on_delete(
     assert path.stat().st_ino == ino
     assert (tmp_path / "hosts.hairpin-proxy.bak").exists()
     assert not (tmp_path / "hosts.hairpin-proxy.journal").exists()
-    assert agent.metric('hairpin_etchosts_writes_total{method="in-place"}') == 3
+    # The counter moves after the file does: wait on it, not on the file.
+    wait_for(lambda: agent.metric('hairpin_etchosts_writes_total{method="in-place"}') == 3, 30,
+             "three in-place writes counted")
     assert agent.stop() == 0
 
 
