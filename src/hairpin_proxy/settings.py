@@ -297,7 +297,9 @@ class ProxySettings(LogSettings):
                                       "0 disables.")
     max_connections: int = opt(0, "Concurrent connections per process; excess is accepted "
                                   "and closed at once. 0: what the container's memory limit "
-                                  "holds with every connection stalled (20000 without one).")
+                                  "holds with every connection stalled and the open-file "
+                                  "limit allows (raised to its hard limit at start), "
+                                  "at most 20000.")
     max_connections_per_source: int = opt(0, "Concurrent connections from one client address, "
                                              "all listeners together; 0: no cap.")
     first_byte_timeout: float = opt(30.0, "Seconds a client may stay connected without "

@@ -1,11 +1,21 @@
-"""The default connection limit from cgroup memory files: a pure function of their contents."""
+"""The default connection limit from cgroup memory files and the open-file limit: pure functions
+of their contents."""
 
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from hairpin_proxy.relay import limits
-from hairpin_proxy.relay.limits import connection_limit, memory_limit, per_connection
+from hairpin_proxy.relay.limits import (
+    FD_RESERVE,
+    connection_limit,
+    default_limit,
+    fds_needed,
+    memory_limit,
+    per_connection,
+)
 
 MIB = 1024 * 1024
 
@@ -37,3 +47,28 @@ def test_autotuned_buffers_cost_more_and_no_limit_means_the_old_default() -> Non
     assert connection_limit(None, None, 0) == limits.UNLIMITED
     assert connection_limit(str(1 << 45), None, 65536) == limits.UNLIMITED  # capped
     assert connection_limit(str(10 * MIB), None, 65536) == 1  # below the reserve: still one
+
+
+def test_default_limit_names_what_bounds_it() -> None:
+    """The start-up line says what set the limit: never "memory limit" without one."""
+    assert default_limit(None, None, 65536, None) == limits.DefaultLimit(
+        limits.UNLIMITED, "built-in maximum")
+    assert default_limit("max", None, 65536, 1 << 20).bound_by == "built-in maximum"
+    assert default_limit("268435456", None, 65536, 1 << 20) == limits.DefaultLimit(
+        271, "memory limit")
+    # A soft limit of 1024 (a shell's default) holds (1024 - 64) // 2 connections.
+    assert default_limit(None, None, 65536, 1024) == limits.DefaultLimit(
+        (1024 - FD_RESERVE) // 2, "open-file limit")
+    assert default_limit("268435456", None, 65536, 300) == limits.DefaultLimit(
+        (300 - FD_RESERVE) // 2, "open-file limit")
+    assert default_limit(None, None, 65536, 10).connections == 1
+
+
+@given(st.one_of(st.none(), st.integers(1, 1 << 40).map(str)), st.integers(0, 1 << 22),
+       st.one_of(st.none(), st.integers(0, 1 << 21)))
+def test_default_limit_fits_both_limits(memory: str | None, buffer: int,
+                                        open_files: int | None) -> None:
+    got = default_limit(memory, None, buffer, open_files)
+    assert 1 <= got.connections <= connection_limit(memory, None, buffer)
+    if open_files is not None and got.connections > 1:
+        assert fds_needed(got.connections) <= open_files

@@ -123,3 +123,24 @@ def test_text_logs_carry_the_cause(tmp_path: Path) -> None:
              and "cause=" in line]
     assert len(lines) == 1
     assert "cause=connect_refused" in lines[0] and f"target=127.0.0.1:{dead}" in lines[0]
+
+
+def test_default_start_raises_the_open_file_limit_and_warns_of_nothing(tmp_path: Path) -> None:
+    """A default start lifts the soft open-file limit to the hard one (as HAProxy and nginx do),
+    derives --max-connections from what fits, names what bounded it truthfully, and logs no
+    warning."""
+    from hairpin_proxy.relay.limits import memory_limit, read_cgroup
+
+    with run_relay(tmp_path, ["127.0.0.1:{port}=127.0.0.1:1"], "--log-format", "text") as relay:
+        limits = Path(f"/proc/{relay.pid}/limits").read_text()
+        relay.terminate()
+        relay.proc.wait(30)
+    soft, hard = next(line.split()[3:5] for line in limits.splitlines()
+                      if line.startswith("Max open files"))
+    assert soft == hard
+    log = relay.log_text()
+    assert "WARNING" not in log
+    started = [line for line in log.splitlines() if "connection limit from the" in line]
+    assert len(started) == 1
+    if memory_limit(*read_cgroup()) is None:
+        assert "memory limit" not in started[0]

@@ -1,4 +1,5 @@
-"""The default connection limit, from the container's memory limit. Pure but for ``read_cgroup``.
+"""The default connection limit, from the container's memory limit and the open-file limit.
+Pure but for ``read_cgroup``.
 
 A stalled connection (a client that stops reading while its upstream keeps sending, or the
 reverse) holds, per direction: one unsent read in the proxy (``READ_SIZE``) and the kernel
@@ -10,6 +11,7 @@ directions stalled at once.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 CGROUP_V2_MAX = Path("/sys/fs/cgroup/memory.max")
@@ -25,6 +27,9 @@ OVERHEAD = 16 * 1024
 AUTOTUNED_BUFFER = 4 * 1024 * 1024
 # Without a memory limit (or one too large to mean anything).
 UNLIMITED = 20000
+# Descriptors the process holds besides its connections' two each (listeners, epoll, admin
+# endpoint, targets file, the resolver's sockets).
+FD_RESERVE = 64
 # cgroup v1 reports "no limit" as the largest page-aligned 63-bit value.
 _NO_LIMIT = 1 << 60
 
@@ -60,6 +65,31 @@ def connection_limit(v2_max: str | None, v1_limit: str | None, socket_buffer: in
         return UNLIMITED
     fits = (limit - RESERVE) // per_connection(socket_buffer)
     return max(1, min(UNLIMITED, fits))
+
+
+@dataclass(frozen=True)
+class DefaultLimit:
+    """The default --max-connections and what set it, for the start-up log line."""
+
+    connections: int
+    bound_by: str  # "memory limit", "open-file limit" or "built-in maximum"
+
+
+def default_limit(v2_max: str | None, v1_limit: str | None, socket_buffer: int,
+                  open_files: int | None) -> DefaultLimit:
+    """The default --max-connections: the least of what fits in the memory limit, what the
+    (already raised) soft open-file limit ``open_files`` allows at two descriptors a
+    connection (None: no limit), and ``UNLIMITED``; at least 1."""
+    by_memory = connection_limit(v2_max, v1_limit, socket_buffer)
+    bound = "memory limit" if memory_limit(v2_max, v1_limit) is not None else "built-in maximum"
+    if open_files is not None and (open_files - FD_RESERVE) // 2 < by_memory:
+        return DefaultLimit(max(1, (open_files - FD_RESERVE) // 2), "open-file limit")
+    return DefaultLimit(by_memory, bound)
+
+
+def fds_needed(max_connections: int) -> int:
+    """Descriptors a process relaying ``max_connections`` connections may hold at once."""
+    return 2 * max_connections + FD_RESERVE
 
 
 def read_cgroup() -> tuple[str | None, str | None]:

@@ -17,7 +17,7 @@ from hairpin_proxy.admin import AdminServer, Check, bind_stream
 from hairpin_proxy.logs import setup_logging
 from hairpin_proxy.metrics import Registry
 from hairpin_proxy.relay.epoll import Acceptor, Poller
-from hairpin_proxy.relay.limits import connection_limit, read_cgroup
+from hairpin_proxy.relay.limits import DefaultLimit, default_limit, fds_needed, read_cgroup
 from hairpin_proxy.relay.listener import Listener, LiveConnections, Timeouts, size_buffers
 from hairpin_proxy.relay.resolve import ConnectError, Resolver, dns_resolver
 from hairpin_proxy.relay.spec import (
@@ -323,10 +323,17 @@ def log_listening(listener: Listener, **extra: Any) -> None:
 
 
 def max_connections(settings: ProxySettings) -> int:
-    """--max-connections, or when 0 what the container's memory limit holds."""
+    """--max-connections, or when 0 the default that fits this container (default_limit)."""
     if settings.max_connections:
         return settings.max_connections
-    return connection_limit(*read_cgroup(), settings.socket_buffer)
+    return derived_limit(settings).connections
+
+
+def derived_limit(settings: ProxySettings) -> DefaultLimit:
+    """The default connection limit from the cgroup's memory limit and the open-file limit."""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    open_files = None if soft == resource.RLIM_INFINITY else soft
+    return default_limit(*read_cgroup(), settings.socket_buffer, open_files)
 
 
 async def serve(specs: tuple[ListenerSpec, ...], settings: ProxySettings) -> int:
@@ -347,18 +354,26 @@ async def serve(specs: tuple[ListenerSpec, ...], settings: ProxySettings) -> int
     return 0
 
 
-def raise_fd_limit(max_connections: int) -> None:
-    """Each connection holds two descriptors: lift the soft limit toward what that needs."""
-    want = 2 * max_connections + 64
+def raise_fd_limit() -> None:
+    """Lift the soft open-file limit to the hard one, as HAProxy and nginx do at start: each
+    connection holds two descriptors, and the soft limit (often 1024) is a default meant for
+    interactive shells, not for a proxy."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and soft < want:
-        new = want if hard == resource.RLIM_INFINITY else min(want, hard)
-        if new > soft:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
-            soft = new
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError) as exc:
+            log.debug("could not raise the open-file limit", extra={"error": str(exc)})
+
+
+def check_fd_limit(max_connections: int) -> None:
+    """Warn once when an explicit --max-connections needs more descriptors than allowed."""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    want = fds_needed(max_connections)
     if soft != resource.RLIM_INFINITY and soft < want:
         log.warning("the open-file limit is below what --max-connections needs; connections "
-                    "beyond it fail to be accepted", extra={"limit": soft, "needed": want})
+                    "beyond it fail to be accepted (raise the container's nofile limit or "
+                    "lower --max-connections)", extra={"limit": soft, "needed": want})
 
 
 def loop_factory(name: str) -> tuple[str, Callable[[], asyncio.AbstractEventLoop] | None]:
@@ -403,10 +418,13 @@ def run(settings: ProxySettings) -> int:
     except (StartupError, ListenerSpecError, ValueError) as exc:
         log.error(str(exc))
         return 2
-    limit = max_connections(settings)
-    if not settings.max_connections:
-        log.info("connection limit from the memory limit", extra={"max_connections": limit})
-    raise_fd_limit(limit)
+    raise_fd_limit()
+    if settings.max_connections:
+        check_fd_limit(settings.max_connections)
+    else:
+        derived = derived_limit(settings)
+        log.info(f"connection limit from the {derived.bound_by}",
+                 extra={"max_connections": derived.connections})
     log.debug("event loop", extra={"loop": loop_name})
     with asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(serve(specs, settings))
