@@ -126,3 +126,30 @@ def test_no_change_is_lost_under_randomized_timing(cluster: FakeApiServer,
                    what=f"round {i}: {host} in the Corefile")
     assert ctl.metric('hairpin_controller_watch_restarts_total{kind="ingresses"') == 0
     assert ctl.proc.poll() is None
+
+
+def test_an_outage_is_said_once_and_its_end_once(cluster: FakeApiServer, start: Start) -> None:
+    """Every watch fails together when the API server is away: one warning naming the server
+    and the cause in words, not one per watch and retry; one line when it answers again."""
+    ctl = start()
+    ctl.wait_ready()
+    restarts = 'hairpin_controller_watch_restarts_total{kind="ingresses",reason="error"}'
+    cluster.go_down()
+    try:
+        # Several watches, each failing several times.
+        wait_until(lambda: ctl.metric(restarts) >= 3, what="the ingress watch failing again")
+    finally:
+        cluster.come_up()
+    wait_until(lambda: any(r.get("msg") == "the Kubernetes API answers again"
+                           for r in ctl.records()), what="the recovery line")
+    down = [r for r in ctl.records() if r.get("msg") == (
+        "cannot reach the Kubernetes API; retrying until it answers")]
+    assert len(down) == 1, down
+    assert down[0]["level"] == "warning"
+    assert down[0]["server"] == cluster.url
+    assert "Errno" not in str(down[0]["cause"])
+    assert not [r for r in ctl.records() if r.get("level") == "warning"
+                and r.get("msg") in ("list/watch failed; retrying", "lease attempt failed",
+                                     "reconcile failed; will retry")]
+    assert sum(r.get("msg") == "the Kubernetes API answers again"
+               for r in ctl.records()) == 1

@@ -70,6 +70,10 @@ def test_unreachable_server_is_status_zero(tmp_path: Path, fake_api: FakeApiServ
             with pytest.raises(ApiError) as info:
                 await client.get("/api/v1/namespaces")
             assert info.value.status == 0 and info.value.retriable
+            # In words, not an exception's repr.
+            assert "the connection failed" in str(info.value)
+            assert "Error(" not in str(info.value)
+            assert client.reach.down_since is not None
         finally:
             await client.close()
 

@@ -416,7 +416,9 @@ class Controller:
         except ApiError as exc:
             self.tracker.forget_writes()
             self.metrics.reconciles.labels("error").inc()
-            log.warning("reconcile failed; will retry", extra={"error": str(exc)})
+            # An unreachable server is said once per outage by the client.
+            (log.debug if exc.reason == "Unreachable" else log.warning)(
+                "reconcile failed; will retry", extra={"error": str(exc)})
             return False
         self.metrics.reconciles.labels("ok").inc()
         self.metrics.hosts_managed.set(len(hosts))

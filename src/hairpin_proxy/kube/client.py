@@ -9,6 +9,8 @@ works on generic objects (the policy takes mappings).
 from __future__ import annotations
 
 import json
+import logging
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
@@ -19,6 +21,51 @@ from lightkube.config.client_adapter import ConnectionParams
 from hairpin_proxy.kube.config import ClusterConfig
 
 JsonObj = dict[str, Any]
+
+log = logging.getLogger("hairpin_proxy.kube")
+
+# What went wrong, in words, by the transport error's type (the first match in this order).
+_CAUSES: tuple[tuple[type[httpx.HTTPError], str], ...] = (
+    (httpx.ConnectTimeout, "the connection timed out"),
+    (httpx.ConnectError, "the connection failed"),
+    (httpx.ReadTimeout, "no answer in time"),
+    (httpx.RemoteProtocolError, "the server closed the connection"),
+    (httpx.ReadError, "the connection broke"),
+    (httpx.WriteError, "the connection broke"),
+    (httpx.TimeoutException, "no answer in time"),
+)
+
+
+def cause_in_words(exc: httpx.HTTPError) -> str:
+    """"the connection failed (Connection refused)" rather than a class name and its repr."""
+    words = next((w for t, w in _CAUSES if isinstance(exc, t)), "the request failed")
+    detail = str(exc).strip()
+    if "] " in detail:  # "[Errno 111] Connection refused" → "Connection refused"
+        detail = detail.split("] ", 1)[1]
+    return f"{words} ({detail})" if detail else words
+
+
+class Reachability:
+    """Whether the API server answers, said once per outage: every watch and every request of
+    a process fails together when the server is away, and one line says it all."""
+
+    def __init__(self, server: str, clock: Callable[[], float] = time.monotonic) -> None:
+        self.server = server
+        self.clock = clock
+        self.down_since: float | None = None
+
+    def failed(self, cause: str) -> None:
+        if self.down_since is None:
+            self.down_since = self.clock()
+            log.warning("cannot reach the Kubernetes API; retrying until it answers",
+                        extra={"server": self.server, "cause": cause})
+
+    def answered(self) -> None:
+        if self.down_since is not None:
+            log.info("the Kubernetes API answers again",
+                     extra={"server": self.server,
+                            "outage_seconds": round(self.clock() - self.down_since, 1)})
+            self.down_since = None
 
 
 class ApiError(Exception):
@@ -65,6 +112,7 @@ class KubeClient:
         self.http = http
         # Called with (verb, status) for every request: the requests metric.
         self.on_response = on_response
+        self.reach = Reachability(str(http.base_url).rstrip("/"))
 
     @classmethod
     def from_cluster(cls, cluster: ClusterConfig, *, timeout: float = 30.0,
@@ -78,6 +126,14 @@ class KubeClient:
     def _count(self, verb: str, status: int) -> None:
         if self.on_response is not None:
             self.on_response(verb, status)
+        if status:
+            self.reach.answered()
+
+    def _unreachable(self, verb: str, what: str, exc: httpx.HTTPError) -> ApiError:
+        self._count(verb, 0)
+        cause = cause_in_words(exc)
+        self.reach.failed(cause)
+        return ApiError(0, "Unreachable", f"{what}: {cause}")
 
     async def request(self, method: str, path: str, *, params: Mapping[str, str] | None = None,
                       body: Mapping[str, Any] | None = None,
@@ -90,8 +146,7 @@ class KubeClient:
             resp = await self.http.request(method, path, params=dict(params or {}),
                                            content=content, headers=headers)
         except httpx.HTTPError as exc:
-            self._count(method, 0)
-            raise ApiError(0, "Unreachable", f"{method} {path}: {exc!r}") from None
+            raise self._unreachable(method, f"{method} {path}", exc) from None
         self._count(method, resp.status_code)
         if resp.status_code >= 400:
             raise _error_from(resp, resp.content)
@@ -190,5 +245,4 @@ class KubeClient:
             raise ApiError(0, "Silent", f"watch {path}: no data for {silence_timeout:g}s") \
                 from None
         except httpx.HTTPError as exc:
-            self._count("WATCH", 0)
-            raise ApiError(0, "Unreachable", f"watch {path}: {exc!r}") from None
+            raise self._unreachable("WATCH", f"watch {path}", exc) from None

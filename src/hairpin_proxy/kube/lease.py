@@ -104,8 +104,10 @@ class LeaderElector:
             except (ApiError, TimeoutError) as exc:
                 ok = False
                 failures += 1
-                level = logging.WARNING if failures in (1, 3) or failures % 30 == 0 \
-                    else logging.DEBUG
+                # An unreachable server is said once per outage by the client.
+                away = isinstance(exc, ApiError) and exc.reason == "Unreachable"
+                level = logging.WARNING if not away and (
+                    failures in (1, 3) or failures % 30 == 0) else logging.DEBUG
                 log.log(level, "lease attempt failed", extra={
                     "lease": f"{self.namespace}/{self.name}", "error": str(exc) or "timeout",
                     "failures": failures})

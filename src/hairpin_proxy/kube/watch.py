@@ -128,9 +128,11 @@ class Reflector:
                     continue
                 delay = self.backoff.next_delay()
                 self.last_error = str(exc)
-                # Loud at first, then a reminder now and then while it lasts.
+                # Loud at first, then a reminder now and then while it lasts; an unreachable
+                # server is said once for every watch by the client (Reachability).
                 n = self.backoff.failures
-                level = logging.WARNING if n <= 3 or n % 20 == 0 else logging.DEBUG
+                loud = exc.reason != "Unreachable" and (n <= 3 or n % 20 == 0)
+                level = logging.WARNING if loud else logging.DEBUG
                 log.log(level, "list/watch failed; retrying",
                         extra={"kind": self.kind, "error": str(exc), "failures": n,
                                "retry_in": round(delay, 2)})
