@@ -83,6 +83,13 @@ BAD = [
     (["etchosts", "--write-method", "copy"], "invalid choice 'copy'"),
     (["cleanup", "--mode", "x"], "invalid choice 'x' (expected one of coredns, "
                                  "coredns-import)"),
+    (["proxy", "--bogus"], "hairpin-proxy proxy: error: unknown flag --bogus; see "
+                           "hairpin-proxy proxy --help"),
+    (["controller", "--watch-timeout", "0"],
+     "hairpin-proxy controller: error: --watch-timeout must be positive"),
+    (["etchosts", "--resync-interval", "0"], "hairpin-proxy etchosts: error: --resync-interval"),
+    (["render", "--corefile", "/nonexistent/Corefile", "--proxy-ip", "10.96.0.1",
+      "--ingress", "-"], "hairpin-proxy render: error: /nonexistent/Corefile: cannot read"),
     (["bogus"], "hairpin-proxy: error: unknown command 'bogus' (expected one of proxy, render, "
                 "controller, cleanup, etchosts, doctor)"),
     ([], "hairpin-proxy: error: no command given"),
@@ -96,6 +103,9 @@ def test_bad_values_get_one_line_in_our_words_and_exit_2(args: list[str], messag
     assert message in proc.stderr
     lines = proc.stderr.splitlines()
     assert len(lines) == 1, proc.stderr
+    # One style for every command: its name, "error:", no timestamp.
+    command = args[0] if args and args[0] != "bogus" else ""
+    assert lines[0].startswith(f"hairpin-proxy {command}: error: ".replace(" :", ":")), lines[0]
     assert not any(word in proc.stderr for word in INTERNAL), proc.stderr
     assert proc.stdout == ""
 

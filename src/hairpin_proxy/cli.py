@@ -22,6 +22,7 @@ from hairpin_proxy.settings import (
     SettingsError,
     settings_from_args,
     settings_parser,
+    usage_error,
 )
 
 
@@ -117,13 +118,17 @@ def _load(runner: str) -> Callable[[Any], int]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
     cmd = next(c for c in COMMANDS if c.name == args.command)
+    if extra:
+        # Said in the command's own name, as its other errors are.
+        return usage_error(cmd.name, f"{_reword('unrecognized arguments: ' + ' '.join(extra))}"
+                                     f"; see hairpin-proxy {cmd.name} --help")
     del args.command
     try:
         settings = settings_from_args(cmd.settings, args)
     except (SettingsError, TypeError) as exc:
-        parser.exit(2, f"hairpin-proxy {cmd.name}: error: {exc}\n")
+        return usage_error(cmd.name, str(exc))
     return _load(cmd.runner)(settings)
 
 

@@ -35,7 +35,7 @@ from hairpin_proxy.published import (
     read_entries,
 )
 from hairpin_proxy.safefile import ConflictError, SafeFile, SafeFileError, StatKey, stat_key
-from hairpin_proxy.settings import EtchostsSettings
+from hairpin_proxy.settings import EtchostsSettings, usage_error
 
 log = logging.getLogger("hairpin_proxy.etchosts")
 
@@ -421,7 +421,6 @@ def run(settings: EtchostsSettings) -> int:
     if settings.remove:
         return remove_block(settings)
     if settings.resync_interval <= 0 or settings.poll_interval < 0:
-        log.error("bad settings", extra={"error": "--resync-interval must be positive and "
-                                                  "--poll-interval not negative"})
-        return 2
+        return usage_error("etchosts", "--resync-interval must be positive and "
+                                       "--poll-interval not negative")
     return asyncio.run(_serve(settings))

@@ -28,7 +28,7 @@ from hairpin_proxy.policy import (
     evaluate_ingress,
     merge,
 )
-from hairpin_proxy.settings import RenderSettings
+from hairpin_proxy.settings import RenderSettings, usage_error
 
 log = logging.getLogger("hairpin_proxy.render")
 
@@ -119,6 +119,10 @@ def _emit(out: TextIO, text: str) -> None:
 def render(s: RenderSettings, out: TextIO) -> int:
     mode = _mode(s)
     ips = _proxy_ips(s.proxy_ip)
+    # Every input is read before any is processed: a missing file is said alone, not after
+    # the other inputs' warnings.
+    path = s.hosts_file if mode == "--hosts-file" else s.corefile
+    old = _read(path) if path is not None else ""
     try:
         answers = corefile.Answers.of(ips, s.dns_ttl)
     except corefile.CorefileError as exc:
@@ -155,8 +159,7 @@ def render(s: RenderSettings, out: TextIO) -> int:
         except corefile.CorefileError as exc:
             raise RenderError(f"import snippet: {exc}") from None
         if s.corefile is not None:
-            text = _read(s.corefile)
-            if not corefile.imports_key(text, s.import_key, dns_port=s.dns_port):
+            if not corefile.imports_key(old, s.import_key, dns_port=s.dns_port):
                 raise RenderError(
                     f"{s.corefile}: no root server block on port {s.dns_port} imports "
                     f"{s.import_key} (e.g. import /etc/coredns/custom/*.override); "
@@ -166,9 +169,7 @@ def render(s: RenderSettings, out: TextIO) -> int:
         _emit(out, snippet)
         return EXIT_OK
 
-    path = s.corefile if mode == "--corefile" else s.hosts_file
     assert path is not None
-    old = _read(path)
     if mode == "--corefile":
         try:
             new = corefile.apply(old, result.hosts, answers=answers, target=target,
@@ -198,5 +199,4 @@ def run(settings: RenderSettings) -> int:
     try:
         return render(settings, sys.stdout)
     except RenderError as exc:
-        log.error("%s", exc)
-        return EXIT_ERROR
+        return usage_error("render", str(exc))

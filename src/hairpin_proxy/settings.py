@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import math
 import os
+import sys
 import types
 import typing
 from collections.abc import Mapping
@@ -35,6 +36,13 @@ def opt(default: Any, help: str, *, env: str | None = None, flag: str | None = N
 
 class SettingsError(ValueError):
     """A flag or environment value could not be understood."""
+
+
+def usage_error(command: str, message: str) -> int:
+    """Say why a command line cannot be run, as every command does: one line on stderr,
+    ``hairpin-proxy <command>: error: <message>``, no timestamp; the exit status (2)."""
+    print(f"hairpin-proxy {command}: error: {message}", file=sys.stderr)
+    return 2
 
 
 def env_name(f: dataclasses.Field[Any]) -> str:

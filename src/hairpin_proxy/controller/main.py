@@ -23,7 +23,7 @@ from hairpin_proxy.kube import config as kconfig
 from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
 from hairpin_proxy.logs import setup_logging
 from hairpin_proxy.metrics import Registry
-from hairpin_proxy.settings import CleanupSettings, ControllerSettings
+from hairpin_proxy.settings import CleanupSettings, ControllerSettings, usage_error
 from hairpin_proxy.targets.mapping import TargetFlagError, parse_target_flags
 from hairpin_proxy.verify import parse_servers
 
@@ -136,8 +136,7 @@ def run(settings: ControllerSettings) -> int:
     _setup_logging(settings.log_level, settings.log_format)
     problem = _settings_error(settings)
     if problem:
-        log.error("bad settings", extra={"error": problem})
-        return 2
+        return usage_error("controller", problem)
     cluster = _cluster(settings.kubeconfig)
     return 1 if cluster is None else asyncio.run(_serve(settings, cluster))
 

@@ -27,7 +27,7 @@ from hairpin_proxy.doctor.probe import parse_overrides, start_probe, start_resol
 from hairpin_proxy.doctor.report import HostReport, Report, to_json, to_text
 from hairpin_proxy.doctor.verdict import verdict as host_verdict
 from hairpin_proxy.logs import setup_logging
-from hairpin_proxy.settings import DoctorSettings
+from hairpin_proxy.settings import DoctorSettings, usage_error
 from hairpin_proxy.targets.mapping import MapEntry, TargetFlagError, parse_target_flags
 
 if TYPE_CHECKING:
@@ -310,8 +310,7 @@ def run(settings: DoctorSettings) -> int:
     try:
         report = diagnose(settings, Progress(sys.stderr))
     except UsageError as exc:
-        print(f"hairpin-proxy doctor: error: {exc}", file=sys.stderr)
-        return 2
+        return usage_error("doctor", str(exc))
     sys.stdout.write(to_json(report) if settings.output == "json" else to_text(report))
     sys.stdout.flush()
     return 0 if report.ok else 1

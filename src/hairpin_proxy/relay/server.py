@@ -34,7 +34,7 @@ from hairpin_proxy.relay.targets import (
     TableWatcher,
     slot_listeners,
 )
-from hairpin_proxy.settings import ProxySettings
+from hairpin_proxy.settings import ProxySettings, usage_error
 
 log = logging.getLogger("hairpin_proxy.relay")
 
@@ -416,8 +416,7 @@ def run(settings: ProxySettings) -> int:
                                 default_version=settings.proxy_protocol)
         loop_name, factory = loop_factory(settings.loop)
     except (StartupError, ListenerSpecError, ValueError) as exc:
-        log.error(str(exc))
-        return 2
+        return usage_error("proxy", str(exc))
     raise_fd_limit()
     if settings.max_connections:
         check_fd_limit(settings.max_connections)
