@@ -121,3 +121,13 @@ def test_help_still_shows_the_choices() -> None:
     proc = cli("doctor", "--help")
     assert proc.returncode == 0
     assert "--output {text,json}" in proc.stdout
+
+
+def test_help_speaks_of_what_the_commands_do_now() -> None:
+    """The rules have been `template` stanzas since 0.1.0 and routes are sources too: no help
+    text may still speak of rewrite rules or of Ingresses alone."""
+    top = cli("--help").stdout
+    assert "rewrite" not in top
+    controller = cli("controller", "--help").stdout
+    assert "rewrite" not in controller
+    assert "Gateway API routes" in controller

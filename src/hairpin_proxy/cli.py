@@ -41,7 +41,8 @@ COMMANDS: tuple[Command, ...] = (
             ProxySettings, "hairpin_proxy.relay.server:run"),
     Command("render", "Offline: print the Corefile or hosts file the controller would write.",
             RenderSettings, "hairpin_proxy.render:run"),
-    Command("controller", "Watch Ingresses and keep the CoreDNS rewrite rules in step.",
+    Command("controller", "Watch Ingresses and Gateway API routes and keep the DNS rules "
+                          "for their hosts in step.",
             ControllerSettings, "hairpin_proxy.controller.main:run"),
     Command("cleanup", "Remove our rules from CoreDNS (the uninstall step) and exit.",
             CleanupSettings, "hairpin_proxy.controller.main:run_cleanup"),

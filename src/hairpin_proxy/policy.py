@@ -1,7 +1,8 @@
-"""Host policy: which Ingress host names get redirected to the proxy. Pure.
+"""Host policy: which host names of Ingresses and Gateway API routes get redirected to the
+proxy. Pure.
 
-Whoever may create an Ingress in any namespace controls these strings, and a rewrite rule
-hijacks cluster-wide DNS for the name, so every host is validated as hostile input: anything
+Whoever may create an Ingress or a route in any namespace controls these strings, and a DNS rule
+of ours answers for the name cluster-wide, so every host is validated as hostile input: anything
 that is not a plain public-looking DNS name (or a one-label wildcard of one) is rejected with
 a reason, and malformed objects become rejections rather than exceptions.
 

@@ -90,7 +90,7 @@ async def _serve(settings: ControllerSettings, cluster: kconfig.ClusterConfig,
     ctl = Controller(settings, client, namespace, metrics)
     log.info("controller starting", extra={
         "server": cluster.server, "config": cluster.source, "namespace": namespace,
-        "mode": settings.mode, "target": ctl.target, "identity": ctl.identity,
+        "mode": settings.mode, "proxy_service": ctl.target, "identity": ctl.identity,
         "configmap": ctl.rules.where})
     admin: AdminServer | None = None
     if settings.admin_listen:

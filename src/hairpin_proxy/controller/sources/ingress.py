@@ -1,6 +1,6 @@
 """The Ingress source: Ingresses (all namespaces, or the --include-namespace ones) and
-IngressClasses, evaluated incrementally by the policy cache. Every claim is for the default
-target."""
+IngressClasses, evaluated incrementally by the policy cache. Each claim names its Ingress's
+class as its target (``ingressclass/<class>``); routing decides which data plane that is."""
 
 from __future__ import annotations
 
