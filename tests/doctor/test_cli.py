@@ -160,7 +160,7 @@ def test_rule_missing(fake_api: FakeApiServer, kubeconfig: Path, pp_nginx: Nginx
 @pytest.mark.parametrize(("kwargs", "code"), [
     ({}, "dns-not-updated"),
     ({"corefile_text": NO_RELOAD}, "coredns-no-reload"),
-    ({"coredns": "1.8.3"}, "coredns-too-old"),
+    ({"coredns": "1.5.0"}, "coredns-too-old"),
     # node-local-dns without either ConfigMap the controller edits: nothing sends the name on.
     ({"node_local_dns": True}, "node-local-dns-missing"),
     # Our block there, but for other names (not written yet, or --node-local-dns off).

@@ -25,8 +25,8 @@ LB = LbService("ingress-nginx/controller",
                                      True),))
 CLUSTER = ClusterFacts(lb_services=(LB,), proxy_service_found=False, proxy_ready_endpoints=None,
                        rule_hosts=(), reload_plugin=True, node_local_dns=False,
-                       coredns_image="registry.k8s.io/coredns/coredns:v1.8.3",
-                       coredns_version=(1, 8, 3), problems=("list the proxy's: 403",))
+                       coredns_image="registry.k8s.io/coredns/coredns:v1.5.0",
+                       coredns_version=(1, 5, 0), problems=("list the proxy's: 403",))
 
 
 def host(name: str, resolution: Resolution, http: PortProbe | None) -> HostReport:
@@ -57,7 +57,7 @@ def test_text() -> None:
     assert "  dns      no address (Name or service not known)\n" in text
     assert ("load-balancer.hetzner.cloud/uses-proxyprotocol='true' (Hetzner Cloud: on)"
             in text)
-    assert "  CoreDNS            1.8.3 (older than 1.8.4)" in text
+    assert "  CoreDNS            1.5.0 (older than 1.5.1)" in text
     assert "  proxy Service      no; ready endpoints: unknown\n" in text
     assert "  note               list the proxy's: 403\n" in text
     assert "note: a note\n" in text
@@ -116,7 +116,7 @@ def test_json_has_the_same_facts() -> None:
     assert shop["load_balancer"]["proxy_protocol"][0]["enabled"] is True
     assert gone["verdict"] == "dns-failed" and gone["dns"]["error"]
     c = doc["cluster"]
-    assert c["coredns_version"] == "1.8.3" and c["coredns_version_ok"] is False
+    assert c["coredns_version"] == "1.5.0" and c["coredns_version_ok"] is False
     assert c["rule_hosts"] == [] and c["proxy_ready_endpoints"] is None
     assert c["load_balancers"][0]["ingress"] == [{"ip": "203.0.113.7", "hostname": "",
                                                   "ipMode": "VIP"}]

@@ -119,7 +119,7 @@ situations = st.builds(
     tls=st.sampled_from(v.PORT_STATES),
     **{name: st.sampled_from(TRI) for name in TRI_FIELDS},
     dns_error=st.text(max_size=20), seen=st.text(max_size=40),
-    coredns_version=st.sampled_from(["", "1.8.3", "1.11.1"]),
+    coredns_version=st.sampled_from(["", "1.5.0", "1.11.1"]),
     verify_code=st.sampled_from(["", "not-this-cluster", "unresolved", "ip-mode-proxy"]),
     verify_reason=st.text(max_size=40),
     target=st.sampled_from((None, *v.TARGET_STATES)),
@@ -343,14 +343,14 @@ def test_summarize_reads_the_cluster_facts() -> None:
     cluster = ClusterFacts(lb_services=(lb(),), proxy_service_found=True,
                            proxy_ready_endpoints=0, rule_hosts=("*.example.com",),
                            reload_plugin=True, node_local_dns=False,
-                           coredns_version=(1, 8, 3))
+                           coredns_version=(1, 5, 0))
     facts = HostFacts("shop.example.com", Resolution(("203.0.113.7",)), ("lb",),
                       probe(EMPTY, OK, OK), None, lb(), cluster)
     s = v.summarize(facts)
     assert (s.dns, s.http, s.tls) == ("lb", "hairpin", "skipped")
     assert s.rule is True and s.proxy_installed is True and s.proxy_ready is False
     assert s.ip_mode_proxy is False and s.hostname_only is False
-    assert s.coredns_ok is False and s.coredns_version == "1.8.3"
+    assert s.coredns_ok is False and s.coredns_version == "1.5.0"
     assert v.verdict(facts).code == "coredns-too-old"
     # The wildcard covers one label only.
     deeper = HostFacts("a.shop.example.com", facts.resolution, facts.kinds, facts.http,

@@ -18,9 +18,16 @@ Outcome = Literal["http", "empty", "reset", "refused", "timeout", "unreachable",
                   "garbage", "error"]
 AddressKind = Literal["lb", "proxy", "other"]
 
-# CoreDNS answers rewritten names correctly (the answer carries the asked name) from 1.8.4 on
-# (`rewrite ... answer auto`); older versions hand out the target's name and clients drop it.
-MIN_COREDNS = (1, 8, 4)
+# The rules are `template` stanzas, and the AAAA one answers an empty NOERROR (no answer, no
+# authority section: the proxy has no IPv6 address, or no IPv4 one for the A stanza). CoreDNS
+# refused such a stanza at start-up ("no answer section for template found") until 1.5.1,
+# which dropped that check (coredns/coredns#2855): an older CoreDNS rejects the whole Corefile
+# on reload and keeps running its previous one, so no rule takes effect.
+MIN_COREDNS = (1, 5, 1)
+
+
+def version_text(version: tuple[int, ...]) -> str:
+    return ".".join(map(str, version))
 
 
 @dataclass(frozen=True)

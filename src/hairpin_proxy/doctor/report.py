@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hairpin_proxy.doctor.facts import (
+    MIN_COREDNS,
     Attempt,
     ClusterFacts,
     HostFacts,
@@ -16,6 +17,7 @@ from hairpin_proxy.doctor.facts import (
     PortProbe,
     Verification,
     rule_covers,
+    version_text,
 )
 from hairpin_proxy.doctor.verdict import Verdict, port_state
 
@@ -250,8 +252,8 @@ def _cluster_lines(c: ClusterFacts) -> list[str]:
                  f"endpoints: {ready}")
     rules = "unknown" if c.rule_hosts is None else str(len(c.rule_hosts))
     lines.append(f"  DNS rules          {rules}; reload plugin: {_yes(c.reload_plugin)}")
-    version = "unknown" if c.coredns_version is None else ".".join(map(str, c.coredns_version))
-    ok = {True: "", False: " (older than 1.8.4)", None: ""}[c.coredns_ok]
+    version = "unknown" if c.coredns_version is None else version_text(c.coredns_version)
+    ok = {True: "", False: f" (older than {version_text(MIN_COREDNS)})", None: ""}[c.coredns_ok]
     lines.append(f"  CoreDNS            {version}{ok}"
                  f"{f' [{c.coredns_image}]' if c.coredns_image else ''}")
     lines.append(f"  node-local-dns     {_node_local_line(c)}")

@@ -39,7 +39,7 @@ node-local-dns-missing     no    hairpin, the rule exists, node-local-dns is dep
                                  ConfigMap is not (known to be) reconciled, and our block there
                                  does not cover the host (or there is no such ConfigMap)
 coredns-too-old            no    hairpin, the rule exists, node-local-dns passed, CoreDNS
-                                 < 1.8.4
+                                 < 1.5.1
 coredns-no-reload          no    hairpin, the rule exists, none of the above, no ``reload``
 dns-not-updated            no    hairpin, the rule exists, none of the above
 ipmode-ignored             no    hairpin, no rule in effect, the load balancer says ``ipMode:
@@ -319,7 +319,8 @@ RULES: tuple[Rule, ...] = (
     Rule("coredns-too-old", False,
          lambda s: _rule_exists(s) and _node_local_passed(s) and s.coredns_ok is False,
          lambda s: f"the rule exists but CoreDNS {s.coredns_version or '(unknown)'} predates "
-                   "1.8.4 and answers rewritten names wrongly: upgrade CoreDNS"),
+                   "1.5.1, which refuses the rules' empty AAAA answer and so the whole "
+                   "Corefile (it keeps running the previous one): upgrade CoreDNS"),
     Rule("coredns-no-reload", False,
          lambda s: (_rule_exists(s) and _node_local_passed(s)
                     and s.coredns_ok is not False and s.reload is False),
