@@ -26,6 +26,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -173,8 +174,35 @@ def standin_server() -> Iterator[tuple[int, str]]:
 
 # ------------------------------------------------------------------------------ the clients
 
-def raw_get(port: int) -> tuple[tuple[str, int], bytes]:
-    """A plain HTTP/1.0 GET; (our own address, whatever came back)."""
+@dataclass(frozen=True)
+class Reply:
+    """One request and what came back: the only request a step makes, so the client address
+    shown is the one the server saw."""
+    client: tuple[str, int]
+    answer: bytes  # the raw response (empty: the server closed without one)
+    shown: str  # what to print: the command and its output
+
+
+def request(port: int) -> Reply:
+    """GET / with curl when it is installed (what an operator would type), else a raw socket."""
+    binary = shutil.which("curl")
+    if binary is None:
+        return raw_get(port)
+    with tempfile.NamedTemporaryFile() as head, tempfile.NamedTemporaryFile() as body:
+        result = subprocess.run(
+            [binary, "-sS", "--max-time", "10", "-H", "Host: app.example.test", "-D", head.name,
+             "-o", body.name, "-w", "%{local_ip} %{local_port}", f"http://127.0.0.1:{port}/"],
+            capture_output=True, text=True, timeout=30, check=False)
+        answer = Path(head.name).read_bytes() + Path(body.name).read_bytes()
+    ip, _, local = result.stdout.strip().rpartition(" ")
+    output = answer.partition(b"\r\n\r\n")[2].decode(errors="replace").strip() or \
+        result.stderr.strip()
+    shown = f"$ curl http://127.0.0.1:{port}/\n  {output}   (curl exit {result.returncode})"
+    return Reply((ip, int(local or 0)), answer, shown)
+
+
+def raw_get(port: int) -> Reply:
+    """A plain HTTP/1.0 GET from a socket of our own."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
         me = s.getsockname()
         s.sendall(b"GET / HTTP/1.0\r\nHost: app.example.test\r\nUser-Agent: demo\r\n\r\n")
@@ -184,17 +212,8 @@ def raw_get(port: int) -> tuple[tuple[str, int], bytes]:
                 out += chunk
         except ConnectionResetError:
             pass
-    return (me[0], me[1]), out
-
-
-def curl(port: int) -> str | None:
-    binary = shutil.which("curl")
-    if binary is None:
-        return None
-    result = subprocess.run([binary, "-sS", "--max-time", "10", "-H", "Host: app.example.test",
-                             f"http://127.0.0.1:{port}/"], capture_output=True, text=True,
-                            timeout=30, check=False)
-    return (result.stdout + result.stderr).strip() + f"   (curl exit {result.returncode})"
+    shown = f"GET / from {me[0]}:{me[1]} → {out[:80]!r}"
+    return Reply((me[0], me[1]), out, shown)
 
 
 @contextlib.contextmanager
@@ -242,16 +261,14 @@ def main() -> int:
             say(f"1. The ingress stand-in: {what}.")
             say()
             say("2. A bare request, as a pod sends it when kube-proxy skips the load balancer:")
-            curl_out = curl(port)
-            if curl_out is not None:
-                say(f"  $ curl http://127.0.0.1:{port}/\n  {curl_out}")
-            _, bare = raw_get(port)
-            if bare.startswith(b"HTTP/1.1 200"):
+            bare = request(port)
+            say("  " + bare.shown)
+            if bare.answer.startswith(b"HTTP/1.1 200"):
                 say("  UNEXPECTED: the server answered a request without a PROXY header")
                 ok = False
             else:
                 say("  → " + ("empty reply: the server closed the connection without a response"
-                              if not bare else f"refused: {bare[:80]!r}"))
+                              if not bare.answer else f"refused: {bare.answer[:80]!r}"))
             if nginx:
                 for line in (workdir / "error.log").read_text().splitlines():
                     if "broken header" in line:
@@ -260,17 +277,17 @@ def main() -> int:
             say()
             say("3. The same request through hairpin-proxy:")
             with relay(port, workdir) as rport:
-                if curl_out is not None:
-                    say(f"  $ curl http://127.0.0.1:{rport}/\n  {curl(rport)}")
-                me, answer = raw_get(rport)
-                head, _, body = answer.partition(b"\r\n\r\n")
+                relayed = request(rport)
+                say("  " + relayed.shown)
+                head, _, body = relayed.answer.partition(b"\r\n\r\n")
                 if not head.startswith(b"HTTP/1.1 200"):
-                    say(f"  UNEXPECTED: no success through the relay: {answer[:200]!r}")
+                    say(f"  UNEXPECTED: no success through the relay: {relayed.answer[:200]!r}")
                     ok = False
                 else:
                     seen = json.loads(body)
                     got = (seen["proxy_protocol_addr"], int(seen["proxy_protocol_port"]))
-                    say(f"  → HTTP 200; our client socket is {me[0]}:{me[1]}")
+                    me = relayed.client
+                    say(f"  → HTTP 200; the client's socket was {me[0]}:{me[1]}")
                     say(f"    the server read from the PROXY header: {got[0]}:{got[1]} "
                         f"(its TCP peer was the relay at {seen['remote_addr']}:"
                         f"{seen['remote_port']})")
