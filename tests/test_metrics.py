@@ -26,6 +26,7 @@ from hairpin_proxy.metrics import (
     Histogram,
     Registry,
     _prefers_openmetrics,
+    merge_workers,
 )
 from hairpin_proxy.relay.stats import RelayMetrics, proxy_metrics
 
@@ -256,3 +257,34 @@ def test_metrics_doc_lists_every_declared_metric() -> None:
 
 if __name__ == "__main__":
     sys.stdout.write(metrics_doc())
+
+
+def test_merge_workers_labels_every_sample_and_keeps_families_whole() -> None:
+    """The supervisor's /metrics: each worker's samples under one family, labelled with the
+    worker; build info once (the supervisor's own); the result parses back."""
+    def worker(n: int) -> str:
+        reg = Registry("proxy", standard=False)
+        reg.counter("hairpin_proxy_connections_total", "Connections.", ["listener"]) \
+            .labels("a").inc(n)
+        reg.gauge("hairpin_proxy_connections_active", "Open.").set(n)
+        reg.histogram("hairpin_proxy_upstream_connect_seconds", "Connect.",
+                      buckets=(0.1, 1.0)).observe(0.05 * n)
+        return reg.render()
+
+    merged = Registry("proxy", standard=False)
+    families = merge_workers({"0": worker(1), "1": worker(2)})
+    merged.collectors.register(type("C", (), {"collect": lambda self: iter(families)})())
+    text = merged.render()
+    parsed = {f.name: f for f in text_string_to_metric_families(text)}
+    assert sum(line.startswith("# TYPE hairpin_proxy_build_info ") for line in
+               text.splitlines()) == 1
+    conns = parsed["hairpin_proxy_connections"]
+    assert conns.type == "counter"
+    assert {(s.labels["worker"], s.value) for s in conns.samples if s.name.endswith("_total")} \
+        == {("0", 1.0), ("1", 2.0)}
+    hist = parsed["hairpin_proxy_upstream_connect_seconds"]
+    assert {s.labels["worker"] for s in hist.samples} == {"0", "1"}
+    assert [s.value for s in hist.samples if s.name.endswith("_count")] == [1.0, 1.0]
+    # Each family's samples stand together: one TYPE line per family.
+    types = [line.split()[2] for line in text.splitlines() if line.startswith("# TYPE")]
+    assert len(types) == len(set(types))

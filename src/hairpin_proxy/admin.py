@@ -27,6 +27,8 @@ from hairpin_proxy.metrics import Registry
 
 log = logging.getLogger("hairpin_proxy.admin")
 
+UNIX_PREFIX = "unix:"
+
 
 @dataclass(frozen=True)
 class Check:
@@ -119,19 +121,27 @@ def _bind_one(family: int, sockaddr: Any, prepare: Callable[[socket.socket], Non
 
 class AdminServer:
     def __init__(self, registry: Registry, *, health: CheckFn = _always_ok,
-                 ready: CheckFn = _always_ok, check_timeout: float = 5.0) -> None:
+                 ready: CheckFn = _always_ok, check_timeout: float = 5.0,
+                 refresh: Callable[[], Awaitable[None]] | None = None) -> None:
         self.registry = registry
         self.health = health
         self.ready = ready
         self.check_timeout = check_timeout
+        # Called before each /metrics answer: what the registry shows is gathered then.
+        self.refresh = refresh
         self._servers: list[asyncio.Server] = []
 
     async def start(self, listen: str) -> None:
-        """Serve on ``listen`` (``ADDR:PORT``; ``[::]:PORT`` is dual stack, see bind_stream).
+        """Serve on ``listen`` (``ADDR:PORT``; ``[::]:PORT`` is dual stack, see bind_stream;
+        ``unix:PATH`` a Unix socket, for a process's own workers).
 
         Our own sockets rather than start_server(host, port): asyncio makes every IPv6
         listening socket IPv6-only, so ``[::]`` would turn away the kubelet's IPv4 probes.
         """
+        if listen.startswith(UNIX_PREFIX):
+            self._servers.append(await asyncio.start_unix_server(
+                self._handle, path=listen[len(UNIX_PREFIX):]))
+            return
         host, port = parse_hostport(listen)
         socks = bind_stream(host, port)
         try:
@@ -193,6 +203,8 @@ class AdminServer:
         if method not in ("GET", "HEAD"):
             return 405, "text/plain", b"method not allowed\n"
         if target == "/metrics":
+            if self.refresh is not None:
+                await self.refresh()
             body, ctype = self.registry.expose(_header(request, b"accept"))
             return 200, ctype, body
         if target in ("/healthz", "/livez", "/readyz"):
@@ -211,3 +223,22 @@ async def serve_admin(registry: Registry, listen: str, *, ready: CheckFn,
         log.error("cannot serve the admin endpoint", extra={"listen": listen, "error": str(exc)})
         return None
     return admin
+
+
+async def get_unix(path: str, target: str) -> tuple[int, str]:
+    """(status, body) of ``GET target`` from an admin endpoint on the Unix socket ``path``;
+    OSError when it does not answer (callers bound the wait with asyncio.timeout)."""
+    reader, writer = await asyncio.open_unix_connection(path)
+    try:
+        writer.write(f"GET {target} HTTP/1.1\r\nHost: localhost\r\nAccept: text/plain\r\n"
+                     "Connection: close\r\n\r\n".encode())
+        await writer.drain()
+        answer = await reader.read()
+    finally:
+        writer.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    try:
+        status = int(head.split(b" ", 2)[1])
+    except (IndexError, ValueError):
+        raise OSError(f"{path}: not an HTTP answer") from None
+    return status, body.decode("utf-8", "replace")

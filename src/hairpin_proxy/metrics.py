@@ -14,7 +14,7 @@ import importlib.metadata
 import math
 import platform
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from prometheus_client import (
     CollectorRegistry,
@@ -30,6 +30,8 @@ from prometheus_client.metrics_core import (
     Metric,
 )
 from prometheus_client.openmetrics import exposition as _om_exposition
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 LabelValues = tuple[str, ...]
 
@@ -349,3 +351,33 @@ class Registry:
     def render(self) -> str:
         """The text exposition format 0.0.4."""
         return self.expose()[0].decode()
+
+
+def merge_workers(texts: Mapping[str, str], label: str = "worker") -> list[Metric]:
+    """The families of several processes' text expositions as one set, each sample labelled
+    with the process it came from (``label``): one admin endpoint speaks for every worker of
+    a pod. Build info is left out: the process that merges states its own."""
+    merged: dict[str, Metric] = {}
+    for worker, text in texts.items():
+        for fam in text_string_to_metric_families(text):
+            if fam.name == BUILD_INFO:
+                continue
+            into = merged.get(fam.name)
+            if into is None:
+                into = merged[fam.name] = Metric(fam.name, fam.documentation, fam.type, fam.unit)
+            into.samples.extend(Sample(s.name, {**s.labels, label: worker}, s.value,
+                                       s.timestamp, s.exemplar) for s in fam.samples)
+    return list(merged.values())
+
+
+class WorkerFamilies:
+    """A collector that yields what ``merge_workers`` last made (set by ``update``)."""
+
+    def __init__(self) -> None:
+        self.families: list[Metric] = []
+
+    def update(self, texts: Mapping[str, str]) -> None:
+        self.families = merge_workers(texts)
+
+    def collect(self) -> Iterable[Metric]:
+        return iter(self.families)

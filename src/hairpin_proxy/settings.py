@@ -318,7 +318,10 @@ class ProxySettings(LogSettings):
                                     "(the kernel doubles it); bounds what a stalled "
                                     "connection holds. 0: the kernel's autotuning.")
     grace_period: float = opt(25.0, "Seconds to drain connections after SIGTERM.")
-    workers: int = opt(1, "Worker processes; only 1 for now (scale out with replicas).")
+    workers: int = opt(0, "Worker processes sharing the listeners (SO_REUSEPORT), each with "
+                          "its share of the connection limits, under one supervisor that "
+                          "serves the admin endpoint; 0: one per CPU the container may use "
+                          "(its CPU quota rounded up), as nginx's worker_processes auto.")
     loop: Literal["auto", "asyncio", "uvloop"] = opt("auto", "Event loop; auto is uvloop "
                                                              "when installed, else asyncio.")
     engine: Literal["auto", "epoll"] = opt(

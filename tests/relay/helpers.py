@@ -263,6 +263,9 @@ def relay_command(listen: list[str], admin_port: int, *args: str,
            "--admin-listen", f"127.0.0.1:{admin_port}", "--loop", loop]
     for spec in listen:
         cmd += ["--listen", spec]
+    if "--workers" not in args:
+        # One process unless a test asks for more: the tests look into it (descriptors, pid).
+        cmd += ["--workers", "1"]
     return cmd + list(args)
 
 

@@ -72,3 +72,43 @@ def test_default_limit_fits_both_limits(memory: str | None, buffer: int,
     assert 1 <= got.connections <= connection_limit(memory, None, buffer)
     if open_files is not None and got.connections > 1:
         assert fds_needed(got.connections) <= open_files
+
+
+@pytest.mark.parametrize(("v2", "v1q", "v1p", "want"), [
+    ("max 100000\n", None, None, None),
+    ("200000 100000\n", None, None, 2.0),
+    ("150000 100000\n", None, None, 1.5),
+    ("50000 100000\n", None, None, 0.5),
+    (None, "-1\n", "100000\n", None),
+    (None, "300000\n", "100000\n", 3.0),
+    (None, None, None, None),
+    ("garbage", None, None, None),
+])
+def test_cpu_quota(v2: str | None, v1q: str | None, v1p: str | None,
+                   want: float | None) -> None:
+    assert limits.cpu_quota(v2, v1q, v1p) == want
+
+
+@pytest.mark.parametrize(("quota", "cpus", "want"), [
+    (None, 2, 2), (2.0, 8, 2), (1.5, 8, 2), (0.5, 8, 1), (4.0, 2, 2), (None, 0, 1),
+    (2.0000000001, 8, 2),
+])
+def test_auto_workers_is_the_quota_rounded_up_within_the_cpus(quota: float | None, cpus: int,
+                                                             want: int) -> None:
+    assert limits.auto_workers(quota, cpus) == want
+
+
+@given(st.integers(0, 1 << 20), st.integers(1, 64))
+def test_shares_never_exceed_the_whole(total: int, workers: int) -> None:
+    part = limits.share(total, workers)
+    if total == 0:
+        assert part == 0
+    else:
+        assert part >= 1 and (part * workers <= total or part == 1)
+
+
+def test_each_worker_process_takes_its_reserve_from_the_memory_limit() -> None:
+    one = connection_limit("268435456", None, 65536)
+    two = connection_limit("268435456", None, 65536, processes=2)
+    assert two == (256 * MIB - 2 * limits.RESERVE) // per_connection(65536) < one
+    assert default_limit("268435456", None, 65536, None, processes=2).connections == two

@@ -80,7 +80,7 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 
 
 @pytest.mark.parametrize(("args", "code", "needle"), [
-    (["--workers", "2"], 2, "only 1 worker"),
+    (["--workers", "-1"], 2, "--workers / HAIRPIN_WORKERS: must not be negative"),
     (["--listen", "127.0.0.1:8080/v9"], 2, "unknown PROXY protocol version"),
     (["--listen", "127.0.0.1"], 2, "missing port"),
     (["--connect-timeout", "0"], 2, "must be positive"),

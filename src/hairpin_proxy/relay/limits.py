@@ -11,11 +11,15 @@ directions stalled at once.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 CGROUP_V2_MAX = Path("/sys/fs/cgroup/memory.max")
 CGROUP_V1_LIMIT = Path("/sys/fs/cgroup/memory/memory.limit_in_bytes")
+CGROUP_V2_CPU = Path("/sys/fs/cgroup/cpu.max")
+CGROUP_V1_CPU = (Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"),
+                 Path("/sys/fs/cgroup/cpu/cpu.cfs_period_us"))
 
 READ_SIZE = 256 * 1024  # one direction's unsent read (the epoll engine's READ_SIZE)
 # The idle process (interpreter, event loop, admin endpoint) and its headroom.
@@ -57,13 +61,14 @@ def per_connection(socket_buffer: int) -> int:
     return 2 * (min(READ_SIZE, buffer) + 2 * buffer) + OVERHEAD
 
 
-def connection_limit(v2_max: str | None, v1_limit: str | None, socket_buffer: int) -> int:
-    """The default --max-connections: what fits in the memory limit (at least 1), else
-    ``UNLIMITED``, which is also the most it gives."""
+def connection_limit(v2_max: str | None, v1_limit: str | None, socket_buffer: int,
+                     processes: int = 1) -> int:
+    """The default --max-connections: what fits in the memory limit (at least 1) beside
+    ``processes`` idle relay processes, else ``UNLIMITED``, which is also the most it gives."""
     limit = memory_limit(v2_max, v1_limit)
     if limit is None:
         return UNLIMITED
-    fits = (limit - RESERVE) // per_connection(socket_buffer)
+    fits = (limit - processes * RESERVE) // per_connection(socket_buffer)
     return max(1, min(UNLIMITED, fits))
 
 
@@ -76,11 +81,12 @@ class DefaultLimit:
 
 
 def default_limit(v2_max: str | None, v1_limit: str | None, socket_buffer: int,
-                  open_files: int | None) -> DefaultLimit:
-    """The default --max-connections: the least of what fits in the memory limit, what the
-    (already raised) soft open-file limit ``open_files`` allows at two descriptors a
-    connection (None: no limit), and ``UNLIMITED``; at least 1."""
-    by_memory = connection_limit(v2_max, v1_limit, socket_buffer)
+                  open_files: int | None, processes: int = 1) -> DefaultLimit:
+    """The default --max-connections of ``processes`` worker processes together: the least of
+    what fits in the memory limit, what the (already raised) soft open-file limit
+    ``open_files`` allows at two descriptors a connection (None: no limit), and
+    ``UNLIMITED``; at least 1."""
+    by_memory = connection_limit(v2_max, v1_limit, socket_buffer, processes)
     bound = "memory limit" if memory_limit(v2_max, v1_limit) is not None else "built-in maximum"
     if open_files is not None and (open_files - FD_RESERVE) // 2 < by_memory:
         return DefaultLimit(max(1, (open_files - FD_RESERVE) // 2), "open-file limit")
@@ -101,3 +107,47 @@ def read_cgroup() -> tuple[str | None, str | None]:
         except OSError:
             out.append(None)
     return out[0], out[1]
+
+
+def cpu_quota(v2_cpu_max: str | None, v1_quota: str | None, v1_period: str | None
+              ) -> float | None:
+    """CPUs the container may use, from cgroup v2 ``cpu.max`` ("QUOTA PERIOD" or "max
+    PERIOD") or v1 ``cpu.cfs_quota_us``/``cpu.cfs_period_us`` (-1: no quota); None without."""
+    if v2_cpu_max is not None:
+        fields = v2_cpu_max.split()
+    elif v1_quota is not None and v1_period is not None:
+        fields = [v1_quota.strip(), v1_period.strip()]
+    else:
+        return None
+    try:
+        q, p = int(fields[0]), int(fields[1])
+    except (ValueError, IndexError):
+        return None
+    return q / p if q > 0 and p > 0 else None
+
+
+def auto_workers(quota: float | None, cpus: int) -> int:
+    """``--workers 0``: one worker per CPU the container may use, as nginx's
+    ``worker_processes auto``: the quota rounded up, never more than the CPUs it may run on,
+    at least 1."""
+    usable = max(1, cpus)
+    if quota is None:
+        return usable
+    return max(1, min(usable, math.ceil(quota - 1e-9)))
+
+
+def share(total: int, workers: int) -> int:
+    """One worker's part of a limit that all workers together must keep (at least 1);
+    0 (no limit) stays 0."""
+    return 0 if total == 0 else max(1, total // workers)
+
+
+def read_cpu_cgroup() -> tuple[str | None, str | None, str | None]:
+    """The contents of v2 ``cpu.max`` and v1 quota and period (None for one not readable)."""
+    out: list[str | None] = []
+    for path in (CGROUP_V2_CPU, *CGROUP_V1_CPU):
+        try:
+            out.append(path.read_text())
+        except OSError:
+            out.append(None)
+    return out[0], out[1], out[2]

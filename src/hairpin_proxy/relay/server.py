@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import resource
 import select
 import signal
@@ -17,7 +18,15 @@ from hairpin_proxy.admin import AdminServer, Check, bind_stream
 from hairpin_proxy.logs import setup_logging
 from hairpin_proxy.metrics import Registry
 from hairpin_proxy.relay.epoll import Acceptor, Poller
-from hairpin_proxy.relay.limits import DefaultLimit, default_limit, fds_needed, read_cgroup
+from hairpin_proxy.relay.limits import (
+    DefaultLimit,
+    auto_workers,
+    cpu_quota,
+    default_limit,
+    fds_needed,
+    read_cgroup,
+    read_cpu_cgroup,
+)
 from hairpin_proxy.relay.listener import Listener, LiveConnections, Timeouts, size_buffers
 from hairpin_proxy.relay.resolve import ConnectError, Resolver, dns_resolver
 from hairpin_proxy.relay.spec import (
@@ -34,6 +43,7 @@ from hairpin_proxy.relay.targets import (
     TableWatcher,
     slot_listeners,
 )
+from hairpin_proxy.relay.workers import Supervisor
 from hairpin_proxy.settings import ProxySettings, usage_error
 
 log = logging.getLogger("hairpin_proxy.relay")
@@ -45,14 +55,17 @@ class StartupError(Exception):
     """The relay cannot start (a listener cannot bind, an option cannot work)."""
 
 
-def bind(spec: ListenerSpec, buffers: int = 0) -> list[socket.socket]:
+def bind(spec: ListenerSpec, buffers: int = 0, *, shared: bool = False) -> list[socket.socket]:
     """Bound (not yet listening) sockets for a listener; ``[::]`` also accepts IPv4 (or is
     0.0.0.0 where there is no IPv6). ``buffers``: SO_SNDBUF/SO_RCVBUF, which accepted sockets
-    inherit (0: autotuned)."""
+    inherit (0: autotuned). ``shared``: SO_REUSEPORT, so that every worker process binds the
+    same port and the kernel spreads new connections over them."""
     def prepare(sock: socket.socket) -> None:
         # Accepted sockets inherit it: small writes (TLS handshakes) go out at once.
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         size_buffers(sock, buffers)
+        if shared:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
 
     try:
         return bind_stream(spec.listen_host, spec.listen_port, prepare)
@@ -68,9 +81,12 @@ class Relay:
     """
 
     def __init__(self, specs: tuple[ListenerSpec, ...], settings: ProxySettings, *,
-                 resolver: Resolver | None = None, registry: Registry | None = None) -> None:
+                 resolver: Resolver | None = None, registry: Registry | None = None,
+                 shared: bool = False) -> None:
         self.specs = specs
         self.settings = settings
+        # One of several worker processes: listeners are bound with SO_REUSEPORT.
+        self.shared = shared
         self.registry = registry or Registry()
         self.metrics = RelayMetrics(self.registry)
         self.resolver = resolver or Resolver(dns_client=dns_resolver(settings.dns_server))
@@ -123,7 +139,8 @@ class Relay:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        bound = [(listener, bind(listener.spec, self.settings.socket_buffer))
+        bound = [(listener, bind(listener.spec, self.settings.socket_buffer,
+                                 shared=self.shared))
                  for listener in self.listeners]
         self.poller = Poller(loop)
         try:
@@ -272,7 +289,7 @@ class TableListeners:
         try:
             for port, (spec, _, _) in wanted.items():
                 if port not in self.served:
-                    bound[port] = bind(spec, relay.settings.socket_buffer)
+                    bound[port] = bind(spec, relay.settings.socket_buffer, shared=relay.shared)
         except StartupError as exc:
             for socks in bound.values():
                 for sock in socks:
@@ -329,15 +346,16 @@ def max_connections(settings: ProxySettings) -> int:
     return derived_limit(settings).connections
 
 
-def derived_limit(settings: ProxySettings) -> DefaultLimit:
+def derived_limit(settings: ProxySettings, processes: int = 1) -> DefaultLimit:
     """The default connection limit from the cgroup's memory limit and the open-file limit."""
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     open_files = None if soft == resource.RLIM_INFINITY else soft
-    return default_limit(*read_cgroup(), settings.socket_buffer, open_files)
+    return default_limit(*read_cgroup(), settings.socket_buffer, open_files, processes)
 
 
-async def serve(specs: tuple[ListenerSpec, ...], settings: ProxySettings) -> int:
-    relay = Relay(specs, settings)
+async def serve(specs: tuple[ListenerSpec, ...], settings: ProxySettings, *,
+                shared: bool = False) -> int:
+    relay = Relay(specs, settings, shared=shared)
     try:
         await relay.start()
     except StartupError as exc:
@@ -394,9 +412,6 @@ def loop_factory(name: str) -> tuple[str, Callable[[], asyncio.AbstractEventLoop
 def run(settings: ProxySettings) -> int:
     setup_logging(settings.log_level, settings.log_format)
     try:
-        if settings.workers != 1:
-            raise StartupError(f"--workers {settings.workers}: only 1 worker per process is "
-                               "supported; run more replicas to scale out")
         if not hasattr(select, "epoll"):
             raise StartupError("the proxy relays with Linux's epoll, which this platform does "
                                "not have (select.epoll)")
@@ -418,12 +433,19 @@ def run(settings: ProxySettings) -> int:
     except (StartupError, ListenerSpecError, ValueError) as exc:
         return usage_error("proxy", str(exc))
     raise_fd_limit()
+    count = settings.workers or auto_workers(cpu_quota(*read_cpu_cgroup()),
+                                             len(os.sched_getaffinity(0)))
     if settings.max_connections:
         check_fd_limit(settings.max_connections)
+        limit = settings.max_connections
     else:
-        derived = derived_limit(settings)
+        derived = derived_limit(settings, count)
+        limit = derived.connections
         log.info(f"connection limit from the {derived.bound_by}",
-                 extra={"max_connections": derived.connections})
+                 extra={"max_connections": limit, "workers": count})
+    if count > 1:
+        # The supervisor relays nothing: its own loop is plain asyncio.
+        return asyncio.run(Supervisor(specs, settings, count, limit).run())
     log.debug("event loop", extra={"loop": loop_name})
     with asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(serve(specs, settings))
