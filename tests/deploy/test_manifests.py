@@ -259,6 +259,24 @@ def test_proxy_shutdown_fits_the_grace_period(renders: dict[str, list[Doc]]) -> 
         assert int(sleep[1]) + drain + 5 <= spec["terminationGracePeriodSeconds"], name
 
 
+def test_the_proxy_runs_two_workers_by_default(renders: dict[str, list[Doc]]) -> None:
+    """--workers 0 takes the CPU limit (the cgroup quota) rounded up: the manifests give two,
+    and memory for both workers' idle processes beside their connections."""
+    from hairpin_proxy.relay import limits
+
+    deploy = find(renders["base"], "Deployment", "hairpin-proxy", "hairpin-proxy")
+    container = pod_spec(deploy)["containers"][0]
+    flags = flags_of(renders["base"], "Deployment", "hairpin-proxy")
+    assert int(flags.get("workers", 0)) == 0
+    cpu = container["resources"]["limits"]["cpu"]
+    quota = float(cpu[:-1]) / 1000 if cpu.endswith("m") else float(cpu)
+    assert limits.auto_workers(quota, cpus=64) == 2
+    memory = container["resources"]["limits"]["memory"]
+    assert memory.endswith("Mi")
+    per_worker = limits.connection_limit(str(int(memory[:-2]) << 20), None, 65536, processes=2)
+    assert per_worker >= 271  # no fewer connections than one worker had in 256 MiB
+
+
 def test_controller_elects_a_leader_and_knows_its_namespace(
         renders: dict[str, list[Doc]]) -> None:
     ctl = pod_spec(find(renders["base"], "Deployment", "hairpin-proxy-controller"))["containers"][0]
