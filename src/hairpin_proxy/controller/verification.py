@@ -36,6 +36,8 @@ _LB_REBUILD = 10.0
 SUMMARY_EVERY = 10.0
 _VERDICTS = ("verified", "ip-mode-proxy", "not-this-cluster", "unresolved", "pending",
              "resolver-error")
+# Verdicts that mean a host did resolve: public DNS is there.
+_RESOLVING = frozenset({"verified", "ip-mode-proxy", "not-this-cluster"})
 # Verdicts told on the Ingress: (Event reason, Event type).
 _REPORTED = {"not-this-cluster": ("HostNotOnThisCluster", "Warning"),
              "unresolved": ("HostNotOnThisCluster", "Warning"),
@@ -141,7 +143,12 @@ class Verification:
         self.wake()
 
     def _warn_no_public_dns(self, codes: list[str]) -> None:
-        before, self.no_public_dns = self.no_public_dns, nothing_resolves(codes)
+        before = self.no_public_dns
+        if nothing_resolves(codes):
+            self.no_public_dns = True
+        elif any(c in _RESOLVING for c in codes):
+            self.no_public_dns = False
+        # Otherwise some hosts are still pending: no news either way.
         if self.no_public_dns and not before:
             log.warning(NO_PUBLIC_DNS)
         elif before and not self.no_public_dns:
