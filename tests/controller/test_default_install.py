@@ -31,7 +31,8 @@ INTERNAL = "api.internal.example"
 
 def ingress_nginx(api: FakeApiServer, *, namespace: str = "ingress-nginx",
                   release: str = "ingress-nginx", cls: str = "nginx", default: bool = True,
-                  lb: str = "203.0.113.10") -> list[dict[str, Any]]:
+                  lb: str = "203.0.113.10",
+                  service_ports: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """An ingress-nginx release as its Helm chart installs it, with use-proxy-protocol on:
     its IngressClass, controller Service and ConfigMap. Returns what it created."""
     labels = {"app.kubernetes.io/name": "ingress-nginx",
@@ -44,7 +45,7 @@ def ingress_nginx(api: FakeApiServer, *, namespace: str = "ingress-nginx",
         {"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass", "metadata": meta,
          "spec": {"controller": "k8s.io/ingress-nginx"}},
         service(namespace, "ingress-nginx-controller", type="LoadBalancer", labels=labels,
-                lb_ingress=[{"ip": lb}]),
+                lb_ingress=[{"ip": lb}], ports=service_ports),
         configmap(namespace, "ingress-nginx-controller", {"use-proxy-protocol": "true"}),
     ]
     for obj in objects:
