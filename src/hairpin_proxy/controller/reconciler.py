@@ -435,7 +435,8 @@ class Controller:
             gc.freeze()
             log.info("first sync done", extra={
                 "hosts": len(hosts), "rejected": len(result.rejections),
-                "pending": routed.pending_hosts if routed is not None else 0})
+                "pending": routed.pending_hosts if routed is not None else 0,
+                "verifying": self.verification.pending if self.verification else 0})
         return True
 
     def _routed_result(self, routed: Routed, rejections: list[Rejection]) -> PolicyResult:

@@ -67,6 +67,8 @@ class Verification:
         self._summary_due: asyncio.TimerHandle | None = None
         # Whether the last pass found that no host resolves at all (warned once per spell).
         self.no_public_dns = False
+        # Hosts the last pass had no verdict for yet (not redirected until they have one).
+        self.pending = 0
         metrics.kept_age_source = lambda: checker.stats().oldest_kept_age or 0.0
 
     async def _lb_index(self) -> LbIndex:
@@ -108,6 +110,7 @@ class Verification:
                 self._report(host, code, verdict.reason, result.sources.get(host, ()))
         for code in _VERDICTS:
             self.metrics.verdicts.labels(code).set(counts.get(code, 0))
+        self.pending = counts.get("pending", 0)
         self._summarize(counts)
         self._warn_no_public_dns([c for c, n in counts.items() if n])
         stats = self.checker.stats()
