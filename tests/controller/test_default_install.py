@@ -101,6 +101,7 @@ def test_the_default_install_redirects_on_the_first_pass_through_the_main_servic
     assert (first["hosts"], first["pending"]) == (2, 0)
     assert slot_services(cluster) == [] and table_keys(cluster) == set()
     (told,) = [r for r in records(ctl, "target") if r["target"] == "ingressclass/nginx"]
+    assert told["level"] == "info"
     assert str(told["state"]).startswith("served by the main proxy Service, no slot: its "
                                          "data plane ingress-nginx/ingress-nginx-controller")
     # What a GitOps user renders from the same objects is what the controller wrote.

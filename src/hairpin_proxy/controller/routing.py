@@ -267,8 +267,10 @@ class Routing:
             now[key] = (f"served by the main proxy Service, no slot: its data plane "
                         f"{target.service} (found by {target.found_by}) is the proxy's "
                         "--target-server")
+        # A target that cannot be used is worth a warning; one that needs no PROXY is not.
+        warn = {k for k, why in p.unresolved.items() if why.problem != "target-no-proxy"}
         for key, words in now.items():
             if self._told.get(key) != words:
-                (log.warning if "target-" in words and "no-proxy" not in words
-                 else log.info)("target", extra={"target": key, "state": words})
+                (log.warning if key in warn else log.info)(
+                    "target", extra={"target": key, "state": words})
         self._told = now
