@@ -255,3 +255,20 @@ def test_service_of_host_matches_an_address_to_a_cluster_ip() -> None:
     assert service_of_host("[fd00:0::10]", "cluster.local", svcs) == (
         "ingress-nginx/ingress-nginx-controller")
     assert service_of_host("10.96.0.11", "cluster.local", svcs) == ""
+
+
+_LABELS = st.from_regex(r"[a-z]([-a-z0-9]{0,20}[a-z0-9])?", fullmatch=True)
+
+
+# A namespace called "svc" makes NAME.svc (no namespace) ambiguous; the API allows it, but
+# the spelling without a namespace does not exist, so the property leaves it out.
+@given(_LABELS, _LABELS.filter(lambda n: n != "svc"),
+       st.sampled_from(["cluster.local", "k8s.example"]),
+       st.sampled_from(["", ".svc", ".svc.{domain}", ".svc.{domain}."]))
+def test_service_of_host_names_the_service_in_every_spelling(
+        name: str, namespace: str, domain: str, tail: str) -> None:
+    server = f"{name}.{namespace}{tail.format(domain=domain)}"
+    assert service_of_host(server, domain, []) == f"{namespace}/{name}"
+    assert service_of_host(server.upper(), domain, []) == f"{namespace}/{name}"
+    # One more label is a name outside the cluster (or in another one).
+    assert service_of_host(f"{name}.{server}", domain, []) == ""
