@@ -268,6 +268,10 @@ class TargetSettings:
                 "are picked up); off ignores them.")
     gateway_class: tuple[str, ...] = opt((), "Only Gateways of this GatewayClass (repeatable); "
                                              "empty means every class.")
+    target_server: str = opt(DEFAULT_TARGET_SERVER, "The proxy's --target-server (same "
+                                                    "variable): a class whose data plane is "
+                                                    "that Service uses the main proxy Service, "
+                                                    "no slot.", env="TARGET_SERVER")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -488,3 +492,6 @@ class DoctorSettings(CorednsTargetSettings, TargetSettings, PolicySettings, Kube
     verify_resolver: tuple[str, ...] = opt(
         (), "As the controller's --verify-resolver: DNS server ADDR[:PORT] for that check "
             "(repeatable); default: the system resolver.")
+    target_settle: float = opt(90.0, "As the controller's --target-settle: seconds a new "
+                                     "slot waits before its hosts get DNS rules (shown as "
+                                     "pending until then).")

@@ -256,3 +256,68 @@ def test_a_host_is_redirected_only_while_its_dns_points_here(
         assert ctl.proc.poll() is None
     finally:
         server.stop()
+
+
+# ---------------------------------------------------------------------- what the operator sees
+
+
+def summaries(ctl: Controller) -> list[dict[str, object]]:
+    return [r for r in ctl.records() if r.get("msg") == "host verification"]
+
+
+def test_a_start_with_1000_ingresses_logs_a_summary_not_a_line_per_host(
+        cluster: FakeApiServer, start: Start, dns: Dnsmasq) -> None:
+    with_lb(cluster)
+    zones = ("app", "other", "nowhere")  # verified, not this cluster, unresolved
+    for i in range(1000):
+        cluster.create(ingress("shop", f"web{i:04d}",
+                               tls_hosts=[f"h{i:04d}.{zones[i % 3]}.example.test"]))
+    # The default --write-interval: what a start does, not the tests' faster one.
+    ctl = start("--verify-hosts", "on", "--verify-resolver", dns.server,
+                "--allow-mass-removal", "--write-interval", "2")
+    ctl.wait_ready(timeout=60)
+    (first,) = [r for r in ctl.records() if r.get("msg") == "first sync done"]
+    # Nothing is redirected before its verdict: the first pass says how many wait for one.
+    assert int(str(first["verifying"])) + int(str(first["hosts"])) == 1000
+    wait_until(lambda: any(r["pending"] == 0 for r in summaries(ctl)), timeout=120,
+               what="every host verified")
+    final = [r for r in summaries(ctl) if r["pending"] == 0][-1]
+    assert (final["hosts"], final["verified"], final["not_this_cluster"],
+            final["unresolved"]) == (1000, 334, 333, 333)
+    wait_until(lambda: len(managed(cluster)) == 334, timeout=30, what="verified hosts written")
+    # Per-host Events as before, on each Ingress whose host is not this cluster's.
+    wait_until(lambda: events(cluster, "HostNotOnThisCluster"), what="per-host Events")
+    lines = ctl.log().splitlines()
+    assert len(lines) < 50, "\n".join(lines)
+    assert not [r for r in ctl.records() if r.get("msg") == "host not redirected"]
+
+
+def test_no_host_resolving_at_all_is_one_warning_shown_in_readyz(
+        cluster: FakeApiServer, start: Start, dns: Dnsmasq) -> None:
+    with_lb(cluster)
+    cluster.create(ingress("shop", "web", tls_hosts=["nowhere.example.test",
+                                                     "gone.example.test"]))
+    ctl = verifying(start, dns, "--log-level", "debug")
+
+    def warnings() -> list[dict[str, object]]:
+        return [r for r in ctl.records() if r.get("level") == "warning"
+                and "no candidate host resolves" in str(r.get("msg"))]
+    wait_until(warnings, what="the no-public-DNS warning")
+    (warning,) = warnings()
+    assert "--verify-resolver" in str(warning["msg"]) and "verify-off" in str(warning["msg"])
+    code, body = ctl.get("/readyz")
+    assert code == 200 and "verification: no candidate host resolves" in body
+    assert "verify-off" in body
+    # Per-host lines are there at debug level only.
+    per_host = [r for r in ctl.records() if r.get("msg") == "host not redirected"]
+    assert per_host and {r["level"] for r in per_host} == {"debug"}
+    # More passes (re-checks every second, a new unresolved host) warn no more.
+    cluster.create(ingress("shop", "more", tls_hosts=["missing.example.test"]))
+    wait_until(lambda: any(r["hosts"] == 3 and r["unresolved"] == 3 for r in summaries(ctl)),
+               what="the new host checked")
+    assert len(warnings()) == 1
+    # One host that resolves here: public DNS is reachable, the warning is over.
+    cluster.create(ingress("shop", "real", tls_hosts=["app.example.test"]))
+    wait_until(lambda: managed(cluster) == ("app.example.test",), what="verified host written")
+    wait_until(lambda: "verification" not in ctl.get("/readyz")[1], what="readyz clear")
+    assert len(warnings()) == 1

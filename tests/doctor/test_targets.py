@@ -8,6 +8,7 @@ proxy Service the host should be answered with.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -342,3 +343,57 @@ def test_tls_routes_are_read_at_the_version_served(fake_api: FakeApiServer,
     assert "tlsroutes v1alpha3" in report["cluster"]["gateway_api"]
     assert fake_api.count("GET", path_re=r"/v1alpha3/tlsroutes\?") == 1
     assert fake_api.count("GET", path_re=r"/v1alpha2/tlsroutes\?") == 0
+
+
+# --------------------------------------------------------------------------- settling, default
+
+
+def test_a_new_slot_still_settling_reads_pending_with_the_time_of_its_rules(
+        fake_api: FakeApiServer, kubeconfig: Path) -> None:
+    gateway_cluster(fake_api, proxy=True)
+    fake_api.create(service(NS, "hairpin-proxy-t1", cluster_ips=["127.0.0.6"]))
+    published = Target(key=GATEWAY_KEY, service=f"envoy-gateway-system/{DATA_PLANE}",
+                       upstream=f"{DATA_PLANE}.envoy-gateway-system.svc.cluster.local",
+                       http_port=80, https_port=443, proxy="v2", proxy_source="policy",
+                       found_by="labels")
+    since = int(time.time())
+    fake_api.create(configmap(NS, "hairpin-proxy-targets", {
+        "targets.json": encode([entry_for(published, 1)]),
+        "published.json": json.dumps({GATEWAY_KEY: since})}))
+    args = ("--resolve", f"{HOST}:{LB_IP}", "--port", "0", "--tls-port", "0",
+            "--target-settle", "600")
+    rules_at = time.strftime("%H:%M:%S", time.gmtime(since + 600))
+    _, report, _ = doctor(*args, kubeconfig=kubeconfig)
+    t = one(report)["target"]
+    assert (t["key"], t["slot"], t["rules_at"]) == (GATEWAY_KEY, 1, f"{rules_at} UTC")
+    _rc, text = doctor_text(kubeconfig, *args)
+    assert (f"  target   pending (slot settling, rules at {rules_at} UTC) → {GATEWAY_KEY} "
+            f"via Service envoy-gateway-system/{DATA_PLANE}") in text
+    # Once the settle time is over the slot is simply in use.
+    _, report, _ = doctor(*args[:-1], "0", kubeconfig=kubeconfig)
+    assert one(report)["target"]["rules_at"] is None
+
+
+def test_the_default_installs_class_goes_to_the_main_service(
+        fake_api: FakeApiServer, kubeconfig: Path) -> None:
+    base_cluster(fake_api, proxy=True)
+    labels = {"app.kubernetes.io/name": "ingress-nginx",
+              "app.kubernetes.io/component": "controller"}
+    fake_api.patch("Service", "ingress-nginx", "ingress-nginx-controller",
+                   {"metadata": {"labels": labels}})
+    fake_api.create(configmap("ingress-nginx", "ingress-nginx-controller",
+                              {"use-proxy-protocol": "true"}))
+    fake_api.create(ingress_class("nginx", default=True))
+    fake_api.create(ingress("shop", "web", tls_hosts=[HOST], rule_hosts=[HOST]))
+    args = ("--resolve", f"{HOST}:{LB_IP}", "--port", "0", "--tls-port", "0")
+    _rc, report, _ = doctor(*args, kubeconfig=kubeconfig)
+    t = one(report)["target"]
+    assert (t["key"], t["slot"], t["proxy_service"]) == ("default", 0, f"{NS}/hairpin-proxy")
+    assert t["message"] == ("ingressclass/nginx's data plane ingress-nginx/ingress-nginx-"
+                            "controller is the proxy's --target-server: the main Service "
+                            "serves it, no slot")
+    # A proxy relaying to another Service: ingress-nginx is a data plane of its own.
+    _, report, _ = doctor(*args, kubeconfig=kubeconfig,
+                           environ={"TARGET_SERVER": "traefik.traefik.svc.cluster.local"})
+    t = one(report)["target"]
+    assert (t["key"], t["slot"]) == ("ingressclass/nginx", 1)

@@ -205,3 +205,20 @@ def test_text_report_shows_the_verification(fake_api: FakeApiServer, kubeconfig:
     assert (f"  verify   not-this-cluster (not redirected): {host} resolves to {OTHER_IP}, not "
             f"to this cluster's load balancers {LOOPBACK_LB}, {LB_IP} [resolver {dns.server}]"
             in out)
+
+
+def test_no_host_resolving_at_all_is_named_with_the_ways_out(
+        fake_api: FakeApiServer, kubeconfig: Path, pp_nginx: Nginx, dns: Dnsmasq) -> None:
+    cluster(fake_api)
+    # The resolver of a split-horizon or air-gapped cluster: none of the names is there.
+    hosts = ("nowhere.example.test", "gone.example.test")
+    _, report, _ = doctor(*hosts, *resolve(*hosts), *ports(pp_nginx), kubeconfig=kubeconfig,
+                           verify=("--verify-resolver", dns.server))
+    assert [h["verification"]["code"] for h in report["hosts"]] == ["unresolved"] * 2
+    (note,) = [n for n in report["notes"] if n.startswith("verification:")]
+    assert "--verify-resolver" in note and "verify-off" in note
+    # One name that resolves, even elsewhere, says public DNS is there: no such note.
+    hosts = ("nowhere.example.test", "other.example.test")
+    _rc, report, _ = doctor(*hosts, *resolve(*hosts), *ports(pp_nginx), kubeconfig=kubeconfig,
+                           verify=("--verify-resolver", dns.server))
+    assert not [n for n in report["notes"] if n.startswith("verification:")]

@@ -14,6 +14,7 @@ from hairpin_proxy.targets.discovery import (
     find_gateway_service,
     find_ingressclass_service,
     service_addresses,
+    service_of_host,
     service_ports,
     usable,
 )
@@ -223,3 +224,51 @@ def test_service_addresses_are_its_cluster_ips() -> None:
     for none in (None, {}, {"spec": None}, {"spec": {"clusterIP": "None"}},
                  {"spec": {"clusterIPs": ["None"]}}, {"spec": {"clusterIPs": [7, ""]}}):
         assert service_addresses(none) == ()
+
+
+NGINX_SVC = "ingress-nginx/ingress-nginx-controller"
+
+
+@pytest.mark.parametrize(("server", "expected"), [
+    ("ingress-nginx-controller.ingress-nginx.svc.cluster.local", NGINX_SVC),
+    ("ingress-nginx-controller.ingress-nginx.svc.cluster.local.", NGINX_SVC),
+    ("Traefik.Kube-System.svc", "kube-system/traefik"),
+    ("traefik.kube-system", "kube-system/traefik"),
+    # Another cluster domain, or a name outside the cluster: no Service of ours to match.
+    ("traefik.kube-system.svc.other.local", ""),
+    ("ingress.example.com", ""),
+    ("localhost", ""),
+    ("", ""),
+    ("a_b.ns.svc.cluster.local", ""),
+])
+def test_service_of_host_reads_the_target_servers_name(server: str, expected: str) -> None:
+    assert service_of_host(server, "cluster.local", []) == expected
+
+
+def test_service_of_host_matches_an_address_to_a_cluster_ip() -> None:
+    svcs = [{"metadata": {"namespace": "ingress-nginx", "name": "ingress-nginx-controller"},
+             "spec": {"clusterIPs": ["10.96.0.10", "fd00::10"]}},
+            {"metadata": {"namespace": "web", "name": "headless"},
+             "spec": {"clusterIPs": ["None"]}}]
+    assert service_of_host("10.96.0.10", "cluster.local", svcs) == (
+        "ingress-nginx/ingress-nginx-controller")
+    assert service_of_host("[fd00:0::10]", "cluster.local", svcs) == (
+        "ingress-nginx/ingress-nginx-controller")
+    assert service_of_host("10.96.0.11", "cluster.local", svcs) == ""
+
+
+_LABELS = st.from_regex(r"[a-z]([-a-z0-9]{0,20}[a-z0-9])?", fullmatch=True)
+
+
+# A namespace called "svc" makes NAME.svc (no namespace) ambiguous; the API allows it, but
+# the spelling without a namespace does not exist, so the property leaves it out.
+@given(_LABELS, _LABELS.filter(lambda n: n != "svc"),
+       st.sampled_from(["cluster.local", "k8s.example"]),
+       st.sampled_from(["", ".svc", ".svc.{domain}", ".svc.{domain}."]))
+def test_service_of_host_names_the_service_in_every_spelling(
+        name: str, namespace: str, domain: str, tail: str) -> None:
+    server = f"{name}.{namespace}{tail.format(domain=domain)}"
+    assert service_of_host(server, domain, []) == f"{namespace}/{name}"
+    assert service_of_host(server.upper(), domain, []) == f"{namespace}/{name}"
+    # One more label is a name outside the cluster (or in another one).
+    assert service_of_host(f"{name}.{server}", domain, []) == ""

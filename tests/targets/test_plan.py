@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from hairpin_proxy.claims import Claim, ObjectRef
 from hairpin_proxy.targets.mapping import parse_target_flags
 from hairpin_proxy.targets.model import Target
@@ -95,3 +100,88 @@ def test_a_resolution_cache_is_used_and_filled() -> None:
     assert again.routes == first.routes and again.targets == first.targets
     # A cached key no claim names is not planned.
     assert plan([], TargetFacts(), {}, {}, 8, resolved=cache).targets == {}
+
+
+# ---------------------------------------------------------------- the default install
+
+NGINX_LABELS = {"app.kubernetes.io/name": "ingress-nginx",
+                "app.kubernetes.io/component": "controller"}
+
+
+def nginx_install(namespace: str, release: str, cls: str) -> tuple[dict[str, Any], ...]:
+    """An ingress-nginx release: its IngressClass, Service and ConfigMap (PROXY on)."""
+    labels = {**NGINX_LABELS, "app.kubernetes.io/instance": release}
+    return ({"metadata": {"name": cls, "labels": labels},
+             "spec": {"controller": "k8s.io/ingress-nginx"}},
+            {**svc(namespace, "ingress-nginx-controller", labels)},
+            {"metadata": {"namespace": namespace, "name": "ingress-nginx-controller"},
+             "data": {"use-proxy-protocol": "true"}})
+
+
+def two_nginx(default_service: str) -> TargetFacts:
+    first = nginx_install("ingress-nginx", "ingress-nginx", "nginx")
+    second = nginx_install("ingress-internal", "internal", "internal")
+    return TargetFacts(
+        services=[first[1], second[1]],
+        ingress_classes={"nginx": first[0], "internal": second[0]},
+        configmaps={"ingress-nginx/ingress-nginx-controller": first[2],
+                    "ingress-internal/ingress-nginx-controller": second[2]},
+        default_service=default_service)
+
+
+def test_the_default_installs_data_plane_uses_the_main_service_and_no_slot() -> None:
+    claims = [ing("a.example.com", "nginx", "a", T0), ing("b.example.com", "internal", "b", T0)]
+    p = plan(claims, two_nginx("ingress-nginx/ingress-nginx-controller"), {}, {}, 8)
+    # ingress-nginx is what --target-server names: its hosts take the main Service at once.
+    assert p.routes == {"a.example.com": "default", "b.example.com": "ingressclass/internal"}
+    assert p.fallbacks == {"ingressclass/nginx": "default"}
+    assert p.shared["ingressclass/nginx"].service == "ingress-nginx/ingress-nginx-controller"
+    # Slots are for the second data plane, which gets the first one.
+    assert p.slots == {"ingressclass/internal": 1}
+    # A table written by an earlier version that gave ingress-nginx slot 1 lets it go.
+    p = plan(claims, two_nginx("ingress-nginx/ingress-nginx-controller"), {},
+             {"ingressclass/nginx": 1}, 8)
+    assert p.slots == {"ingressclass/internal": 1}
+
+
+def test_without_a_matching_target_server_every_data_plane_gets_a_slot() -> None:
+    claims = [ing("a.example.com", "nginx", "a", T0), ing("b.example.com", "internal", "b", T0)]
+    p = plan(claims, two_nginx(""), {}, {}, 8)
+    assert set(p.slots) == {"ingressclass/nginx", "ingressclass/internal"} and not p.shared
+    p = plan(claims, two_nginx("traefik/traefik"), {}, {}, 8)
+    assert set(p.slots) == {"ingressclass/nginx", "ingressclass/internal"} and not p.shared
+
+
+def test_a_target_entry_for_the_same_service_keeps_its_slot() -> None:
+    # --target is the operator's word (e.g. another PROXY version than the main listeners').
+    m = parse_target_flags(["nginx=ingress-nginx/ingress-nginx-controller:v2"])
+    p = plan([ing("a.example.com", "nginx", "a", T0)],
+             two_nginx("ingress-nginx/ingress-nginx-controller"), m, {}, 8)
+    assert p.routes == {"a.example.com": "ingressclass/nginx"} and p.slots == {
+        "ingressclass/nginx": 1}
+
+
+def test_a_class_on_the_default_plane_and_a_classless_ingress_do_not_conflict() -> None:
+    classless = Claim("a.example.com", "default", ObjectRef("Ingress", "web", "old"), T0)
+    p = plan([classless, ing("a.example.com", "nginx", "new", T1)],
+             two_nginx("ingress-nginx/ingress-nginx-controller"), {}, {}, 8)
+    assert p.routes == {"a.example.com": "default"} and p.losers == () and not p.slots
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d"]),
+                          st.sampled_from(["nginx", "internal", "other"])), max_size=12),
+       st.sampled_from(["ingress-nginx/ingress-nginx-controller",
+                        "ingress-internal/ingress-nginx-controller", ""]))
+def test_no_slot_is_ever_given_to_the_target_servers_own_data_plane(
+        pairs: list[tuple[str, str]], default_service: str) -> None:
+    facts = two_nginx(default_service)
+    claims = [ing(f"{h}.example.com", cls, f"i{n}", T0) for n, (h, cls) in enumerate(pairs)]
+    p = plan(claims, facts, {}, {}, 8)
+    for key in p.slots:
+        assert p.targets[key].service != default_service
+    # A host only classes on the default plane (or falling back to it) ask for is routed,
+    # at once, to the main Service.
+    for c in claims:
+        if all(o.target in p.fallbacks for o in claims if o.host == c.host):
+            assert p.routes[c.host] == "default"

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from hairpin_proxy.targets import table
 from hairpin_proxy.targets.model import Target
 from hairpin_proxy.targets.slots import MAX_SLOT, listen_ports
 from hairpin_proxy.targets.table import TableEntry, TableError, decode, encode, entry_for
@@ -163,3 +164,15 @@ def test_round_trip(entries: list[TableEntry]) -> None:
     back = decode(text)
     assert back == tuple(sorted(entries, key=lambda e: e.slot))
     assert encode(back) == text
+
+
+def test_published_times_are_read_leniently_and_settle_from_them() -> None:
+    text = '{"ingressclass/a": 1000, "ingressclass/b": 1000.5, "x": true, "y": "no"}'
+    assert table.decode_published(text) == {"ingressclass/a": 1000.0, "ingressclass/b": 1000.5}
+    for bad in (None, "", "[1]", "{", 7):
+        assert table.decode_published(bad) == {}
+    published = {"ingressclass/a": 1000.0}
+    assert table.settles_at(published, "ingressclass/a", 90, now=5000) == 1090
+    # Not in the table yet: it will be published now, and settles from then.
+    assert table.settles_at(published, "ingressclass/b", 90, now=5000) == 5090
+    assert table.clock(1090) == "00:18:10"

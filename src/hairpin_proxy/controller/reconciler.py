@@ -37,7 +37,7 @@ from hairpin_proxy.controller.events import Reports
 from hairpin_proxy.controller.guard import HeldDrops, RemovalGuard
 from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.preflight import Preflight
-from hairpin_proxy.controller.routing import Routed, Routing
+from hairpin_proxy.controller.routing import Routed, Routing, pending_note
 from hairpin_proxy.controller.routing import slim_service as slim_any_service
 from hairpin_proxy.controller.sinks import Desired, RulesSink, Sink
 from hairpin_proxy.controller.sinks.coredns import CorednsSink, SinkError
@@ -145,7 +145,7 @@ class Controller:
                                gateway=self.gateway, cluster_domain=s.cluster_domain,
                                max_targets=s.max_targets, settle=s.target_settle,
                                dns_ttl=s.dns_ttl, table_configmap=s.targets_configmap,
-                               wake_in=self._wake_in)
+                               wake_in=self._wake_in, target_server=s.target_server)
         self.coredns = reflector(resource_path("v1", "configmaps", s.configmap_namespace),
                                  "coredns-configmap", s.configmap_name)
         self.import_cm = reflector(resource_path("v1", "configmaps", s.configmap_namespace),
@@ -281,7 +281,10 @@ class Controller:
         withdrawn = self.withdrawal.reason
         notes = "".join(f"; {note}" for note in (
             f"rules withdrawn: {withdrawn}" if withdrawn and self.is_leader() else "",
-            *self.node_local_writer.notes.values()) if note)
+            *self.node_local_writer.notes.values(),
+            pending_note(self.routing.pending) if self.is_leader() else "",
+            self.verification.note() if self.verification and self.is_leader() else "",
+        ) if note)
         return Check(True, ("ok (leader)" if self.is_leader() else "ok (standby)") + notes)
 
     # ------------------------------------------------------------------ loop
@@ -432,8 +435,10 @@ class Controller:
             # dicts with 10,000 Ingresses): out of the cyclic GC's sight, so its full
             # collections no longer walk them in the middle of later reconciles.
             gc.freeze()
-            log.info("first sync done", extra={"hosts": len(hosts),
-                                               "rejected": len(result.rejections)})
+            log.info("first sync done", extra={
+                "hosts": len(hosts), "rejected": len(result.rejections),
+                "pending": routed.pending_hosts if routed is not None else 0,
+                "verifying": self.verification.pending if self.verification else 0})
         return True
 
     def _routed_result(self, routed: Routed, rejections: list[Rejection]) -> PolicyResult:

@@ -13,7 +13,6 @@ table the proxies mount, and tells the pass which answer each host gets:
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -27,7 +26,7 @@ from hairpin_proxy.controller.sources.ingress import IngressSource
 from hairpin_proxy.kube.client import JsonObj, resource_path
 from hairpin_proxy.kube.watch import Reflector
 from hairpin_proxy.targets import table
-from hairpin_proxy.targets.discovery import service_addresses
+from hairpin_proxy.targets.discovery import service_addresses, service_of_host
 from hairpin_proxy.targets.mapping import MapEntry
 from hairpin_proxy.targets.model import Target
 from hairpin_proxy.targets.plan import Plan, plan
@@ -41,9 +40,8 @@ from hairpin_proxy.targets.slots import service_name
 
 log = logging.getLogger("hairpin_proxy.controller")
 
-TABLE_KEY = "targets.json"
-# When each target first appeared in the table (unix seconds): the settle delay counts from it.
-PUBLISHED_KEY = "published.json"
+TABLE_KEY = table.TABLE_KEY
+PUBLISHED_KEY = table.PUBLISHED_KEY
 
 
 def slim_service(obj: JsonObj) -> JsonObj:
@@ -65,15 +63,7 @@ def slim_service(obj: JsonObj) -> JsonObj:
 
 
 def read_published(cm: JsonObj | None) -> dict[str, float]:
-    raw = ((cm or {}).get("data") or {}).get(PUBLISHED_KEY)
-    try:
-        value = json.loads(raw) if isinstance(raw, str) else {}
-    except ValueError:
-        return {}
-    if not isinstance(value, dict):
-        return {}
-    return {k: float(v) for k, v in value.items()
-            if isinstance(k, str) and isinstance(v, int | float) and not isinstance(v, bool)}
+    return table.decode_published(((cm or {}).get("data") or {}).get(PUBLISHED_KEY))
 
 
 def read_slots(cm: JsonObj | None) -> dict[str, int]:
@@ -88,6 +78,37 @@ def read_slots(cm: JsonObj | None) -> dict[str, int]:
         return {}
 
 
+@dataclass(frozen=True)
+class Pending:
+    """The hosts of one target waiting for its new slot: their rules are written at
+    ``rules_at`` (unix seconds), or, when ``rules_at`` is None, once the slot's Service
+    exists."""
+
+    slot: int
+    hosts: int
+    rules_at: float | None
+
+
+def pending_note(pending: Mapping[str, Pending]) -> str:
+    """One clause for /readyz: how many hosts wait for which slot, and until when."""
+    if not pending:
+        return ""
+    parts = [f"{key} {p.hosts} host{'s' if p.hosts != 1 else ''} "
+             + (f"rules at {table.clock(p.rules_at)} UTC" if p.rules_at is not None
+                else f"waiting for Service {service_name(p.slot)}")
+             for key, p in sorted(pending.items())]
+    total = sum(p.hosts for p in pending.values())
+    return f"{total} host{'s' if total != 1 else ''} pending (slot settling: {', '.join(parts)})"
+
+
+def _same(a: Pending, b: Pending) -> bool:
+    # The first pass counts from its own clock, the next from the table's published time
+    # (the same moment, a write later): not a change worth another line.
+    if a.rules_at is None or b.rules_at is None:
+        return a == b
+    return a.slot == b.slot and a.hosts == b.hosts and abs(a.rules_at - b.rules_at) < 5
+
+
 @dataclass
 class Routed:
     """One pass's routing: the plan, and what each routed host answers with."""
@@ -97,6 +118,13 @@ class Routed:
     answers: dict[str, corefile.Answers] = field(default_factory=dict)
     # Hosts the pass must leave out for now (a new slot still settling, a Service not there).
     waiting: set[str] = field(default_factory=set)
+    # Target key → its hosts waiting for a new slot (those keeping an older answer meanwhile
+    # included).
+    pending: dict[str, Pending] = field(default_factory=dict)
+
+    @property
+    def pending_hosts(self) -> int:
+        return sum(p.hosts for p in self.pending.values())
 
 
 class Routing:
@@ -104,13 +132,15 @@ class Routing:
                  target_map: Mapping[str, MapEntry], services: Reflector,
                  ingress: IngressSource, gateway: GatewaySource | None,
                  cluster_domain: str, max_targets: int, settle: float, dns_ttl: int,
-                 table_configmap: str, wake_in: Callable[[float], None]) -> None:
+                 table_configmap: str, wake_in: Callable[[float], None],
+                 target_server: str = "") -> None:
         self.namespace = namespace
         self.target_map = target_map
         self.services = services
         self.ingress = ingress
         self.gateway = gateway
         self.cluster_domain = cluster_domain
+        self.target_server = target_server
         self.max_targets = max_targets
         self.settle = settle
         self.dns_ttl = dns_ttl
@@ -123,6 +153,9 @@ class Routing:
         self.table_cm = reflector(resource_path("v1", "configmaps", namespace),
                                   "targets-configmap", table_configmap)
         self._told: dict[str, str] = {}
+        self._told_pending: dict[str, Pending] = {}
+        # The last pass's hosts waiting for a new slot, for /readyz.
+        self.pending: dict[str, Pending] = {}
         self._facts = TargetFacts()
         self._resolved: dict[str, Target | Unresolved | None] = {}
         self._facts_at: tuple[object, ...] | None = None
@@ -143,8 +176,9 @@ class Routing:
                       for r in (self.nginx_configmaps, self.cilium_configmap)
                       for cm in r.cache.values()}
         g = self.gateway
+        services = list(self.services.cache.values())
         return TargetFacts(
-            services=list(self.services.cache.values()),
+            services=services,
             ingress_classes={str((c.get("metadata") or {}).get("name")): c
                              for c in self.ingress.classes.cache.values()},
             gateways=g.gateways() if g else {},
@@ -153,7 +187,8 @@ class Routing:
             client_traffic_policies=g.client_traffic_policies() if g else (),
             nginx_proxies=g.nginx_proxies() if g else {},
             cluster_domain=self.cluster_domain,
-            unreadable=g.unreadable() if g else frozenset())
+            unreadable=g.unreadable() if g else frozenset(),
+            default_service=service_of_host(self.target_server, self.cluster_domain, services))
 
     def route(self, claims: Iterable[Claim], table_cm: JsonObj | None,
               held_answers: Callable[[], Mapping[str, corefile.Answers]]) -> Routed:
@@ -172,19 +207,20 @@ class Routing:
         now = time.time()
         routed = Routed(p)
         held: Mapping[str, corefile.Answers] | None = None
+        waits: dict[str, list[str]] = {}
         for host, key in p.routes.items():
             if key == "default":
                 continue
-            since = published.get(key)
             svc = self.services.get(f"{self.namespace}/{service_name(p.slots[key])}")
             addresses = service_addresses(svc)
-            left = self.settle - (now - since) if since is not None else self.settle
+            left = table.settles_at(published, key, self.settle, now) - now
             if left <= 0 and addresses:
                 try:
                     routed.answers[host] = corefile.Answers.of(addresses, self.dns_ttl)
                     continue
                 except corefile.CorefileError:
                     pass  # not an address CoreDNS could answer with: the host waits
+            waits.setdefault(key, []).append(host)
             if left > 0:
                 self.wake_in(left + 0.05)
             if held is None:
@@ -195,7 +231,29 @@ class Routing:
                 routed.answers[host] = before
             else:
                 routed.waiting.add(host)
+        for key, hosts in waits.items():
+            at = table.settles_at(published, key, self.settle, now)
+            routed.pending[key] = Pending(p.slots[key], len(hosts), at if at > now else None)
+        self.pending = routed.pending
+        self._tell_pending(routed.pending)
         return routed
+
+    def _tell_pending(self, pending: Mapping[str, Pending]) -> None:
+        """One line per target whose hosts start waiting for a slot (or whose count or time
+        changes), not one per pass."""
+        for key, p in sorted(pending.items()):
+            told = self._told_pending.get(key)
+            if told is not None and _same(told, p):
+                continue
+            extra: dict[str, object] = {"target": key, "slot": p.slot, "hosts": p.hosts}
+            if p.rules_at is not None:
+                extra["rules_at"] = f"{table.clock(p.rules_at)} UTC"
+                log.info("hosts wait for their new slot to settle (--target-settle)",
+                         extra=extra)
+            else:
+                extra["service"] = f"{self.namespace}/{service_name(p.slot)}"
+                log.info("hosts wait for their slot's Service", extra=extra)
+        self._told_pending = dict(pending)
 
     def _tell(self, p: Plan) -> None:
         """One log line per change of a target's state (not per pass)."""
@@ -205,8 +263,14 @@ class Routing:
                         f"{target.proxy} (from {target.proxy_source}), slot {p.slots[key]}")
         for key, why in p.unresolved.items():
             now[key] = f"not redirected ({why.problem}): {why.message}"
+        for key, target in p.shared.items():
+            now[key] = (f"served by the main proxy Service, no slot: its data plane "
+                        f"{target.service} (found by {target.found_by}) is the proxy's "
+                        "--target-server")
+        # A target that cannot be used is worth a warning; one that needs no PROXY is not.
+        warn = {k for k, why in p.unresolved.items() if why.problem != "target-no-proxy"}
         for key, words in now.items():
             if self._told.get(key) != words:
-                (log.warning if "target-" in words and "no-proxy" not in words
-                 else log.info)("target", extra={"target": key, "state": words})
+                (log.warning if key in warn else log.info)(
+                    "target", extra={"target": key, "state": words})
         self._told = now

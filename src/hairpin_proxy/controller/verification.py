@@ -1,5 +1,12 @@
 """Host verification (--verify-hosts): a host is redirected only when its public DNS answer is
-one of this cluster's load balancers (every LoadBalancer Service's and Ingress's status)."""
+one of this cluster's load balancers (every LoadBalancer Service's and Ingress's status).
+
+What the operator sees: one summary line with the counts by verdict whenever they change (at
+most one per pass, and while verdicts are still coming in at most one per ``SUMMARY_EVERY``
+seconds, so 1,000 new hosts make a handful of lines, not thousands); per-host lines at debug
+level; per-host Events (rate-limited) on the objects that asked. When no host resolves at all
+(no public DNS from here), one warning names the ways out, and /readyz shows it.
+"""
 
 from __future__ import annotations
 
@@ -13,14 +20,24 @@ from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.sources.ingress import IngressSource
 from hairpin_proxy.kube.watch import Reflector
 from hairpin_proxy.policy import PolicyResult
-from hairpin_proxy.verify import HostChecker, LbIndex, lb_addresses
+from hairpin_proxy.verify import (
+    NO_PUBLIC_DNS,
+    HostChecker,
+    LbIndex,
+    lb_addresses,
+    nothing_resolves,
+)
 
 log = logging.getLogger("hairpin_proxy.controller")
 
 # Seconds between rebuilds of the load balancer index for Ingress status changes.
 _LB_REBUILD = 10.0
+# Least seconds between two summary lines while verdicts are still pending.
+SUMMARY_EVERY = 10.0
 _VERDICTS = ("verified", "ip-mode-proxy", "not-this-cluster", "unresolved", "pending",
              "resolver-error")
+# Verdicts that mean a host did resolve: public DNS is there.
+_RESOLVING = frozenset({"verified", "ip-mode-proxy", "not-this-cluster"})
 # Verdicts told on the Ingress: (Event reason, Event type).
 _REPORTED = {"not-this-cluster": ("HostNotOnThisCluster", "Warning"),
              "unresolved": ("HostNotOnThisCluster", "Warning"),
@@ -45,6 +62,13 @@ class Verification:
         self._lb_at = -1e9
         self._counts = (0, 0)
         self._logged: dict[tuple[str, str], float] = {}
+        self._summary: dict[str, int] | None = None
+        self._summary_at = -1e9
+        self._summary_due: asyncio.TimerHandle | None = None
+        # Whether the last pass found that no host resolves at all (warned once per spell).
+        self.no_public_dns = False
+        # Hosts the last pass had no verdict for yet (not redirected until they have one).
+        self.pending = 0
         metrics.kept_age_source = lambda: checker.stats().oldest_kept_age or 0.0
 
     async def _lb_index(self) -> LbIndex:
@@ -86,12 +110,52 @@ class Verification:
                 self._report(host, code, verdict.reason, result.sources.get(host, ()))
         for code in _VERDICTS:
             self.metrics.verdicts.labels(code).set(counts.get(code, 0))
+        self.pending = counts.get("pending", 0)
+        self._summarize(counts)
+        self._warn_no_public_dns([c for c, n in counts.items() if n])
         stats = self.checker.stats()
         checks, errors = self._counts
         self.metrics.verify_checks.inc(max(0, stats.checks - checks))
         self.metrics.verify_errors.inc(max(0, stats.errors - errors))
         self._counts = (stats.checks, stats.errors)
         return tuple(out)
+
+    def note(self) -> str:
+        """The /readyz clause: empty unless no host resolves at all."""
+        return f"verification: {NO_PUBLIC_DNS}" if self.no_public_dns else ""
+
+    def _summarize(self, counts: dict[str, int]) -> None:
+        """One line with the counts by verdict when they changed; while some are pending, at
+        most one every SUMMARY_EVERY seconds (the last counts are told when that is up)."""
+        if counts == self._summary:
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        wait = self._summary_at + SUMMARY_EVERY - now
+        if counts.get("pending") and self._summary is not None and wait > 0:
+            if self._summary_due is None:
+                self._summary_due = loop.call_later(wait + 0.05, self._summary_wake)
+            return
+        self._summary, self._summary_at = dict(counts), now
+        log.info("host verification", extra={
+            "hosts": sum(counts.values()),
+            **{code.replace("-", "_"): counts.get(code, 0) for code in _VERDICTS}})
+
+    def _summary_wake(self) -> None:
+        self._summary_due = None
+        self.wake()
+
+    def _warn_no_public_dns(self, codes: list[str]) -> None:
+        before = self.no_public_dns
+        if nothing_resolves(codes):
+            self.no_public_dns = True
+        elif any(c in _RESOLVING for c in codes):
+            self.no_public_dns = False
+        # Otherwise some hosts are still pending: no news either way.
+        if self.no_public_dns and not before:
+            log.warning(NO_PUBLIC_DNS)
+        elif before and not self.no_public_dns:
+            log.info("host verification: hosts resolve in public DNS again")
 
     def _report(self, host: str, code: str, reason: str, origins: Sequence[str]) -> None:
         reason_name, kind = _REPORTED[code]
@@ -101,8 +165,9 @@ class Verification:
         if last is not None and now - last < self.reports.interval:
             return
         self._logged[key] = now
-        (log.info if kind == "Normal" else log.warning)(
-            "host not redirected", extra={"host": host, "verdict": code, "reason": reason})
+        # Per host at debug level: the summary line counts them, the Event tells the owner.
+        log.debug("host not redirected", extra={"host": host, "verdict": code,
+                                                "reason": reason})
         for origin in origins:
             ns, _, name = origin.partition("/")
             involved = self.ingresses.involved(ns, name)

@@ -7,6 +7,7 @@ object leaves that one fact unknown and is noted in ``problems``, never failing 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -21,7 +22,7 @@ from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_pa
 from hairpin_proxy.policy import HostPolicy, PolicyResult, default_target, evaluate
 from hairpin_proxy.settings import DoctorSettings
 from hairpin_proxy.targets import table as targets_table
-from hairpin_proxy.targets.discovery import NAME_LABEL, service_addresses
+from hairpin_proxy.targets.discovery import NAME_LABEL, service_addresses, service_of_host
 from hairpin_proxy.targets.mapping import MapEntry
 from hairpin_proxy.targets.model import split_service
 from hairpin_proxy.targets.resolve import (
@@ -226,7 +227,8 @@ async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
                 configmaps=detection_cms,
                 client_traffic_policies=policies,
                 nginx_proxies={_key_of(p): p for p in proxies},
-                cluster_domain=s.cluster_domain)
+                cluster_domain=s.cluster_domain,
+                default_service=service_of_host(s.target_server, s.cluster_domain, services))
             ours = routing.ProxyServices(
                 namespace=namespace, main=s.proxy_service,
                 main_found=proxy_found, main_addresses=service_addresses(proxy_svc),
@@ -237,7 +239,10 @@ async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
                              str((svc.get("metadata") or {}).get("name"))) is not None})
             targets, _ = routing.host_targets(
                 claims, facts_for_targets, target_map, slots, ours,
-                unreadable=routing.Unreadable(policies_refused, proxies_refused))
+                unreadable=routing.Unreadable(policies_refused, proxies_refused),
+                settling=routing.Settling(
+                    targets_table.decode_published(_data(table_cm, targets_table.PUBLISHED_KEY)),
+                    s.target_settle, time.time()))
     facts = f.ClusterFacts(
         lb_services=lb_services,
         proxy_service_found=proxy_found,

@@ -218,6 +218,16 @@ def _start_verification(s: DoctorSettings, cluster: _Cluster, hosts: tuple[str, 
     return wait
 
 
+def _no_public_dns(checks: list[f.Verification | None]) -> tuple[str, ...]:
+    """The controller's warning when no host resolves at all, over the doctor's checks."""
+    from hairpin_proxy.verify import NO_PUBLIC_DNS, nothing_resolves
+
+    if all(c is not None for c in checks) and nothing_resolves(
+            [c.code for c in checks if c is not None]):
+        return (f"verification: {NO_PUBLIC_DNS}",)
+    return ()
+
+
 def diagnose(s: DoctorSettings, progress: Progress | None = None) -> Report:
     """Gather every fact and decide every verdict within ``budget(s.timeout)`` seconds
     (raises UsageError)."""
@@ -284,6 +294,8 @@ def diagnose(s: DoctorSettings, progress: Progress | None = None) -> Report:
             reports.append((h, res, http_probe, tls_probe))
         show(f"probing {total}/{total} hosts, checking public DNS")
         checks = verifying()
+        if s.verify_hosts == "on":
+            notes = (*notes, *_no_public_dns(checks))
         out = []
         for (h, res, http_probe, tls_probe), check in zip(reports, checks, strict=True):
             target = targets.get(h)

@@ -136,6 +136,8 @@ class HostTarget:
     proxy_addresses: tuple[str, ...] = ()
     # Whether the slot is in the published targets table (None: the table is unknown).
     published: bool | None = None
+    # When a new slot's hosts get their DNS rules ("HH:MM:SS UTC"; "": not waiting).
+    rules_at: str = ""
     origins: tuple[str, ...] = ()
     losers: tuple[LostClaim, ...] = ()
 

@@ -109,6 +109,7 @@ def _target_json(t: HostTarget | None) -> dict[str, Any] | None:
         "slot": t.slot, "proxy_service": t.proxy_service or None,
         "proxy_service_found": t.proxy_service_found,
         "proxy_addresses": list(t.proxy_addresses), "published": t.published,
+        "rules_at": t.rules_at or None,
         "origins": list(t.origins),
         "claims_lost": [{"origin": x.origin, "target": x.target, "asked": x.asked or None,
                          "verdict": "host-claimed-elsewhere", "winner": x.winner,
@@ -186,6 +187,10 @@ def _target_line(t: HostTarget) -> str:
     if t.key == "default":
         text = f"redirected → default, {_DEFAULT}, through Service {t.proxy_service}"
         return text + (f" ({t.message})" if t.message else "")
+    if t.rules_at:
+        return (f"pending (slot settling, rules at {t.rules_at}) → {t.key} via "
+                f"Service {t.service} (found by {t.found_by}), PROXY {t.proxy}; proxy "
+                f"Service {t.proxy_service} (slot {t.slot})")
     text = (f"redirected → {t.key} via Service {t.service} (found by {t.found_by}), PROXY "
             f"{t.proxy} (from {t.proxy_source}); proxy Service {t.proxy_service} (slot {t.slot}")
     if t.proxy_service_found is False:

@@ -34,6 +34,7 @@ from hairpin_proxy.targets.resolve import (
 )
 from hairpin_proxy.targets.resolve import resolve as resolve_target
 from hairpin_proxy.targets.slots import service_name
+from hairpin_proxy.targets.table import clock, settles_at
 
 JsonObj = Mapping[str, Any]
 
@@ -177,10 +178,28 @@ def _origin_target(claims: Sequence[Claim], host: str, origin: ObjectRef) -> str
     return ""
 
 
+@dataclass(frozen=True)
+class Settling:
+    """What says when a new slot's hosts get their rules: the table's ``published.json``
+    (key -> unix seconds), the controller's --target-settle, and the time of the report."""
+    published: Mapping[str, float]
+    settle: float
+    now: float
+
+    def rules_at(self, key: str, in_table: bool) -> str:
+        """When the hosts of ``key`` get their rules ("HH:MM:SS UTC"), if that is still to
+        come and known (a slot not in the table yet is said so otherwise)."""
+        if not in_table or key not in self.published:
+            return ""
+        at = settles_at(self.published, key, self.settle, self.now)
+        return f"{clock(at)} UTC" if at > self.now else ""
+
+
 def host_targets(claims: Sequence[Claim], facts: TargetFacts,
                  target_map: Mapping[str, MapEntry], table: Mapping[str, int] | None,
                  ours: ProxyServices, *, unreadable: Unreadable = Unreadable(),
-                 max_slots: int = MAX_SLOTS) -> tuple[dict[str, HostTarget], Plan]:
+                 max_slots: int = MAX_SLOTS, settling: Settling | None = None
+                 ) -> tuple[dict[str, HostTarget], Plan]:
     """Every claimed host's target, and the plan it comes from. ``table`` is the published
     targets table (key -> slot; None when unknown), which keeps slots stable as in the
     controller."""
@@ -199,7 +218,11 @@ def host_targets(claims: Sequence[Claim], facts: TargetFacts,
         if key == DEFAULT_KEY:
             asked = _origin_target(claims, host, origins[0]) if origins else ""
             message = ""
-            if asked and asked != DEFAULT_KEY:
+            shared = decided.shared.get(asked)
+            if shared is not None:
+                message = (f"{asked}'s data plane {shared.service} is the proxy's "
+                           "--target-server: the main Service serves it, no slot")
+            elif asked and asked != DEFAULT_KEY:
                 why = resolve_target(asked, facts, target_map)
                 reason = why.message if isinstance(why, Unresolved) else "no data plane"
                 message = f"{asked} falls back to the proxy's default target: {reason}"
@@ -222,6 +245,8 @@ def host_targets(claims: Sequence[Claim], facts: TargetFacts,
             proxy_service_found=None if ours.by_name is None else ips is not None,
             proxy_addresses=ips or (),
             published=None if table is None else table.get(key) == slot,
+            rules_at="" if settling is None else settling.rules_at(
+                key, table is not None and table.get(key) == slot),
             origins=tuple(map(str, origins)), losers=lost_here)
     for host, problem in decided.excluded.items():
         u = _unreadable(problem, facts, target_map, unreadable)

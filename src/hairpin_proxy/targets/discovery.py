@@ -83,7 +83,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from hairpin_proxy.targets.model import ProxyMode, Target, is_port_or_zero, upstream_name
+from hairpin_proxy.targets.model import (
+    ProxyMode,
+    Target,
+    is_dns_label,
+    is_port_or_zero,
+    upstream_name,
+)
 
 GEP1762_GATEWAY_LABEL: Final = "gateway.networking.k8s.io/gateway-name"
 ENVOY_GATEWAY_NAME_LABEL: Final = "gateway.envoyproxy.io/owning-gateway-name"
@@ -158,6 +164,31 @@ def service_addresses(svc: Service | None) -> tuple[str, ...]:
     spec = _dict(svc.get("spec"))
     ips = spec.get("clusterIPs") or [spec.get("clusterIP")]
     return tuple(ip for ip in ips if isinstance(ip, str) and ip and ip != "None")
+
+
+def service_of_host(target_server: str, cluster_domain: str,
+                    services: Iterable[Service] = ()) -> str:
+    """The Service (``NAMESPACE/NAME``) a proxy's ``--target-server`` names, "" when it names
+    none: ``NAME.NAMESPACE[.svc[.CLUSTER_DOMAIN]]`` (a final dot allowed), or a ClusterIP of
+    one of ``services``. The default install's is ingress-nginx's own Service."""
+    host = target_server.strip().rstrip(".").lower()
+    try:
+        ip = str(ipaddress.ip_address(host.strip("[]")))
+    except ValueError:
+        ip = ""
+    if ip:
+        for svc in services:
+            if isinstance(svc, Mapping) and ip in service_addresses(svc):
+                namespace, name, _ = _meta(svc)
+                return f"{namespace}/{name}"
+        return ""
+    labels = host.split(".")
+    domain = cluster_domain.strip(".").lower()
+    tail = ".".join(labels[2:])
+    if len(labels) < 2 or tail not in ("", "svc", f"svc.{domain}"):
+        return ""
+    name, namespace = labels[0], labels[1]
+    return f"{namespace}/{name}" if is_dns_label(name) and is_dns_label(namespace) else ""
 
 
 def service_ports(svc: Service) -> tuple[int, int]:

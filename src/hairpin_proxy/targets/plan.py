@@ -4,6 +4,11 @@
    ``--target`` entry and whose data plane cannot be found or read falls back to the default
    target, the proxy's ``--target-server``: that is what every Ingress did before targets
    existed, and an upgrade must not stop redirecting a host that works today.
+   A target whose data plane *is* the Service the proxy's ``--target-server`` names (the
+   default install: ingress-nginx's class, found by discovery) is the default target too: its
+   hosts use the main proxy Service and listeners at once, with no slot and no settle wait.
+   Slots are for the second and later data planes. A ``--target`` entry is the operator's
+   word and keeps its own slot.
 2. Conflicts are decided on the final keys (two classes that both fall back to the default
    do not conflict): the oldest origin wins (claims.py).
 3. A host whose winning target expects no PROXY header, or whose expectation or Service is
@@ -46,6 +51,16 @@ class Plan:
     overflow: tuple[str, ...] = ()
     # key the claims asked for → key they were given (an IngressClass falling back).
     fallbacks: Mapping[str, str] = field(default_factory=dict)
+    # key → its data plane, for the keys in ``fallbacks`` whose data plane is the default
+    # target's own Service (no fallback at all: the same data plane, reached without a slot).
+    shared: Mapping[str, Target] = field(default_factory=dict)
+
+
+def is_default_plane(got: Target | Unresolved | None, facts: TargetFacts) -> bool:
+    """Whether a resolved target is the data plane the proxy's --target-server already
+    relays to (with the PROXY header the main listeners send)."""
+    return (isinstance(got, Target) and bool(facts.default_service)
+            and got.service == facts.default_service)
 
 
 def _final_key(key: str, facts: TargetFacts, target_map: Mapping[str, MapEntry],
@@ -59,6 +74,8 @@ def _final_key(key: str, facts: TargetFacts, target_map: Mapping[str, MapEntry],
         except ValueError as exc:
             memo[key] = Unresolved(key, "target-not-found", f"{key} is not a target: {exc}")
     got = memo[key]
+    if is_default_plane(got, facts) and key not in target_map:
+        return DEFAULT_KEY, None
     if (isinstance(got, Unresolved) and got.problem != "target-no-proxy"
             and key not in target_map and parse_key(key).kind == "ingressclass"):
         return DEFAULT_KEY, None
@@ -105,7 +122,8 @@ def plan(claims: Iterable[Claim], facts: TargetFacts, target_map: Mapping[str, M
                                         f"no slot left for {key} (--max-targets {max_slots})")
             continue
         routes[host] = key
+    shared = {k: t for k in fallbacks if isinstance(t := memo.get(k), Target)}
     return Plan(routes=routes, origins=origins,
                 targets={k: t for k, t in targets.items() if k in slots},
                 unresolved=unresolved, excluded=excluded, losers=tuple(decided.losers),
-                slots=slots, overflow=tuple(overflow), fallbacks=fallbacks)
+                slots=slots, overflow=tuple(overflow), fallbacks=fallbacks, shared=shared)

@@ -58,6 +58,9 @@ class TargetFacts:
     # Resources (plurals) the API serves but would not let us read: their silence is not
     # "no setting" but unknown.
     unreadable: frozenset[str] = frozenset()
+    # The Service (NAMESPACE/NAME) the proxy's --target-server names ("" none): a data plane
+    # found to be that Service is served by the main proxy Service, without a slot.
+    default_service: str = ""
 
 
 @dataclass(frozen=True)

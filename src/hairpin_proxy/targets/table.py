@@ -13,6 +13,7 @@ Only targets that get a slot appear, i.e. those whose data plane expects PROXY v
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -29,6 +30,8 @@ from hairpin_proxy.targets.slots import MAX_SLOT, listen_ports
 
 VERSION: Final = 1
 TABLE_KEY: Final = "targets.json"
+# When each target first appeared in the table (unix seconds): the settle delay counts from it.
+PUBLISHED_KEY: Final = "published.json"
 # A full table of MAX_SLOT entries is far below this; larger input is refused unread.
 MAX_TEXT: Final = 4 * 1024 * 1024
 _MAX_NAME: Final = 253
@@ -197,3 +200,30 @@ def decode(text: str | bytes) -> tuple[TableEntry, ...]:
                                   advertise_ports=r["advertise_ports"],
                                   advertise_address=r["advertise_address"], proxy=r["proxy"]))
     return tuple(_check_unique(entries))
+
+
+def decode_published(raw: object) -> dict[str, float]:
+    """``published.json``: target key → when it first appeared in the table (unix seconds).
+    Lenient, unlike the table: a bad entry only means its target settles afresh."""
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else {}
+    except ValueError:
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    return {k: float(v) for k, v in value.items()
+            if isinstance(k, str) and isinstance(v, int | float) and not isinstance(v, bool)}
+
+
+def settles_at(published: Mapping[str, float], key: str, settle: float,
+               now: float) -> float:
+    """When the hosts of ``key`` get their DNS rules: ``settle`` seconds after the target
+    first appeared in the published table (from ``now`` when it is not there yet)."""
+    since = published.get(key)
+    return (since if since is not None else now) + settle
+
+
+def clock(when: float) -> str:
+    """``HH:MM:SS`` (UTC) of a unix time: how log lines, /readyz and doctor show when a
+    slot's hosts get their rules."""
+    return time.strftime("%H:%M:%S", time.gmtime(when))

@@ -10,18 +10,21 @@ from hairpin_proxy.verify.checker import CheckerStats, HostChecker
 from hairpin_proxy.verify.lb import LbAddress, LbIndex, LbName, LbSource, lb_addresses
 from hairpin_proxy.verify.resolver import Resolver, make_resolver, parse_servers
 from hairpin_proxy.verify.verdict import (
+    NO_PUBLIC_DNS,
     PROBE_LABEL,
     Answers,
     Code,
     ResolveError,
     Verdict,
     decide,
+    nothing_resolves,
     pending,
     probe_name,
     should_redirect,
 )
 
 __all__ = [
+    "NO_PUBLIC_DNS",
     "PROBE_LABEL",
     "Answers",
     "CheckerStats",
@@ -37,6 +40,7 @@ __all__ = [
     "decide",
     "lb_addresses",
     "make_resolver",
+    "nothing_resolves",
     "parse_servers",
     "pending",
     "probe_name",

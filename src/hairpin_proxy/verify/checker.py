@@ -246,8 +246,8 @@ class HostChecker:
         self._due[("host", host)] = now + self._delay(verdict.errors)
         self._update_settled()
         if previous is None or verdict.material() != previous.material():
-            log.info("host verdict", extra={"host": host, "verdict": verdict.code.value,
-                                            "reason": verdict.reason})
+            log.debug("host verdict", extra={"host": host, "verdict": verdict.code.value,
+                                             "reason": verdict.reason})
             self._notify()
 
     def _lb_result(self, name: str, result: Answers | ResolveError) -> None:
@@ -285,8 +285,8 @@ class HostChecker:
             verdict = decide(host, None, lb, previous, now)
             if verdict.material() != previous.material():
                 changed = True
-                log.info("host verdict", extra={"host": host, "verdict": verdict.code.value,
-                                                "reason": verdict.reason})
+                log.debug("host verdict", extra={"host": host, "verdict": verdict.code.value,
+                                                 "reason": verdict.reason})
             self._verdicts[host] = verdict
         return changed
 

@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from hairpin_proxy.verify.lb import LbAddress, LbIndex, canonical_ip, canonical_name
 
 __all__ = [
+    "NO_PUBLIC_DNS",
     "PROBE_LABEL",
     "Answers",
     "Code",
@@ -45,12 +46,20 @@ __all__ = [
     "Verdict",
     "decide",
     "normalize_host",
+    "nothing_resolves",
     "pending",
     "probe_name",
     "should_redirect",
 ]
 
 PROBE_LABEL = "hairpin-proxy-check-q7x2k9"
+
+# Said when verification can let no host through because none resolves at all: the
+# controller's warning, its /readyz detail and the doctor's note.
+NO_PUBLIC_DNS = ("no candidate host resolves in public DNS, so host verification redirects "
+                 "none: where this cluster's names are not in public DNS (split-horizon, "
+                 "air-gapped), point --verify-resolver at a DNS server that has them, or "
+                 "install the verify-off component (--verify-hosts off)")
 
 # At most this many addresses are listed in a reason; the rest are counted.
 _SHOWN = 4
@@ -284,3 +293,10 @@ def _failed(host: str, error: ResolveError, previous: Verdict | None, now: float
     return Verdict(host, Code.RESOLVER_ERROR,
                    f"{_subject(host, queried)} could not be checked: the resolver failed "
                    f"({error})", queried=queried, error=str(error), errors=errors)
+
+
+def nothing_resolves(codes: Sequence[str]) -> bool:
+    """Whether every host has been checked and none resolved (NXDOMAIN, NODATA, or the
+    resolver failing): what a resolver without public DNS looks like, as opposed to a
+    tenant's stray names among real ones."""
+    return bool(codes) and all(c in (Code.UNRESOLVED, Code.RESOLVER_ERROR) for c in codes)
