@@ -31,6 +31,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -139,11 +140,11 @@ HOOK_OWN_RULES = [
     {"apiGroups": [""], "resources": ["services"], "verbs": ["list", "delete"]},
     # Stop the controller before cleaning up, or it writes the rules back: scale its Deployment
     # to zero (kubectl scale reads the Deployment, then patches its scale subresource) and wait
-    # for its pods to be gone.
+    # for its pods to be gone (kubectl wait --for=delete lists them, then watches).
     {"apiGroups": ["apps"], "resources": ["deployments"],
      "resourceNames": ["hairpin-proxy-controller"], "verbs": ["get"]},
     {"apiGroups": ["apps"], "resources": ["deployments/scale"],
-     "resourceNames": ["hairpin-proxy-controller"], "verbs": ["get", "patch", "update"]},
+     "resourceNames": ["hairpin-proxy-controller"], "verbs": ["patch"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
 ]
 
@@ -179,7 +180,8 @@ RESOURCES: dict[str, Any] = {
     "type": "object", "additionalProperties": False,
     "properties": {k: {"type": "object", "additionalProperties": False,
                        "properties": {"cpu": {"type": ["string", "integer", "number"]},
-                                      "memory": {"type": ["string", "integer"]}}}
+                                      "memory": {"type": ["string", "integer"]},
+                                      "ephemeral-storage": {"type": ["string", "integer"]}}}
                    for k in ("requests", "limits")}}
 NODE_SELECTOR: dict[str, Any] = {"type": "object", "additionalProperties": {"type": "string"}}
 TOLERATIONS: dict[str, Any] = {
@@ -326,7 +328,9 @@ def values_yaml(values: list[Value], tree: dict[str, Any]) -> str:
             path = f"{prefix}{key}"
             pad = " " * indent
             if path in by_path:
-                lines.append(f"{pad}# {by_path[path].description}")
+                lines.extend(textwrap.wrap(by_path[path].description, 99 - indent,
+                                           initial_indent=f"{pad}# ",
+                                           subsequent_indent=f"{pad}# "))
                 dumped = yaml.safe_dump({key: value}, default_flow_style=False,
                                         sort_keys=False, width=1000).rstrip("\n")
                 lines.extend(pad + line for line in dumped.split("\n"))
@@ -530,7 +534,8 @@ class Template:
 
 
 class _Dumper(yaml.SafeDumper):
-    pass
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
