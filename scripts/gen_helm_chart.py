@@ -140,12 +140,13 @@ HOOK_OWN_RULES = [
     {"apiGroups": [""], "resources": ["services"], "verbs": ["list", "delete"]},
     # Stop the controller before cleaning up, or it writes the rules back: scale its Deployment
     # to zero (kubectl scale reads the Deployment, then patches its scale subresource) and wait
-    # for its pods to be gone (kubectl wait --for=delete lists them, then watches).
+    # for its pods to be gone (kubectl wait --for=delete lists them, then gets and watches each
+    # by name; a pod's name is not known in advance).
     {"apiGroups": ["apps"], "resources": ["deployments"],
      "resourceNames": ["hairpin-proxy-controller"], "verbs": ["get"]},
     {"apiGroups": ["apps"], "resources": ["deployments/scale"],
      "resourceNames": ["hairpin-proxy-controller"], "verbs": ["patch"]},
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
 ]
 
 
