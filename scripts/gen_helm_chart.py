@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import functools
 import json
 import os
 import shutil
@@ -352,7 +353,8 @@ def docs_table(values: list[Value], tree: dict[str, Any]) -> str:
                 else v.schema["type"] if isinstance(v.schema["type"], str)
                 else " or ".join(v.schema["type"]))
         default = json.dumps(node, separators=(", ", ": ")).replace("|", "\\|")
-        rows.append(f"| `{v.path}` | {kind} | `{default}` | {v.description} |")
+        what = v.description.replace("|", "\\|")
+        rows.append(f"| `{v.path}` | {kind} | `{default}` | {what} |")
     return "\n".join(rows)
 
 
@@ -513,11 +515,15 @@ class Template:
     def inline(self, expr: str) -> str:
         return self.mark(lambda indent: [expr])
 
-    def text(self, docs: list[Doc]) -> str:
-        dumped = "---\n".join(dump(d) for d in docs)
+    def text(self, docs: list[Doc], conditions: dict[int, str] | None = None) -> str:
+        """The documents; those whose index is in `conditions` only when theirs holds."""
+        conditions = conditions or {}
         # Text that is Go template syntax in our own objects (alert descriptions, dashboard
         # legends) is printed literally.
-        dumped = dumped.replace("{{", '{{ "{{" }}')
+        texts = [dump(d).replace("{{", '{{ "{{" }}') for d in docs]
+        dumped = "---\n".join(
+            f"{{{{- if {conditions[i]} }}}}\n{text}{{{{- end }}}}\n" if i in conditions
+            else text for i, text in enumerate(texts))
         out = []
         for line in dumped.split("\n"):
             token = next((t for t in self.blocks if t in line), None)
@@ -548,7 +554,7 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _str)
 
 
-def dump(d: Doc) -> str:
+def dump(d: Doc | list[Any]) -> str:
     return yaml.dump(d, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
                      width=1000, allow_unicode=True)
 
@@ -556,6 +562,10 @@ def dump(d: Doc) -> str:
 def lit(value: str) -> str:
     """A YAML scalar that Go templates leave alone."""
     return json.dumps(value)
+
+
+def _fixed(lines: list[str], indent: int) -> list[str]:
+    return lines
 
 
 def conditional_lines(cond: str, lines: list[str]) -> list[str]:
@@ -599,16 +609,17 @@ def template_workload(t: Template, d: Doc, effects: Effects) -> None:
             extra += conditional_lines(cond, [f"- {lit(f)}" for f in flags])
         extra += VALUE_ARGS.get(section, [])
         if extra:
-            c["args"] = [*c["args"], t.mark(lambda indent, lines=extra: lines)]
+            c["args"] = [*c["args"], t.mark(functools.partial(_fixed, extra))]
         for e in c.get("env", []):
             if (c["name"], e["name"]) in effects.env or (c["name"], e["name"]) in ENV_VALUES:
                 e["value"] = t.inline(f'{{{{ include "hairpin-proxy.env.{c["name"]}.'
                                       f'{e["name"]}" . | quote }}}}')
 
 
-def template_docs(t: Template, docs: list[Doc], effects: Effects) -> list[Doc]:
+def template_docs(t: Template, docs: list[Doc], effects: Effects) -> str:
     out = []
-    for d in copy.deepcopy(docs):
+    conditions = {}
+    for i, d in enumerate(copy.deepcopy(docs)):
         labelled(t, d)
         if d["kind"] in ("Deployment", "DaemonSet"):
             template_workload(t, d, effects)
@@ -630,18 +641,9 @@ def template_docs(t: Template, docs: list[Doc], effects: Effects) -> list[Doc]:
             section = WORKLOADS[("Deployment", d["metadata"]["name"])]
             d["spec"]["minAvailable"] = t.inline(
                 f"{{{{ .Values.{section}.podDisruptionBudget.minAvailable }}}}")
-            d = {t.mark(lambda indent, s=section: [
-                f"{{{{- if .Values.{s}.podDisruptionBudget.enabled }}}}"]): "", **d}
+            conditions[i] = f".Values.{section}.podDisruptionBudget.enabled"
         out.append(d)
-    return out
-
-
-def wrap_pdb(text: str) -> str:
-    """A PodDisruptionBudget opened by its `if` marker is closed at the end of its document."""
-    docs = text.split("\n---\n")
-    return "\n---\n".join(f"{d}\n{{{{- end }}}}" if d.startswith("{{- if .Values.") and
-                          "podDisruptionBudget.enabled" in d.split("\n", 1)[0] else d
-                          for d in docs)
+    return t.text(out, conditions)
 
 
 def generated_env(effects: Effects, renders: dict[str, list[Doc]]) -> str:
@@ -778,13 +780,13 @@ def generate(kubectl: str) -> dict[Path, str]:
     t = Template()
     base = template_docs(t, renders["base"], effects)
     files[CHART / "templates" / "generated-base.yaml"] = (
-        HEADER + '{{- include "hairpin-proxy.validate" . }}\n' + wrap_pdb(t.text(base)))
+        HEADER + '{{- include "hairpin-proxy.validate" . }}\n' + base)
     for label, cond, added in effects.added:
         t = Template()
         name = label.split("/", 1)[1]
         files[CHART / "templates" / f"generated-{name.replace('/', '-')}.yaml"] = (
             HEADER + f"{{{{- if {cond} }}}}\n---\n"
-            + wrap_pdb(t.text(template_docs(t, added, effects))) + "{{- end }}\n")
+            + template_docs(t, added, effects) + "{{- end }}\n")
     files[CHART / "templates" / "_generated.tpl"] = generated_env(effects, renders)
     files[CHART / "templates" / "cleanup-hook.yaml"] = hook_docs(Template(), renders)
     tree = values_tree(renders)

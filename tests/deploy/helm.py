@@ -100,12 +100,12 @@ def is_hook(d: Doc) -> bool:
 def installed(docs: list[Doc]) -> list[Doc]:
     """The release's objects, without the hooks and Helm's own labels."""
     out = []
-    for d in docs:
-        if is_hook(d):
+    for doc in docs:
+        if is_hook(doc):
             continue
-        d = copy.deepcopy(d)
+        d = copy.deepcopy(doc)
         labels = d["metadata"].get("labels") or {}
-        assert HELM_LABELS <= set(labels), f"{d['kind']}/{d['metadata']['name']}: no Helm labels"
+        assert set(labels) >= HELM_LABELS, f"{d['kind']}/{d['metadata']['name']}: no labels"
         d["metadata"]["labels"] = {k: v for k, v in labels.items() if k not in HELM_LABELS}
         out.append(d)
     return out

@@ -24,6 +24,8 @@ import yaml
 
 from hairpin_proxy.cli import build_parser
 from hairpin_proxy.settings import ControllerSettings, settings_from_args
+from tests.controller.conftest import COREFILE, NAMESPACE, Controller
+from tests.corefiles import BY_NAME
 from tests.deploy.helm import (
     BY_PRESET,
     CHART,
@@ -51,8 +53,6 @@ from tests.deploy.test_manifests import (
     schema_versions,
 )
 from tests.deploy.test_monitoring import crd_problems
-from tests.controller.conftest import COREFILE, NAMESPACE, Controller
-from tests.corefiles import BY_NAME
 from tests.deploy.test_rbac_calls import (
     EXCEPTIONS,
     Access,
