@@ -73,6 +73,9 @@ CLEANUP_OF = {"kubeadm": "default", "k3s": "coredns-import", "aks": "coredns-imp
 class Component:
     condition: str  # a Go template condition over .Values
     values: str  # the value(s) that select it, for messages and docs
+    # A boolean value of its own (path, description), in the chart only once the component is
+    # under deploy/components.
+    own_value: tuple[str, str] | None = None
 
 
 # Every component under deploy/components: the condition that includes it in the chart, or None
@@ -90,6 +93,16 @@ COMPONENTS: dict[str, Component | None] = {
     "nudge-coredns": Component(".Values.nudgeCoredns.enabled", "nudgeCoredns.enabled"),
     "proxy-v2": Component('eq .Values.proxy.proxyProtocol "v2"', "proxy.proxyProtocol"),
     "traefik": Component(".Values.traefik.enabled", "traefik.enabled"),
+    # Mapped ahead of their arrival under deploy/components (other branches bring them): each
+    # takes effect in the chart when its directory exists.
+    "verify-off": Component('eq .Values.controller.verifyHosts "off"',
+                            "controller.verifyHosts"),
+    "guard-data-planes": Component(
+        ".Values.guardDataPlanes.enabled", "guardDataPlanes.enabled",
+        ("guardDataPlanes.enabled", "The controller keeps a NetworkPolicy in front of each "
+                                    "data plane that expects PROXY, admitting only the load "
+                                    "balancer's and our proxy's traffic (--guard-data-planes; "
+                                    "needs an enforcing CNI).")),
 }
 
 # The workloads, by the values section that sizes and places them.
@@ -98,26 +111,30 @@ WORKLOADS = {("Deployment", "hairpin-proxy"): "proxy",
              ("DaemonSet", "hairpin-proxy-etchosts"): "etchosts"}
 # Environment variables a value sets outright (else the components', platforms', base's).
 ENV_VALUES = {("proxy", "TARGET_SERVER"): ".Values.proxy.targetServer"}
-# Flags that values add to a container, after the overlays' and components' own.
-VALUE_ARGS: dict[str, list[str]] = {
+# Flags that values add to a container, after the overlays' and components' own; each group
+# unless the component named with it exists (then the component carries the flag).
+VALUE_ARGS: dict[str, list[tuple[str | None, list[str]]]] = {
     "controller": [
-        '{{- if eq .Values.controller.nodeLocalDns "off" }}',
-        "- --node-local-dns=off",
-        "{{- end }}",
-        '{{- if eq .Values.controller.verifyHosts "off" }}',
-        "- --verify-hosts=off",
-        "{{- end }}",
-        "{{- range $key, $target := .Values.targets }}",
-        '- {{ printf "--target=%s=%s" $key $target | quote }}',
-        "{{- end }}",
-        "{{- range .Values.controller.extraArgs }}",
-        "- {{ . | quote }}",
-        "{{- end }}",
+        (None, ['{{- if eq .Values.controller.nodeLocalDns "off" }}',
+                "- --node-local-dns=off", "{{- end }}"]),
+        ("verify-off", ['{{- if eq .Values.controller.verifyHosts "off" }}',
+                        "- --verify-hosts=off", "{{- end }}"]),
+        (None, ["{{- range $key, $target := .Values.targets }}",
+                '- {{ printf "--target=%s=%s" $key $target | quote }}', "{{- end }}",
+                "{{- range .Values.controller.extraArgs }}", "- {{ . | quote }}",
+                "{{- end }}"]),
     ],
-    "proxy": ["{{- range .Values.proxy.extraArgs }}", "- {{ . | quote }}", "{{- end }}"],
-    "etchosts": ["{{- if .Values.etchosts.removeOnDelete }}", "- --remove-on-delete",
-                 "{{- end }}"],
+    "proxy": [(None, ["{{- range .Values.proxy.extraArgs }}", "- {{ . | quote }}",
+                      "{{- end }}"])],
+    "etchosts": [(None, ["{{- if .Values.etchosts.removeOnDelete }}", "- --remove-on-delete",
+                         "{{- end }}"])],
 }
+
+
+def value_args(section: str) -> list[str]:
+    present = set(component_dirs())
+    return [line for unless, lines in VALUE_ARGS.get(section, [])
+            if unless not in present for line in lines]
 
 HOOK_SA = "hairpin-proxy-uninstall"
 # What `hairpin-proxy cleanup` does, per controller mode (tests/deploy/test_helm.py runs it
@@ -294,9 +311,17 @@ VALUES: list[Value] = [
 ]
 
 
+def all_values() -> list[Value]:
+    """VALUES, and the own value of each component under deploy/components that has one."""
+    present = set(component_dirs())
+    return VALUES + [Value(c.own_value[0], BOOL, c.own_value[1], False)
+                     for name, c in COMPONENTS.items()
+                     if c is not None and c.own_value is not None and name in present]
+
+
 def values_tree(renders: dict[str, list[Doc]]) -> dict[str, Any]:
     tree: dict[str, Any] = {}
-    for v in VALUES:
+    for v in all_values():
         *parents, leaf = v.path.split(".")
         node = tree
         for p in parents:
@@ -607,7 +632,7 @@ def template_workload(t: Template, d: Doc, effects: Effects) -> None:
         extra: list[str] = []
         for cond, flags in effects.args.get((d["metadata"]["name"], c["name"]), []):
             extra += conditional_lines(cond, [f"- {lit(f)}" for f in flags])
-        extra += VALUE_ARGS.get(section, [])
+        extra += value_args(section)
         if extra:
             c["args"] = [*c["args"], t.mark(functools.partial(_fixed, extra))]
         for e in c.get("env", []):
@@ -790,15 +815,15 @@ def generate(kubectl: str) -> dict[Path, str]:
     files[CHART / "templates" / "_generated.tpl"] = generated_env(effects, renders)
     files[CHART / "templates" / "cleanup-hook.yaml"] = hook_docs(Template(), renders)
     tree = values_tree(renders)
-    files[CHART / "values.yaml"] = values_yaml(VALUES, tree)
-    files[CHART / "values.schema.json"] = json.dumps(schema_of(VALUES), indent=2) + "\n"
+    files[CHART / "values.yaml"] = values_yaml(all_values(), tree)
+    files[CHART / "values.schema.json"] = json.dumps(schema_of(all_values()), indent=2) + "\n"
     files[CHART / "Chart.yaml"] = chart_yaml()
     doc = INSTALL_DOC.read_text()
     before, sep1, rest = doc.partition(DOC_BEGIN)
     _, sep2, after = rest.partition(DOC_END)
     if not (sep1 and sep2):
         raise GenerateError(f"{INSTALL_DOC} lacks the markers {DOC_BEGIN!r} … {DOC_END!r}")
-    files[INSTALL_DOC] = f"{before}{DOC_BEGIN}\n{docs_table(VALUES, tree)}\n{DOC_END}{after}"
+    files[INSTALL_DOC] = f"{before}{DOC_BEGIN}\n{docs_table(all_values(), tree)}\n{DOC_END}{after}"
     return files
 
 
