@@ -80,13 +80,15 @@ def merge(*layers: dict[str, Any]) -> dict[str, Any]:
 
 def run_helm(helm: str, args: list[str], values: dict[str, Any],
              namespace: str = RELEASE_NAMESPACE) -> subprocess.CompletedProcess[str]:
+    """helm with the values on stdin; `args` names the chart."""
     return subprocess.run([helm, *args, "--namespace", namespace, "--values", "-"],
                           input=yaml.safe_dump(values), capture_output=True, text=True,
                           timeout=120, check=False)
 
 
-def template(helm: str, values: dict[str, Any], namespace: str = RELEASE_NAMESPACE) -> list[Doc]:
-    out = run_helm(helm, ["template", "hairpin-proxy", str(CHART)], values, namespace)
+def template(helm: str, values: dict[str, Any], namespace: str = RELEASE_NAMESPACE,
+             chart: Path = CHART) -> list[Doc]:
+    out = run_helm(helm, ["template", "hairpin-proxy", str(chart)], values, namespace)
     assert out.returncode == 0, f"helm template with {values} failed:\n{out.stderr}"
     return [d for d in yaml.safe_load_all(out.stdout) if d]
 
@@ -122,13 +124,14 @@ def hooks(docs: list[Doc]) -> list[Doc]:
     return [d for d in docs if is_hook(d)]
 
 
-def kustomize_twin(kubectl: str, work: Path, overlay: str, components: list[str]) -> list[Doc]:
+def kustomize_twin(kubectl: str, work: Path, overlay: str, components: list[str],
+                   deploy: Path = DEPLOY) -> list[Doc]:
     """`kubectl kustomize` of the overlay (or base) with the components added."""
     work.mkdir(parents=True, exist_ok=True)
     kustomization = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-        "resources": [os.path.relpath(DEPLOY / overlay, work)],
-        "components": [os.path.relpath(DEPLOY / "components" / c, work) for c in components]}
+        "resources": [os.path.relpath(deploy / overlay, work)],
+        "components": [os.path.relpath(deploy / "components" / c, work) for c in components]}
     (work / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
     return render(kubectl, work)
 

@@ -12,6 +12,7 @@ import importlib.util
 import itertools
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -148,6 +149,48 @@ def test_the_generator_names_a_change_it_cannot_express(generator: ModuleType) -
         generator.diff_into(generator.Effects(), "true", "components/x", base, changed)
     with pytest.raises(generator.GenerateError, match="removes"):
         generator.diff_into(generator.Effects(), "true", "components/x", base, [])
+
+
+def test_regenerating_follows_changes_under_deploy(generator: ModuleType, helm: str,
+                                                   kubectl: str, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """What other branches do to deploy/ (a field added to a base object, a new component
+    mapped ahead in COMPONENTS) reaches the chart by re-running the generator, and the
+    chart then equals Kustomize again."""
+    root = tmp_path / "repo"
+    shutil.copytree(DEPLOY, root / "deploy")
+    (root / "docs").mkdir()
+    shutil.copy(REPO / "docs" / "install.md", root / "docs" / "install.md")
+    shutil.copy(REPO / "pyproject.toml", root / "pyproject.toml")
+    rbac = root / "deploy" / "base" / "rbac.yaml"
+    docs = [d for d in yaml.safe_load_all(rbac.read_text()) if d]
+    find(docs, "ClusterRole", "hairpin-proxy-controller")["metadata"]["finalizers"] = [
+        "hairpin-proxy.io/withdraw-first"]
+    rbac.write_text(yaml.safe_dump_all(docs))
+    component = root / "deploy" / "components" / "verify-off"
+    component.mkdir()
+    (component / "kustomization.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "kustomize.config.k8s.io/v1alpha1", "kind": "Component",
+        "patches": [{"target": {"group": "apps", "version": "v1", "kind": "Deployment",
+                                "name": "hairpin-proxy-controller"},
+                     "patch": "- op: add\n  path: /spec/template/spec/containers/0/args/-\n"
+                              "  value: --verify-hosts=off\n"}]}))
+    chart = root / "deploy" / "helm" / "hairpin-proxy"
+    for name in ("REPO", "DEPLOY", "CHART", "INSTALL_DOC"):
+        monkeypatch.setattr(generator, name, Path(str(getattr(generator, name)).replace(
+            str(REPO), str(root))))
+    assert generator.main(["--kubectl", kubectl]) == 0
+    assert generator.main(["--check", "--kubectl", kubectl]) == 0
+    values = {"controller": {"verifyHosts": "off"}}
+    rendered = installed(template(helm, values, chart=chart))
+    twin = kustomize_twin(kubectl, tmp_path / "twin", "base", ["verify-off"],
+                          deploy=root / "deploy")
+    assert differences(rendered, twin) == []
+    assert find(rendered, "ClusterRole", "hairpin-proxy-controller")["metadata"][
+        "finalizers"] == ["hairpin-proxy.io/withdraw-first"]
+    args = pod_spec(find(rendered, "Deployment", "hairpin-proxy-controller"))["containers"][0][
+        "args"]
+    assert args.count("--verify-hosts=off") == 1  # the component's flag, not also the value's
 
 
 def test_every_component_is_in_the_chart_or_a_preset() -> None:
