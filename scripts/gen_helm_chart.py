@@ -95,8 +95,7 @@ COMPONENTS: dict[str, Component | None] = {
     "traefik": Component(".Values.traefik.enabled", "traefik.enabled"),
     # Mapped ahead of their arrival under deploy/components (other branches bring them): each
     # takes effect in the chart when its directory exists.
-    "verify-off": Component('eq .Values.controller.verifyHosts "off"',
-                            "controller.verifyHosts"),
+    "verify-off": Component("not .Values.controller.verifyHosts", "controller.verifyHosts"),
     "guard-data-planes": Component(
         ".Values.guardDataPlanes.enabled", "guardDataPlanes.enabled",
         ("guardDataPlanes.enabled", "The controller keeps a NetworkPolicy in front of each "
@@ -115,10 +114,10 @@ ENV_VALUES = {("proxy", "TARGET_SERVER"): ".Values.proxy.targetServer"}
 # unless the component named with it exists (then the component carries the flag).
 VALUE_ARGS: dict[str, list[tuple[str | None, list[str]]]] = {
     "controller": [
-        (None, ['{{- if eq .Values.controller.nodeLocalDns "off" }}',
-                "- --node-local-dns=off", "{{- end }}"]),
-        ("verify-off", ['{{- if eq .Values.controller.verifyHosts "off" }}',
-                        "- --verify-hosts=off", "{{- end }}"]),
+        (None, ["{{- if not .Values.controller.nodeLocalDns }}", "- --node-local-dns=off",
+                "{{- end }}"]),
+        ("verify-off", ["{{- if not .Values.controller.verifyHosts }}", "- --verify-hosts=off",
+                        "{{- end }}"]),
         (None, ["{{- range $key, $target := .Values.targets }}",
                 '- {{ printf "--target=%s=%s" $key $target | quote }}', "{{- end }}",
                 "{{- range .Values.controller.extraArgs }}", "- {{ . | quote }}",
@@ -289,12 +288,13 @@ VALUES: list[Value] = [
                                      "empty: the platform's (or Traefik's) default.", ""),
     Value("proxy.extraArgs", EXTRA_ARGS, "More proxy flags (docs/configuration.md).", []),
     *_workload_values("proxy", "Deployment", "hairpin-proxy", "proxy"),
-    Value("controller.nodeLocalDns", {"enum": ["auto", "off"]},
-          "auto keeps our hosts in NodeLocal DNSCache's Corefile too when it runs; off "
-          "leaves it alone (--node-local-dns).", "auto"),
-    Value("controller.verifyHosts", {"enum": ["on", "off"]},
-          "on redirects a host only when its public DNS answer is this cluster's load "
-          "balancer; off for split-horizon or air-gapped clusters (--verify-hosts).", "on"),
+    # Booleans rather than the flags' on/off/auto: YAML 1.1 reads an unquoted off as false.
+    Value("controller.nodeLocalDns", BOOL,
+          "Keep our hosts in NodeLocal DNSCache's Corefile too when it runs; false leaves it "
+          "alone (--node-local-dns=off).", True),
+    Value("controller.verifyHosts", BOOL,
+          "Redirect a host only when its public DNS answer is this cluster's load balancer; "
+          "false for split-horizon or air-gapped clusters (--verify-hosts=off).", True),
     Value("controller.extraArgs", EXTRA_ARGS, "More controller flags (docs/configuration.md).",
           []),
     *_workload_values("controller", "Deployment", "hairpin-proxy-controller", "controller"),
@@ -791,8 +791,6 @@ def chart_yaml() -> str:
         "type": "application", "version": version, "appVersion": version,
         "kubeVersion": ">=1.29.0-0", "home": "https://github.com/hairpin-proxy/hairpin-proxy",
         "sources": ["https://github.com/hairpin-proxy/hairpin-proxy"],
-        "icon": "https://raw.githubusercontent.com/hairpin-proxy/hairpin-proxy/main/"
-                "docs/benchmarks.png",
         "keywords": ["coredns", "proxy-protocol", "hairpin", "ingress"],
         "maintainers": [{"name": "hairpin-proxy",
                          "url": "https://github.com/hairpin-proxy/hairpin-proxy"}]})

@@ -45,7 +45,7 @@ _COMPONENT_VALUES: dict[str, dict[str, Any]] = {
     "proxy-v2": {"proxy": {"proxyProtocol": "v2"}},
     "traefik": {"traefik": {"enabled": True}},
     # Mapped ahead of their arrival from other branches; tested once they exist.
-    "verify-off": {"controller": {"verifyHosts": "off"}},
+    "verify-off": {"controller": {"verifyHosts": False}},
     "guard-data-planes": {"guardDataPlanes": {"enabled": True}},
 }
 COMPONENT_VALUES = {name: values for name, values in _COMPONENT_VALUES.items()

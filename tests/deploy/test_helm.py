@@ -181,7 +181,7 @@ def test_regenerating_follows_changes_under_deploy(generator: ModuleType, helm: 
             str(REPO), str(root))))
     assert generator.main(["--kubectl", kubectl]) == 0
     assert generator.main(["--check", "--kubectl", kubectl]) == 0
-    values = {"controller": {"verifyHosts": "off"}}
+    values = {"controller": {"verifyHosts": False}}
     rendered = installed(template(helm, values, chart=chart))
     twin = kustomize_twin(kubectl, tmp_path / "twin", "base", ["verify-off"],
                           deploy=root / "deploy")
@@ -256,7 +256,7 @@ SIZED: dict[str, Any] = {
               "nodeSelector": {"kubernetes.io/os": "linux"},
               "tolerations": [{"key": "ingress", "operator": "Equal", "value": "true",
                                "effect": "NoSchedule"}]},
-    "controller": {"replicas": 1, "nodeLocalDns": "off", "verifyHosts": "off",
+    "controller": {"replicas": 1, "nodeLocalDns": False, "verifyHosts": False,
                    "extraArgs": ["--dns-ttl=30"], "podDisruptionBudget": {"enabled": False}},
 }
 
@@ -313,6 +313,8 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"proxy": {"replicas": 0}}, "at '/proxy/replicas': minimum: got 0, want 1"),
     ({"monitoring": {"enabled": "yes"}}, "at '/monitoring/enabled': got string, want boolean"),
     ({"monitoring": True}, "at '/monitoring': got boolean, want object"),
+    ({"controller": {"verifyHosts": "off"}},
+     "at '/controller/verifyHosts': got string, want boolean"),
     ({"controller": {"resources": {"requests": {"gpu": 1}}}},
      "at '/controller/resources/requests': additional properties 'gpu' not allowed"),
     ({"targets": {"nginx": "ingress-nginx"}}, "at '/targets/nginx': 'ingress-nginx' does not "
