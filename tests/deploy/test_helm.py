@@ -527,9 +527,11 @@ def _kubectl_calls(hook_docs: list[Doc], work: Path) -> list[Access]:
         work.mkdir(parents=True, exist_ok=True)
         kubeconfig = api.write_kubeconfig(work / "kubeconfig-hook")
         base = [str(KUBECTL_135), f"--kubeconfig={kubeconfig}"]
-        # The fake serves no scale subresource (its PATCH answers 404): the calls are what
-        # this checks, and they are recorded before the answer.
-        subprocess.run([*base, *stop], capture_output=True, text=True, timeout=60, check=False)
+        scaled = subprocess.run([*base, *stop], capture_output=True, text=True, timeout=60,
+                                check=False)
+        assert scaled.returncode == 0, scaled.stderr
+        controller = api.get("Deployment", "hairpin-proxy", "hairpin-proxy-controller")
+        assert controller is not None and controller["spec"]["replicas"] == 0
         waiting = subprocess.Popen([*base, *wait], stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True)
         try:
