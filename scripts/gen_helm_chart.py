@@ -755,6 +755,8 @@ def hook_docs(t: Template, renders: dict[str, list[Doc]]) -> str:
         renders["base"], "Deployment", "hairpin-proxy-controller")["spec"]["selector"][
         "matchLabels"].items())
     kubectl_sc = copy.deepcopy(cleanup["securityContext"])
+    # Arguments only: the kubectl image's entrypoint is kubectl itself (Kubernetes builds it
+    # from build/server-image/kubectl/Dockerfile, ENTRYPOINT ["/bin/kubectl"]).
     pod["initContainers"] = [
         {"name": name, "image": t.inline("{{ .Values.uninstallHook.kubectlImage }}"),
          "imagePullPolicy": "IfNotPresent", "args": args,
