@@ -44,7 +44,7 @@ from tests.deploy.helm import (
     run_helm,
     template,
 )
-from tests.deploy.rendering import DEPLOY, REPO, Doc, find, kustomization_dirs
+from tests.deploy.rendering import DEPLOY, REPO, Doc, find, kustomization_dirs, render
 from tests.deploy.test_manifests import (
     allowed,
     controller_flags,
@@ -464,6 +464,24 @@ def test_the_hook_cleans_what_the_controller_writes(helm: str, platform: str) ->
                        verb, written), (platform, verb)
     assert not allowed(hooks(docs), HOOK_SA, "kube-system", "", "configmaps", "update",
                        "kube-root-ca.crt")
+
+
+@pytest.mark.parametrize(("platform", "variant"), [("kubeadm", "default"),
+                                                  ("k3s", "coredns-import"),
+                                                  ("aks", "coredns-import"), ("rke2", "rke2")])
+def test_the_hook_job_is_the_kustomize_cleanup_job(helm: str, kubectl: str, platform: str,
+                                                  variant: str) -> None:
+    """Its pod is deploy/cleanup/<variant>'s, but for its own service account and the two
+    steps that stop the controller first."""
+    ours = pod_spec(find(hooks(template(helm, PRESETS[platform][0])), "Job",
+                         "hairpin-proxy-cleanup"))
+    theirs = pod_spec(find(render(kubectl, DEPLOY / "cleanup" / variant), "Job",
+                           "hairpin-proxy-cleanup"))
+    assert [c["name"] for c in ours.pop("initContainers")] == ["stop-controller",
+                                                               "wait-controller"]
+    assert ours.pop("serviceAccountName") == HOOK_SA
+    assert theirs.pop("serviceAccountName") == "hairpin-proxy-controller"
+    assert ours == theirs
 
 
 def test_the_hook_can_be_turned_off(helm: str) -> None:
