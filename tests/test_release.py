@@ -42,6 +42,8 @@ RELEASE_REFERENCES = {
     "newTag": re.compile(r"\bnewTag:\s*[\"']?" + _V),
     # The Dockerfile's default
     "Dockerfile ARG": re.compile(r"^ARG VERSION=" + _V, re.MULTILINE),
+    # The Helm chart's version and appVersion (Chart.yaml; scripts/gen_helm_chart.py writes them)
+    "chart version": re.compile(r"^(?:version|appVersion): [\"']?" + _V, re.MULTILINE),
 }
 # Files that name a release by history, not as the current one.
 HISTORY = {"CHANGELOG.md"}
@@ -136,7 +138,8 @@ def test_the_known_copies_are_still_found() -> None:
                      ("deploy/hairpin-proxy.yaml", "image tag"),
                      ("README.md", "repository tag"),
                      ("docs/install.md", "kustomize ref"),
-                     ("Dockerfile", "Dockerfile ARG")):
+                     ("Dockerfile", "Dockerfile ARG"),
+                     ("deploy/helm/hairpin-proxy/Chart.yaml", "chart version")):
         assert expected in found, expected
 
 

@@ -575,3 +575,15 @@ def test_etchosts_agent_may_only_read_the_published_hosts(
         # No leftover service account of that name in the main namespace.
         assert not any(d["kind"] == "ServiceAccount" and d["metadata"]["name"] == sa
                        and d["metadata"]["namespace"] == "hairpin-proxy" for d in docs), name
+
+
+def test_no_container_refers_to_a_variable(renders: dict[str, list[Doc]]) -> None:
+    """No arg, command or env value uses $(VAR): the order of a container's variables then
+    means nothing, which the chart's equivalence test relies on (Kustomize moves a patched
+    variable first)."""
+    for name, docs in renders.items():
+        for w in workloads(docs):
+            for c in pod_spec(w)["containers"]:
+                texts = [*c.get("args", []), *c.get("command", []),
+                         *(e.get("value", "") for e in c.get("env", []))]
+                assert not [t for t in texts if "$(" in str(t)], (name, c["name"])

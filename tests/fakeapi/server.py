@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 import yaml
 from aiohttp import web
 
-from tests.fakeapi import crds
+from tests.fakeapi import crds, scale
 from tests.fakeapi import resources as res
 from tests.fakeapi import status as st
 from tests.fakeapi.patches import json_patch, merge_patch
@@ -734,7 +734,8 @@ class FakeApiServer:
             return None
         name = rest[1] if len(rest) >= 2 else None
         sub = rest[2] if len(rest) == 3 else None
-        if sub is not None and (sub != "status" or not rt.has_status):
+        if sub is not None and not ((sub == "status" and rt.has_status) or (
+                sub == "scale" and (rt.group, rt.plural) in scale.SCALABLE)):
             return None
         if name is not None and rt.namespaced and ns is None:
             return None
@@ -761,6 +762,8 @@ class FakeApiServer:
             if m == "DELETE" and (route.namespace is not None or not route.rt.namespaced):
                 return self._delete_collection(request, route)
             raise st.method_not_allowed()
+        if route.sub == "scale":
+            return await self._scale(request, route)
         if m == "GET":
             return _json(self.store.get(route.rt, route.namespace, route.name))
         if m == "PUT":
@@ -1069,6 +1072,31 @@ class FakeApiServer:
         obj, _ = self.store.update(rt, route.namespace, route.name, new, subresource=route.sub,
                                    dry_run=dry)
         return _json(obj)
+
+    async def _scale(self, request: web.Request, route: _Route) -> web.StreamResponse:
+        """GET, PUT and PATCH (merge or JSON patch) of the Scale view (tests/fakeapi/scale)."""
+        assert route.name is not None
+        current = self.store.get(route.rt, route.namespace, route.name)
+        if request.method == "GET":
+            return _json(scale.scale_of(current))
+        if request.method not in ("PUT", "PATCH"):
+            raise st.method_not_allowed()
+        body = await self._read_body(request, patch=request.method == "PATCH")
+        view = scale.scale_of(current)
+        if request.method == "PUT":
+            wanted = body
+        elif request.content_type == "application/json-patch+json":
+            wanted = json_patch(view, body)
+        else:
+            wanted = merge_patch(view, body)
+        try:
+            new = scale.with_scale(current, wanted if isinstance(wanted, dict) else {})
+        except ValueError as exc:
+            raise ApiError(st.status(422, "Invalid", f"Scale.autoscaling {route.name!r} is "
+                                                     f"invalid: {exc}")) from None
+        obj, _ = self.store.update(route.rt, route.namespace, route.name, new,
+                                   dry_run=self._dry_run(request))
+        return _json(scale.scale_of(obj))
 
     async def _delete(self, request: web.Request, route: _Route) -> web.StreamResponse:
         assert route.name is not None

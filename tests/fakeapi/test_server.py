@@ -13,7 +13,7 @@ from typing import Any
 import httpx2 as httpx
 import pytest
 
-from tests.fakeapi.fixtures import configmap, ingress, service
+from tests.fakeapi.fixtures import configmap, deployment, ingress, service
 from tests.fakeapi.server import FakeApiServer
 
 Obj = dict[str, Any]
@@ -191,6 +191,28 @@ def test_status_is_a_subresource(http: httpx.Client) -> None:
     assert st.json()["status"]["loadBalancer"]["ingress"] == [{"ip": "203.0.113.7"}]
     assert "labels" not in st.json()["metadata"]
     assert http.put(f"{CM}/x/status", json=configmap("default", "x")).status_code == 404
+
+
+def test_deployments_have_the_scale_subresource(http: httpx.Client) -> None:
+    """As `kubectl scale` uses it: the Scale view, patched; only spec.replicas is written."""
+    deploys = "/apis/apps/v1/namespaces/default/deployments"
+    http.post(deploys, json=deployment("default", "web", replicas=2, labels={"app": "web"}))
+    view = http.get(f"{deploys}/web/scale").json()
+    assert (view["kind"], view["apiVersion"], view["spec"]) == ("Scale", "autoscaling/v1",
+                                                                {"replicas": 2})
+    assert view["status"]["selector"] == "app=web"
+    merged = http.patch(f"{deploys}/web/scale", content=b'{"spec":{"replicas":0}}',
+                        headers={"Content-Type": "application/merge-patch+json"})
+    assert merged.status_code == 200 and merged.json()["spec"] == {"replicas": 0}
+    after = http.get(f"{deploys}/web").json()
+    assert after["spec"]["replicas"] == 0
+    assert after["metadata"]["resourceVersion"] == merged.json()["metadata"]["resourceVersion"]
+    patched = http.patch(f"{deploys}/web/scale",
+                         content=b'[{"op":"replace","path":"/spec/replicas","value":3}]',
+                         headers={"Content-Type": "application/json-patch+json"})
+    assert patched.json()["spec"] == {"replicas": 3}
+    assert http.put(f"{deploys}/web/scale", json={"spec": {"replicas": -1}}).status_code == 422
+    assert http.get("/apis/apps/v1/namespaces/default/daemonsets/agent/scale").status_code == 404
 
 
 def test_delete_answers_status_and_object_kinds(http: httpx.Client) -> None:
