@@ -46,7 +46,7 @@ RELEASE_REFERENCES = {
     "chart version": re.compile(r"^(?:version|appVersion): [\"']?" + _V, re.MULTILINE),
 }
 # Files that name a release by history, not as the current one.
-HISTORY = {"CHANGELOG.md"}
+HISTORY = {"CHANGELOG.md", "docs/upgrading.md"}
 TEXT_SUFFIXES = {".md", ".yaml", ".yml", ".txt", ".toml", ".cfg", ".json", ""}
 
 
@@ -56,7 +56,8 @@ def release_files() -> list[Path]:
     files += [p for p in REPO.glob("*.md") if p.name not in HISTORY]
     for folder in ("docs", "deploy"):
         files += [p for p in (REPO / folder).rglob("*")
-                  if p.is_file() and p.suffix in TEXT_SUFFIXES]
+                  if p.is_file() and p.suffix in TEXT_SUFFIXES
+                  and str(p.relative_to(REPO)) not in HISTORY]
     return sorted(files)
 
 
