@@ -15,6 +15,7 @@ from hairpin_proxy.claims import Claim, ObjectRef, origin_key
 from hairpin_proxy.controller.budget import (
     MAX_CONFIGMAP_BYTES,
     SLACK,
+    SLACK_SHARE,
     Limit,
     PublishedMeasure,
     RulesMeasure,
@@ -228,11 +229,17 @@ def test_the_kept_hosts_fit_and_the_oldest_object_that_fits_keeps_its_hosts(
 
 # --- the room a ConfigMap leaves ---------------------------------------------------------
 
+def room(free: int) -> int:
+    return (free - SLACK) * (SLACK_SHARE - 1) // SLACK_SHARE
+
+
 def test_room_is_the_limit_less_everything_that_is_not_ours() -> None:
     cm = {"data": {"other": "x" * 1000, "hosts": "a\n" * 100}}
     assert data_bytes(cm) == len("other") + 1000 + len("hosts") + 200
-    assert configmap_room(cm, ("hosts",)) == MAX_CONFIGMAP_BYTES - SLACK - 1005 - len("hosts")
-    assert configmap_room(None, ()) == MAX_CONFIGMAP_BYTES - SLACK
+    assert configmap_room(cm, ("hosts",)) == room(MAX_CONFIGMAP_BYTES - 1005 - len("hosts"))
+    assert configmap_room(None, ()) == room(MAX_CONFIGMAP_BYTES)
+    # What is kept free is a small part: a Corefile holding our rules now still holds them.
+    assert room(MAX_CONFIGMAP_BYTES) > MAX_CONFIGMAP_BYTES * 0.97
 
 
 def test_corefile_room_counts_our_blocks_once_per_root_block() -> None:
@@ -242,8 +249,8 @@ def test_corefile_room_counts_our_blocks_once_per_root_block() -> None:
     for base, blocks in ((one, 1), (two, 2)):
         text = corefile.apply(base, [f"h{i}.example.com" for i in range(100)], answers=DEFAULT)
         assert text.count(corefile.BEGIN_MARKER) == blocks
-        room = corefile_room({"data": {"Corefile": text}}, "Corefile")
+        got = corefile_room({"data": {"Corefile": text}}, "Corefile")
         empty = configmap_room({"data": {"Corefile": base}}, ())
         # Each block's indentation and line end stay outside the span counted as ours.
-        assert (empty - 8 * blocks) // blocks <= room <= empty // blocks
-    assert corefile_room(None, "Corefile") == MAX_CONFIGMAP_BYTES - SLACK
+        assert (empty - 8 * blocks) // blocks <= got <= empty // blocks + 1
+    assert corefile_room(None, "Corefile") == room(MAX_CONFIGMAP_BYTES)

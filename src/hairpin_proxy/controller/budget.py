@@ -27,10 +27,13 @@ from hairpin_proxy.policy import Rejection
 log = logging.getLogger("hairpin_proxy.controller")
 
 MAX_CONFIGMAP_BYTES = corefile.MAX_CONFIGMAP_BYTES
-# What the measures leave out (the marker lines, the frame of each further 8,000-byte regex,
-# a wildcard shadowing another set's host getting a second stanza pair): kept free in every
-# ConfigMap, so that a fit that passes never meets the API server's limit.
-SLACK = 32 * 1024
+# What the measures leave out, kept free in every ConfigMap so that a fit that passes never
+# meets the API server's limit: a fixed part (marker lines, the ``addresses`` key) and a part
+# that grows with the rules (the frame of each further 8,000-byte regex is about 1% of it, a
+# wildcard shadowing another set's host gets a second stanza pair). Not more: a Corefile
+# that holds our rules now must still be found to hold them.
+SLACK = 4096
+SLACK_SHARE = 50  # 1 in 50 bytes of the room
 
 # An answer set standing in for one with no address (no rule is written for it: counted as
 # if it had one, so the measure never shrinks when the proxy Service loses its address).
@@ -96,6 +99,14 @@ class RulesMeasure(Measure):
         if not probe:
             return 0
         return corefile.rules_bytes([(probe, answers)]) - corefile.rules_bytes(probe)
+
+
+class NodeLocalMeasure(Measure):
+    """node-local-dns's Corefile: a host (a wildcard's domain) as a zone of our server
+    block's key."""
+
+    def _host(self, host: str) -> int:
+        return len(host.removeprefix("*.").encode()) + len(":53 ")
 
 
 class PublishedMeasure(Measure):
@@ -219,16 +230,20 @@ def data_bytes(cm: JsonObj | None, keys: Collection[str] | None = None) -> int:
     return total
 
 
+def _room(free: int) -> int:
+    return (free - SLACK) * (SLACK_SHARE - 1) // SLACK_SHARE
+
+
 def configmap_room(cm: JsonObj | None, ours: Collection[str]) -> int:
     """Bytes left for the values of our keys ``ours``: everything else stays."""
     others = data_bytes(cm) - data_bytes(cm, ours)
-    return MAX_CONFIGMAP_BYTES - SLACK - others - sum(map(len, ours))
+    return _room(MAX_CONFIGMAP_BYTES - others - sum(map(len, ours)))
 
 
 def corefile_room(cm: JsonObj | None, key: str) -> int:
     """Bytes left for our rules in the Corefile under ``key``: the ConfigMap less everything
-    outside our managed blocks, shared by the blocks (one per root server block, each
-    holding every rule)."""
+    outside our managed blocks (between our marker lines), shared by the blocks (one per
+    root server block, each holding every rule)."""
     text = ((cm or {}).get("data") or {}).get(key)
     if not isinstance(text, str):
         return configmap_room(cm, ())
@@ -240,7 +255,7 @@ def corefile_room(cm: JsonObj | None, key: str) -> int:
         at = end + len(corefile.END_MARKER)
         ours += len(text[begin:at].encode())
         blocks += 1
-    return (MAX_CONFIGMAP_BYTES - SLACK - (data_bytes(cm) - ours)) // max(1, blocks)
+    return _room(MAX_CONFIGMAP_BYTES - (data_bytes(cm) - ours)) // max(1, blocks)
 
 
 # --- the pass's step -------------------------------------------------------------------------
@@ -251,21 +266,22 @@ class RulesBudget:
         self.metrics = metrics
         self.rules = RulesMeasure()
         self.published = PublishedMeasure()
+        self.node_local = NodeLocalMeasure()
         self._refused: tuple[ObjectRef, ...] = ()
 
-    def limits(self, rules_room: int, rules_where: str, published_room: int,
-               published_where: str) -> list[Limit]:
+    def limits(self, rules_room: int, rules_where: str,
+               rooms: Iterable[tuple[str, Measure, int, str]]) -> list[Limit]:
         """The rules' limit (the budget, or the room their ConfigMap leaves when that is
-        less), then the published hosts'."""
+        less), then the others' ``rooms``: (what, its measure, bytes, its ConfigMap)."""
         if rules_room < self.budget:
             rules = Limit(self.rules, rules_room, f"the rules past the room ConfigMap "
                           f"{rules_where} leaves under its 1 MiB ({rules_room} bytes)")
         else:
             rules = Limit(self.rules, self.budget,
                           f"the rules past --rules-budget ({self.budget} bytes)")
-        return [rules, Limit(self.published, published_room,
-                             f"the published hosts past the room ConfigMap {published_where} "
-                             f"leaves under its 1 MiB ({published_room} bytes)")]
+        return [rules, *(Limit(m, room, f"the {what} past the room ConfigMap {where} leaves "
+                                        f"under its 1 MiB ({room} bytes)")
+                         for what, m, room, where in rooms)]
 
     def apply(self, hosts: Sequence[str], origins: Mapping[str, Collection[ObjectRef]],
               claims: Iterable[Claim], answers_of: Callable[[str], corefile.Answers],

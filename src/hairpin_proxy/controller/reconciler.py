@@ -31,7 +31,12 @@ from hairpin_proxy import corefile
 from hairpin_proxy.admin import Check
 from hairpin_proxy.claims import Claim, ObjectRef
 from hairpin_proxy.controller.background import Background
-from hairpin_proxy.controller.budget import RulesBudget, configmap_room, corefile_room
+from hairpin_proxy.controller.budget import (
+    Measure,
+    RulesBudget,
+    configmap_room,
+    corefile_room,
+)
 from hairpin_proxy.controller.corefile_facts import CorefileFacts
 from hairpin_proxy.controller.events import Reports
 from hairpin_proxy.controller.guard import HeldDrops, RemovalGuard
@@ -43,7 +48,7 @@ from hairpin_proxy.controller.sinks import Desired, Held, RulesSink, Sink
 from hairpin_proxy.controller.sinks.coredns import CorednsSink, SinkError
 from hairpin_proxy.controller.sinks.coredns_import import ImportSink
 from hairpin_proxy.controller.sinks.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
-from hairpin_proxy.controller.sinks.nodelocal import NodeLocalWriter
+from hairpin_proxy.controller.sinks.nodelocal import NodeLocalSink, NodeLocalWriter
 from hairpin_proxy.controller.sinks.nudge import CorednsNudge
 from hairpin_proxy.controller.sinks.published import PublishedSink, PublishedWriter
 from hairpin_proxy.controller.sinks.rules import CorefileRules, ImportRules, RulesWriting
@@ -506,11 +511,20 @@ class Controller:
             rules_room = corefile_room(held.cm, s.configmap_key)
         else:
             rules_room = configmap_room(held.cm, (s.import_key,))
+        b = self.budget
         pub = self.tracker.current(self.published_cm, self.published.namespace,
                                    self.published.name)
-        limits = self.budget.limits(
-            rules_room, self.rules.where, configmap_room(pub, PUBLISHED_KEYS),
-            self.published.where)
+        rooms: list[tuple[str, Measure, int, str]] = [
+            ("published hosts", b.published, configmap_room(pub, PUBLISHED_KEYS),
+             self.published.where)]
+        if s.node_local_dns == "auto":
+            for (ns, name), reflector in zip(NODE_LOCAL_CANDIDATES, self.node_local,
+                                             strict=True):
+                cm = self.tracker.current(reflector, ns, name)
+                if cm is not None and not NodeLocalSink.reconciled_by_addon_manager(cm):
+                    rooms.append(("node-local-dns rules", b.node_local,
+                                  corefile_room(cm, "Corefile"), f"{ns}/{name}"))
+        limits = b.limits(rules_room, self.rules.where, rooms)
         routed_answers = routed.answers
         kept, refused = self.budget.apply(
             hosts, routed.plan.origins, claims,
