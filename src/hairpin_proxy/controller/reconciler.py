@@ -418,6 +418,11 @@ class Controller:
             self.metrics.reconciles.labels("corefile_error").inc()
             log.error("cannot edit the Corefile; leaving it alone",
                       extra={"configmap": self.corefile_sink.where, "error": str(exc)})
+            if s.mode == "coredns" and coredns_cm is not None:
+                # Someone's edit, not an object's: told on the ConfigMap (rate-limited).
+                self.reports.event({"apiVersion": "v1", "kind": "ConfigMap", **coredns_cm},
+                                   "CorefileNotEdited", f"hairpin-proxy leaves every rule as "
+                                   f"it is until the Corefile can be edited: {exc}", "Warning")
             return True
         except SinkError as exc:
             self.metrics.reconciles.labels("target_missing").inc()
