@@ -16,6 +16,7 @@ from hairpin_proxy.controller.budget import (
     MAX_CONFIGMAP_BYTES,
     SLACK,
     SLACK_SHARE,
+    AnswerSets,
     Limit,
     PublishedMeasure,
     RulesMeasure,
@@ -54,7 +55,7 @@ def one_set(limit: int = 10**9) -> list[Limit]:
 
 
 def size(hosts: Sequence[str], limits: list[Limit]) -> int:
-    return measure(hosts, lambda h: DEFAULT, limits)[0]
+    return measure(hosts, AnswerSets(DEFAULT), limits)[0]
 
 
 @settings(max_examples=100, deadline=None)
@@ -99,7 +100,7 @@ def test_every_answer_set_counts_its_stanza_pair() -> None:
     """Ten hosts on ten targets take ten stanza pairs, not one."""
     hosts = [f"h{i}.example.com" for i in range(10)]
     sets = {h: corefile.Answers.of([f"10.96.1.{i}"]) for i, h in enumerate(hosts)}
-    got = measure(hosts, sets.__getitem__, one_set())[0]
+    got = measure(hosts, AnswerSets(DEFAULT, sets), one_set())[0]
     assert got == corefile.rules_bytes([([h], sets[h]) for h in hosts])
     assert got > 9 * corefile.rules_bytes([(hosts, DEFAULT)]) // 2
 
@@ -107,7 +108,7 @@ def test_every_answer_set_counts_its_stanza_pair() -> None:
 def test_published_measure_is_at_least_what_is_published() -> None:
     hosts = [f"h{i}.example.com" for i in range(50)]
     answers = corefile.Answers.of(["10.96.0.50", "fd00::50"])
-    got = measure(hosts, lambda h: answers, [Limit(PublishedMeasure(), 10**9, "")])[0]
+    got = measure(hosts, AnswerSets(answers), [Limit(PublishedMeasure(), 10**9, "")])[0]
     written = len(entries_text({h: ("10.96.0.50", "fd00::50") for h in hosts})) + \
         sum(len(h) + 1 for h in hosts)
     assert written <= got <= written + 16
@@ -124,7 +125,7 @@ def test_over_budget_the_oldest_keep_their_hosts() -> None:
                "c.example.com": [ref("new")]}
     created = {ref("new"): "2024-03-01T00:00:00Z", ref("old"): "2024-01-01T00:00:00Z",
                ref("mid"): "2024-02-01T00:00:00Z"}
-    got = fit(hosts, origins, created, lambda h: DEFAULT, limits)
+    got = fit(hosts, origins, created, AnswerSets(DEFAULT), limits)
     assert got.hosts == hosts[:2]
     assert [r for r, _, _ in got.refused] == [ref("new")]
     # A smaller, newer object still fits where an older, larger one did not.
@@ -136,7 +137,7 @@ def test_over_budget_the_oldest_keep_their_hosts() -> None:
     created[ref("tiny")] = "2024-04-01T00:00:00Z"
     room = size(["a.example.com", "b.example.com", "e.example.com"], one_set())
     got = fit((*hosts, "d.example.com", "e.example.com", "f.example.com"), origins, created,
-              lambda h: DEFAULT, one_set(room))
+              AnswerSets(DEFAULT), one_set(room))
     assert got.hosts == ("a.example.com", "b.example.com", "e.example.com")
     assert [r for r, _, _ in got.refused] == [ref("big")]
 
@@ -177,27 +178,29 @@ def answers_by_slot(slots: dict[str, int]) -> dict[str, corefile.Answers]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(claims=claim_sets(), fraction=st.floats(0, 1.2), published=st.floats(0.3, 1.2))
+@given(claims=claim_sets(), fraction=st.floats(0, 1.2), published=st.floats(0.3, 1.2),
+       flags=st.lists(st.booleans(), min_size=1, max_size=8))
 def test_the_kept_hosts_fit_and_the_oldest_object_that_fits_keeps_its_hosts(
-        claims: list[Claim], fraction: float, published: float) -> None:
+        claims: list[Claim], fraction: float, published: float, flags: list[bool]) -> None:
     p = plan(claims, FACTS, TARGET_MAP, {}, 4)
     by_slot = answers_by_slot(dict(p.slots))
-    route_of = dict(p.routes)
-
-    def answers_of(host: str) -> corefile.Answers:
-        return by_slot.get(route_of[host], DEFAULT)
+    # A host settling on a new slot keeps what it answers now, the default's answers too.
+    sets = AnswerSets(DEFAULT, {h: DEFAULT if flags[i % len(flags)] else by_slot[key]
+                                for i, (h, key) in enumerate(p.routes.items())
+                                if key != "default"})
+    answers_of = sets.of
     hosts = sorted(p.routes)
     measures = [Limit(RulesMeasure(), 0, ""), Limit(PublishedMeasure(), 0, "")]
-    whole = measure(hosts, answers_of, measures)
+    whole = measure(hosts, sets, measures)
     limits = [Limit(RulesMeasure(), int(whole[0] * fraction), "rules"),
               Limit(PublishedMeasure(), int(whole[1] * published), "published")]
     created = {c.origin: c.created for c in claims}
-    got = fit(hosts, p.origins, created, answers_of, limits)
+    got = fit(hosts, p.origins, created, sets, limits)
 
     kept = set(got.hosts)
     assert kept <= set(hosts) and list(got.hosts) == sorted(kept)
     # Never over a limit, and measured as corefile measures what is written.
-    assert list(got.sizes) == list(measure(got.hosts, answers_of, limits))
+    assert list(got.sizes) == list(measure(got.hosts, sets, limits))
     assert all(s <= lim.limit for s, lim in zip(got.sizes, limits, strict=True))
     groups: dict[corefile.Answers, list[str]] = {}
     for h in got.hosts:
@@ -215,14 +218,14 @@ def test_the_kept_hosts_fit_and_the_oldest_object_that_fits_keeps_its_hosts(
     assert refused == sorted(refused, key=lambda o: origin_key(o, created[o]))
     for origin, mine in asking.items():
         if origin in refused:
-            over = measure(sorted(kept | set(mine)), answers_of, limits)
+            over = measure(sorted(kept | set(mine)), sets, limits)
             assert any(s > lim.limit for s, lim in zip(over, limits, strict=True))
         else:
             assert set(mine) <= kept
     # The oldest object keeps its hosts whenever they fit alone: never an empty result.
     if asking:
         oldest = min(asking, key=lambda o: origin_key(o, created[o]))
-        alone = measure(asking[oldest], answers_of, limits)
+        alone = measure(asking[oldest], sets, limits)
         if all(s <= lim.limit for s, lim in zip(alone, limits, strict=True)):
             assert set(asking[oldest]) <= kept and kept
 

@@ -15,7 +15,7 @@ of its own, a Gateway).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hairpin_proxy import corefile
@@ -50,17 +50,25 @@ class Measure:
         self._hosts: dict[str, int] = {}
         self._frames: dict[tuple[corefile.Answers, bool, bool], int] = {}
 
+    def host(self, host: str) -> int:
+        size = self._hosts.get(host)
+        if size is None:
+            size = self._hosts[host] = self._host(host)
+        return size
+
     def hosts(self, hosts: Sequence[str]) -> int:
         known = self._hosts
-        missing = [h for h in hosts if h not in known]
-        if missing:
-            self._learn(list(dict.fromkeys(missing)))
-        return sum(map(known.__getitem__, hosts))
+        try:
+            return sum(map(known.__getitem__, hosts))
+        except KeyError:
+            self._learn([h for h in dict.fromkeys(hosts) if h not in known])
+            return sum(map(known.__getitem__, hosts))
 
     def keep_only(self, hosts: Collection[str]) -> None:
         """Forget hosts that went away, but not so often that it costs."""
         if len(self._hosts) > 2 * len(hosts) + 1024:
-            self._hosts = {h: n for h, n in self._hosts.items() if h in hosts}
+            present = set(hosts)
+            self._hosts = {h: n for h, n in self._hosts.items() if h in present}
 
     def frame(self, answers: corefile.Answers, exact: bool, wild: bool) -> int:
         key = (answers, exact, wild)
@@ -137,10 +145,44 @@ class Fitted:
     sizes: tuple[int, ...] = ()
 
 
+@dataclass(frozen=True)
+class AnswerSets:
+    """What each host resolves with: ``routed`` (the hosts of other targets), else
+    ``default`` (the proxy's own Service)."""
+
+    default: corefile.Answers
+    routed: Mapping[str, corefile.Answers] = field(default_factory=dict)
+
+    def of(self, host: str) -> corefile.Answers:
+        return self.routed.get(host, self.default)
+
+    def count(self, hosts: Sequence[str]) -> dict[corefile.Answers, tuple[int, int]]:
+        """Answer set → (exact hosts, wildcard hosts) among the distinct ``hosts``. Python
+        work only for the routed hosts: the default set is counted by C string methods."""
+        routed = self.routed
+        if not routed:
+            mine: list[str] = []
+        elif len(routed) < len(hosts):
+            present = set(hosts)
+            mine = [h for h in routed if h in present]
+        else:
+            mine = [h for h in hosts if h in routed]
+        counts: dict[corefile.Answers, list[int]] = {}
+        for h in mine:
+            counts.setdefault(routed[h], [0, 0])[h.startswith("*.")] += 1
+        rest = len(hosts) - len(mine)
+        if rest:
+            wild = ("\n" + "\n".join(hosts)).count("\n*.") - sum(w for _, w in counts.values())
+            own = counts.setdefault(self.default, [0, 0])
+            own[0] += rest - wild
+            own[1] += wild
+        return {answers: (exact, wild) for answers, (exact, wild) in counts.items()}
+
+
 @dataclass
 class _Tally:
     limits: Sequence[Limit]
-    answers_of: Callable[[str], corefile.Answers]
+    sets: AnswerSets
     kept: set[str] = field(default_factory=set)
     sizes: list[int] = field(default_factory=list)
     # answer set → (has exact hosts, has wildcard hosts) among the kept.
@@ -153,28 +195,45 @@ class _Tally:
               ) -> tuple[list[int], dict[corefile.Answers, tuple[bool, bool]]]:
         """The sizes with ``new`` (distinct hosts not kept yet) kept too, and the shapes of
         the answer sets they join."""
+        counts = self.sets.count(new)
         shapes: dict[corefile.Answers, tuple[bool, bool]] = {}
-        count: dict[corefile.Answers, int] = {}
-        for h in new:
-            answers = self.answers_of(h)
-            exact, wild = shapes.get(answers) or self.shapes.get(answers, (False, False))
-            shapes[answers] = (exact or not h.startswith("*."), wild or h.startswith("*."))
-            count[answers] = count.get(answers, 0) + 1
+        for answers, (exact, wild) in counts.items():
+            was = self.shapes.get(answers, (False, False))
+            shapes[answers] = (was[0] or exact > 0, was[1] or wild > 0)
         sizes: list[int] = []
         for limit, before in zip(self.limits, self.sizes, strict=True):
             m = limit.measure
             size = before + m.hosts(new)
-            for answers, shape in shapes.items():
+            for answers, (exact, wild) in counts.items():
                 was = self.shapes.get(answers, (False, False))
-                size += (m.frame(answers, *shape) - m.frame(answers, *was)
-                         + count[answers] * m.per_host(answers))
+                size += (m.frame(answers, *shapes[answers]) - m.frame(answers, *was)
+                         + (exact + wild) * m.per_host(answers))
             sizes.append(size)
+        return sizes, shapes
+
+    def one_by_one(self, new: Sequence[str]
+                   ) -> tuple[list[int], dict[corefile.Answers, tuple[bool, bool]]]:
+        """``grown`` for a few hosts (most objects have one or two): host by host, without
+        the set-up that pays off for thousands."""
+        sizes = list(self.sizes)
+        shapes: dict[corefile.Answers, tuple[bool, bool]] = {}
+        measures = [limit.measure for limit in self.limits]
+        for h in new:
+            answers = self.sets.of(h)
+            wild = h.startswith("*.")
+            was = shapes.get(answers) or self.shapes.get(answers, (False, False))
+            if not was[wild]:
+                now = shapes[answers] = (was[0], True) if wild else (True, was[1])
+                for i, m in enumerate(measures):
+                    sizes[i] += m.frame(answers, *now) - m.frame(answers, *was)
+            for i, m in enumerate(measures):
+                sizes[i] += m.host(h) + m.per_host(answers)
         return sizes, shapes
 
     def add(self, hosts: Iterable[str]) -> Limit | None:
         """Keep ``hosts`` when all fit; else keep none and return the limit they overflow."""
         new = [h for h in dict.fromkeys(hosts) if h not in self.kept]
-        sizes, shapes = self.grown(new)
+        sizes, shapes = self.grown(new) if len(new) > 32 else self.one_by_one(new)
         for limit, size in zip(self.limits, sizes, strict=True):
             if size > limit.limit:
                 return limit
@@ -184,15 +243,15 @@ class _Tally:
         return None
 
 
-def measure(hosts: Sequence[str], answers_of: Callable[[str], corefile.Answers],
-            limits: Sequence[Limit]) -> tuple[int, ...]:
+def measure(hosts: Sequence[str], sets: AnswerSets, limits: Sequence[Limit]
+            ) -> tuple[int, ...]:
     """Bytes of ``hosts`` per limit (over it or not)."""
-    return tuple(_Tally(limits, answers_of).grown(list(dict.fromkeys(hosts)))[0])
+    return tuple(_Tally(limits, sets).grown(list(dict.fromkeys(hosts)))[0])
 
 
 def fit(hosts: Sequence[str], origins: Mapping[str, Collection[ObjectRef]],
-        created: Mapping[ObjectRef, str], answers_of: Callable[[str], corefile.Answers],
-        limits: Sequence[Limit]) -> Fitted:
+        created: Mapping[ObjectRef, str], sets: AnswerSets, limits: Sequence[Limit]
+        ) -> Fitted:
     """The hosts that fit every limit: each object's hosts (``origins``: host → the objects
     that ask for it) are kept whole or not at all, oldest object first (``created``: its
     creationTimestamp); an object that does not fit is refused and the next tried, so a
@@ -206,7 +265,7 @@ def fit(hosts: Sequence[str], origins: Mapping[str, Collection[ObjectRef]],
             orphans.append(host)
         for origin in asked:
             by_origin.setdefault(origin, []).append(host)
-    tally = _Tally(limits, answers_of)
+    tally = _Tally(limits, sets)
     refused: list[tuple[ObjectRef, int, Limit]] = []
     for origin in sorted(by_origin, key=lambda o: origin_key(o, created.get(o, ""))):
         over = tally.add(by_origin[origin])
@@ -284,13 +343,13 @@ class RulesBudget:
                          for what, m, room, where in rooms)]
 
     def apply(self, hosts: Sequence[str], origins: Mapping[str, Collection[ObjectRef]],
-              claims: Iterable[Claim], answers_of: Callable[[str], corefile.Answers],
-              limits: Sequence[Limit]) -> tuple[tuple[str, ...], tuple[Rejection, ...]]:
+              claims: Iterable[Claim], sets: AnswerSets, limits: Sequence[Limit]
+              ) -> tuple[tuple[str, ...], tuple[Rejection, ...]]:
         """(the hosts that fit ``limits``, a refusal per object that does not). ``claims``
         (read only when over a limit) date the objects."""
         for limit in limits:
             limit.measure.keep_only(hosts)
-        sizes = measure(hosts, answers_of, limits)
+        sizes = measure(hosts, sets, limits)
         m = self.metrics
         if not any(size > limit.limit for size, limit in zip(sizes, limits, strict=True)):
             m.rules_bytes.set(sizes[0])
@@ -300,7 +359,7 @@ class RulesBudget:
             self._refused = ()
             return tuple(hosts), ()
         created = {c.origin: c.created for c in claims}
-        fitted = fit(hosts, origins, created, answers_of, limits)
+        fitted = fit(hosts, origins, created, sets, limits)
         m.rules_bytes.set(fitted.sizes[0])
         m.over_budget.set(len(fitted.refused))
         refused = tuple(ref for ref, _, _ in fitted.refused)

@@ -32,6 +32,7 @@ from hairpin_proxy.admin import Check
 from hairpin_proxy.claims import Claim, ObjectRef
 from hairpin_proxy.controller.background import Background
 from hairpin_proxy.controller.budget import (
+    AnswerSets,
     Measure,
     RulesBudget,
     configmap_room,
@@ -530,10 +531,8 @@ class Controller:
                     rooms.append(("node-local-dns rules", b.node_local,
                                   corefile_room(cm, "Corefile"), f"{ns}/{name}"))
         limits = b.limits(rules_room, self.rules.where, rooms)
-        routed_answers = routed.answers
-        kept, refused = self.budget.apply(
-            hosts, routed.plan.origins, claims,
-            lambda host: routed_answers.get(host, answers), limits)
+        kept, refused = self.budget.apply(hosts, routed.plan.origins, claims,
+                                          AnswerSets(answers, routed.answers), limits)
         self.metrics.hosts_rejected.set(rejected + len(refused))
         self.reports.rejections(refused)
         return kept
