@@ -24,6 +24,7 @@ from tests.controller.conftest import (
 from tests.controller.test_gateway import QUICK, accepted, envoy_gateway, proxy_with_selector
 from tests.fakeapi.fixtures import configmap, ingress, ingress_class, route, service
 from tests.fakeapi.server import FakeApiServer
+from tests.verify.dnsmasq import OTHER_IP, Dnsmasq
 
 Start = Callable[..., Controller]
 
@@ -218,3 +219,30 @@ def test_a_refused_routes_event_is_on_the_route_not_the_ingress_of_its_name(
         e["involvedObject"]["uid"] for e in cluster.list("Event", "shop")}
     assert any(r.get("msg") == "host rejected" and r.get("object") == "HTTPRoute shop/web"
                for r in ctl.records())
+
+
+def test_a_routes_foreign_name_is_told_on_the_route(cluster: FakeApiServer, start: Start,
+                                                    dnsmasq: Dnsmasq) -> None:
+    """Host verification tells on the object that asked, of whatever kind: an HTTPRoute
+    evil/grab asking for a name that resolves elsewhere gets the Event, the Ingress evil/grab
+    beside it (whose name is ours) gets none and keeps its host."""
+    proxy_with_selector(cluster)
+    envoy_gateway(cluster, hostname="*.example.test")  # its load balancer is LB_IP
+    made = created(cluster, accepted(route("HTTPRoute", "evil", "grab", parent="public",
+                                           parent_namespace="web",
+                                           hostnames=["other.example.test"])))
+    mine = created(cluster, ingress("evil", "grab", tls_hosts=["dual.example.test"]))
+    ctl = start(*QUICK, "--verify-hosts", "on", "--verify-resolver", dnsmasq.server,
+                "--verify-interval", "1")
+    ctl.wait_ready()
+    wait_until(lambda: "dual.example.test" in answers(cluster), what="the Ingress's host")
+    wait_until(lambda: events(cluster, "evil", "HostNotOnThisCluster"),
+               what="Event on the route")
+    (event,) = events(cluster, "evil", "HostNotOnThisCluster")
+    involved = event["involvedObject"]
+    assert (involved["kind"], involved["apiVersion"], involved["uid"]) == (
+        "HTTPRoute", "gateway.networking.k8s.io/v1", made["metadata"]["uid"])
+    assert f"other.example.test resolves to {OTHER_IP}" in event["message"]
+    assert "other.example.test" not in answers(cluster)
+    assert mine["metadata"]["uid"] not in {
+        e["involvedObject"]["uid"] for e in cluster.list("Event", "evil")}
