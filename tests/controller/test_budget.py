@@ -18,6 +18,7 @@ from hairpin_proxy.controller.budget import (
     SLACK_SHARE,
     AnswerSets,
     Limit,
+    NodeLocalMeasure,
     PublishedMeasure,
     RulesMeasure,
     configmap_room,
@@ -257,3 +258,9 @@ def test_corefile_room_counts_our_blocks_once_per_root_block() -> None:
         # Each block's indentation and line end stay outside the span counted as ours.
         assert (empty - 8 * blocks) // blocks <= got <= empty // blocks + 1
     assert corefile_room(None, "Corefile") == room(MAX_CONFIGMAP_BYTES)
+
+
+@given(hosts=st.lists(HOST, max_size=20))
+def test_every_measure_of_many_hosts_is_the_sum_of_each(hosts: list[str]) -> None:
+    for m in (RulesMeasure(), PublishedMeasure(), NodeLocalMeasure()):
+        assert m.hosts(hosts) == sum(type(m)().host(h) for h in hosts)

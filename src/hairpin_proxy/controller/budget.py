@@ -116,12 +116,28 @@ class NodeLocalMeasure(Measure):
     def _host(self, host: str) -> int:
         return len(host.removeprefix("*.").encode()) + len(":53 ")
 
+    def hosts(self, hosts: Sequence[str]) -> int:
+        joined = "\n".join(hosts)
+        if not joined.isascii():
+            return super().hosts(hosts)
+        # C string methods: a pass measures every host.
+        wild = ("\n" + joined).count("\n*.")
+        return len(joined) + 1 - len(hosts) - 2 * wild + len(":53 ") * len(hosts) \
+            if hosts else 0
+
 
 class PublishedMeasure(Measure):
     """The published ConfigMap: a host's line in ``hosts`` and in ``entries``."""
 
     def _host(self, host: str) -> int:
         return 2 * (len(host.encode()) + 1)
+
+    def hosts(self, hosts: Sequence[str]) -> int:
+        joined = "".join(hosts)
+        if not joined.isascii():
+            return super().hosts(hosts)
+        # C string methods: a pass measures every host.
+        return 2 * (len(joined) + len(hosts))
 
     def per_host(self, answers: corefile.Answers) -> int:
         return sum(1 + len(a) for a in (*answers.ipv4, *answers.ipv6))
