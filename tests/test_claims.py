@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hairpin_proxy.claims import Claim, ObjectRef, age_key, resolve
+from hairpin_proxy.claims import Claim, ObjectRef, age_key, origin_key, resolve
+from hairpin_proxy.policy import Rejection
 
 
 def claim(host: str, target: str, *, kind: str = "Ingress", namespace: str = "shop",
@@ -161,3 +162,26 @@ def test_partition(claims: list[Claim]) -> None:
         assert winners[loser.host] == winner
         assert loser.target != winner.target
         assert age_key(winner) < age_key(loser)
+
+
+def test_origins_sort_oldest_first_and_unknown_ages_last() -> None:
+    ing = ObjectRef("Ingress", "shop", "web", "u1", "networking.k8s.io")
+    rt = ObjectRef("HTTPRoute", "shop", "web", "u2", "gateway.networking.k8s.io")
+    assert ing != rt and len({ing, rt}) == 2
+    assert origin_key(rt, "2026-01-01T00:00:00Z") < origin_key(ing, "2026-01-01T00:00:01Z")
+    # One instant however spelled: then by kind, namespace, name.
+    assert origin_key(rt, "2026-01-01T00:00:00+00:00") < origin_key(ing, "2026-01-01T00:00:00Z")
+    assert origin_key(ing, "2030-01-01T00:00:00Z") < origin_key(rt, "") \
+        < origin_key(rt, "garbage")
+    assert str(rt) == "HTTPRoute shop/web"
+
+
+def test_a_refusal_names_its_object() -> None:
+    rt = ObjectRef("HTTPRoute", "shop", "web", "u2", "gateway.networking.k8s.io")
+    refused = Rejection.of(rt, "a.example.com", "why")
+    assert refused.ref == rt and (refused.namespace, refused.name) == ("shop", "web")
+    assert str(refused) == "HTTPRoute shop/web: host a.example.com: why"
+    # The Ingress policy names only namespace and name: its refusals are of Ingresses.
+    plain = Rejection("shop", "web", "", "why")
+    assert plain.ref == ObjectRef("Ingress", "shop", "web", group="networking.k8s.io")
+    assert str(plain) == "shop/web: why"

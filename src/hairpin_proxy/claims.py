@@ -19,10 +19,16 @@ from typing import NamedTuple
 
 @dataclass(frozen=True, slots=True)
 class ObjectRef:
+    """One object of the API, as Events and refusals name it: a kind alone is not enough (an
+    Ingress and an HTTPRoute may share a namespace and name), and the uid tells a deleted
+    object from a new one of the same name."""
+
     kind: str
     namespace: str
     name: str
     uid: str = ""
+    # The API group ("" for the core group and where it is not known).
+    group: str = ""
 
     def __str__(self) -> str:
         return f"{self.kind} {self.namespace}/{self.name}" if self.namespace \
@@ -63,13 +69,19 @@ def _instant(created: str) -> tuple[int, str]:
     return (0, moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f"))
 
 
-def age_key(claim: Claim) -> tuple[tuple[int, str], str, str, str, str, str, str]:
+def origin_key(origin: ObjectRef, created: str
+               ) -> tuple[tuple[int, str], str, str, str, str, str]:
+    """Oldest object first (creationTimestamp ``created``), then kind, namespace, name, uid
+    and group: the order in which objects keep what they ask for."""
+    o = origin
+    return (_instant(created), o.kind, o.namespace, o.name, o.uid, o.group)
+
+
+def age_key(claim: Claim) -> tuple[tuple[tuple[int, str], str, str, str, str, str], str, str]:
     """Oldest first; uid, target and the timestamp's spelling only break ties between
     otherwise identical origins, so the order is total and the result does not depend on
     input order."""
-    o = claim.origin
-    return (_instant(claim.created), o.kind, o.namespace, o.name, o.uid, claim.target,
-            claim.created)
+    return (origin_key(claim.origin, claim.created), claim.target, claim.created)
 
 
 def resolve(claims: Iterable[Claim], rename: Mapping[str, str] | None = None) -> Resolution:

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
+from hairpin_proxy.claims import ObjectRef
+
 if TYPE_CHECKING:
     from publicsuffixlist import PublicSuffixList
 
@@ -208,15 +210,34 @@ class HostPolicy:
         )
 
 
+INGRESS_GROUP: Final = "networking.k8s.io"
+
+
 @dataclass(frozen=True)
 class Rejection:
+    """A refused host ("" when the whole object is refused), told on the object that asked."""
+
     namespace: str
     name: str
     host: str
     reason: str
+    # The refused object. Left out only by the Ingress policy below, which evaluates
+    # Ingresses and nothing else: ``ref`` then names an Ingress.
+    origin: ObjectRef | None = None
+
+    @classmethod
+    def of(cls, origin: ObjectRef, host: str, reason: str) -> Rejection:
+        return cls(origin.namespace, origin.name, host, reason, origin)
+
+    @property
+    def ref(self) -> ObjectRef:
+        """The object to tell: kind and group decide which source's object it is."""
+        if self.origin is not None:
+            return self.origin
+        return ObjectRef("Ingress", self.namespace, self.name, group=INGRESS_GROUP)
 
     def __str__(self) -> str:
-        where = f"{self.namespace}/{self.name}"
+        where = f"{self.namespace}/{self.name}" if self.origin is None else str(self.origin)
         if self.host:
             return f"{where}: host {self.host}: {self.reason}"
         return f"{where}: {self.reason}"

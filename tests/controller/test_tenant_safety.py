@@ -6,7 +6,13 @@ import time
 from collections.abc import Callable
 
 from hairpin_proxy import corefile
-from tests.controller.conftest import Controller, corefile_puts, corefile_text, wait_until
+from tests.controller.conftest import (
+    PROXY_IP,
+    Controller,
+    corefile_puts,
+    corefile_text,
+    wait_until,
+)
 from tests.fakeapi.fixtures import ingress
 from tests.fakeapi.server import FakeApiServer
 
@@ -29,7 +35,8 @@ def test_the_newest_ingress_over_the_rules_budget_is_refused(cluster: FakeApiSer
     time.sleep(1.1)  # creationTimestamp has one-second resolution
     big = [f"host-{i}.example.org" for i in range(40)]
     cluster.create(ingress("team-b", "bulk", tls_hosts=big))
-    budget = corefile.rules_bytes(old) + corefile.rules_bytes(big) - 1
+    # Measured as written: the hosts and their answer set's stanza pair.
+    budget = corefile.rules_bytes([(old + big, corefile.Answers.of([PROXY_IP]))]) - 1
     ctl = start("--rules-budget", str(budget), "--allow-mass-removal")
     ctl.wait_ready()
     # Everything of the older Ingress is written; the newer one, which overflows, is not.

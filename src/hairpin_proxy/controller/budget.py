@@ -1,91 +1,405 @@
-"""The rules budget (--rules-budget): the managed hosts may take at most so many bytes of
-rules, so that the Corefile stays within what a ConfigMap and CoreDNS's reload can carry."""
+"""The size limits of what a pass writes: the rules budget (--rules-budget), and the room the
+DNS rules' ConfigMap and the published hosts' ConfigMap leave under the API server's 1 MiB.
+
+Measured on what the pass really writes: each host in the answer set it resolves with (the
+rules hold one pair of ``template`` stanzas per answer set, so a set's fixed bytes count once,
+``corefile.rules_bytes`` of the groups), and in the published ``hosts`` and ``entries`` lines.
+Over a limit, the OLDEST objects keep their hosts and the newest that would overflow are
+refused, each with its reason: one new object can never stop the rules of every other from
+being written, whatever target its hosts go to (a class falling back to the default, a slot
+of its own, a Gateway).
+
+``fit`` is pure; ``RulesBudget`` is the pass's step (memoised sizes, metrics, the log line).
+"""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from hairpin_proxy import corefile
-from hairpin_proxy.claims import Claim, ObjectRef
+from hairpin_proxy.claims import Claim, ObjectRef, origin_key
 from hairpin_proxy.controller.metrics import ControllerMetrics
-from hairpin_proxy.policy import PolicyResult, Rejection
+from hairpin_proxy.kube.client import JsonObj
+from hairpin_proxy.policy import Rejection
 
 log = logging.getLogger("hairpin_proxy.controller")
 
+MAX_CONFIGMAP_BYTES = corefile.MAX_CONFIGMAP_BYTES
+# What the measures leave out, kept free in every ConfigMap so that a fit that passes never
+# meets the API server's limit: a fixed part (marker lines, the ``addresses`` key) and a part
+# that grows with the rules (the frame of each further 8,000-byte regex is about 1% of it, a
+# wildcard shadowing another set's host gets a second stanza pair). Not more: a Corefile
+# that holds our rules now must still be found to hold them.
+SLACK = 4096
+SLACK_SHARE = 50  # 1 in 50 bytes of the room
+
+# An answer set standing in for one with no address (no rule is written for it: counted as
+# if it had one, so the measure never shrinks when the proxy Service loses its address).
+_STAND_IN = corefile.Answers(("192.0.2.1",))
+
+
+class Measure:
+    """Bytes of one destination: ``host`` (a host's own), ``per_host`` (what each host of an
+    answer set adds for its addresses) and ``frame`` (an answer set's fixed bytes, given
+    whether it holds exact and wildcard hosts). Memoised: a pass measures tens of thousands
+    of hosts, the same ones as the last pass but a few."""
+
+    def __init__(self) -> None:
+        self._hosts: dict[str, int] = {}
+        self._frames: dict[tuple[corefile.Answers, bool, bool], int] = {}
+
+    def host(self, host: str) -> int:
+        size = self._hosts.get(host)
+        if size is None:
+            size = self._hosts[host] = self._host(host)
+        return size
+
+    def hosts(self, hosts: Sequence[str]) -> int:
+        known = self._hosts
+        try:
+            return sum(map(known.__getitem__, hosts))
+        except KeyError:
+            self._learn([h for h in dict.fromkeys(hosts) if h not in known])
+            return sum(map(known.__getitem__, hosts))
+
+    def keep_only(self, hosts: Collection[str]) -> None:
+        """Forget hosts that went away, but not so often that it costs."""
+        if len(self._hosts) > 2 * len(hosts) + 1024:
+            present = set(hosts)
+            self._hosts = {h: n for h, n in self._hosts.items() if h in present}
+
+    def frame(self, answers: corefile.Answers, exact: bool, wild: bool) -> int:
+        key = (answers, exact, wild)
+        size = self._frames.get(key)
+        if size is None:
+            if len(self._frames) > 4096:
+                self._frames.clear()
+            size = self._frames[key] = self._frame(answers or _STAND_IN, exact, wild)
+        return size
+
+    def _learn(self, hosts: list[str]) -> None:
+        self._hosts.update((h, self._host(h)) for h in hosts)
+
+    def _host(self, host: str) -> int:
+        raise NotImplementedError
+
+    def per_host(self, answers: corefile.Answers) -> int:
+        return 0
+
+    def _frame(self, answers: corefile.Answers, exact: bool, wild: bool) -> int:
+        return 0
+
+
+class RulesMeasure(Measure):
+    """``corefile.rules_bytes`` of the groups, host by host."""
+
+    def _learn(self, hosts: list[str]) -> None:
+        # Measured together: much cheaper than one by one (the first pass).
+        self._hosts.update(zip(hosts, corefile.host_rules_bytes(hosts), strict=True))
+
+    def _host(self, host: str) -> int:
+        return corefile.host_rules_bytes((host,))[0]
+
+    def _frame(self, answers: corefile.Answers, exact: bool, wild: bool) -> int:
+        probe = [h for h, on in (("a.invalid", exact), ("*.a.invalid", wild)) if on]
+        if not probe:
+            return 0
+        return corefile.rules_bytes([(probe, answers)]) - corefile.rules_bytes(probe)
+
+
+class NodeLocalMeasure(Measure):
+    """node-local-dns's Corefile: a host (a wildcard's domain) as a zone of our server
+    block's key."""
+
+    def _host(self, host: str) -> int:
+        return len(host.removeprefix("*.").encode()) + len(":53 ")
+
+    def hosts(self, hosts: Sequence[str]) -> int:
+        joined = "\n".join(hosts)
+        if not joined.isascii():
+            return super().hosts(hosts)
+        # C string methods: a pass measures every host.
+        wild = ("\n" + joined).count("\n*.")
+        return len(joined) + 1 - len(hosts) - 2 * wild + len(":53 ") * len(hosts) \
+            if hosts else 0
+
+
+class PublishedMeasure(Measure):
+    """The published ConfigMap: a host's line in ``hosts`` and in ``entries``."""
+
+    def _host(self, host: str) -> int:
+        return 2 * (len(host.encode()) + 1)
+
+    def hosts(self, hosts: Sequence[str]) -> int:
+        joined = "".join(hosts)
+        if not joined.isascii():
+            return super().hosts(hosts)
+        # C string methods: a pass measures every host.
+        return 2 * (len(joined) + len(hosts))
+
+    def per_host(self, answers: corefile.Answers) -> int:
+        return sum(1 + len(a) for a in (*answers.ipv4, *answers.ipv6))
+
+
+@dataclass(frozen=True)
+class Limit:
+    measure: Measure
+    limit: int
+    # What the limit is, for the refusal: "--rules-budget (6000 bytes)".
+    words: str
+
+
+@dataclass(frozen=True)
+class Fitted:
+    # The hosts kept, sorted.
+    hosts: tuple[str, ...]
+    # (object, how many hosts it asked for, the limit its hosts would overflow), oldest first.
+    refused: tuple[tuple[ObjectRef, int, Limit], ...] = ()
+    # Bytes of the kept hosts, per limit.
+    sizes: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class AnswerSets:
+    """What each host resolves with: ``routed`` (the hosts of other targets), else
+    ``default`` (the proxy's own Service)."""
+
+    default: corefile.Answers
+    routed: Mapping[str, corefile.Answers] = field(default_factory=dict)
+
+    def of(self, host: str) -> corefile.Answers:
+        return self.routed.get(host, self.default)
+
+    def count(self, hosts: Sequence[str]) -> dict[corefile.Answers, tuple[int, int]]:
+        """Answer set → (exact hosts, wildcard hosts) among the distinct ``hosts``. Python
+        work only for the routed hosts: the default set is counted by C string methods."""
+        routed = self.routed
+        if not routed:
+            mine: list[str] = []
+        elif len(routed) < len(hosts):
+            present = set(hosts)
+            mine = [h for h in routed if h in present]
+        else:
+            mine = [h for h in hosts if h in routed]
+        counts: dict[corefile.Answers, list[int]] = {}
+        for h in mine:
+            counts.setdefault(routed[h], [0, 0])[h.startswith("*.")] += 1
+        rest = len(hosts) - len(mine)
+        if rest:
+            wild = ("\n" + "\n".join(hosts)).count("\n*.") - sum(w for _, w in counts.values())
+            own = counts.setdefault(self.default, [0, 0])
+            own[0] += rest - wild
+            own[1] += wild
+        return {answers: (exact, wild) for answers, (exact, wild) in counts.items()}
+
+
+@dataclass
+class _Tally:
+    limits: Sequence[Limit]
+    sets: AnswerSets
+    kept: set[str] = field(default_factory=set)
+    sizes: list[int] = field(default_factory=list)
+    # answer set → (has exact hosts, has wildcard hosts) among the kept.
+    shapes: dict[corefile.Answers, tuple[bool, bool]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.sizes = [0] * len(self.limits)
+
+    def grown(self, new: Sequence[str]
+              ) -> tuple[list[int], dict[corefile.Answers, tuple[bool, bool]]]:
+        """The sizes with ``new`` (distinct hosts not kept yet) kept too, and the shapes of
+        the answer sets they join."""
+        counts = self.sets.count(new)
+        shapes: dict[corefile.Answers, tuple[bool, bool]] = {}
+        for answers, (exact, wild) in counts.items():
+            was = self.shapes.get(answers, (False, False))
+            shapes[answers] = (was[0] or exact > 0, was[1] or wild > 0)
+        sizes: list[int] = []
+        for limit, before in zip(self.limits, self.sizes, strict=True):
+            m = limit.measure
+            size = before + m.hosts(new)
+            for answers, (exact, wild) in counts.items():
+                was = self.shapes.get(answers, (False, False))
+                size += (m.frame(answers, *shapes[answers]) - m.frame(answers, *was)
+                         + (exact + wild) * m.per_host(answers))
+            sizes.append(size)
+        return sizes, shapes
+
+    def one_by_one(self, new: Sequence[str]
+                   ) -> tuple[list[int], dict[corefile.Answers, tuple[bool, bool]]]:
+        """``grown`` for a few hosts (most objects have one or two): host by host, without
+        the set-up that pays off for thousands."""
+        sizes = list(self.sizes)
+        shapes: dict[corefile.Answers, tuple[bool, bool]] = {}
+        measures = [limit.measure for limit in self.limits]
+        for h in new:
+            answers = self.sets.of(h)
+            wild = h.startswith("*.")
+            was = shapes.get(answers) or self.shapes.get(answers, (False, False))
+            if not was[wild]:
+                now = shapes[answers] = (was[0], True) if wild else (True, was[1])
+                for i, m in enumerate(measures):
+                    sizes[i] += m.frame(answers, *now) - m.frame(answers, *was)
+            for i, m in enumerate(measures):
+                sizes[i] += m.host(h) + m.per_host(answers)
+        return sizes, shapes
+
+    def add(self, hosts: Iterable[str]) -> Limit | None:
+        """Keep ``hosts`` when all fit; else keep none and return the limit they overflow."""
+        new = [h for h in dict.fromkeys(hosts) if h not in self.kept]
+        sizes, shapes = self.grown(new) if len(new) > 32 else self.one_by_one(new)
+        for limit, size in zip(self.limits, sizes, strict=True):
+            if size > limit.limit:
+                return limit
+        self.kept.update(new)
+        self.sizes = sizes
+        self.shapes.update(shapes)
+        return None
+
+
+def measure(hosts: Sequence[str], sets: AnswerSets, limits: Sequence[Limit], *,
+            distinct: bool = False) -> tuple[int, ...]:
+    """Bytes of ``hosts`` per limit (over it or not); ``distinct``: the caller knows that
+    no host is there twice (a pass's hosts), which saves a copy."""
+    return tuple(_Tally(limits, sets).grown(hosts if distinct else list(dict.fromkeys(hosts)))[0])
+
+
+def fit(hosts: Sequence[str], origins: Mapping[str, Collection[ObjectRef]],
+        created: Mapping[ObjectRef, str], sets: AnswerSets, limits: Sequence[Limit]
+        ) -> Fitted:
+    """The hosts that fit every limit: each object's hosts (``origins``: host → the objects
+    that ask for it) are kept whole or not at all, oldest object first (``created``: its
+    creationTimestamp); an object that does not fit is refused and the next tried, so a
+    smaller, newer one may still fit. Hosts no object asks for come last and are never told
+    on (there is no object to tell). Pure."""
+    by_origin: dict[ObjectRef, list[str]] = {}
+    orphans: list[str] = []
+    for host in hosts:
+        asked = origins.get(host) or ()
+        if not asked:
+            orphans.append(host)
+        for origin in asked:
+            by_origin.setdefault(origin, []).append(host)
+    tally = _Tally(limits, sets)
+    refused: list[tuple[ObjectRef, int, Limit]] = []
+    order = sorted(by_origin, key=lambda o: origin_key(o, created.get(o, "")))
+    at, step = 0, 1
+    while at < len(order):
+        # Runs of objects that all fit are taken together, in growing batches (a batch fits
+        # only when each of its objects would have, one after the other): the same result
+        # as one by one, at a cost that grows with the refusals, not with the objects.
+        batch = order[at:at + step]
+        if len(batch) > 1 and tally.add(h for o in batch for h in by_origin[o]) is None:
+            at += len(batch)
+            step *= 2
+            continue
+        origin = order[at]
+        over = tally.add(by_origin[origin])
+        if over is not None:
+            refused.append((origin, len(by_origin[origin]), over))
+        at += 1
+        step = 2 if over is None else 1
+    for host in orphans:
+        tally.add((host,))
+    return Fitted(tuple(sorted(tally.kept)), tuple(refused), tuple(tally.sizes))
+
+
+# --- the room a ConfigMap leaves -------------------------------------------------------------
+
+def data_bytes(cm: JsonObj | None, keys: Collection[str] | None = None) -> int:
+    """What the API server counts of a ConfigMap against its limit (each key and value), of
+    ``keys`` only when given."""
+    total = 0
+    for what in ("data", "binaryData"):
+        for k, v in ((cm or {}).get(what) or {}).items():
+            if keys is None or k in keys:
+                total += len(str(k)) + len(str(v).encode())
+    return total
+
+
+def _room(free: int) -> int:
+    return (free - SLACK) * (SLACK_SHARE - 1) // SLACK_SHARE
+
+
+def configmap_room(cm: JsonObj | None, ours: Collection[str]) -> int:
+    """Bytes left for the values of our keys ``ours``: everything else stays."""
+    others = data_bytes(cm) - data_bytes(cm, ours)
+    return _room(MAX_CONFIGMAP_BYTES - others - sum(map(len, ours)))
+
+
+def corefile_room(cm: JsonObj | None, key: str) -> int:
+    """Bytes left for our rules in the Corefile under ``key``: the ConfigMap less everything
+    outside our managed blocks (between our marker lines), shared by the blocks (one per
+    root server block, each holding every rule)."""
+    text = ((cm or {}).get("data") or {}).get(key)
+    if not isinstance(text, str):
+        return configmap_room(cm, ())
+    ours, blocks, at = 0, 0, 0
+    while (begin := text.find(corefile.BEGIN_MARKER, at)) >= 0:
+        end = text.find(corefile.END_MARKER, begin)
+        if end < 0:
+            break
+        at = end + len(corefile.END_MARKER)
+        ours += len(text[begin:at].encode())
+        blocks += 1
+    return _room(MAX_CONFIGMAP_BYTES - (data_bytes(cm) - ours)) // max(1, blocks)
+
+
+# --- the pass's step -------------------------------------------------------------------------
 
 class RulesBudget:
     def __init__(self, budget: int, metrics: ControllerMetrics) -> None:
         self.budget = budget
         self.metrics = metrics
-        self._refused = 0
-        # Host → its share of corefile.rules_bytes: the hosts change by a few from one pass to
-        # the next, and escaping and measuring all of them every pass is most of the cost.
-        self._shares = _Shares()
+        self.rules = RulesMeasure()
+        self.published = PublishedMeasure()
+        self.node_local = NodeLocalMeasure()
+        self._refused: tuple[ObjectRef, ...] = ()
 
-    def size(self, hosts: Sequence[str]) -> int:
-        """corefile.rules_bytes(hosts), from the shares of hosts already seen."""
-        shares = self._shares
-        if len(shares) < len(hosts) // 2:
-            # Mostly new hosts (the first pass): measured together, which is much cheaper
-            # than one by one.
-            new = [h for h in dict.fromkeys(hosts) if h not in shares]
-            shares.update(zip(new, corefile.host_rules_bytes(new), strict=True))
-        size = sum(map(shares.__getitem__, hosts))
-        if len(shares) > 2 * len(hosts) + 1024:
-            # Hosts that went away: forget them, but not so often that it costs.
-            self._shares = _Shares({h: shares[h] for h in hosts})
-        return size
+    def limits(self, rules_room: int, rules_where: str,
+               rooms: Iterable[tuple[str, Measure, int, str]]) -> list[Limit]:
+        """The rules' limit (the budget, or the room their ConfigMap leaves when that is
+        less), then the others' ``rooms``: (what, its measure, bytes, its ConfigMap)."""
+        if rules_room < self.budget:
+            rules = Limit(self.rules, rules_room, f"the rules past the room ConfigMap "
+                          f"{rules_where} leaves under its 1 MiB ({rules_room} bytes)")
+        else:
+            rules = Limit(self.rules, self.budget,
+                          f"the rules past --rules-budget ({self.budget} bytes)")
+        return [rules, *(Limit(m, room, f"the {what} past the room ConfigMap {where} leaves "
+                                        f"under its 1 MiB ({room} bytes)")
+                         for what, m, room, where in rooms)]
 
-    def apply(self, result: PolicyResult, claims: Iterable[Claim]
-              ) -> PolicyResult:
-        """``result`` with the origins refused whose hosts would overflow the budget: the
-        oldest keep their hosts, so one new object can never stop the rules of every other
-        from being written. ``claims`` (read only when over budget) date the origins."""
-        budget = self.budget
-        size = self.size(result.hosts)
-        if size <= budget:
-            self.metrics.rules_bytes.set(size)
-            self.metrics.over_budget.set(0)
-            self._refused = 0
-            return result
-        by_origin: dict[ObjectRef, list[str]] = {}
-        created: dict[ObjectRef, str] = {}
-        for claim in claims:
-            by_origin.setdefault(claim.origin, []).append(claim.host)
-            created[claim.origin] = claim.created
-
-        def age(origin: ObjectRef) -> tuple[str, str]:
-            # Unknown ages sort last: "~" comes after every digit.
-            return created[origin] or "~", f"{origin.namespace}/{origin.name}"
-
-        kept: set[str] = set()
-        total = 0
-        refused: list[Rejection] = []
-        for origin in sorted(by_origin, key=age):
-            new = [h for h in by_origin[origin] if h not in kept]
-            cost = corefile.rules_bytes(new)
-            if total + cost > budget:
-                refused.append(Rejection(origin.namespace, origin.name, "", (
-                    f"its {len(by_origin[origin])} host(s) would take the rules past "
-                    f"--rules-budget ({budget} bytes); newer objects are refused first")))
-                continue
-            kept.update(new)
-            total += cost
-        self.metrics.rules_bytes.set(total)
-        self.metrics.over_budget.set(len(refused))
-        if len(refused) != self._refused:
-            log.warning("rules budget exceeded; the newest Ingresses are refused",
-                        extra={"budget": budget, "wanted": size, "refused": len(refused)})
-        self._refused = len(refused)
-        return dataclasses.replace(result, hosts=tuple(sorted(kept)),
-                                   rejections=(*result.rejections, *refused))
-
-
-class _Shares(dict[str, int]):
-    """Host → its share of corefile.rules_bytes, measured when first asked for."""
-
-    def __missing__(self, host: str) -> int:
-        share = self[host] = corefile.host_rules_bytes((host,))[0]
-        return share
+    def apply(self, hosts: Sequence[str], origins: Mapping[str, Collection[ObjectRef]],
+              claims: Iterable[Claim], sets: AnswerSets, limits: Sequence[Limit]
+              ) -> tuple[tuple[str, ...], tuple[Rejection, ...]]:
+        """(the hosts that fit ``limits``, a refusal per object that does not). ``hosts``
+        are distinct (a pass's); ``claims`` (read only when over a limit) date the objects."""
+        for limit in limits:
+            limit.measure.keep_only(hosts)
+        sizes = measure(hosts, sets, limits, distinct=True)
+        m = self.metrics
+        if not any(size > limit.limit for size, limit in zip(sizes, limits, strict=True)):
+            m.rules_bytes.set(sizes[0])
+            m.over_budget.set(0)
+            if self._refused:
+                log.info("every object fits the rules budget again")
+            self._refused = ()
+            return tuple(hosts), ()
+        created = {c.origin: c.created for c in claims}
+        fitted = fit(hosts, origins, created, sets, limits)
+        m.rules_bytes.set(fitted.sizes[0])
+        m.over_budget.set(len(fitted.refused))
+        refused = tuple(ref for ref, _, _ in fitted.refused)
+        if refused != self._refused:
+            log.warning("over a size limit: the newest objects are refused", extra={
+                "wanted": sizes[0], "budget": limits[0].limit, "refused": len(refused),
+                "objects": ", ".join(map(str, refused[:10]))
+                           + (f" and {len(refused) - 10} more" if len(refused) > 10 else "")})
+        self._refused = refused
+        return fitted.hosts, tuple(
+            Rejection.of(ref, "", f"its {count} host(s) would take {limit.words}; newer "
+                                  "objects are refused first")
+            for ref, count, limit in fitted.refused)

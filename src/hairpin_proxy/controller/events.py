@@ -7,6 +7,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
+from hairpin_proxy.claims import ObjectRef
 from hairpin_proxy.controller.background import Background
 from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.kube.client import JsonObj
@@ -20,18 +21,20 @@ _LOGGED_MAX = 50_000
 
 
 class Reports:
-    """``find(namespace, name)`` gives the object a rejection is told on (with apiVersion and
-    kind), or None when it is gone."""
+    """``find(ref)`` gives the object a refusal is told on (with apiVersion and kind), or None
+    when it is gone: the object of that kind (an Ingress and an HTTPRoute may share a
+    namespace and name) and, when the reference has one, that uid (not a newer object of
+    the same name)."""
 
     def __init__(self, events: EventRecorder, metrics: ControllerMetrics,
                  background: Background, interval: float,
-                 find: Callable[[str, str], JsonObj | None]) -> None:
+                 find: Callable[[ObjectRef], JsonObj | None]) -> None:
         self.events = events
         self.metrics = metrics
         self.background = background
         self.interval = interval
         self.find = find
-        self._logged: dict[tuple[str, str, str, str], float] = {}
+        self._logged: dict[tuple[ObjectRef, str, str], float] = {}
 
     def event(self, involved: JsonObj, reason: str, message: str, kind: str) -> None:
         """An Event on ``involved`` (sent in the background; the recorder rate-limits)."""
@@ -44,47 +47,48 @@ class Reports:
                 self.metrics.events.labels(reason).inc()
         self.background.spawn(send())
 
-    def notice(self, namespace: str, name: str, host: str, *, reason: str, message: str,
-               event_type: str) -> None:
-        """A log line and an Event ``reason`` on the origin ``namespace/name`` of ``host``, at
-        most once per interval for the same message."""
-        now = time.monotonic()
-        key = (namespace, name, host, f"{reason}|{message}")
+    def _due(self, key: tuple[ObjectRef, str, str], now: float) -> bool:
         last = self._logged.get(key)
         if last is not None and now - last < self.interval:
-            return
+            return False
         self._logged[key] = now
+        if len(self._logged) > _LOGGED_MAX:
+            self._logged = {k: t for k, t in self._logged.items() if now - t < self.interval}
+        return True
+
+    def notice(self, origin: ObjectRef, host: str, *, reason: str, message: str,
+               event_type: str) -> None:
+        """A log line and an Event ``reason`` on ``origin`` about ``host``, at most once per
+        interval for the same message."""
+        if not self._due((origin, host, f"{reason}|{message}"), time.monotonic()):
+            return
         (log.info if event_type == "Normal" else log.warning)(
-            "host not redirected", extra={"origin": f"{namespace}/{name}", "host": host,
+            "host not redirected", extra={"origin": str(origin), "host": host,
                                           "reason": reason, "detail": message})
-        involved = self.find(namespace, name)
+        involved = self.find(origin)
         if involved is not None:
             self.event(involved, reason, f"host {host!r}: {message}", event_type)
 
     def rejections(self, rejections: Sequence[Rejection]) -> None:
-        """A log line and a HostRejected Event per refused host, at most once per interval."""
+        """A log line and a HostRejected Event per refused host (or object), at most once per
+        interval."""
         now = time.monotonic()
-        interval = self.interval
         pending: list[tuple[JsonObj, Rejection]] = []
         for rej in rejections:
-            key = (rej.namespace, rej.name, rej.host, rej.reason)
-            last = self._logged.get(key)
-            if last is not None and now - last < interval:
+            ref = rej.ref
+            if not self._due((ref, rej.host, rej.reason), now):
                 continue
-            self._logged[key] = now
-            log.warning("host rejected", extra={"ingress": f"{rej.namespace}/{rej.name}",
-                                                "host": rej.host, "reason": rej.reason})
-            involved = self.find(rej.namespace, rej.name)
+            log.warning("host rejected", extra={"object": str(ref), "host": rej.host,
+                                                "reason": rej.reason})
+            involved = self.find(ref)
             if involved is not None:
                 pending.append((involved, rej))
-        if len(self._logged) > _LOGGED_MAX:
-            self._logged = {k: t for k, t in self._logged.items() if now - t < interval}
         if pending:
             self.background.spawn(self._record(pending))
 
     async def _record(self, pending: Sequence[tuple[JsonObj, Rejection]]) -> None:
         for involved, rej in pending:
-            what = f"host {rej.host!r}" if rej.host else "Ingress"
+            what = f"host {rej.host!r}" if rej.host else str(involved.get("kind") or "object")
             message = f"{what} not redirected by hairpin-proxy: {rej.reason}"
             if await self.events.warn(involved, reason="HostRejected", message=message,
                                       key=f"{rej.host}|{rej.reason}"):

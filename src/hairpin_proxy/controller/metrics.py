@@ -59,8 +59,9 @@ class ControllerMetrics:
                                           "Bytes the managed hosts take in our rules (the "
                                           "budget is --rules-budget).")
         self.over_budget = registry.gauge(p + "ingresses_over_budget",
-                                          "Ingresses refused because their hosts would "
-                                          "overflow --rules-budget.")
+                                          "Objects (Ingresses, routes) refused because "
+                                          "their hosts would overflow --rules-budget or "
+                                          "a ConfigMap's room.")
         self.verdicts = registry.gauge(p + "host_verdicts",
                                        "Managed-host candidates by verification verdict.",
                                        ("verdict",))

@@ -1,8 +1,8 @@
 """The reconciler: caches → one pass → every sink, and the loop that decides when a pass runs.
 
     sources (list+watch; Ingresses, Gateway API routes) ──▶ claims through the host policy
-        ──▶ routing (targets.plan: conflicts, targets, slots) ──▶ rules budget
-        ──▶ verification ──▶ removal guard
+        ──▶ routing (targets.plan: conflicts, targets, slots)
+        ──▶ verification ──▶ rules budget and ConfigMap room ──▶ removal guard
         ──▶ sinks: targets table + per-target Services, DNS rules (Corefile block or import
             key), node-local-dns, published hosts
             (each a PUT with resourceVersion; 409 → re-read, re-apply)
@@ -25,13 +25,19 @@ import secrets
 import socket
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from hairpin_proxy import corefile
 from hairpin_proxy.admin import Check
-from hairpin_proxy.claims import ObjectRef
+from hairpin_proxy.claims import Claim, ObjectRef
 from hairpin_proxy.controller.background import Background
-from hairpin_proxy.controller.budget import RulesBudget
+from hairpin_proxy.controller.budget import (
+    AnswerSets,
+    Measure,
+    RulesBudget,
+    configmap_room,
+    corefile_room,
+)
 from hairpin_proxy.controller.corefile_facts import CorefileFacts
 from hairpin_proxy.controller.events import Reports
 from hairpin_proxy.controller.guard import HeldDrops, RemovalGuard
@@ -39,11 +45,11 @@ from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.preflight import Preflight
 from hairpin_proxy.controller.routing import Routed, Routing, pending_note
 from hairpin_proxy.controller.routing import slim_service as slim_any_service
-from hairpin_proxy.controller.sinks import Desired, RulesSink, Sink
+from hairpin_proxy.controller.sinks import Desired, Held, RulesSink, Sink
 from hairpin_proxy.controller.sinks.coredns import CorednsSink, SinkError
 from hairpin_proxy.controller.sinks.coredns_import import ImportSink
 from hairpin_proxy.controller.sinks.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
-from hairpin_proxy.controller.sinks.nodelocal import NodeLocalWriter
+from hairpin_proxy.controller.sinks.nodelocal import NodeLocalSink, NodeLocalWriter
 from hairpin_proxy.controller.sinks.nudge import CorednsNudge
 from hairpin_proxy.controller.sinks.published import PublishedSink, PublishedWriter
 from hairpin_proxy.controller.sinks.rules import CorefileRules, ImportRules, RulesWriting
@@ -59,11 +65,15 @@ from hairpin_proxy.kube.events import EventRecorder
 from hairpin_proxy.kube.lease import LeaderElector
 from hairpin_proxy.kube.watch import Backoff, Reflector
 from hairpin_proxy.policy import HostPolicy, PolicyResult, Rejection, default_target
+from hairpin_proxy.published import ADDRESSES_KEY, ENTRIES_KEY, HOSTS_KEY
 from hairpin_proxy.settings import ControllerSettings
 from hairpin_proxy.targets.mapping import parse_target_flags
 from hairpin_proxy.verify import HostChecker, make_resolver
 
 log = logging.getLogger("hairpin_proxy.controller")
+
+# The keys of the published ConfigMap that are ours (sinks/published.py).
+PUBLISHED_KEYS = (HOSTS_KEY, ADDRESSES_KEY, ENTRIES_KEY)
 
 
 class _Done(Exception):
@@ -223,11 +233,10 @@ class Controller:
         return all(r.synced.is_set() for r in self.reflectors) and all(
             src.synced() for src in self.sources)
 
-    def _involved(self, namespace: str, name: str) -> JsonObj | None:
-        """An origin "namespace/name" as an Event's object: the first source that has one of
-        that name (rejections name no kind)."""
+    def _involved(self, ref: ObjectRef) -> JsonObj | None:
+        """An object as an Event's involved object: from the source of its kind."""
         for src in self.sources:
-            found = src.involved(namespace, name)
+            found = src.involved(ref)
             if found is not None:
                 return found
         return None
@@ -372,6 +381,7 @@ class Controller:
         # it): the withdrawal is written before anything else is computed.
         result = PolicyResult((), (), {}, ())
         routed: Routed | None = None
+        claims: list[Claim] = []
         if not self.withdrawal.uninstalling:
             gathered = [await src.claims(self.policy, self._policy_gen) for src in self.sources]
             claims = [c for g in gathered for c in g.claims]
@@ -382,15 +392,16 @@ class Controller:
             routed = self.routing.route(claims, self.targets_writer.current(), held_answers)
             self._report_routing(routed)
             result = self._routed_result(routed, [r for g in gathered for r in g.rejections])
-            claims = [c for c in claims if routed.plan.routes.get(c.host) == c.target]
-            result = self.budget.apply(result, claims)
         self.metrics.hosts_rejected.set(len(result.rejections))
         self.reports.rejections(result.rejections)
         try:
             answers, withdrawn = self.withdrawal.answers()
             self.withdrawal.set_reason(withdrawn)
             held = await self.rules.read(coredns_cm)
-            wanted = await self._verified(result, held.hosts)
+            wanted = await self._verified(result, held.hosts, routed)
+            if routed is not None:
+                wanted = self._fit(wanted, routed, claims, answers=answers, held=held,
+                                   rejected=len(result.rejections))
             hosts = () if withdrawn else self.held.hosts(wanted, held.hosts)
             desired = Desired(hosts, answers, held,
                               routed=routed.answers if routed is not None else {},
@@ -411,6 +422,11 @@ class Controller:
             self.metrics.reconciles.labels("corefile_error").inc()
             log.error("cannot edit the Corefile; leaving it alone",
                       extra={"configmap": self.corefile_sink.where, "error": str(exc)})
+            if s.mode == "coredns" and coredns_cm is not None:
+                # Someone's edit, not an object's: told on the ConfigMap (rate-limited).
+                self.reports.event({"apiVersion": "v1", "kind": "ConfigMap", **coredns_cm},
+                                   "CorefileNotEdited", f"hairpin-proxy leaves every rule as "
+                                   f"it is until the Corefile can be edited: {exc}", "Warning")
             return True
         except SinkError as exc:
             self.metrics.reconciles.labels("target_missing").inc()
@@ -476,7 +492,7 @@ class Controller:
         m.host_conflicts.set(len(plan.losers))
         origins = plan.origins
         for loser, winner in plan.losers:
-            self.reports.notice(loser.origin.namespace, loser.origin.name, loser.host,
+            self.reports.notice(loser.origin, loser.host,
                                 reason="HostClaimedElsewhere",
                                 message=f"claimed by the older {winner.origin} for "
                                         f"{plan.fallbacks.get(winner.target, winner.target)}; "
@@ -485,18 +501,48 @@ class Controller:
                                 event_type="Warning")
         for host, why in plan.excluded.items():
             for origin in origins.get(host, ()) or ():
-                self.reports.notice(origin.namespace, origin.name, host,
+                self.reports.notice(origin, host,
                                     reason="HostNotRedirected", message=why.message,
                                     event_type=("Normal" if why.problem == "target-no-proxy"
                                                 else "Warning"))
 
-    async def _verified(self, result: PolicyResult, previous: Iterable[str]
-                        ) -> tuple[str, ...]:
+    async def _verified(self, result: PolicyResult, previous: Iterable[str],
+                        routed: Routed | None) -> tuple[str, ...]:
         """The hosts of ``result`` that verification lets through (all without it, and none
         is checked while uninstalling)."""
-        if self.verification is None or self.withdrawal.uninstalling:
+        if self.verification is None or routed is None:
             return result.hosts
-        return await self.verification.verified(result, previous)
+        return await self.verification.verified(result, previous, routed.plan.origins)
+
+    def _fit(self, hosts: tuple[str, ...], routed: Routed, claims: Sequence[Claim], *,
+             answers: corefile.Answers, held: Held, rejected: int) -> tuple[str, ...]:
+        """The hosts that fit the rules budget and the room of the ConfigMaps they are
+        written to, measured in the answer sets they are written with; each object that
+        overflows is refused, told on itself."""
+        s = self.settings
+        if s.mode == "coredns":
+            rules_room = corefile_room(held.cm, s.configmap_key)
+        else:
+            rules_room = configmap_room(held.cm, (s.import_key,))
+        b = self.budget
+        pub = self.tracker.current(self.published_cm, self.published.namespace,
+                                   self.published.name)
+        rooms: list[tuple[str, Measure, int, str]] = [
+            ("published hosts", b.published, configmap_room(pub, PUBLISHED_KEYS),
+             self.published.where)]
+        if s.node_local_dns == "auto":
+            for (ns, name), reflector in zip(NODE_LOCAL_CANDIDATES, self.node_local,
+                                             strict=True):
+                cm = self.tracker.current(reflector, ns, name)
+                if cm is not None and not NodeLocalSink.reconciled_by_addon_manager(cm):
+                    rooms.append(("node-local-dns rules", b.node_local,
+                                  corefile_room(cm, "Corefile"), f"{ns}/{name}"))
+        limits = b.limits(rules_room, self.rules.where, rooms)
+        kept, refused = self.budget.apply(hosts, routed.plan.origins, claims,
+                                          AnswerSets(answers, routed.answers), limits)
+        self.metrics.hosts_rejected.set(rejected + len(refused))
+        self.reports.rejections(refused)
+        return kept
 
     def _not_leading(self) -> bool:
         # A standby is done. A leader whose renewal is merely overdue must try again soon:

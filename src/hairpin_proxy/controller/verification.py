@@ -13,8 +13,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from hairpin_proxy.claims import ObjectRef
 from hairpin_proxy.controller.events import Reports
 from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.sources.ingress import IngressSource
@@ -88,13 +89,14 @@ class Verification:
             loop.call_later(self._lb_at + _LB_REBUILD - now + 0.05, self.wake)
         return self._lb
 
-    async def verified(self, result: PolicyResult, previous: Iterable[str]
-                       ) -> tuple[str, ...]:
+    async def verified(self, result: PolicyResult, previous: Iterable[str],
+                       origins: Mapping[str, Sequence[ObjectRef]]) -> tuple[str, ...]:
         """The hosts of ``result`` whose public DNS leads to this cluster's load balancer.
 
         A host not checked yet keeps what the rules hold now (a restart or a new leader
         neither withdraws nor adds anything before its first answer); a host that cannot be
-        checked because the resolver fails keeps its last verdict (the checker's rule)."""
+        checked because the resolver fails keeps its last verdict (the checker's rule).
+        ``origins`` (host → the objects asking for it) says whom to tell."""
         self.checker.update(result.hosts, await self._lb_index())
         verdicts = self.checker.verdicts()
         had = set(previous)
@@ -107,7 +109,7 @@ class Verification:
             if (verdict is not None and verdict.redirect) or (code == "pending" and host in had):
                 out.append(host)
             elif verdict is not None and code in _REPORTED:
-                self._report(host, code, verdict.reason, result.sources.get(host, ()))
+                self._report(host, code, verdict.reason, origins.get(host, ()))
         for code in _VERDICTS:
             self.metrics.verdicts.labels(code).set(counts.get(code, 0))
         self.pending = counts.get("pending", 0)
@@ -157,7 +159,8 @@ class Verification:
         elif before and not self.no_public_dns:
             log.info("host verification: hosts resolve in public DNS again")
 
-    def _report(self, host: str, code: str, reason: str, origins: Sequence[str]) -> None:
+    def _report(self, host: str, code: str, reason: str,
+                origins: Sequence[ObjectRef]) -> None:
         reason_name, kind = _REPORTED[code]
         key = (host, code)
         now = time.monotonic()
@@ -169,8 +172,7 @@ class Verification:
         log.debug("host not redirected", extra={"host": host, "verdict": code,
                                                 "reason": reason})
         for origin in origins:
-            ns, _, name = origin.partition("/")
-            involved = self.ingresses.involved(ns, name)
+            involved = self.reports.find(origin)
             if involved is not None:
                 self.reports.event(involved, reason_name,
                                    f"{reason}: not redirected by hairpin-proxy", kind)

@@ -9,6 +9,7 @@ from typing import Any
 
 from hairpin_proxy.claims import Claim, ObjectRef
 from hairpin_proxy.gateway.model import (
+    GROUP,
     Gateway,
     GatewayClass,
     Malformed,
@@ -96,7 +97,7 @@ def route_claims(routes: Iterable[Route], gateways: Iterable[Gateway],
         by_gateway, route_notes = route_hosts(route, index, classes, controllers,
                                               namespace_labels)
         notes += route_notes
-        origin = ObjectRef(route.kind, meta.namespace, meta.name, meta.uid)
+        origin = ObjectRef(route.kind, meta.namespace, meta.name, meta.uid, GROUP)
         for target, hosts in by_gateway.items():
             for host in hosts:
                 name, reason = check_host(host, policy)

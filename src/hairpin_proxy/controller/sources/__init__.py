@@ -19,7 +19,8 @@ from hairpin_proxy.kube.watch import Reflector
 from hairpin_proxy.policy import HostPolicy, Rejection
 from hairpin_proxy.targets.model import DEFAULT_KEY
 
-__all__ = ["DEFAULT_TARGET", "Claim", "MakeReflector", "ObjectRef", "Source", "SourceClaims"]
+__all__ = ["DEFAULT_TARGET", "Claim", "MakeReflector", "ObjectRef", "Source", "SourceClaims",
+           "same_object"]
 
 # The proxy's own Service and listeners: the target of every Ingress whose class has no data
 # plane of its own (what every Ingress did before targets existed).
@@ -70,7 +71,16 @@ class Source(Protocol):
         whenever the policy does, so that an unchanged result can be reused)."""
         ...
 
-    def involved(self, namespace: str, name: str) -> JsonObj | None:
-        """An origin of its claims as an Event's involved object (with apiVersion and kind),
-        or None when it is gone."""
+    def involved(self, ref: ObjectRef) -> JsonObj | None:
+        """An object of its kinds as an Event's involved object (with apiVersion and kind),
+        or None when it is not one of its kinds, is gone, or (when ``ref`` has a uid) was
+        replaced by another of that name."""
         ...
+
+
+def same_object(ref: ObjectRef, obj: JsonObj | None) -> JsonObj | None:
+    """``obj`` when it is the object ``ref`` names (by uid, when ``ref`` has one)."""
+    if obj is None:
+        return None
+    uid = (obj.get("metadata") or {}).get("uid")
+    return obj if not ref.uid or not uid or uid == ref.uid else None

@@ -18,7 +18,8 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from hairpin_proxy.controller.sources import MakeReflector, Source, SourceClaims
+from hairpin_proxy.claims import ObjectRef
+from hairpin_proxy.controller.sources import MakeReflector, Source, SourceClaims, same_object
 from hairpin_proxy.gateway.claims import RouteClaims, claims_of_objects
 from hairpin_proxy.gateway.slim import slim_gateway, slim_gateway_class, slim_namespace, slim_route
 from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
@@ -31,6 +32,7 @@ log = logging.getLogger("hairpin_proxy.controller")
 
 GATEWAY_GROUP = "gateway.networking.k8s.io"
 ROUTE_KINDS = {"httproutes": "HTTPRoute", "grpcroutes": "GRPCRoute", "tlsroutes": "TLSRoute"}
+_ROUTE_PLURALS = {kind: plural for plural, kind in ROUTE_KINDS.items()}
 
 
 def _slim_gateway(obj: JsonObj) -> JsonObj:
@@ -231,8 +233,7 @@ class GatewaySource:
     async def claims(self, policy: HostPolicy, policy_generation: int) -> SourceClaims:
         found = self.route_claims(policy, policy_generation)
         return SourceClaims(found.claims, tuple(
-            Rejection(r.origin.namespace, r.origin.name, r.host, r.reason)
-            for r in found.rejections))
+            Rejection.of(r.origin, r.host, r.reason) for r in found.rejections))
 
     def route_claims(self, policy: HostPolicy, policy_generation: int) -> RouteClaims:
         key = (policy_generation, *self.watches.generation())
@@ -272,15 +273,19 @@ class GatewaySource:
                 f"{(p.get('metadata') or {}).get('name')}": p
                 for p in self.watches.objects("gateway.nginx.org", "nginxproxies")}
 
-    def involved(self, namespace: str, name: str) -> JsonObj | None:
-        """The route of that name (of any route kind) as an Event's involved object, or
-        None when it is gone."""
-        for plural, kind in ROUTE_KINDS.items():
-            entry = self.watches.active.get((GATEWAY_GROUP, plural))
-            obj = entry[1].get(f"{namespace}/{name}") if entry is not None else None
-            if obj is not None:
-                return {"apiVersion": entry[0] if entry else "", "kind": kind, **obj}
-        return None
+    def involved(self, ref: ObjectRef) -> JsonObj | None:
+        """The route ``ref`` names as an Event's involved object, in the version the
+        cluster serves, or None when it is gone (or not a route)."""
+        plural = _ROUTE_PLURALS.get(ref.kind)
+        if plural is None or ref.group not in ("", GATEWAY_GROUP):
+            return None
+        entry = self.watches.active.get((GATEWAY_GROUP, plural))
+        if entry is None:
+            return None
+        obj = same_object(ref, entry[1].get(f"{ref.namespace}/{ref.name}"))
+        if obj is None:
+            return None
+        return {"apiVersion": entry[0], "kind": ref.kind, **obj}
 
 
 if TYPE_CHECKING:

@@ -15,10 +15,16 @@ from hairpin_proxy.controller.sources import (
     ObjectRef,
     Source,
     SourceClaims,
+    same_object,
 )
 from hairpin_proxy.kube.client import JsonObj, resource_path
 from hairpin_proxy.kube.watch import Reflector
-from hairpin_proxy.policy import HostPolicy, PolicyResult, default_ingress_classes
+from hairpin_proxy.policy import (
+    INGRESS_GROUP,
+    HostPolicy,
+    PolicyResult,
+    default_ingress_classes,
+)
 from hairpin_proxy.policy_cache import PolicyCache
 from hairpin_proxy.slim import slim_ingress
 from hairpin_proxy.targets.model import ingress_target
@@ -97,8 +103,10 @@ class IngressSource:
                 return obj
         return None
 
-    def involved(self, namespace: str, name: str) -> JsonObj | None:
-        obj = self.find(namespace, name)
+    def involved(self, ref: ObjectRef) -> JsonObj | None:
+        if ref.kind != "Ingress" or ref.group not in ("", INGRESS_GROUP):
+            return None
+        obj = same_object(ref, self.find(ref.namespace, ref.name))
         if obj is None:
             return None
         return {"apiVersion": INGRESS_API, "kind": "Ingress", **obj}
@@ -162,7 +170,8 @@ class IngressSource:
                     obj = self.find(ns, name) or {}
                     meta = obj.get("metadata") or {}
                     known = info[origin] = (
-                        rv, ObjectRef("Ingress", ns, name, str(meta.get("uid") or "")),
+                        rv, ObjectRef("Ingress", ns, name, str(meta.get("uid") or ""),
+                                      INGRESS_GROUP),
                         ingress_target(obj, defaults), str(meta.get("creationTimestamp") or ""))
                 made.append(Claim(host, known[2], known[1], known[3]))
             fresh[host] = (names, rvs, tuple(made))

@@ -1,0 +1,248 @@
+"""One object over a limit never removes anyone else's rules: through the running controller
+against the fake API, whatever target the hosts go to (an IngressClass that falls back to the
+default target, a discovered class with its own slot, a Gateway), the oldest objects keep
+their hosts and the newest that would overflow are refused, each with a Warning Event on
+itself (the right kind: an HTTPRoute and an Ingress may share a namespace and name)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from hairpin_proxy import corefile
+from tests.controller.conftest import (
+    NAMESPACE,
+    PROXY_IP,
+    Controller,
+    corefile_puts,
+    corefile_text,
+    wait_until,
+)
+from tests.controller.test_gateway import QUICK, accepted, envoy_gateway, proxy_with_selector
+from tests.fakeapi.fixtures import configmap, ingress, ingress_class, route, service
+from tests.fakeapi.server import FakeApiServer
+from tests.verify.dnsmasq import OTHER_IP, Dnsmasq
+
+Start = Callable[..., Controller]
+
+OLD = ["a.shop.example", "www.shop.example"]
+# The issue's tenant: 95 names with 40-character first labels.
+BULK = [f"n{i:03d}-{'x' * 35}.bulk.example" for i in range(95)]
+REFUSED = "would take the rules past --rules-budget"
+
+
+def answers(api: FakeApiServer) -> dict[str, corefile.Answers]:
+    return corefile.managed_groups(corefile_text(api))
+
+
+def events(api: FakeApiServer, namespace: str, reason: str = "HostRejected"
+           ) -> list[dict[str, Any]]:
+    return [e for e in api.list("Event", namespace) if e.get("reason") == reason]
+
+
+def created(api: FakeApiServer, obj: dict[str, Any]) -> dict[str, Any]:
+    """Create ``obj`` in a later second than every object before it (creationTimestamp has
+    whole seconds, and the order of age is what the test is about)."""
+    before = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    wait_until(lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) > before,
+               what="the next second")
+    return api.create(obj)
+
+
+def removals(ctl: Controller) -> list[dict[str, object]]:
+    """Every rules write that removed a host."""
+    return [r for r in ctl.records() if r.get("msg") == "rules updated"
+            and r.get("removed") != 0]
+
+
+def ingress_nginx(api: FakeApiServer) -> None:
+    """An ingress-nginx data plane that expects the PROXY protocol: class nginx gets a slot."""
+    api.create(service("ingress-nginx", "ingress-nginx-controller", type="LoadBalancer",
+                       labels={"app.kubernetes.io/name": "ingress-nginx",
+                               "app.kubernetes.io/component": "controller"},
+                       lb_ingress=[{"ip": "203.0.113.20"}]))
+    api.create(configmap("ingress-nginx", "ingress-nginx-controller",
+                         {"use-proxy-protocol": "true"}))
+
+
+def slot_answers(api: FakeApiServer) -> corefile.Answers | None:
+    svc = api.get("Service", NAMESPACE, "hairpin-proxy-t1")
+    return None if svc is None else corefile.Answers.of(svc["spec"]["clusterIPs"])
+
+
+@pytest.mark.parametrize("plane", ["falls-back", "own-slot"])
+def test_a_tenant_over_the_budget_leaves_every_other_host(cluster: FakeApiServer, start: Start,
+                                                         plane: str) -> None:
+    """The issue's scenario: one Ingress of the cluster's default class, --rules-budget
+    6000, then a tenant's Ingress of 95 long names. With no data plane found for the class
+    its hosts fall back to the default target; with ingress-nginx found they get a slot."""
+    proxy_with_selector(cluster)
+    cluster.create(ingress_class("nginx", default=True))
+    if plane == "own-slot":
+        ingress_nginx(cluster)
+    cluster.create(ingress("shop", "www", tls_hosts=OLD))
+    ctl = start("--rules-budget", "6000", "--target-settle", "0")
+    ctl.wait_ready()
+    wait_until(lambda: sorted(answers(cluster)) == OLD, what="the shop's hosts written")
+    expected = corefile.Answers.of([PROXY_IP]) if plane == "falls-back" \
+        else slot_answers(cluster)
+    assert set(answers(cluster).values()) == {expected}
+    puts = corefile_puts(cluster)
+
+    tenant = created(cluster, ingress("tenant", "bulk", tls_hosts=BULK))
+    wait_until(lambda: events(cluster, "tenant"), what="Warning Event on the tenant's Ingress")
+    (event,) = events(cluster, "tenant")
+    assert event["type"] == "Warning" and REFUSED in event["message"]
+    assert "its 95 host(s)" in event["message"]
+    involved = event["involvedObject"]
+    assert (involved["kind"], involved["apiVersion"], involved["name"], involved["uid"]) == (
+        "Ingress", "networking.k8s.io/v1", "bulk", tenant["metadata"]["uid"])
+    wait_until(lambda: ctl.metric("hairpin_controller_ingresses_over_budget") == 1,
+               what="the budget metric")
+    assert 0 < ctl.metric("hairpin_controller_rules_bytes") <= 6000
+    assert sorted(answers(cluster)) == OLD and corefile_puts(cluster) == puts
+    assert not events(cluster, "shop")
+    assert not removals(ctl)
+    assert any(r.get("msg") == "over a size limit: the newest objects are refused"
+               and r.get("objects") == "Ingress tenant/bulk" for r in ctl.records())
+
+    # A newer but small Ingress still fits beside the shop's.
+    created(cluster, ingress("team", "small", tls_hosts=["c.shop.example"]))
+    wait_until(lambda: "c.shop.example" in answers(cluster), what="a small newcomer written")
+    assert not removals(ctl)
+    # Once the tenant fits (its Ingress trimmed), it is written and the metric goes back.
+    obj = cluster.get("Ingress", "tenant", "bulk")
+    assert obj is not None
+    obj["spec"]["tls"][0]["hosts"] = BULK[:3]
+    cluster.update(obj)
+    wait_until(lambda: set(BULK[:3]) <= set(answers(cluster)), what="the trimmed tenant")
+    wait_until(lambda: ctl.metric("hairpin_controller_ingresses_over_budget") == 0,
+               what="the metric back to 0")
+
+
+def test_the_default_budget_with_45_tenants_of_100_long_hosts(cluster: FakeApiServer,
+                                                              start: Start) -> None:
+    """The issue's second case: the default budget, 45 Ingresses of 100 names with
+    50-character labels. The oldest that fit are written, the rest refused, the shop's
+    hosts (the oldest) stay."""
+    cluster.create(ingress_class("nginx", default=True))
+    cluster.create(ingress("shop", "www", tls_hosts=OLD))
+    ctl = start()
+    ctl.wait_ready()
+    wait_until(lambda: sorted(answers(cluster)) == OLD, what="the shop's hosts written")
+    label = "y" * 45
+    for n in range(45):
+        cluster.create(ingress("tenants", f"t{n:02d}", tls_hosts=[
+            f"h{i:03d}{n:02d}{label[:45]}.bulk{n}.example" for i in range(100)]))
+    wait_until(lambda: ctl.metric("hairpin_controller_ingresses_over_budget") > 0,
+               what="some tenants refused")
+    wait_until(lambda: len(answers(cluster)) > 1000, what="the tenants that fit written")
+    held = answers(cluster)
+    assert set(OLD) <= set(held)
+    refused = int(ctl.metric("hairpin_controller_ingresses_over_budget"))
+    wait_until(lambda: len({e["involvedObject"]["name"] for e in events(cluster, "tenants")})
+               == refused, what="one Event per refused Ingress")
+    # Every tenant is written whole or refused whole.
+    refused_names = {e["involvedObject"]["name"] for e in events(cluster, "tenants")}
+    for n in range(45):
+        mine = {h for h in held if h.endswith(f".bulk{n}.example")}
+        assert len(mine) == (0 if f"t{n:02d}" in refused_names else 100), n
+    assert ctl.metric("hairpin_controller_rules_bytes") <= 524288
+    assert not removals(ctl)
+
+
+def test_a_route_over_the_budget_is_refused_on_itself(cluster: FakeApiServer,
+                                                      start: Start) -> None:
+    """Gateway routes, on a slot of their own: the older route keeps its hosts, the newer
+    one is refused with an Event on the HTTPRoute (not on the Ingress of the same name)."""
+    proxy_with_selector(cluster)
+    envoy_gateway(cluster)
+    cluster.create(accepted(route("HTTPRoute", "shop", "www", parent="public",
+                                  parent_namespace="web",
+                                  hostnames=["www-shop.example.com", "a-shop.example.com"])))
+    cluster.create(ingress("tenant", "bulk", tls_hosts=["ingress.example.org"]))
+    ctl = start(*QUICK, "--rules-budget", "1500")
+    ctl.wait_ready()
+    wait_until(lambda: {"www-shop.example.com", "a-shop.example.com"} <= set(answers(cluster)),
+               what="the older route written")
+    assert answers(cluster)["www-shop.example.com"] == slot_answers(cluster)
+    hosts = [f"n{i:03d}-{'x' * 35}.example.com" for i in range(16)]
+    tenant = created(cluster, accepted(route("HTTPRoute", "tenant", "bulk", parent="public",
+                                             parent_namespace="web", hostnames=hosts)))
+    wait_until(lambda: events(cluster, "tenant"), what="Event on the tenant's route")
+    (event,) = events(cluster, "tenant")
+    involved = event["involvedObject"]
+    assert (involved["kind"], involved["apiVersion"], involved["uid"]) == (
+        "HTTPRoute", "gateway.networking.k8s.io/v1", tenant["metadata"]["uid"])
+    assert REFUSED in event["message"] and "HTTPRoute" in event["message"]
+    wait_until(lambda: ctl.metric("hairpin_controller_ingresses_over_budget") == 1,
+               what="the budget metric")
+    assert {"www-shop.example.com", "a-shop.example.com", "ingress.example.org"} == set(
+        answers(cluster))
+    assert not removals(ctl)
+
+
+@pytest.mark.parametrize("route_first", [False, True])
+def test_a_refused_routes_event_is_on_the_route_not_the_ingress_of_its_name(
+        cluster: FakeApiServer, start: Start, route_first: bool) -> None:
+    """An HTTPRoute shop/web and an Ingress shop/web, created in either order: the route's
+    refused host is told on the HTTPRoute (kind, apiVersion, uid), never on the Ingress."""
+    proxy_with_selector(cluster)
+    envoy_gateway(cluster, hostname="*.cluster.local")
+    made: dict[str, dict[str, Any]] = {}
+
+    def make_route() -> None:
+        made["route"] = created(cluster, accepted(route(
+            "HTTPRoute", "shop", "web", parent="public", parent_namespace="web",
+            hostnames=["web.cluster.local"])))
+
+    def make_ingress() -> None:
+        made["ingress"] = created(cluster, ingress("shop", "web",
+                                                   tls_hosts=["web.example.org"]))
+
+    for make in (make_route, make_ingress) if route_first else (make_ingress, make_route):
+        make()
+    ctl = start(*QUICK)
+    ctl.wait_ready()
+    wait_until(lambda: "web.example.org" in answers(cluster), what="the Ingress's host")
+    wait_until(lambda: events(cluster, "shop"), what="Event on the refused host")
+    (event,) = events(cluster, "shop")
+    involved = event["involvedObject"]
+    assert (involved["kind"], involved["apiVersion"], involved["name"], involved["uid"]) == (
+        "HTTPRoute", "gateway.networking.k8s.io/v1", "web", made["route"]["metadata"]["uid"])
+    assert "web.cluster.local" in event["message"] and "cluster domain" in event["message"]
+    # The Ingress of the same name has nothing to be told.
+    assert made["ingress"]["metadata"]["uid"] not in {
+        e["involvedObject"]["uid"] for e in cluster.list("Event", "shop")}
+    assert any(r.get("msg") == "host rejected" and r.get("object") == "HTTPRoute shop/web"
+               for r in ctl.records())
+
+
+def test_a_routes_foreign_name_is_told_on_the_route(cluster: FakeApiServer, start: Start,
+                                                    dnsmasq: Dnsmasq) -> None:
+    """Host verification tells on the object that asked, of whatever kind: an HTTPRoute
+    evil/grab asking for a name that resolves elsewhere gets the Event, the Ingress evil/grab
+    beside it (whose name is ours) gets none and keeps its host."""
+    proxy_with_selector(cluster)
+    envoy_gateway(cluster, hostname="*.example.test")  # its load balancer is LB_IP
+    made = created(cluster, accepted(route("HTTPRoute", "evil", "grab", parent="public",
+                                           parent_namespace="web",
+                                           hostnames=["other.example.test"])))
+    mine = created(cluster, ingress("evil", "grab", tls_hosts=["dual.example.test"]))
+    ctl = start(*QUICK, "--verify-hosts", "on", "--verify-resolver", dnsmasq.server,
+                "--verify-interval", "1")
+    ctl.wait_ready()
+    wait_until(lambda: "dual.example.test" in answers(cluster), what="the Ingress's host")
+    wait_until(lambda: events(cluster, "evil", "HostNotOnThisCluster"),
+               what="Event on the route")
+    (event,) = events(cluster, "evil", "HostNotOnThisCluster")
+    involved = event["involvedObject"]
+    assert (involved["kind"], involved["apiVersion"], involved["uid"]) == (
+        "HTTPRoute", "gateway.networking.k8s.io/v1", made["metadata"]["uid"])
+    assert f"other.example.test resolves to {OTHER_IP}" in event["message"]
+    assert "other.example.test" not in answers(cluster)
+    assert mine["metadata"]["uid"] not in {
+        e["involvedObject"]["uid"] for e in cluster.list("Event", "evil")}
