@@ -78,13 +78,15 @@ def test_a_tenant_over_the_budget_leaves_every_other_host(cluster: FakeApiServer
                                                          plane: str) -> None:
     """The issue's scenario: one Ingress of the cluster's default class, --rules-budget
     6000, then a tenant's Ingress of 95 long names. With no data plane found for the class
-    its hosts fall back to the default target; with ingress-nginx found they get a slot."""
+    its hosts fall back to the default target; with ingress-nginx found (and the proxy's
+    --target-server another data plane) they get a slot."""
     proxy_with_selector(cluster)
     cluster.create(ingress_class("nginx", default=True))
     if plane == "own-slot":
         ingress_nginx(cluster)
     cluster.create(ingress("shop", "www", tls_hosts=OLD))
-    ctl = start("--rules-budget", "6000", "--target-settle", "0")
+    ctl = start("--rules-budget", "6000", "--target-settle", "0",
+                "--target-server", "traefik.kube-system.svc.cluster.local")
     ctl.wait_ready()
     wait_until(lambda: sorted(answers(cluster)) == OLD, what="the shop's hosts written")
     expected = corefile.Answers.of([PROXY_IP]) if plane == "falls-back" \

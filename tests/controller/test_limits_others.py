@@ -61,13 +61,15 @@ def test_an_ingress_over_max_hosts_per_ingress_is_refused_alone(cluster: FakeApi
 
 def test_a_data_plane_with_no_slot_left_is_told_and_takes_no_ones_slot(
         cluster: FakeApiServer, start: Start) -> None:
-    """--max-targets 1: ingress-nginx has the slot; a Gateway that comes later finds none.
-    Its route is told why, its host is left alone, and the class keeps its slot and hosts."""
+    """--max-targets 1: ingress-nginx has the slot (the proxy's --target-server is another
+    data plane); a Gateway that comes later finds none. Its route is told why, its host is
+    left alone, and the class keeps its slot and hosts."""
     proxy_with_selector(cluster)
     cluster.create(ingress_class("nginx", default=True))
     ingress_nginx(cluster)
     cluster.create(ingress("shop", "www", tls_hosts=OLD))
-    ctl = start(*QUICK, "--max-targets", "1")
+    ctl = start(*QUICK, "--max-targets", "1",
+                "--target-server", "traefik.kube-system.svc.cluster.local")
     ctl.wait_ready()
     wait_until(lambda: sorted(answers(cluster)) == OLD and set(answers(cluster).values())
                == {slot_answers(cluster)}, what="the shop's hosts on the class's slot")
