@@ -42,6 +42,9 @@ from hairpin_proxy.controller.routing import slim_service as slim_any_service
 from hairpin_proxy.controller.sinks import Desired, RulesSink, Sink
 from hairpin_proxy.controller.sinks.coredns import CorednsSink, SinkError
 from hairpin_proxy.controller.sinks.coredns_import import ImportSink
+from hairpin_proxy.controller.sinks.netguard import POLICIES as GUARD_POLICIES
+from hairpin_proxy.controller.sinks.netguard import SELECTOR as GUARD_SELECTOR
+from hairpin_proxy.controller.sinks.netguard import DataPlaneGuard, slim_node
 from hairpin_proxy.controller.sinks.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
 from hairpin_proxy.controller.sinks.nodelocal import NodeLocalWriter
 from hairpin_proxy.controller.sinks.nudge import CorednsNudge
@@ -61,6 +64,7 @@ from hairpin_proxy.kube.watch import Backoff, Reflector
 from hairpin_proxy.policy import HostPolicy, PolicyResult, Rejection, default_target
 from hairpin_proxy.settings import ControllerSettings
 from hairpin_proxy.targets.mapping import parse_target_flags
+from hairpin_proxy.targets.netguard import parse_cidrs
 from hairpin_proxy.verify import HostChecker, make_resolver
 
 log = logging.getLogger("hairpin_proxy.controller")
@@ -199,6 +203,18 @@ class Controller:
         self.sinks: list[Sink] = [self.targets_writer, self.rules]
         if s.node_local_dns == "auto":
             self.sinks.append(self.node_local_writer)
+        self.netguard: DataPlaneGuard | None = None
+        if s.guard_data_planes:
+            self.netguard = DataPlaneGuard(
+                client, self.tracker, metrics, self.reports, namespace=namespace,
+                services=self.services, proxy_service=self.withdrawal.proxy_service,
+                nodes=reflector(resource_path("v1", "nodes"), "nodes", transform=slim_node),
+                policies=reflector(GUARD_POLICIES, "guard-networkpolicies",
+                                   labels=GUARD_SELECTOR),
+                pod_cidrs=parse_cidrs(s.pod_cidr))
+            self.reflectors += self.netguard.reflectors
+            # Before the published hosts, which stop a pass while uninstalling.
+            self.sinks.append(self.netguard)
         self.sinks.append(PublishedWriter(self.published, self.tracker, metrics,
                                           configmap=self.published_cm, service=self.service,
                                           service_key=f"{namespace}/{s.proxy_service}"))
