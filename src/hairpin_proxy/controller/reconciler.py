@@ -211,7 +211,7 @@ class Controller:
                 nodes=reflector(resource_path("v1", "nodes"), "nodes", transform=slim_node),
                 policies=reflector(GUARD_POLICIES, "guard-networkpolicies",
                                    labels=GUARD_SELECTOR),
-                pod_cidrs=parse_cidrs(s.pod_cidr))
+                pod_cidrs=parse_cidrs(s.pod_cidr), wake_in=self._wake_in)
             self.reflectors += self.netguard.reflectors
             # Before the published hosts, which stop a pass while uninstalling.
             self.sinks.append(self.netguard)
@@ -252,8 +252,9 @@ class Controller:
         """A pass in ``delay`` seconds (the earliest asked for wins)."""
         loop = asyncio.get_running_loop()
         when = loop.time() + delay
+        # A handle whose time has passed has fired already: it wakes nobody any more.
         if self._wakeup is not None and not self._wakeup.cancelled() \
-                and self._wakeup.when() <= when:
+                and loop.time() < self._wakeup.when() <= when:
             return
         if self._wakeup is not None:
             self._wakeup.cancel()

@@ -21,7 +21,7 @@ from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.sinks import Desired
 from hairpin_proxy.controller.tracker import WriteTracker
 from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
-from hairpin_proxy.kube.watch import Reflector
+from hairpin_proxy.kube.watch import Backoff, Reflector
 from hairpin_proxy.targets import netguard
 from hairpin_proxy.targets.model import split_service
 from hairpin_proxy.targets.plan import Plan
@@ -49,7 +49,8 @@ class DataPlaneGuard:
     def __init__(self, client: KubeClient, tracker: WriteTracker, metrics: ControllerMetrics,
                  reports: Reports, *, namespace: str, services: Reflector,
                  proxy_service: Callable[[], JsonObj | None], nodes: Reflector,
-                 policies: Reflector, pod_cidrs: tuple[netguard.Network, ...]) -> None:
+                 policies: Reflector, pod_cidrs: tuple[netguard.Network, ...],
+                 wake_in: Callable[[float], None]) -> None:
         self.client = client
         self.tracker = tracker
         self.metrics = metrics
@@ -60,6 +61,8 @@ class DataPlaneGuard:
         self.nodes = nodes
         self.policies = policies
         self.pod_cidrs = pod_cidrs
+        self.wake_in = wake_in
+        self.backoff = Backoff(base=1.0, cap=60.0)
         self._told: dict[str, str] = {}
 
     @property
@@ -78,6 +81,9 @@ class DataPlaneGuard:
         except ApiError as exc:
             log.warning("data-plane guard not in step; retried on the next pass",
                         extra={"error": str(exc)})
+            self.wake_in(self.backoff.next_delay())
+        else:
+            self.backoff.reset()
 
     async def wanted(self, p: Plan) -> dict[tuple[str, str], Mapping[str, Any] | None] | None:
         """Our policies as they should be, None for one left as it is (None as a whole: the
