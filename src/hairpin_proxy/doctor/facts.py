@@ -11,7 +11,10 @@ import ipaddress
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from hairpin_proxy.doctor.forged import DataPlaneFacts
 
 # What one probe connection saw.
 Outcome = Literal["http", "empty", "reset", "refused", "timeout", "unreachable", "tls-error",
@@ -169,6 +172,9 @@ class ClusterFacts:
     target_slots: Mapping[str, int] | None = None
     # What the route matching left out and why, in words.
     gateway_notes: tuple[str, ...] = ()
+    # The data planes the controller relays to (PROXY v1/v2), for the forged-header check
+    # (None: the plan could not be made).
+    data_planes: tuple[DataPlaneFacts, ...] | None = None
 
     @property
     def coredns_ok(self) -> bool | None:
