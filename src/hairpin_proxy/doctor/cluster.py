@@ -17,7 +17,7 @@ from hairpin_proxy.controller.sinks.nodelocal import CANDIDATES as NODE_LOCAL_CA
 from hairpin_proxy.controller.sinks.nodelocal import NodeLocalSink
 from hairpin_proxy.doctor import facts as f
 from hairpin_proxy.doctor import routing
-from hairpin_proxy.doctor.forged import DataPlaneFacts
+from hairpin_proxy.doctor.facts import DataPlaneFacts
 from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
 from hairpin_proxy.policy import HostPolicy, PolicyResult, default_target, evaluate
 from hairpin_proxy.settings import DoctorSettings

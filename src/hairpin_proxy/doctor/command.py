@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
 from hairpin_proxy.doctor import facts as f
-from hairpin_proxy.doctor.facts import PortProbe
-from hairpin_proxy.doctor.forged import DataPlaneFacts, start_checks
+from hairpin_proxy.doctor.facts import DataPlaneFacts, PortProbe
+from hairpin_proxy.doctor.forged import start_checks
 from hairpin_proxy.doctor.pool import DaemonPool, run_async
 from hairpin_proxy.doctor.probe import parse_overrides, start_probe, start_resolve
 from hairpin_proxy.doctor.report import HostReport, Report, to_json, to_text

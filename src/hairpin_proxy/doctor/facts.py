@@ -11,10 +11,7 @@ import ipaddress
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
-
-if TYPE_CHECKING:
-    from hairpin_proxy.doctor.forged import DataPlaneFacts
+from typing import Any, Literal
 
 # What one probe connection saw.
 Outcome = Literal["http", "empty", "reset", "refused", "timeout", "unreachable", "tls-error",
@@ -134,6 +131,38 @@ class HostTarget:
     published: bool | None = None
     origins: tuple[str, ...] = ()
     losers: tuple[LostClaim, ...] = ()
+
+
+# The forged-PROXY-header check's verdicts (doctor/forged.py).
+ForgedVerdict = Literal["forgeable", "not-believed", "guarded", "unknown"]
+
+
+@dataclass(frozen=True)
+class DataPlaneFacts:
+    """A data plane the controller relays to, as the doctor probes it."""
+
+    key: str
+    service: str
+    addresses: tuple[str, ...]
+    http_port: int
+    https_port: int
+    proxy: str  # v1 or v2
+    controller: str  # IngressClass spec.controller or GatewayClass controllerName ("": unknown)
+    host: str = ""  # a host routed to it, for the Host header
+
+
+@dataclass(frozen=True)
+class ForgedCheck:
+    """One data plane's forged-header check: where it was sent, the verdict, what it rests
+    on, and the fix ("" when there is nothing to fix)."""
+
+    plane: DataPlaneFacts
+    address: str
+    port: int
+    tls: bool
+    verdict: ForgedVerdict | Literal["not-probed"]
+    detail: str
+    fix: str
 
 
 @dataclass(frozen=True)

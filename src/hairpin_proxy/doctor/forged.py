@@ -24,9 +24,10 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final
 
 from hairpin_proxy import proxyproto
+from hairpin_proxy.doctor.facts import DataPlaneFacts, ForgedCheck, ForgedVerdict
 from hairpin_proxy.targets.discovery import controller_of
 from hairpin_proxy.targets.resolve import CILIUM, ENVOY_GATEWAY, ISTIO, NGINX_GATEWAY_FABRIC
 
@@ -41,21 +42,6 @@ FORGED_PORT: Final = 40000
 MAX_ANSWER: Final = 65536
 USER_AGENT: Final = "hairpin-proxy-doctor (forged PROXY header check)"
 
-ForgedVerdict = Literal["forgeable", "not-believed", "guarded", "unknown"]
-
-
-@dataclass(frozen=True)
-class DataPlaneFacts:
-    """A data plane the controller relays to, as the doctor probes it."""
-
-    key: str
-    service: str
-    addresses: tuple[str, ...]
-    http_port: int
-    https_port: int
-    proxy: str  # v1 or v2
-    controller: str  # IngressClass spec.controller or GatewayClass controllerName ("": unknown)
-    host: str = ""  # a host routed to it, for the Host header
 
 
 @dataclass(frozen=True)
@@ -68,17 +54,6 @@ class Answer:
     body: str = ""
     own_address: str = ""
     detail: str = ""
-
-
-@dataclass(frozen=True)
-class ForgedCheck:
-    plane: DataPlaneFacts
-    address: str
-    port: int
-    tls: bool
-    verdict: ForgedVerdict | Literal["not-probed"]
-    detail: str
-    fix: str
 
 
 GUARDED_OUTCOMES: Final = frozenset({"refused", "timeout", "reset", "empty", "unreachable"})

@@ -9,6 +9,7 @@ from typing import Any
 from hairpin_proxy.doctor.facts import (
     Attempt,
     ClusterFacts,
+    ForgedCheck,
     HostFacts,
     HostTarget,
     LbService,
@@ -17,7 +18,6 @@ from hairpin_proxy.doctor.facts import (
     Verification,
     rule_covers,
 )
-from hairpin_proxy.doctor.forged import ForgedCheck
 from hairpin_proxy.doctor.verdict import Verdict, port_state
 
 
