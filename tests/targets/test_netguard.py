@@ -182,3 +182,24 @@ def test_every_pod_address_is_kept_from_the_guarded_ports(cidrs: list[ng.Network
     assert all(e.prefixlen > 0 for e in excepted)
     assert sorted(p["port"] for p in policy["spec"]["ingress"][0]["ports"]) == sorted(
         set(guarded))
+
+
+def test_nodes_own_addresses_inside_the_pod_cidrs() -> None:
+    nodes: list[dict[str, Any]] = [
+        {"metadata": {"annotations": {"projectcalico.org/IPv4IPIPTunnelAddr": "10.244.0.1",
+                                      "projectcalico.org/IPv6VXLANTunnelAddr": "fd00::1"}}},
+        {"metadata": {"annotations": {"network.cilium.io/ipv4-cilium-host": "10.244.5.17",
+                                      "network.cilium.io/ipv6-cilium-host": "bogus"}}},
+        {"metadata": {"annotations": {"flannel.alpha.coreos.com/backend-type": "vxlan"}},
+         "spec": {"podCIDRs": ["10.244.1.0/24"]}},
+        {"metadata": {}}, {}]
+    found = ng.node_addresses_in_pod_cidrs(nodes)
+    assert [str(a) for a in found] == ["10.244.0.1", "10.244.1.0", "10.244.1.1",
+                                       "10.244.5.17", "fd00::1"]
+    cidrs = (ipaddress.ip_network("10.244.0.0/22"),)
+    (policy,) = ng.plan_guards([ng.Guarded(svc(), ("k",))], cidrs, PROXY,
+                               found).policies.values()
+    # One /32 per node address inside a pod CIDR (10.244.5.17 and fd00::1 are not).
+    assert blocks(dict(policy)) == [
+        {"cidr": "0.0.0.0/0", "except": ["10.244.0.0/22"]}, {"cidr": "::/0"},
+        {"cidr": "10.244.0.1/32"}, {"cidr": "10.244.1.0/32"}, {"cidr": "10.244.1.1/32"}]

@@ -6,7 +6,8 @@ each data-plane Service that expects PROXY, one NetworkPolicy in its namespace s
 (the Service's selector) and admits, on the Service's TCP target ports, only
 
 - addresses outside every pod CIDR (the load balancer's traffic arrives from node or client
-  addresses), and
+  addresses), and the nodes' own addresses inside them where the CNI names them (tunnel and
+  bridge interfaces, which kube-proxy's SNAT may put as the source), and
 - our proxy pods (our namespace, the proxy Service's selector);
 
 and, in a second rule, every other port and protocol from everywhere. The second rule is
@@ -68,6 +69,41 @@ def node_pod_cidrs(nodes: Iterable[Mapping[str, Any]]) -> tuple[Network, ...]:
             except ValueError:
                 continue
     return tuple(out)
+
+
+# Node annotations naming the node's own address on an interface inside the pod CIDR (a
+# tunnel, or the router address host-to-pod traffic leaves from). Traffic the node forwards
+# (kube-proxy's SNAT on the load balancer's path) can carry these as its source.
+NODE_ADDRESS_ANNOTATIONS: Final = (
+    "projectcalico.org/IPv4IPIPTunnelAddr", "projectcalico.org/IPv4VXLANTunnelAddr",
+    "projectcalico.org/IPv6VXLANTunnelAddr", "projectcalico.org/IPv4WireguardInterfaceAddr",
+    "projectcalico.org/IPv6WireguardInterfaceAddr",
+    "network.cilium.io/ipv4-cilium-host", "network.cilium.io/ipv6-cilium-host",
+    "io.cilium.network.ipv4-cilium-host", "io.cilium.network.ipv6-cilium-host")
+# Flannel gives its VXLAN interface the first address of the node's pod CIDR and its bridge
+# (cni0, the pods' gateway) the second; host-local IPAM never hands either to a pod.
+FLANNEL_ANNOTATION: Final = "flannel.alpha.coreos.com/backend-type"
+
+
+def node_addresses_in_pod_cidrs(nodes: Iterable[Mapping[str, Any]]
+                                ) -> tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, ...]:
+    """The nodes' own addresses inside their pod CIDRs, where the CNI names them."""
+    out: list[ipaddress.IPv4Address | ipaddress.IPv6Address] = []
+    for node in nodes:
+        meta = node.get("metadata") if isinstance(node.get("metadata"), Mapping) else {}
+        assert isinstance(meta, Mapping)
+        notes = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
+        assert isinstance(notes, Mapping)
+        for key in NODE_ADDRESS_ANNOTATIONS:
+            try:
+                out.append(ipaddress.ip_address(str(notes.get(key) or "").split("/")[0]))
+            except ValueError:
+                continue
+        if FLANNEL_ANNOTATION in notes:
+            for cidr in node_pod_cidrs([node]):
+                out += [a for a in (cidr.network_address, cidr.network_address + 1)
+                        if a in cidr]
+    return tuple(sorted(set(out), key=lambda a: (a.version, a)))
 
 
 def collapse(cidrs: Iterable[Network]) -> tuple[Network, ...]:
@@ -171,8 +207,11 @@ def outside_blocks(pod_cidrs: Sequence[Network]) -> list[dict[str, Any]]:
 
 
 def guard_policy(service: Mapping[str, Any], keys: Sequence[str], ports: Sequence[int],
-                 pod_cidrs: Sequence[Network], proxy: ProxyPeer) -> dict[str, Any]:
-    """The NetworkPolicy for one data-plane Service (its selector must not be empty)."""
+                 pod_cidrs: Sequence[Network], proxy: ProxyPeer, *,
+                 nodes: Sequence[ipaddress.IPv4Address | ipaddress.IPv6Address] = ()
+                 ) -> dict[str, Any]:
+    """The NetworkPolicy for one data-plane Service (its selector must not be empty);
+    ``nodes``: the nodes' own addresses inside the pod CIDRs, admitted one by one."""
     namespace, name = _meta(service)
     spec = service.get("spec") if isinstance(service.get("spec"), Mapping) else {}
     assert isinstance(spec, Mapping)
@@ -188,7 +227,10 @@ def guard_policy(service: Mapping[str, Any], keys: Sequence[str], ports: Sequenc
             "podSelector": {"matchLabels": selector},
             "policyTypes": ["Ingress"],
             "ingress": [
-                {"from": [*outside_blocks(pod_cidrs), ours],
+                {"from": [*outside_blocks(pod_cidrs),
+                          *({"ipBlock": {"cidr": f"{a}/{a.max_prefixlen}"}} for a in nodes
+                            if any(a in n for n in pod_cidrs)),
+                          ours],
                  "ports": [{"protocol": "TCP", "port": p} for p in ports]},
                 {"ports": other_ports(ports)},
             ]}}
@@ -216,8 +258,12 @@ def _why_not(service: Mapping[str, Any], ports: Sequence[int], missing: Sequence
 
 
 def plan_guards(dataplanes: Iterable[Guarded], pod_cidrs: Iterable[Network],
-                proxy: ProxyPeer) -> GuardPlan:
-    """Every guard policy we want, and the data planes left without one (with why)."""
+                proxy: ProxyPeer,
+                nodes: Iterable[ipaddress.IPv4Address | ipaddress.IPv6Address] = ()
+                ) -> GuardPlan:
+    """Every guard policy we want, and the data planes left without one (with why);
+    ``nodes``: the nodes' own addresses inside the pod CIDRs (node_addresses_in_pod_cidrs)."""
+    node_addresses = tuple(nodes)
     cidrs = collapse(pod_cidrs)
     policies: dict[tuple[str, str], Mapping[str, Any]] = {}
     skipped: list[Skipped] = []
@@ -229,7 +275,7 @@ def plan_guards(dataplanes: Iterable[Guarded], pod_cidrs: Iterable[Network],
             skipped.append(Skipped(f"{namespace}/{name}", why, keep))
             continue
         policies[(namespace, policy_name(name))] = guard_policy(d.service, d.keys, ports, cidrs,
-                                                                proxy)
+                                                                proxy, nodes=node_addresses)
     return GuardPlan(policies, tuple(skipped))
 
 

@@ -33,10 +33,14 @@ SELECTOR = f"{netguard.GUARD_LABEL},app.kubernetes.io/managed-by=hairpin-proxy"
 
 
 def slim_node(obj: JsonObj) -> JsonObj:
-    """What the guard reads of a Node: its name and pod CIDRs."""
+    """What the guard reads of a Node: its name, pod CIDRs and the annotations that name its
+    own addresses inside them."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
-    return {"metadata": {k: meta[k] for k in ("name", "resourceVersion") if k in meta},
+    notes = meta.get("annotations") or {}
+    wanted = (*netguard.NODE_ADDRESS_ANNOTATIONS, netguard.FLANNEL_ANNOTATION)
+    return {"metadata": {**{k: meta[k] for k in ("name", "resourceVersion") if k in meta},
+                         "annotations": {k: notes[k] for k in wanted if k in notes}},
             "spec": {k: spec[k] for k in ("podCIDR", "podCIDRs") if k in spec}}
 
 
@@ -104,7 +108,8 @@ class DataPlaneGuard:
             if svc is not None:
                 planes.append(netguard.Guarded(svc, tuple(of), await self._named(svc)))
         cidrs = self.pod_cidrs or netguard.node_pod_cidrs(self.nodes.cache.values())
-        plan = netguard.plan_guards(planes, cidrs, peer)
+        plan = netguard.plan_guards(
+            planes, cidrs, peer, netguard.node_addresses_in_pod_cidrs(self.nodes.cache.values()))
         wanted: dict[tuple[str, str], Mapping[str, Any] | None] = dict(plan.policies)
         for skip in plan.skipped:
             self._tell(skip)
