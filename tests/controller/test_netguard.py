@@ -237,3 +237,21 @@ def test_without_the_flag_no_policy_or_node_is_asked_for(cluster: FakeApiServer,
     time.sleep(0.5)
     assert not [r for r in api.requests() if "/networkpolicies" in r.path
                 or r.path.endswith("/nodes")]
+
+
+def test_a_guard_without_its_grant_holds_back_nothing_else(cluster: FakeApiServer,
+                                                           start: Start) -> None:
+    """The flag without the component's RBAC: the DNS rules are written, the guard waits and
+    says why, and follows once the grant is there."""
+    api = cluster
+    api.create(node("n1", "10.244.0.0/24"))
+    ingress_nginx(api)
+    api.fail_requests(4, status=403, method="GET", path_re=r"/networkpolicies\?")
+    ctl = start("--guard-data-planes", "--target-settle", "0")
+    ctl.wait_ready()
+    wait_until(lambda: "shop" in str((api.get("ConfigMap", "kube-system", "coredns") or {})
+                                     .get("data")), what="rules written")
+    wait_until(lambda: any(r.get("msg") == "data-plane guard waits for its caches"
+                           and "403" in str(r.get("waiting")) for r in ctl.records()),
+               what="told")
+    wait_until(lambda: policy(api) is not None, timeout=60, what="guard once listed")

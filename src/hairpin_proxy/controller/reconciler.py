@@ -204,6 +204,7 @@ class Controller:
         if s.node_local_dns == "auto":
             self.sinks.append(self.node_local_writer)
         self.netguard: DataPlaneGuard | None = None
+        self.side_reflectors: list[Reflector] = []
         if s.guard_data_planes:
             self.netguard = DataPlaneGuard(
                 client, self.tracker, metrics, self.reports, namespace=namespace,
@@ -212,7 +213,9 @@ class Controller:
                 policies=reflector(GUARD_POLICIES, "guard-networkpolicies",
                                    labels=GUARD_SELECTOR),
                 pod_cidrs=parse_cidrs(s.pod_cidr), wake_in=self._wake_in)
-            self.reflectors += self.netguard.reflectors
+            # Not among the caches readiness waits for: a guard whose RBAC is missing must
+            # not hold back the DNS rules (the sink waits for them on its own).
+            self.side_reflectors += self.netguard.reflectors
             # Before the published hosts, which stop a pass while uninstalling.
             self.sinks.append(self.netguard)
         self.sinks.append(PublishedWriter(self.published, self.tracker, metrics,
@@ -304,7 +307,8 @@ class Controller:
     # ------------------------------------------------------------------ loop
 
     async def run(self) -> None:
-        tasks = [asyncio.create_task(r.run(), name=f"watch {r.kind}") for r in self.reflectors]
+        tasks = [asyncio.create_task(r.run(), name=f"watch {r.kind}")
+                 for r in (*self.reflectors, *self.side_reflectors)]
         if self.elector is not None:
             tasks.append(asyncio.create_task(self.elector.run(), name="leader election"))
         tasks.append(asyncio.create_task(self._loop(), name="reconcile"))

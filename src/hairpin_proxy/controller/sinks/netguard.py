@@ -68,12 +68,25 @@ class DataPlaneGuard:
         self.wake_in = wake_in
         self.backoff = Backoff(base=1.0, cap=60.0)
         self._told: dict[str, str] = {}
+        self._waiting_for = ""
 
     @property
     def reflectors(self) -> list[Reflector]:
         return [self.nodes, self.policies]
 
+    def _waiting(self) -> bool:
+        """Whether its own caches are still unlisted (told once per cause): nothing is
+        written from a partial view of our policies."""
+        waiting = [r for r in self.reflectors if not r.synced.is_set()]
+        why = "; ".join(f"{r.kind}: {r.last_error or 'not listed yet'}" for r in waiting)
+        if why and why != self._waiting_for:
+            log.warning("data-plane guard waits for its caches", extra={"waiting": why})
+        self._waiting_for = why
+        return bool(waiting)
+
     async def write(self, desired: Desired) -> None:
+        if self._waiting():
+            return  # their first list wakes a pass
         try:
             if desired.plan is None:
                 # Uninstalling: every policy of ours goes with us.
