@@ -242,6 +242,6 @@ def start_checks(planes: tuple[DataPlaneFacts, ...], *, timeout: float,
                 answer = Answer("timeout", detail="not finished by the doctor's deadline")
             verdict, detail = judge(answer)
             out.append(ForgedCheck(plane, address, port, tls, verdict, detail,
-                                   "" if verdict == "guarded" else fix))
+                                   "" if verdict in ("guarded", "not-believed") else fix))
         return out
     return wait
