@@ -142,7 +142,7 @@ def test_the_guard_follows_every_change_and_goes_with_the_data_plane(
     assert mine is not None
     mine["spec"]["ingress"] = [{}]
     api.update(mine)
-    wait_until(lambda: len((policy(api) or {})["spec"]["ingress"]) == 2, what="repaired")
+    wait_until(lambda: len((policy(api) or {})["spec"]["ingress"]) == 3, what="repaired")
 
     # The data plane stops expecting PROXY: its guard goes.
     cm = api.get("ConfigMap", NGINX_NS, "ingress-nginx-controller")

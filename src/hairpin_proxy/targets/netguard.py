@@ -184,7 +184,8 @@ def guarded_ports(service: Mapping[str, Any], named: Mapping[str, tuple[int, ...
 
 def other_ports(guarded: Sequence[int]) -> list[dict[str, Any]]:
     """NetworkPolicy ports for every TCP port but ``guarded`` (ranges with ``endPort``), and
-    all of UDP and SCTP."""
+    all of UDP. SCTP has a rule of its own (``SCTP_RULE``): a CNI that does not support it
+    may drop the rule that names it, and that must not close the other ports."""
     out: list[dict[str, Any]] = []
     start = 1
     for port in [*sorted(set(guarded)), MAX_PORT + 1]:
@@ -193,7 +194,10 @@ def other_ports(guarded: Sequence[int]) -> list[dict[str, Any]]:
             out.append({"protocol": "TCP", "port": start} if end == start
                        else {"protocol": "TCP", "port": start, "endPort": end})
         start = port + 1
-    return [*out, {"protocol": "UDP"}, {"protocol": "SCTP"}]
+    return [*out, {"protocol": "UDP"}]
+
+
+SCTP_RULE: Final = {"ports": [{"protocol": "SCTP"}]}
 
 
 def outside_blocks(pod_cidrs: Sequence[Network]) -> list[dict[str, Any]]:
@@ -233,6 +237,7 @@ def guard_policy(service: Mapping[str, Any], keys: Sequence[str], ports: Sequenc
                           ours],
                  "ports": [{"protocol": "TCP", "port": p} for p in ports]},
                 {"ports": other_ports(ports)},
+                dict(SCTP_RULE),
             ]}}
 
 
