@@ -255,3 +255,22 @@ def test_a_guard_without_its_grant_holds_back_nothing_else(cluster: FakeApiServe
                            and "403" in str(r.get("waiting")) for r in ctl.records()),
                what="told")
     wait_until(lambda: policy(api) is not None, timeout=60, what="guard once listed")
+
+
+def test_named_ports_are_not_asked_for_on_every_pass(cluster: FakeApiServer,
+                                                     start: Start) -> None:
+    api = cluster
+    api.create(node("n1", "10.244.0.0/24"))
+    ingress_nginx(api)
+    ctl = start("--guard-data-planes", "--target-settle", "0")
+    ctl.wait_ready()
+    wait_until(lambda: policy(api) is not None, what="guard created")
+    for i in range(5):  # five more passes, each writing a new host's rule
+        api.create(ingress("shop", f"more-{i}", tls_hosts=[f"more{i}.example.com"],
+                           class_name="nginx"))
+        host = f"more{i}"
+        wait_until(lambda: host in str((api.get("ConfigMap", "kube-system", "coredns")
+                                        or {}).get("data")), what=f"pass {i}")
+    slices = [r for r in api.requests("GET") if "/namespaces/ingress-nginx/endpointslices"
+              in r.path]
+    assert len(slices) == 1, [r.path for r in slices]

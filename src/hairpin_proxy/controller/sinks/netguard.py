@@ -13,6 +13,7 @@ rules written before it.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -30,6 +31,7 @@ log = logging.getLogger("hairpin_proxy.controller")
 
 POLICIES = resource_path("networking.k8s.io/v1", "networkpolicies")
 SELECTOR = f"{netguard.GUARD_LABEL},app.kubernetes.io/managed-by=hairpin-proxy"
+NAMED_PORTS_TTL = 60.0
 
 
 def slim_node(obj: JsonObj) -> JsonObj:
@@ -69,6 +71,8 @@ class DataPlaneGuard:
         self.backoff = Backoff(base=1.0, cap=60.0)
         self._told: dict[str, str] = {}
         self._waiting_for = ""
+        # (Service, its resourceVersion) → (when, target port name → numbers).
+        self._named_cache: dict[tuple[str, str], tuple[float, dict[str, tuple[int, ...]]]] = {}
 
     @property
     def reflectors(self) -> list[Reflector]:
@@ -143,6 +147,13 @@ class DataPlaneGuard:
                    for p in ports if isinstance(p, dict)):
             return {}
         meta = svc.get("metadata") or {}
+        key = (f"{meta.get('namespace')}/{meta.get('name')}", str(meta.get("resourceVersion")))
+        now = time.monotonic()
+        cached = self._named_cache.get(key)
+        if cached is not None and now - cached[0] < NAMED_PORTS_TTL:
+            # A pass runs on every change anywhere in the cluster: the slices are asked for
+            # again when the Service changes, else at most once a minute.
+            return cached[1]
         try:
             slices, _ = await self.client.list(
                 resource_path("discovery.k8s.io/v1", "endpointslices", meta.get("namespace")),
@@ -160,8 +171,14 @@ class DataPlaneGuard:
         # An EndpointSlice port carries the Service port's name, which names the target port.
         by_service_name = {str(p.get("name") or ""): p.get("targetPort") for p in ports
                            if isinstance(p, dict)}
-        return {str(target): tuple(sorted(out.get(name, ())))
-                for name, target in by_service_name.items() if isinstance(target, str)}
+        named = {str(target): tuple(sorted(out.get(name, ())))
+                 for name, target in by_service_name.items() if isinstance(target, str)}
+        self._named_cache = {k: v for k, v in self._named_cache.items()
+                             if k[0] != key[0] and now - v[0] < NAMED_PORTS_TTL}
+        if all(named.values()):
+            # A name not resolved yet is asked for again on the next pass.
+            self._named_cache[key] = (now, named)
+        return named
 
     def _tell(self, skip: netguard.Skipped) -> None:
         if self._told.get(skip.service) == skip.reason:
