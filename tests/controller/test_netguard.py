@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import time
+from functools import partial
 from collections.abc import Callable
 from typing import Any
 
@@ -257,6 +258,10 @@ def test_a_guard_without_its_grant_holds_back_nothing_else(cluster: FakeApiServe
     wait_until(lambda: policy(api) is not None, timeout=60, what="guard once listed")
 
 
+def _in_corefile(api: FakeApiServer, text: str) -> bool:
+    return text in str((api.get("ConfigMap", "kube-system", "coredns") or {}).get("data"))
+
+
 def test_named_ports_are_not_asked_for_on_every_pass(cluster: FakeApiServer,
                                                      start: Start) -> None:
     api = cluster
@@ -268,9 +273,7 @@ def test_named_ports_are_not_asked_for_on_every_pass(cluster: FakeApiServer,
     for i in range(5):  # five more passes, each writing a new host's rule
         api.create(ingress("shop", f"more-{i}", tls_hosts=[f"more{i}.example.com"],
                            class_name="nginx"))
-        host = f"more{i}"
-        wait_until(lambda: host in str((api.get("ConfigMap", "kube-system", "coredns")
-                                        or {}).get("data")), what=f"pass {i}")
+        wait_until(partial(_in_corefile, api, f"more{i}"), what=f"pass {i}")
     slices = [r for r in api.requests("GET") if "/namespaces/ingress-nginx/endpointslices"
               in r.path]
     assert len(slices) == 1, [r.path for r in slices]
