@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import copy
 import time
-from functools import partial
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from tests.controller.conftest import NAMESPACE, Controller, wait_until
