@@ -435,6 +435,13 @@ class ControllerSettings(CorednsTargetSettings, TargetSettings, PolicySettings, 
                                      "re-established.")
     event_interval: float = opt(600.0, "Seconds between repeated Events for the same "
                                        "rejected Ingress host.")
+    guard_data_planes: bool = opt(False, "Keep a NetworkPolicy per data plane that expects "
+                                         "PROXY, admitting on its PROXY ports only addresses "
+                                         "outside the pod CIDRs and our proxies (needs the "
+                                         "guard-data-planes RBAC component).")
+    pod_cidr: tuple[str, ...] = opt((), "The cluster's pod CIDR (repeatable, IPv4 and IPv6) for "
+                                        "--guard-data-planes; default: every Node's "
+                                        "spec.podCIDRs.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -495,3 +502,6 @@ class DoctorSettings(CorednsTargetSettings, TargetSettings, PolicySettings, Kube
     target_settle: float = opt(90.0, "As the controller's --target-settle: seconds a new "
                                      "slot waits before its hosts get DNS rules (shown as "
                                      "pending until then).")
+    forged_header_probe: bool = opt(True, "Send each data plane that expects PROXY one "
+                                          "request whose header names 192.0.2.1, straight to "
+                                          "its Service: does it believe a forged address?")

@@ -14,6 +14,9 @@ Runs, and the render whose RBAC applies to each (as test_manifests' CLEANUP_FOR 
   cleanup   cleanup after it                                         → base
   import    controller --leader-elect --mode=coredns-import (kubespray's nodelocaldns present)
             then its cleanup                                         → overlays/k3s
+  guard     controller --guard-data-planes: an ingress-nginx expecting PROXY (named target
+            ports), Nodes with pod CIDRs; its guard created, updated, deleted
+                                                              → components/guard-data-planes
 """
 
 from __future__ import annotations
@@ -158,7 +161,8 @@ DOCTOR_ONLY = "read by `hairpin-proxy doctor` run with the controller's service 
               "(docs/doctor.md, Permissions), not by the controller or cleanup"
 EXCEPTIONS: dict[tuple[str, Grant], str] = {
     **{(render, Grant("", "", "services", "get")): DOCTOR_ONLY
-       for render in ("base", "components/nudge-coredns", "overlays/k3s")},
+       for render in ("base", "components/nudge-coredns", "overlays/k3s",
+                      "components/guard-data-planes")},
     **{(render, Grant("kube-system", "", "configmaps", "get", "coredns")): DOCTOR_ONLY
        for render in ("overlays/k3s",)},
 }
@@ -366,11 +370,37 @@ def _import_run(renders: dict[str, list[Doc]], work: Path) -> list[Run]:
             Run("cleanup-import", "overlays/k3s", *cleanup_calls)]
 
 
+def _guard_run(renders: dict[str, list[Doc]], work: Path) -> list[Run]:
+    from tests.controller.test_netguard import NGINX_NS, POLICY, ingress_nginx, node
+
+    docs = renders["components/guard-data-planes"]
+    with FakeApiServer(bookmark_interval=0.5) as api:
+        _cluster(api, COREFILE)
+        api.create(node("n1", "10.244.0.0/24"))
+        ingress_nginx(api)
+        kubeconfig = api.write_kubeconfig(work / "kubeconfig-guard")
+        ctl = Controller(api, kubeconfig, work / "guard.log",
+                         *_args(docs, "Deployment", "hairpin-proxy-controller"))
+        try:
+            ctl.wait_ready()
+            _wait("guard created", lambda: api.get(*POLICY) is not None)
+            api.create(node("n2", "10.244.9.0/24"))
+            _wait("guard updated", lambda: "10.244.9.0/24" in str(api.get(*POLICY)))
+            cm = api.get("ConfigMap", NGINX_NS, "ingress-nginx-controller")
+            assert cm is not None
+            cm["data"]["use-proxy-protocol"] = "false"
+            api.update(cm)
+            _wait("guard deleted", lambda: api.get(*POLICY) is None)
+        finally:
+            assert ctl.stop() == 0, ctl.log()
+        return [Run("guard", "components/guard-data-planes", *_split(api.requests()))]
+
+
 @pytest.fixture(scope="module")
 def runs(renders: dict[str, list[Doc]],
          tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Run]]:
     work = tmp_path_factory.mktemp("rbac-calls")
-    yield _default_run(renders, work) + _import_run(renders, work)
+    yield _default_run(renders, work) + _import_run(renders, work) + _guard_run(renders, work)
 
 
 def denied(docs: list[Doc], calls: Iterable[Access]) -> list[str]:
@@ -407,7 +437,9 @@ def _coverage(renders: dict[str, list[Doc]], runs: list[Run]) -> dict[tuple[str,
     # cleanup after it.
     by_render = {"base": calls["default"] + calls["cleanup"],
                  "components/nudge-coredns": calls["default"] + calls["cleanup"],
-                 "overlays/k3s": calls["import"] + calls["cleanup-import"]}
+                 "overlays/k3s": calls["import"] + calls["cleanup-import"],
+                 "components/guard-data-planes": calls["default"] + calls["cleanup"]
+                 + calls["guard"]}
     return {(render, g): "" for render, calls in by_render.items()
             for g in unexercised(renders[render], calls)}
 
@@ -456,3 +488,20 @@ def test_request_mapping() -> None:
     assert rec("DELETE", "/api/v1/namespaces/n/configmaps") == Access(
         "n", "", "configmaps", "deletecollection")
     assert rec("GET", "/version") is None
+
+
+def test_the_guard_calls_beyond_the_base(renders: dict[str, list[Doc]],
+                                         runs: list[Run]) -> None:
+    (guard,) = [r for r in runs if r.label == "guard"]
+    beyond = denied(renders["base"], guard.calls)
+    assert beyond == [
+        "create ingress-nginx/networkpolicies.networking.k8s.io",
+        "delete ingress-nginx/networkpolicies.networking.k8s.io/"
+        "hairpin-proxy-guard-ingress-nginx-controller",
+        "list ingress-nginx/endpointslices.discovery.k8s.io",
+        "list networkpolicies.networking.k8s.io",
+        "list nodes",
+        "update ingress-nginx/networkpolicies.networking.k8s.io/"
+        "hairpin-proxy-guard-ingress-nginx-controller",
+        "watch networkpolicies.networking.k8s.io",
+        "watch nodes"], beyond

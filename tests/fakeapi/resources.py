@@ -84,6 +84,9 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("apps", "v1", "daemonsets", "DaemonSet", True,
                  has_generation=True, has_status=True, short_names=("ds",)),
     ResourceType("rbac.authorization.k8s.io", "v1", "roles", "Role", True),
+    ResourceType("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", True,
+                 has_generation=True, short_names=("netpol",)),
+    ResourceType("", "v1", "nodes", "Node", False, has_status=True, short_names=("no",)),
     ResourceType("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True),
 )
 

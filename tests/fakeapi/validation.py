@@ -12,6 +12,7 @@ import json
 import re
 from typing import Any
 
+from tests.fakeapi import netpol
 from tests.fakeapi import status as st
 from tests.fakeapi.resources import ResourceType
 
@@ -270,6 +271,9 @@ def validate(rt: ResourceType, obj: Obj, old: Obj | None = None) -> None:
         causes += _ingress_causes(obj.get("spec"))
     elif rt.plural == "events":
         causes += _event_causes(rt, obj)
+    elif rt.plural == "networkpolicies":
+        netpol.default(obj)
+        causes += netpol.causes(obj)
     elif rt.plural == "leases":
         duration = _get(obj, "spec.leaseDurationSeconds")
         if duration is not None and (not isinstance(duration, int) or duration <= 0):

@@ -25,6 +25,7 @@ from hairpin_proxy.logs import setup_logging
 from hairpin_proxy.metrics import Registry
 from hairpin_proxy.settings import CleanupSettings, ControllerSettings, usage_error
 from hairpin_proxy.targets.mapping import TargetFlagError, parse_target_flags
+from hairpin_proxy.targets.netguard import CidrError, parse_cidrs
 from hairpin_proxy.verify import parse_servers
 
 log = logging.getLogger("hairpin_proxy.controller")
@@ -61,6 +62,10 @@ def _settings_error(s: ControllerSettings) -> str:
         return f"--max-targets must be 1 to {MAX_TARGETS}"
     if s.target_settle < 0 or s.api_discovery_interval <= 0:
         return "--target-settle must not be negative, --api-discovery-interval positive"
+    try:
+        parse_cidrs(s.pod_cidr)
+    except CidrError as exc:
+        return str(exc)
     return ""
 
 

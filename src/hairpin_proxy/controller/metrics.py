@@ -15,7 +15,8 @@ class ControllerMetrics:
                                            ("result",))
         self.writes = registry.counter(
             p + "writes_total", "Writes by destination: corefile, import, node-local-dns, "
-            "published, targets (the table), target-service (a per-target proxy Service).",
+            "published, targets (the table), target-service (a per-target proxy Service), "
+            "guard-policy (a data-plane guard NetworkPolicy).",
             ("target",))
         self.conflicts = registry.counter(p + "conflicts_total",
                                           "Writes refused with 409 Conflict and retried.")

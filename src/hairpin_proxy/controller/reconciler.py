@@ -48,6 +48,9 @@ from hairpin_proxy.controller.routing import slim_service as slim_any_service
 from hairpin_proxy.controller.sinks import Desired, Held, RulesSink, Sink
 from hairpin_proxy.controller.sinks.coredns import CorednsSink, SinkError
 from hairpin_proxy.controller.sinks.coredns_import import ImportSink
+from hairpin_proxy.controller.sinks.netguard import POLICIES as GUARD_POLICIES
+from hairpin_proxy.controller.sinks.netguard import SELECTOR as GUARD_SELECTOR
+from hairpin_proxy.controller.sinks.netguard import DataPlaneGuard, slim_node
 from hairpin_proxy.controller.sinks.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
 from hairpin_proxy.controller.sinks.nodelocal import NodeLocalSink, NodeLocalWriter
 from hairpin_proxy.controller.sinks.nudge import CorednsNudge
@@ -68,6 +71,7 @@ from hairpin_proxy.policy import HostPolicy, PolicyResult, Rejection, default_ta
 from hairpin_proxy.published import ADDRESSES_KEY, ENTRIES_KEY, HOSTS_KEY
 from hairpin_proxy.settings import ControllerSettings
 from hairpin_proxy.targets.mapping import parse_target_flags
+from hairpin_proxy.targets.netguard import parse_cidrs
 from hairpin_proxy.verify import HostChecker, make_resolver
 
 log = logging.getLogger("hairpin_proxy.controller")
@@ -209,6 +213,21 @@ class Controller:
         self.sinks: list[Sink] = [self.targets_writer, self.rules]
         if s.node_local_dns == "auto":
             self.sinks.append(self.node_local_writer)
+        self.netguard: DataPlaneGuard | None = None
+        self.side_reflectors: list[Reflector] = []
+        if s.guard_data_planes:
+            self.netguard = DataPlaneGuard(
+                client, self.tracker, metrics, self.reports, namespace=namespace,
+                services=self.services, proxy_service=self.withdrawal.proxy_service,
+                nodes=reflector(resource_path("v1", "nodes"), "nodes", transform=slim_node),
+                policies=reflector(GUARD_POLICIES, "guard-networkpolicies",
+                                   labels=GUARD_SELECTOR),
+                pod_cidrs=parse_cidrs(s.pod_cidr), wake_in=self._wake_in)
+            # Not among the caches readiness waits for: a guard whose RBAC is missing must
+            # not hold back the DNS rules (the sink waits for them on its own).
+            self.side_reflectors += self.netguard.reflectors
+            # Before the published hosts, which stop a pass while uninstalling.
+            self.sinks.append(self.netguard)
         self.sinks.append(PublishedWriter(self.published, self.tracker, metrics,
                                           configmap=self.published_cm, service=self.service,
                                           service_key=f"{namespace}/{s.proxy_service}"))
@@ -245,8 +264,9 @@ class Controller:
         """A pass in ``delay`` seconds (the earliest asked for wins)."""
         loop = asyncio.get_running_loop()
         when = loop.time() + delay
+        # A handle whose time has passed has fired already: it wakes nobody any more.
         if self._wakeup is not None and not self._wakeup.cancelled() \
-                and self._wakeup.when() <= when:
+                and loop.time() < self._wakeup.when() <= when:
             return
         if self._wakeup is not None:
             self._wakeup.cancel()
@@ -299,7 +319,8 @@ class Controller:
     # ------------------------------------------------------------------ loop
 
     async def run(self) -> None:
-        tasks = [asyncio.create_task(r.run(), name=f"watch {r.kind}") for r in self.reflectors]
+        tasks = [asyncio.create_task(r.run(), name=f"watch {r.kind}")
+                 for r in (*self.reflectors, *self.side_reflectors)]
         if self.elector is not None:
             tasks.append(asyncio.create_task(self.elector.run(), name="leader election"))
         tasks.append(asyncio.create_task(self._loop(), name="reconcile"))

@@ -18,13 +18,15 @@ from hairpin_proxy.controller.sinks.nodelocal import CANDIDATES as NODE_LOCAL_CA
 from hairpin_proxy.controller.sinks.nodelocal import NodeLocalSink
 from hairpin_proxy.doctor import facts as f
 from hairpin_proxy.doctor import routing
+from hairpin_proxy.doctor.facts import DataPlaneFacts
 from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
 from hairpin_proxy.policy import HostPolicy, PolicyResult, default_target, evaluate
 from hairpin_proxy.settings import DoctorSettings
 from hairpin_proxy.targets import table as targets_table
 from hairpin_proxy.targets.discovery import NAME_LABEL, service_addresses, service_of_host
 from hairpin_proxy.targets.mapping import MapEntry
-from hairpin_proxy.targets.model import split_service
+from hairpin_proxy.targets.model import parse_key, split_service
+from hairpin_proxy.targets.plan import Plan
 from hairpin_proxy.targets.resolve import (
     CILIUM,
     CILIUM_CONFIGMAP,
@@ -210,6 +212,7 @@ async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
     route_claims = routing.gateway_claims(gateway_read.objects, policy, s.gateway_class)
     managed: tuple[str, ...] | None = None
     targets: dict[str, f.HostTarget] | None = None
+    planes: tuple[DataPlaneFacts, ...] | None = None
     if result is not None:
         claims = [*routing.ingress_claims(result, ingresses or [], classes or []),
                   *route_claims.claims]
@@ -237,12 +240,13 @@ async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
                          if (svc.get("metadata") or {}).get("namespace") == namespace
                          and slot_of_service_name(
                              str((svc.get("metadata") or {}).get("name"))) is not None})
-            targets, _ = routing.host_targets(
+            targets, decided = routing.host_targets(
                 claims, facts_for_targets, target_map, slots, ours,
                 unreadable=routing.Unreadable(policies_refused, proxies_refused),
                 settling=routing.Settling(
                     targets_table.decode_published(_data(table_cm, targets_table.PUBLISHED_KEY)),
                     s.target_settle, time.time()))
+            planes = data_planes(decided, facts_for_targets)
     facts = f.ClusterFacts(
         lb_services=lb_services,
         proxy_service_found=proxy_found,
@@ -263,6 +267,7 @@ async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
         gateway_api=gateway_read.state,
         target_slots=slots,
         gateway_notes=route_claims.notes,
+        data_planes=planes,
     )
     lb = None if services is None or ingresses is None else lb_addresses(services, ingresses)
     return ClusterView(facts, managed, lb)
@@ -470,6 +475,31 @@ async def _node_local_configmap(
             f"node-local-dns ConfigMap {ns}/{name} is reconciled by the addon manager "
             "(addonmanager.kubernetes.io/mode: Reconcile): the controller does not edit it")
     return _NodeLocal(f"{ns}/{name}", reconciled, zones)
+
+
+def data_planes(decided: Plan, facts: TargetFacts) -> tuple[DataPlaneFacts, ...]:
+    """The data planes the plan relays to, with their ClusterIPs and implementation."""
+    by_ref = {f"{(svc.get('metadata') or {}).get('namespace')}/"
+              f"{(svc.get('metadata') or {}).get('name')}": svc for svc in facts.services}
+    hosts: dict[str, str] = {}
+    for host, key in sorted(decided.routes.items()):
+        if not host.startswith("*."):
+            hosts.setdefault(key, host)
+    out = []
+    for key, t in sorted(decided.targets.items()):
+        parts = parse_key(key)
+        if parts.kind == "gateway":
+            gw = facts.gateways.get(f"{parts.namespace}/{parts.name}") or {}
+            cls = facts.gateway_classes.get(str((gw.get("spec") or {}).get(
+                "gatewayClassName") or "")) or {}
+            controller = str((cls.get("spec") or {}).get("controllerName") or "")
+        else:
+            cls = facts.ingress_classes.get(parts.name) or {}
+            controller = str((cls.get("spec") or {}).get("controller") or "")
+        out.append(DataPlaneFacts(key, t.service, service_addresses(by_ref.get(t.service)),
+                                  t.http_port, t.https_port, t.proxy, controller,
+                                  hosts.get(key, "")))
+    return tuple(out)
 
 
 def policy_for(s: DoctorSettings, namespace: str) -> HostPolicy:

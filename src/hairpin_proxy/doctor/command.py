@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
 from hairpin_proxy.doctor import facts as f
-from hairpin_proxy.doctor.facts import PortProbe
+from hairpin_proxy.doctor.facts import DataPlaneFacts, PortProbe
+from hairpin_proxy.doctor.forged import start_checks
 from hairpin_proxy.doctor.pool import DaemonPool, run_async
 from hairpin_proxy.doctor.probe import parse_overrides, start_probe, start_resolve
 from hairpin_proxy.doctor.report import HostReport, Report, to_json, to_text
@@ -228,6 +229,21 @@ def _no_public_dns(checks: list[f.Verification | None]) -> tuple[str, ...]:
     return ()
 
 
+def _forged_planes(s: DoctorSettings, c: f.ClusterFacts | None, api_note: str
+                   ) -> tuple[tuple[DataPlaneFacts, ...], str]:
+    """The data planes to send a forged PROXY header to, or why none is ("" when some)."""
+    if not s.forged_header_probe:
+        return (), "not checked (--no-forged-header-probe)"
+    if c is None:
+        return (), f"not checked: no cluster facts ({api_note})"
+    if c.data_planes is None:
+        return (), "not checked: the data planes are unknown (see the cluster notes)"
+    if not c.data_planes:
+        return (), ("no data plane of a managed host expects the PROXY protocol (the default "
+                    "target, the proxy's --target-server, is not checked)")
+    return c.data_planes, ""
+
+
 def diagnose(s: DoctorSettings, progress: Progress | None = None) -> Report:
     """Gather every fact and decide every verdict within ``budget(s.timeout)`` seconds
     (raises UsageError)."""
@@ -260,13 +276,15 @@ def diagnose(s: DoctorSettings, progress: Progress | None = None) -> Report:
     targets = (c.host_targets if c else None) or {}
     lb_index = f.lb_address_index(c.lb_services or ()) if c else {}
     ports = [(p, tls) for p, tls in ((s.port, False), (s.tls_port, True)) if p]
+    planes, forged_note = _forged_planes(s, c, cluster.note)
     # One more for the host verification, which runs its own event loop.
-    workers = max(1, min(MAX_THREADS, len(hosts) * (1 + 3 * len(ports)))) + 1
+    workers = max(1, min(MAX_THREADS, len(hosts) * (1 + 3 * len(ports)))) + 1 + len(planes)
     # Daemon threads: past the deadline the report goes out and the process exits while a
     # lookup or a connection may still be running in one of them.
     pool = DaemonPool(workers, "doctor")
     total = len(hosts)
     try:
+        forging = start_checks(planes, timeout=s.timeout, pool=pool, deadline=end)
         verifying = _start_verification(s, cluster, hosts, pool, end)
         # The lookups leave one probe timeout for the probes.
         lookups = [start_resolve(_probe_name(h), overrides, s.timeout, pool,
@@ -307,6 +325,7 @@ def diagnose(s: DoctorSettings, progress: Progress | None = None) -> Report:
             log.debug("host checked", extra={"host": h, "verdict": v.code,
                                              "verification": check.code if check else None})
             out.append(HostReport(facts, v))
+        forged = tuple(forging())
     finally:
         # Lookups and probes that outlived the deadline must not hold the report back.
         pool.shutdown(wait=False, cancel_futures=True)
@@ -314,7 +333,7 @@ def diagnose(s: DoctorSettings, progress: Progress | None = None) -> Report:
             progress.clear()
     log.debug("doctor done", extra={"seconds": round(time.monotonic() - started, 3),
                                     "deadline": round(end - started, 3)})
-    return Report(tuple(out), c, cluster.note, notes)
+    return Report(tuple(out), c, cluster.note, notes, forged=forged, forged_note=forged_note)
 
 
 def run(settings: DoctorSettings) -> int:

@@ -142,6 +142,38 @@ class HostTarget:
     losers: tuple[LostClaim, ...] = ()
 
 
+# The forged-PROXY-header check's verdicts (doctor/forged.py).
+ForgedVerdict = Literal["forgeable", "not-believed", "guarded", "unknown"]
+
+
+@dataclass(frozen=True)
+class DataPlaneFacts:
+    """A data plane the controller relays to, as the doctor probes it."""
+
+    key: str
+    service: str
+    addresses: tuple[str, ...]
+    http_port: int
+    https_port: int
+    proxy: str  # v1 or v2
+    controller: str  # IngressClass spec.controller or GatewayClass controllerName ("": unknown)
+    host: str = ""  # a host routed to it, for the Host header
+
+
+@dataclass(frozen=True)
+class ForgedCheck:
+    """One data plane's forged-header check: where it was sent, the verdict, what it rests
+    on, and the fix ("" when there is nothing to fix)."""
+
+    plane: DataPlaneFacts
+    address: str
+    port: int
+    tls: bool
+    verdict: ForgedVerdict | Literal["not-probed"]
+    detail: str
+    fix: str
+
+
 @dataclass(frozen=True)
 class ClusterFacts:
     """Cluster-wide facts; a None field means it could not be found out (see ``problems``)."""
@@ -178,6 +210,9 @@ class ClusterFacts:
     target_slots: Mapping[str, int] | None = None
     # What the route matching left out and why, in words.
     gateway_notes: tuple[str, ...] = ()
+    # The data planes the controller relays to (PROXY v1/v2), for the forged-header check
+    # (None: the plan could not be made).
+    data_planes: tuple[DataPlaneFacts, ...] | None = None
 
     @property
     def coredns_ok(self) -> bool | None:

@@ -10,6 +10,7 @@ from hairpin_proxy.doctor.facts import (
     MIN_COREDNS,
     Attempt,
     ClusterFacts,
+    ForgedCheck,
     HostFacts,
     HostTarget,
     LbService,
@@ -35,6 +36,9 @@ class Report:
     # Why there are no cluster facts ("" when there are).
     api_note: str = ""
     notes: tuple[str, ...] = ()
+    # The forged-PROXY-header check of each data plane, or why there is none.
+    forged: tuple[ForgedCheck, ...] = ()
+    forged_note: str = ""
 
     @property
     def ok(self) -> bool:
@@ -146,6 +150,14 @@ def host_json(h: HostReport) -> dict[str, Any]:
     }
 
 
+def _forged_json(x: ForgedCheck) -> dict[str, Any]:
+    p = x.plane
+    return {"target": p.key, "service": p.service, "address": x.address or None,
+            "port": x.port or None, "tls": x.tls, "header": p.proxy,
+            "controller": p.controller or None, "verdict": x.verdict, "detail": x.detail,
+            "fix": x.fix or None}
+
+
 def to_json(r: Report) -> str:
     doc = {
         "ok": r.ok,
@@ -153,6 +165,8 @@ def to_json(r: Report) -> str:
         "cluster": None if r.cluster is None else _cluster_json(r.cluster),
         "api": r.api_note or "ok",
         "notes": list(r.notes),
+        "forged_proxy_header": {"note": r.forged_note or None,
+                                "data_planes": [_forged_json(x) for x in r.forged]},
     }
     return json.dumps(doc, indent=2) + "\n"
 
@@ -277,6 +291,20 @@ def _cluster_lines(c: ClusterFacts) -> list[str]:
     return lines
 
 
+def _forged_lines(r: Report) -> list[str]:
+    """Whether a pod can forge its client address to each data plane
+    (docs/forged-proxy-header.md)."""
+    if not r.forged:
+        return [f"forged PROXY header: {r.forged_note}"] if r.forged_note else []
+    out = ["forged PROXY header (docs/forged-proxy-header.md):"]
+    for x in r.forged:
+        where = f"{x.address}:{x.port}{' tls' if x.tls else ''}" if x.address else "-"
+        out.append(f"  {x.plane.service} ({x.plane.key}, {where})  {x.verdict}: {x.detail}")
+        if x.fix:
+            out.append(f"    fix  {x.fix}")
+    return out
+
+
 def to_text(r: Report) -> str:
     out: list[str] = []
     for h in r.hosts:
@@ -305,6 +333,7 @@ def to_text(r: Report) -> str:
         out.extend(_cluster_lines(r.cluster))
     else:
         out.append(f"cluster: not checked ({r.api_note})")
+    out.extend(_forged_lines(r))
     out.extend(f"note: {n}" for n in r.notes)
     bad = sum(not h.verdict.ok for h in r.hosts)
     out.append(f"{len(r.hosts)} host(s) checked, {bad} need attention"
