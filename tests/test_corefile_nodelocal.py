@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hairpin_proxy.controller.sinks.coredns import SinkError
-from hairpin_proxy.controller.sinks.nodelocal import CANDIDATES, NodeLocalSink
+from hairpin_proxy.controller.sinks.nodelocal import CANDIDATES, NodeLocalSink, reconciler_of
 from hairpin_proxy.corefile import BEGIN_MARKER, END_MARKER, MAX_CONFIGMAP_BYTES, CorefileError
 from hairpin_proxy.corefile.nodelocal import (
     OUR_KEY,
@@ -460,10 +460,10 @@ def test_properties_with_our_block_moved_to_the_front(first: list[str], second: 
 # --- the sink -------------------------------------------------------------------------------------
 
 
-def configmap(text: str, mode: str = "Reconcile") -> dict[str, Any]:
+def configmap(text: str, mode: str | None = "Reconcile") -> dict[str, Any]:
+    labels = {"addonmanager.kubernetes.io/mode": mode} if mode else {}
     return {"metadata": {"name": "node-local-dns", "namespace": "kube-system",
-                         "resourceVersion": "7",
-                         "labels": {"addonmanager.kubernetes.io/mode": mode}},
+                         "resourceVersion": "7", "labels": labels},
             "data": {"Corefile": text, "other": "kept"}}
 
 
@@ -507,8 +507,22 @@ def test_sink_errors() -> None:
 
 
 def test_sink_addon_manager_and_candidates() -> None:
-    assert NodeLocalSink.reconciled_by_addon_manager(configmap(UPSTREAM))
-    assert not NodeLocalSink.reconciled_by_addon_manager(configmap(UPSTREAM, "EnsureExists"))
-    assert not NodeLocalSink.reconciled_by_addon_manager({"metadata": {}})
-    assert not NodeLocalSink.reconciled_by_addon_manager(None)
+    """The label alone stops nothing: only a running addon manager (a pod in kube-system, or
+    GKE's hidden one) makes mode Reconcile mean that every edit is reverted."""
+    labelled = configmap(UPSTREAM)
+    assert NodeLocalSink.labelled_reconcile(labelled)
+    assert not NodeLocalSink.labelled_reconcile(configmap(UPSTREAM, "EnsureExists"))
+    assert not NodeLocalSink.labelled_reconcile({"metadata": {}})
+    assert not NodeLocalSink.labelled_reconcile(None)
+    pod = {"metadata": {"name": "kube-addon-manager-master-1"}, "status": {"phase": "Running"}}
+    ended = {"metadata": {"name": "kube-addon-manager-old"}, "status": {"phase": "Failed"}}
+    kubeadm = {"gitVersion": "v1.31.2"}
+    gke = {"gitVersion": "v1.30.5-gke.1014001"}
+    assert reconciler_of(labelled, [], kubeadm) == ""
+    assert reconciler_of(labelled, [ended], None) == ""
+    assert "kube-system/kube-addon-manager-master-1" in reconciler_of(labelled, [ended, pod],
+                                                                      kubeadm)
+    assert "GKE" in reconciler_of(labelled, [], gke)
+    for unlabelled in (configmap(UPSTREAM, "EnsureExists"), configmap(UPSTREAM, None)):
+        assert reconciler_of(unlabelled, [pod], gke) == ""
     assert CANDIDATES == (("kube-system", "node-local-dns"), ("kube-system", "nodelocaldns"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -119,8 +121,7 @@ def test_against_a_reverter_writes_are_bounded_and_never_early(
     # Probes while suspended are at least max_delay apart.
     if h.suspended and h.suspended_since is not None:
         during = [w for w in writes if w > h.suspended_since]
-        assert all(b - a >= policy.max_delay - 1e-9 for a, b in zip(during, during[1:],
-                                                                    strict=False))
+        assert all(b - a >= policy.max_delay - 1e-9 for a, b in itertools.pairwise(during))
 
 
 @given(policies, st.lists(st.floats(0.0, 100.0), max_size=30), st.floats(0.0, 1e6))

@@ -79,7 +79,7 @@ def manager_from_user_agent(user_agent: str) -> str:
     most 128 bytes of UTF-8."""
     out: list[str] = []
     size = 0
-    for ch in user_agent.split("/")[0]:
+    for ch in user_agent.split("/", maxsplit=1)[0]:
         # str.isprintable is Go's unicode.IsPrint: no Other or Separator, but the ASCII space.
         if not ch.isprintable():
             continue
@@ -235,10 +235,7 @@ def record(live: Obj | None, new: Obj, *, manager: str, operation: str, api_vers
             e["fieldsV1"] = encode(left)
             out.append(e)
     former = sets.get(mine)
-    if operation == "Apply":
-        result = own
-    else:
-        result = own | ((former or frozenset()) - removed)
+    result = own if operation == "Apply" else own | ((former or frozenset()) - removed)
     if result:
         e = dict(by_ident.get(mine) or {})
         e.update(me)

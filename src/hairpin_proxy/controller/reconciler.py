@@ -37,13 +37,15 @@ from hairpin_proxy.controller.events import Reports
 from hairpin_proxy.controller.guard import HeldDrops, RemovalGuard
 from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.preflight import Preflight
+from hairpin_proxy.controller.revert_policy import RevertPolicy
+from hairpin_proxy.controller.reverts import RevertWatch
 from hairpin_proxy.controller.routing import Routed, Routing
 from hairpin_proxy.controller.routing import slim_service as slim_any_service
 from hairpin_proxy.controller.sinks import Desired, RulesSink, Sink
 from hairpin_proxy.controller.sinks.coredns import CorednsSink, SinkError
 from hairpin_proxy.controller.sinks.coredns_import import ImportSink
 from hairpin_proxy.controller.sinks.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
-from hairpin_proxy.controller.sinks.nodelocal import NodeLocalWriter
+from hairpin_proxy.controller.sinks.nodelocal import NodeLocalWriter, Reconcilers
 from hairpin_proxy.controller.sinks.nudge import CorednsNudge
 from hairpin_proxy.controller.sinks.published import PublishedSink, PublishedWriter
 from hairpin_proxy.controller.sinks.rules import CorefileRules, ImportRules, RulesWriting
@@ -166,6 +168,9 @@ class Controller:
                            self.services, *self.routing.reflectors]
         self.reports = Reports(self.events, metrics, self.background, s.event_interval,
                                self._involved)
+        self.reverts = RevertWatch(RevertPolicy(s.repair_backoff, s.repair_backoff_max,
+                                                s.revert_limit, s.revert_window),
+                                   metrics, self.reports, self._wake_in)
         self.targets_writer = TargetsWriter(client, self.tracker, metrics, namespace=namespace,
                                             configmap=s.targets_configmap,
                                             table_cm=self.routing.table_cm,
@@ -193,7 +198,9 @@ class Controller:
                                    services=self.services)
         self.rules = self._rules_sink()
         self.node_local_writer = NodeLocalWriter(self.node_local, s.cluster_domain,
-                                                 self.tracker, metrics, self.reports)
+                                                 self.tracker, metrics, self.reports,
+                                                 reconcilers=Reconcilers(client),
+                                                 reverts=self.reverts)
         # In the order a pass writes them: the targets the proxies serve (the DNS rules answer
         # with their Services), the DNS rules, then what follows the rules.
         self.sinks: list[Sink] = [self.targets_writer, self.rules]
@@ -208,7 +215,8 @@ class Controller:
         nudge = CorednsNudge(self.client, s.configmap_namespace, s.coredns_selector,
                              lambda: self.is_leader() or self.withdrawal.uninstalling)
         writing = RulesWriting(self.tracker, self.metrics, self.background, nudge,
-                               s.nudge_coredns, lambda: self.withdrawal.uninstalling)
+                               s.nudge_coredns, lambda: self.withdrawal.uninstalling,
+                               self.reverts)
         if s.mode == "coredns":
             return CorefileRules(self.corefile_sink, writing)
         return ImportRules(self.import_sink, writing, import_cm=self.import_cm,
@@ -281,7 +289,7 @@ class Controller:
         withdrawn = self.withdrawal.reason
         notes = "".join(f"; {note}" for note in (
             f"rules withdrawn: {withdrawn}" if withdrawn and self.is_leader() else "",
-            *self.node_local_writer.notes.values()) if note)
+            *self.node_local_writer.notes.values(), *self.reverts.notes.values()) if note)
         return Check(True, ("ok (leader)" if self.is_leader() else "ok (standby)") + notes)
 
     # ------------------------------------------------------------------ loop
