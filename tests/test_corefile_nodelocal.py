@@ -24,7 +24,7 @@ from hairpin_proxy.corefile.nodelocal import (
     remove_nodelocal,
 )
 from hairpin_proxy.corefile.parser import parse
-from tests.corefiles import NODE_LOCAL_UPSTREAM
+from tests.corefiles import NODE_LOCAL_KUBESPRAY, NODE_LOCAL_MANIFEST, NODE_LOCAL_UPSTREAM
 
 # The upstream ConfigMap after install (sed replaced the domain and the bind placeholders).
 UPSTREAM = NODE_LOCAL_UPSTREAM
@@ -80,7 +80,8 @@ in-addr.arpa:53 {
 }
 """
 
-LAYOUTS = {"upstream": UPSTREAM, "placeholders": UPSTREAM_PLACEHOLDERS, "kubespray": KUBESPRAY}
+LAYOUTS = {"upstream": UPSTREAM, "placeholders": UPSTREAM_PLACEHOLDERS, "kubespray": KUBESPRAY,
+           "manifest": NODE_LOCAL_MANIFEST, "kubespray-default": NODE_LOCAL_KUBESPRAY}
 
 
 def managed_lines(text: str) -> list[str]:
@@ -155,6 +156,56 @@ def test_placeholders_copied_verbatim() -> None:
     assert "    bind __PILLAR__LOCAL__DNS__ __PILLAR__DNS__SERVER__" in block
     assert "    forward . __PILLAR__CLUSTER__DNS__ {" in block
     assert remove_nodelocal(after) == UPSTREAM_PLACEHOLDERS
+
+
+def test_upstream_manifest_as_shipped() -> None:
+    """The manifest's Corefile with its placeholders (only the domain replaced): our block
+    copies them verbatim for node-cache to fill, leaves `health <address>` out (a second
+    listener on the same address would collide), and every other byte stays."""
+    after = apply_nodelocal(NODE_LOCAL_MANIFEST, ["shop.example.com", "*.apps.example.com"])
+    assert after.startswith(NODE_LOCAL_MANIFEST)
+    assert managed_lines(after) == [
+        BEGIN_MARKER,
+        "hairpin-proxy.invalid:53 apps.example.com:53 shop.example.com:53 {",
+        "    errors",
+        "    cache {",
+        "            success 9984 30",
+        "            denial 9984 5",
+        "    }",
+        "    reload",
+        "    loop",
+        "    bind __PILLAR__LOCAL__DNS__ __PILLAR__DNS__SERVER__",
+        "    forward . __PILLAR__CLUSTER__DNS__ {",
+        "            force_tcp",
+        "    }",
+        "    prometheus :9253",
+        "}",
+        END_MARKER]
+    assert "health __PILLAR__LOCAL__DNS__:8080" in NODE_LOCAL_MANIFEST
+    assert "health" not in "\n".join(managed_lines(after))
+    assert nodelocal_hosts(after) == ("apps.example.com", "shop.example.com")
+    assert remove_nodelocal(after) == NODE_LOCAL_MANIFEST
+    # The upstream-servers block (everything else) is not what our block copies.
+    assert "__PILLAR__UPSTREAM__SERVERS__" not in "\n".join(managed_lines(after))
+
+
+def test_kubespray_nodelocaldns_as_rendered() -> None:
+    """kubespray's `nodelocaldns` (bind to 169.254.25.10 only, CoreDNS's ClusterIP as the
+    forward target, health on the node-local address)."""
+    after = apply_nodelocal(NODE_LOCAL_KUBESPRAY, ["shop.example.com"])
+    block = managed_lines(after)
+    assert block[1] == "hairpin-proxy.invalid:53 shop.example.com:53 {"
+    assert "    bind 169.254.25.10" in block
+    assert "    forward . 10.233.0.3 {" in block and "        force_tcp" in block
+    assert not any("health" in line or "resolv.conf" in line for line in block)
+    assert remove_nodelocal(after) == NODE_LOCAL_KUBESPRAY
+    sink = NodeLocalSink("kube-system", "nodelocaldns")
+    cm = {"metadata": {"name": "nodelocaldns", "namespace": "kube-system",
+                       "labels": {"addonmanager.kubernetes.io/mode": "EnsureExists"}},
+          "data": {"Corefile": NODE_LOCAL_KUBESPRAY}}
+    changed = sink.mutate(["shop.example.com"])(cm)
+    assert changed is not None and changed["data"]["Corefile"] == after
+    assert sink.current_hosts(changed) == ("shop.example.com",)
 
 
 def test_kubespray_multi_zone_header_and_external_zone() -> None:

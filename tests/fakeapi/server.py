@@ -208,6 +208,8 @@ class FakeApiServer:
         # cluster's --service-cluster-ip-range, which decides single or dual stack.
         self._service_cidrs = tuple(service_cidrs)
         self._registry = res.Registry()
+        # What /version answers; a test may describe another build (a managed platform's).
+        self.version: Obj = dict(SERVER_VERSION)
         self._store: Store | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -797,7 +799,7 @@ class FakeApiServer:
         if path in ("/healthz", "/livez", "/readyz"):
             return web.Response(text="ok", content_type="text/plain")
         if path == "/version":
-            return _json(SERVER_VERSION)
+            return _json(self.version)
         groups = self._registry.groups()
         parts = path.strip("/").split("/")
         gv: tuple[str, str] | None = None

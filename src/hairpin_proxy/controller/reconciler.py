@@ -38,7 +38,7 @@ from hairpin_proxy.controller.guard import HeldDrops, RemovalGuard
 from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.preflight import Preflight
 from hairpin_proxy.controller.revert_policy import RevertPolicy
-from hairpin_proxy.controller.reverts import RevertWatch
+from hairpin_proxy.controller.reverts import RevertWatch, as_is
 from hairpin_proxy.controller.routing import Routed, Routing
 from hairpin_proxy.controller.routing import slim_service as slim_any_service
 from hairpin_proxy.controller.sinks import Desired, RulesSink, Sink
@@ -148,10 +148,11 @@ class Controller:
                                max_targets=s.max_targets, settle=s.target_settle,
                                dns_ttl=s.dns_ttl, table_configmap=s.targets_configmap,
                                wake_in=self._wake_in)
+        # The ConfigMaps we edit keep their managedFields: they name who reverted us.
         self.coredns = reflector(resource_path("v1", "configmaps", s.configmap_namespace),
-                                 "coredns-configmap", s.configmap_name)
+                                 "coredns-configmap", s.configmap_name, transform=as_is)
         self.import_cm = reflector(resource_path("v1", "configmaps", s.configmap_namespace),
-                                   "import-configmap", s.import_configmap_name)
+                                   "import-configmap", s.import_configmap_name, transform=as_is)
         self.service = reflector(resource_path("v1", "services", namespace), "proxy-service",
                                  s.proxy_service)
         self.published_cm = reflector(resource_path("v1", "configmaps", namespace),
@@ -162,7 +163,7 @@ class Controller:
         self.own_namespace = reflector(resource_path("v1", "namespaces"), "own-namespace",
                                        namespace)
         self.node_local = [reflector(resource_path("v1", "configmaps", ns), f"configmap {name}",
-                                     name) for ns, name in NODE_LOCAL_CANDIDATES]
+                                     name, transform=as_is) for ns, name in NODE_LOCAL_CANDIDATES]
         self.reflectors = [*(r for src in self.sources for r in src.reflectors), self.coredns,
                            self.service, self.published_cm, self.slices, self.own_namespace,
                            self.services, *self.routing.reflectors]
@@ -243,11 +244,14 @@ class Controller:
     def _wake_in(self, delay: float) -> None:
         """A pass in ``delay`` seconds (the earliest asked for wins)."""
         loop = asyncio.get_running_loop()
-        when = loop.time() + delay
-        if self._wakeup is not None and not self._wakeup.cancelled() \
-                and self._wakeup.when() <= when:
+        now = loop.time()
+        when = now + delay
+        # A handle whose time has come has fired (or is firing): it stands for nothing later.
+        pending = self._wakeup is not None and not self._wakeup.cancelled() \
+            and self._wakeup.when() > now
+        if pending and self._wakeup is not None and self._wakeup.when() <= when:
             return
-        if self._wakeup is not None:
+        if pending and self._wakeup is not None:
             self._wakeup.cancel()
         self._wakeup = loop.call_at(when, self.dirty.set)
 

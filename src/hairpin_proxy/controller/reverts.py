@@ -150,5 +150,10 @@ class RevertWatch:
             self.reports.event(_involved(cm), "RepairResumed", message, "Normal")
 
 
+def as_is(obj: JsonObj) -> JsonObj:
+    """What a Reflector keeps of a ConfigMap we edit: all of it, managedFields included."""
+    return obj
+
+
 def _involved(cm: JsonObj) -> JsonObj:
     return {"apiVersion": "v1", "kind": "ConfigMap", **cm}
