@@ -112,6 +112,19 @@ def test_an_addon_manager_pod_keeps_it_unedited_with_the_event(cluster: FakeApiS
     assert cluster.count("PUT", r"/configmaps/node-local-dns$") == 0
 
 
+def test_no_permission_to_look_for_the_addon_manager_counts_as_none(cluster: FakeApiServer,
+                                                                    start: Start) -> None:
+    """A Role without `list pods` (a narrower chart): unknown is not a reconciler. The block
+    goes in; a reconciler, if there is one, shows itself by reverting it (named then)."""
+    shipped(cluster)
+    cluster.create(ADDON_MANAGER_POD)
+    cluster.fail_requests(1000, status=403, path_re=r"/namespaces/kube-system/pods\?")
+    ctl = with_host(cluster, start, "--log-level", "debug")
+    wait_until(lambda: covered(cluster), what="block written")
+    assert any(r.get("msg") == "cannot look for the addon manager" for r in ctl.records())
+    assert not events(cluster, "NodeLocalDNSReconciled")
+
+
 def test_gke_managed_node_local_dns_is_left_alone(cluster: FakeApiServer, start: Start) -> None:
     """GKE runs its addon manager on a control plane no pod list shows; /version says GKE."""
     cluster.version["gitVersion"] = "v1.30.5-gke.1014001"
