@@ -171,3 +171,38 @@ paths = st.lists(st.lists(st.sampled_from(["a", "b", "c", "d"]), min_size=1, max
 @given(paths)
 def test_fieldsv1_round_trip(fields: list[tuple[str, ...]]) -> None:
     assert mf.decode(mf.encode(fields)) == frozenset(fields)
+
+
+writes = st.lists(st.tuples(st.sampled_from(["m1", "m2", "m3"]),
+                            st.dictionaries(st.sampled_from(["a", "b", "c", "d"]),
+                                            st.sampled_from(["x", "y"]), max_size=4)),
+                  min_size=1, max_size=12)
+
+
+@given(writes)
+def test_updates_by_many_managers_keep_ownership_exact(seq: list[tuple[str, dict[str, str]]]
+                                                      ) -> None:
+    """Whatever the sequence of updates: each data key is owned by exactly the last manager
+    that set or changed its value, no entry is empty, nothing absent is owned."""
+    obj: Obj | None = None
+    last_setter: dict[str, str] = {}
+    for manager, data in seq:
+        new: Obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+                    "data": dict(data)}
+        old_data = (obj or {}).get("data") or {}
+        for k, v in data.items():
+            if old_data.get(k) != v:
+                last_setter[k] = manager
+        for k in list(last_setter):
+            if k not in data:
+                del last_setter[k]
+        new["metadata"]["managedFields"] = mf.record(
+            obj, new, manager=manager, operation="Update", api_version="v1",
+            has_status=False, subresource=None, now="2026-01-01T00:00:00Z")
+        obj = new
+        entries = new["metadata"]["managedFields"]
+        assert all(mf.decode(e["fieldsV1"]) for e in entries)
+        for k in data:
+            assert mf.owners(new, ("data", k)) == [last_setter[k]]
+        owned = {p for e in entries for p in mf.decode(e["fieldsV1"])}
+        assert all(p == ("data",) or (p[0] == "data" and p[1] in data) for p in owned)
