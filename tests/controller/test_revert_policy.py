@@ -106,7 +106,7 @@ def test_against_a_reverter_writes_are_bounded_and_never_early(
             d = decide(policy, h, now)
         assert d.action == "write"
         last = h.last
-        if last is not None and (h.repaired_at is None or h.repaired_at < last.at):
+        if last is not None and not h.repaired:
             # A repair: never before the backoff for the reverts counted then.
             assert now >= last.at + min(policy.delay(len(h.reverts)), policy.max_delay) - 1e-9
             if h.suspended:

@@ -51,6 +51,8 @@ class History:
     reverts: tuple[Revert, ...] = ()  # those that still count, oldest first
     repaired_at: float | None = None  # our last write after a revert (a repair or a probe)
     suspended_since: float | None = None
+    # Whether that write came after the last revert (times may tie: order is what counts).
+    repaired: bool = False
 
     @property
     def suspended(self) -> bool:
@@ -74,10 +76,8 @@ def settle(policy: RevertPolicy, history: History, now: float) -> History:
     """``history`` at ``now``: a suspension whose probe was left alone for ``max_delay`` is
     over (everything is forgotten); otherwise reverts older than the window stop counting
     (during a suspension the last one is kept: the probe is timed from it)."""
-    last = history.last
     if history.suspended:
-        if (last is not None and history.repaired_at is not None
-                and history.repaired_at >= last.at
+        if (history.repaired and history.repaired_at is not None
                 and now - history.repaired_at >= policy.max_delay):
             return History()
         return history
@@ -96,7 +96,7 @@ def record_revert(policy: RevertPolicy, history: History, now: float, manager: s
     suspended = history.suspended_since
     if suspended is None and len(reverts) >= policy.limit:
         suspended = now
-    return History(reverts, history.repaired_at, suspended)
+    return History(reverts, history.repaired_at, suspended, repaired=False)
 
 
 def record_repair(policy: RevertPolicy, history: History, now: float) -> History:
@@ -104,14 +104,14 @@ def record_repair(policy: RevertPolicy, history: History, now: float) -> History
     history = settle(policy, history, now)
     if not history.reverts:
         return history
-    return replace(history, repaired_at=now)
+    return replace(history, repaired_at=now, repaired=True)
 
 
 def decide(policy: RevertPolicy, history: History, now: float) -> Decision:
     """Whether our change may be written at ``now``."""
     history = settle(policy, history, now)
     last = history.last
-    if last is None or (history.repaired_at is not None and history.repaired_at >= last.at):
+    if last is None or history.repaired:
         return Decision("write", now, 0.0)
     if history.suspended:
         at = last.at + policy.max_delay
