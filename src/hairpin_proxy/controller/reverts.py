@@ -51,8 +51,6 @@ class RevertWatch:
         self._history: dict[str, History] = {}
         # "namespace/name" → what /readyz says about it while repairs wait or are suspended.
         self.notes: dict[str, str] = {}
-        # "namespace/name" → who reverted us last ("" when unknown), for anyone who asks.
-        self.reverted_by: dict[str, str] = {}
 
     def allow(self, where: str, key: str, cm: JsonObj | None) -> bool:
         """Whether our change may be written to ``where`` now (``cm`` as the pass read it)."""
@@ -107,7 +105,6 @@ class RevertWatch:
         history = record_revert(self.policy, self._history.get(where, History()), now,
                                 who.manager, who.operation)
         self._history[where] = history
-        self.reverted_by[where] = who.manager
         self.metrics.reverts.labels(where, who.manager or "unknown").inc()
         decision = decide(self.policy, history, now)
         counted = f"revert {len(history.reverts)} of {self.policy.limit} within " \
