@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from hairpin_proxy.doctor.facts import (
@@ -109,6 +110,19 @@ def test_node_local_answer_per_host() -> None:
         None, f"{where} could not be read")
     text = to_text(Report((), ClusterFacts(node_local_configmap=where, node_local_zones=zones)))
     assert "nodelocal" not in text  # no host, no host line
+    cluster = dataclasses.replace(CLUSTER, node_local_dns=True, node_local_configmap=where,
+                                  node_local_zones=frozenset(),
+                                  node_local_reverted_by="argocd-controller")
+    facts = HostFacts("shop.example.com", Resolution(("203.0.113.7",)), ("lb",), HAIRPIN,
+                      None, LB, cluster)
+    report = Report((HostReport(facts, verdict(facts)),), cluster)
+    assert (f"  nodelocal no: {where} has no block of ours for it (our block was removed by "
+            "argocd-controller)") in to_text(report).splitlines()
+    assert json.loads(to_json(report))["hosts"][0]["node_local"] == {
+        "answers": False, "configmap": where, "reverted_by": "argocd-controller",
+        "message": f"no: {where} has no block of ours for it (our block was removed by "
+                   "argocd-controller)"}
+    assert json.loads(to_json(REPORT))["hosts"][0]["node_local"] is None
 
 
 def test_json_node_local_facts() -> None:
