@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hairpin_proxy.controller.sinks.coredns import SinkError
-from hairpin_proxy.controller.sinks.nodelocal import CANDIDATES, NodeLocalSink
+from hairpin_proxy.controller.sinks.nodelocal import CANDIDATES, NodeLocalSink, reconciler_of
 from hairpin_proxy.corefile import BEGIN_MARKER, END_MARKER, MAX_CONFIGMAP_BYTES, CorefileError
 from hairpin_proxy.corefile.nodelocal import (
     OUR_KEY,
@@ -24,7 +24,7 @@ from hairpin_proxy.corefile.nodelocal import (
     remove_nodelocal,
 )
 from hairpin_proxy.corefile.parser import parse
-from tests.corefiles import NODE_LOCAL_UPSTREAM
+from tests.corefiles import NODE_LOCAL_KUBESPRAY, NODE_LOCAL_MANIFEST, NODE_LOCAL_UPSTREAM
 
 # The upstream ConfigMap after install (sed replaced the domain and the bind placeholders).
 UPSTREAM = NODE_LOCAL_UPSTREAM
@@ -80,7 +80,8 @@ in-addr.arpa:53 {
 }
 """
 
-LAYOUTS = {"upstream": UPSTREAM, "placeholders": UPSTREAM_PLACEHOLDERS, "kubespray": KUBESPRAY}
+LAYOUTS = {"upstream": UPSTREAM, "placeholders": UPSTREAM_PLACEHOLDERS, "kubespray": KUBESPRAY,
+           "manifest": NODE_LOCAL_MANIFEST, "kubespray-default": NODE_LOCAL_KUBESPRAY}
 
 
 def managed_lines(text: str) -> list[str]:
@@ -155,6 +156,56 @@ def test_placeholders_copied_verbatim() -> None:
     assert "    bind __PILLAR__LOCAL__DNS__ __PILLAR__DNS__SERVER__" in block
     assert "    forward . __PILLAR__CLUSTER__DNS__ {" in block
     assert remove_nodelocal(after) == UPSTREAM_PLACEHOLDERS
+
+
+def test_upstream_manifest_as_shipped() -> None:
+    """The manifest's Corefile with its placeholders (only the domain replaced): our block
+    copies them verbatim for node-cache to fill, leaves `health <address>` out (a second
+    listener on the same address would collide), and every other byte stays."""
+    after = apply_nodelocal(NODE_LOCAL_MANIFEST, ["shop.example.com", "*.apps.example.com"])
+    assert after.startswith(NODE_LOCAL_MANIFEST)
+    assert managed_lines(after) == [
+        BEGIN_MARKER,
+        "hairpin-proxy.invalid:53 apps.example.com:53 shop.example.com:53 {",
+        "    errors",
+        "    cache {",
+        "            success 9984 30",
+        "            denial 9984 5",
+        "    }",
+        "    reload",
+        "    loop",
+        "    bind __PILLAR__LOCAL__DNS__ __PILLAR__DNS__SERVER__",
+        "    forward . __PILLAR__CLUSTER__DNS__ {",
+        "            force_tcp",
+        "    }",
+        "    prometheus :9253",
+        "}",
+        END_MARKER]
+    assert "health __PILLAR__LOCAL__DNS__:8080" in NODE_LOCAL_MANIFEST
+    assert "health" not in "\n".join(managed_lines(after))
+    assert nodelocal_hosts(after) == ("apps.example.com", "shop.example.com")
+    assert remove_nodelocal(after) == NODE_LOCAL_MANIFEST
+    # The upstream-servers block (everything else) is not what our block copies.
+    assert "__PILLAR__UPSTREAM__SERVERS__" not in "\n".join(managed_lines(after))
+
+
+def test_kubespray_nodelocaldns_as_rendered() -> None:
+    """kubespray's `nodelocaldns` (bind to 169.254.25.10 only, CoreDNS's ClusterIP as the
+    forward target, health on the node-local address)."""
+    after = apply_nodelocal(NODE_LOCAL_KUBESPRAY, ["shop.example.com"])
+    block = managed_lines(after)
+    assert block[1] == "hairpin-proxy.invalid:53 shop.example.com:53 {"
+    assert "    bind 169.254.25.10" in block
+    assert "    forward . 10.233.0.3 {" in block and "        force_tcp" in block
+    assert not any("health" in line or "resolv.conf" in line for line in block)
+    assert remove_nodelocal(after) == NODE_LOCAL_KUBESPRAY
+    sink = NodeLocalSink("kube-system", "nodelocaldns")
+    cm = {"metadata": {"name": "nodelocaldns", "namespace": "kube-system",
+                       "labels": {"addonmanager.kubernetes.io/mode": "EnsureExists"}},
+          "data": {"Corefile": NODE_LOCAL_KUBESPRAY}}
+    changed = sink.mutate(["shop.example.com"])(cm)
+    assert changed is not None and changed["data"]["Corefile"] == after
+    assert sink.current_hosts(changed) == ("shop.example.com",)
 
 
 def test_kubespray_multi_zone_header_and_external_zone() -> None:
@@ -460,10 +511,10 @@ def test_properties_with_our_block_moved_to_the_front(first: list[str], second: 
 # --- the sink -------------------------------------------------------------------------------------
 
 
-def configmap(text: str, mode: str = "Reconcile") -> dict[str, Any]:
+def configmap(text: str, mode: str | None = "Reconcile") -> dict[str, Any]:
+    labels = {"addonmanager.kubernetes.io/mode": mode} if mode else {}
     return {"metadata": {"name": "node-local-dns", "namespace": "kube-system",
-                         "resourceVersion": "7",
-                         "labels": {"addonmanager.kubernetes.io/mode": mode}},
+                         "resourceVersion": "7", "labels": labels},
             "data": {"Corefile": text, "other": "kept"}}
 
 
@@ -507,8 +558,22 @@ def test_sink_errors() -> None:
 
 
 def test_sink_addon_manager_and_candidates() -> None:
-    assert NodeLocalSink.reconciled_by_addon_manager(configmap(UPSTREAM))
-    assert not NodeLocalSink.reconciled_by_addon_manager(configmap(UPSTREAM, "EnsureExists"))
-    assert not NodeLocalSink.reconciled_by_addon_manager({"metadata": {}})
-    assert not NodeLocalSink.reconciled_by_addon_manager(None)
+    """The label alone stops nothing: only a running addon manager (a pod in kube-system, or
+    GKE's hidden one) makes mode Reconcile mean that every edit is reverted."""
+    labelled = configmap(UPSTREAM)
+    assert NodeLocalSink.labelled_reconcile(labelled)
+    assert not NodeLocalSink.labelled_reconcile(configmap(UPSTREAM, "EnsureExists"))
+    assert not NodeLocalSink.labelled_reconcile({"metadata": {}})
+    assert not NodeLocalSink.labelled_reconcile(None)
+    pod = {"metadata": {"name": "kube-addon-manager-master-1"}, "status": {"phase": "Running"}}
+    ended = {"metadata": {"name": "kube-addon-manager-old"}, "status": {"phase": "Failed"}}
+    kubeadm = {"gitVersion": "v1.31.2"}
+    gke = {"gitVersion": "v1.30.5-gke.1014001"}
+    assert reconciler_of(labelled, [], kubeadm) == ""
+    assert reconciler_of(labelled, [ended], None) == ""
+    assert "kube-system/kube-addon-manager-master-1" in reconciler_of(labelled, [ended, pod],
+                                                                      kubeadm)
+    assert "GKE" in reconciler_of(labelled, [], gke)
+    for unlabelled in (configmap(UPSTREAM, "EnsureExists"), configmap(UPSTREAM, None)):
+        assert reconciler_of(unlabelled, [pod], gke) == ""
     assert CANDIDATES == (("kube-system", "node-local-dns"), ("kube-system", "nodelocaldns"))

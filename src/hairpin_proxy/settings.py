@@ -442,6 +442,14 @@ class ControllerSettings(CorednsTargetSettings, TargetSettings, PolicySettings, 
     pod_cidr: tuple[str, ...] = opt((), "The cluster's pod CIDR (repeatable, IPv4 and IPv6) for "
                                         "--guard-data-planes; default: every Node's "
                                         "spec.podCIDRs.")
+    repair_backoff: float = opt(5.0, "Seconds before the first repair of a change of ours "
+                                     "someone removed; doubled for each further one.")
+    repair_backoff_max: float = opt(1800.0, "Longest wait before a repair; also the interval "
+                                            "of tries while repairs are suspended.")
+    revert_limit: int = opt(5, "Removals of our change within --revert-window that suspend "
+                               "the repairs of that ConfigMap.")
+    revert_window: float = opt(3600.0, "Seconds a removal of our change counts towards "
+                                       "--revert-limit.")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -28,6 +28,16 @@ from tests.fakeapi.server import FakeApiServer
 
 Start = Callable[..., Controller]
 
+# kube-up's addon manager as the mirror of its static pod (cluster/gce/manifests/
+# kube-addon-manager.yaml) shows it.
+ADDON_MANAGER_POD = {
+    "apiVersion": "v1", "kind": "Pod",
+    "metadata": {"namespace": "kube-system", "name": "kube-addon-manager-master-1",
+                 "labels": {"component": "kube-addon-manager"}},
+    "spec": {"containers": [{"name": "kube-addon-manager",
+                             "image": "registry.k8s.io/addon-manager/kube-addon-manager:v9.1.8"}]},
+    "status": {"phase": "Running"}}
+
 
 
 def managed(api: FakeApiServer) -> tuple[str, ...]:
@@ -252,13 +262,16 @@ def test_node_local_dns_forwards_our_hosts_to_coredns(cluster: FakeApiServer,
 
 def test_node_local_dns_managed_by_the_addon_manager_is_left_alone(cluster: FakeApiServer,
                                                                   start: Start) -> None:
+    """Labelled Reconcile and an addon manager runs (kube-up: its static pod's mirror in
+    kube-system): every edit would be reverted, so none is made."""
     cluster.create(configmap("kube-system", "node-local-dns", {"Corefile": NODE_LOCAL},
                              labels={"addonmanager.kubernetes.io/mode": "Reconcile"}))
+    cluster.create(ADDON_MANAGER_POD)
     ctl = with_host(cluster, start)
     wait_until(lambda: events(cluster, "NodeLocalDNSReconciled"), what="Event")
     cm = cluster.get("ConfigMap", "kube-system", "node-local-dns")
     assert cm is not None and cm["data"]["Corefile"] == NODE_LOCAL
-    assert "reconciled by the addon manager" in ctl.get("/readyz")[1]
+    assert "kube-system/kube-addon-manager-master-1" in ctl.get("/readyz")[1]
     assert ctl.metric("hairpin_controller_node_local_dns_reconciled") == 1
     # Said once, not on every pass.
     cluster.create(ingress("b", "b", tls_hosts=["b.example.com"]))

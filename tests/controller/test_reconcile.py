@@ -211,7 +211,9 @@ def test_concurrent_editor_and_controller_both_keep_their_edits(cluster: FakeApi
 
 def test_reverted_configmap_is_repaired(cluster: FakeApiServer, start: Start) -> None:
     cluster.create(ingress("a", "a", tls_hosts=["a.example.com"]))
-    ctl = start()
+    # Repairs back off (tests/controller/test_node_local_dns.py); short here, and no
+    # suspension within these four reverts.
+    ctl = start("--repair-backoff", "0.1", "--repair-backoff-max", "1")
     ctl.wait_ready()
     wait_until(lambda: managed(cluster) == ("a.example.com",), what="first write")
     writes = 'hairpin_controller_writes_total{target="corefile"}'

@@ -88,3 +88,12 @@ BY_NAME = {s.name: s for s in SAMPLES}
 # NodeLocal DNSCache's Corefile as its upstream manifest installs it (sed replaced the domain
 # and the bind placeholders; node-cache substitutes the rest at run time).
 NODE_LOCAL_UPSTREAM = (HERE / "nodelocal" / "upstream.Corefile").read_text()
+
+# The upstream manifest's Corefile as shipped, with only __PILLAR__DNS__DOMAIN__ replaced (the
+# one placeholder node-cache does not fill itself): __PILLAR__LOCAL__DNS__,
+# __PILLAR__DNS__SERVER__, __PILLAR__CLUSTER__DNS__ and __PILLAR__UPSTREAM__SERVERS__ stay, and
+# `health` carries an address.
+NODE_LOCAL_MANIFEST = (HERE / "nodelocal" / "upstream-manifest.Corefile").read_text()
+
+# kubespray's `nodelocaldns` ConfigMap, its template rendered with kubespray's defaults.
+NODE_LOCAL_KUBESPRAY = (HERE / "nodelocal" / "kubespray.Corefile").read_text()

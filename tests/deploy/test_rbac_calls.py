@@ -215,8 +215,11 @@ def _extras(api: FakeApiServer) -> None:
     # NodeLocal DNSCache under both names the controller knows (upstream's, kubespray's), so
     # that each grant is exercised; and two Ingresses, one rejected with a HostRejected Event
     # (a zone the Corefile serves itself).
-    for name in ("node-local-dns", "nodelocaldns"):
-        api.create(configmap("kube-system", name, {"Corefile": NODE_LOCAL}))
+    # Upstream's is labelled mode Reconcile as its manifest ships it: the controller looks for
+    # an addon manager (none runs here) before it edits it.
+    api.create(configmap("kube-system", "node-local-dns", {"Corefile": NODE_LOCAL},
+                         labels={"addonmanager.kubernetes.io/mode": "Reconcile"}))
+    api.create(configmap("kube-system", "nodelocaldns", {"Corefile": NODE_LOCAL}))
     api.create(ingress("shop", "shop", tls_hosts=["shop.example.com"]))
     api.create(ingress("shop", "internal", tls_hosts=["web.cluster.local"]))
 
@@ -425,8 +428,9 @@ def test_every_call_is_allowed(renders: dict[str, list[Doc]], runs: list[Run]) -
 def test_the_nudge_is_the_only_call_beyond_the_base(renders: dict[str, list[Doc]],
                                                     runs: list[Run]) -> None:
     (default,) = [r for r in runs if r.label == "default"]
-    assert denied(renders["base"], default.calls) == ["list kube-system/pods",
-                                                      "patch kube-system/pods/"
+    # The base lists kube-system's pods itself (is an addon manager running?); only the patch
+    # is the nudge's.
+    assert denied(renders["base"], default.calls) == ["patch kube-system/pods/"
                                                       "coredns-5d78c9869d-abcde"]
 
 

@@ -21,6 +21,7 @@ import pytest
 from hairpin_proxy import corefile
 from tests.doctor.conftest import LB_IP, PROXY_IP
 from tests.doctor.objects import (
+    NODE_LOCAL_COREFILE,
     coredns_deployment,
     daemonset,
     endpoint_slice,
@@ -75,14 +76,25 @@ def one(report: dict[str, Any]) -> dict[str, Any]:
     return host
 
 
+# kube-up's addon manager as its static pod's mirror shows it (cluster/gce/manifests).
+ADDON_MANAGER_POD = {
+    "apiVersion": "v1", "kind": "Pod",
+    "metadata": {"namespace": "kube-system", "name": "kube-addon-manager-master-1",
+                 "labels": {"component": "kube-addon-manager"}},
+    "spec": {"containers": [{"name": "kube-addon-manager",
+                             "image": "registry.k8s.io/addon-manager/kube-addon-manager:v9.1.8"}]},
+    "status": {"phase": "Running"}}
+
+
 def setup_cluster(api: FakeApiServer, *, ip_mode: str = "VIP", hostname: str = "",
                   rule: bool = False, corefile_text: str = KUBEADM,
                   coredns: str = "1.11.1", node_local_dns: bool = False,
                   node_local_cm: str = "", node_local_hosts: tuple[str, ...] = (),
-                  reconciled: bool = False,
+                  reconciled: bool = False, labelled: bool = False,
                   proxy: bool = False, ready: bool | None = True) -> None:
     """A cluster; ``node_local_cm`` names node-local-dns's ConfigMap (none when empty), whose
-    block of ours covers ``node_local_hosts`` and which the addon manager may reconcile."""
+    block of ours covers ``node_local_hosts``; ``labelled``: it is labelled mode Reconcile (as
+    upstream ships it); ``reconciled``: that, and an addon-manager pod runs in kube-system."""
     entry: dict[str, str] = {"hostname": hostname} if hostname else {"ip": LB_IP}
     if ip_mode:
         entry["ipMode"] = ip_mode
@@ -96,7 +108,10 @@ def setup_cluster(api: FakeApiServer, *, ip_mode: str = "VIP", hostname: str = "
     if node_local_dns:
         api.create(daemonset("kube-system", "node-local-dns", {"k8s-app": "node-local-dns"}))
     if node_local_cm:
-        api.create(node_local_configmap(node_local_cm, node_local_hosts, reconciled=reconciled))
+        api.create(node_local_configmap(node_local_cm, node_local_hosts,
+                                        reconciled=reconciled or labelled))
+    if reconciled:
+        api.create(ADDON_MANAGER_POD)
     if proxy:
         api.create(service(NS, "hairpin-proxy", cluster_ips=[PROXY_IP]))
         if ready is not None:
@@ -167,9 +182,13 @@ def test_rule_missing(fake_api: FakeApiServer, kubeconfig: Path, pp_nginx: Nginx
     ({"node_local_dns": True, "node_local_cm": "node-local-dns",
       "node_local_hosts": ("other.example.test",)}, "node-local-dns-missing"),
     ({"node_local_dns": True, "node_local_cm": "nodelocaldns"}, "node-local-dns-missing"),
-    # The addon manager owns the ConfigMap: the controller cannot keep the names there.
+    # The addon manager runs and the ConfigMap is labelled for it: the controller cannot keep
+    # the names there.
     ({"node_local_dns": True, "node_local_cm": "node-local-dns", "reconciled": True},
      "node-local-dns-reconciled"),
+    # The label alone (kubeadm, RKE: no addon manager) keeps nobody from editing it.
+    ({"node_local_dns": True, "node_local_cm": "node-local-dns", "labelled": True},
+     "node-local-dns-missing"),
     # Our block covers the host (as a wildcard's zone): node-local-dns is not the reason.
     ({"node_local_dns": True, "node_local_cm": "node-local-dns",
       "node_local_hosts": ("*.example.test",)}, "dns-not-updated"),
@@ -436,3 +455,37 @@ def test_unreadable_node_local_corefile_is_unknown(fake_api: FakeApiServer, kube
     assert any("both exist" in p for p in problems)
     assert any(p.startswith("cannot read node-local-dns's Corefile in "
                             "kube-system/node-local-dns[Corefile]") for p in problems)
+
+
+def test_a_reverted_node_local_block_names_who_removed_it(fake_api: FakeApiServer,
+                                                          kubeconfig: Path,
+                                                          pp_nginx: Nginx) -> None:
+    """Our block was written, then an update by another field manager put the stock file back
+    and the controller told of it (its ConfigMapReverted Event): the host line and the cluster
+    facts name that manager, read from the ConfigMap's managedFields."""
+    setup_cluster(fake_api, proxy=True, rule=True, node_local_dns=True)
+    fake_api.create(node_local_configmap("node-local-dns", (HOST,)), manager="hairpin-proxy")
+    cm = fake_api.get("ConfigMap", "kube-system", "node-local-dns")
+    assert cm is not None
+    cm["data"]["Corefile"] = NODE_LOCAL_COREFILE
+    fake_api.update(cm, manager="argocd-controller")
+    fake_api.create({"apiVersion": "v1", "kind": "Event",
+                     "metadata": {"namespace": "kube-system", "name": "node-local-dns.1"},
+                     "involvedObject": {"apiVersion": "v1", "kind": "ConfigMap",
+                                        "namespace": "kube-system", "name": "node-local-dns"},
+                     "reason": "ConfigMapReverted", "type": "Warning",
+                     "message": "hairpin-proxy's change to data.Corefile was removed"})
+    rc, report, _ = doctor(HOST, "--resolve", f"{HOST}:{LB_IP}", *ports(pp_nginx),
+                           kubeconfig=kubeconfig)
+    h = one(report)
+    assert rc == 1 and h["verdict"] == "node-local-dns-missing"
+    assert h["node_local"]["answers"] is False
+    assert h["node_local"]["reverted_by"] == "argocd-controller"
+    assert "removed by argocd-controller" in h["node_local"]["message"]
+    assert report["cluster"]["node_local_reverted_by"] == "argocd-controller"
+    # The same ConfigMap with our block back: node-local-dns answers the host.
+    fake_api.update(node_local_configmap("node-local-dns", (HOST,)), manager="hairpin-proxy")
+    _, report, _ = doctor(HOST, "--resolve", f"{HOST}:{LB_IP}", *ports(pp_nginx),
+                          kubeconfig=kubeconfig)
+    assert one(report)["node_local"]["answers"] is True
+

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from hairpin_proxy.doctor.facts import (
@@ -15,7 +16,7 @@ from hairpin_proxy.doctor.facts import (
     ProxyProtocolSetting,
     Resolution,
 )
-from hairpin_proxy.doctor.report import HostReport, Report, to_json, to_text
+from hairpin_proxy.doctor.report import HostReport, Report, node_local_answer, to_json, to_text
 from hairpin_proxy.doctor.verdict import verdict
 
 LB = LbService("ingress-nginx/controller",
@@ -76,11 +77,52 @@ def test_node_local_dns_line() -> None:
                 node_local_zones=frozenset()) == "DaemonSet: yes; ConfigMap: none"
     assert line(node_local_configmap="kube-system/node-local-dns", node_local_reconciled=True,
                 node_local_zones=frozenset({"a.example.com", "example.org"})) == (
-        "DaemonSet: unknown; ConfigMap kube-system/node-local-dns (reconciled by the addon "
-        "manager); our zones there: 2")
+        "DaemonSet: unknown; ConfigMap kube-system/node-local-dns (labelled Reconcile and an "
+        "addon manager runs: not edited); our zones there: 2")
+    assert line(node_local_configmap="kube-system/node-local-dns", node_local_reconciled=False,
+                node_local_reverted_by="argocd-controller", node_local_zones=frozenset()) == (
+        "DaemonSet: unknown; ConfigMap kube-system/node-local-dns (our block removed by "
+        "argocd-controller); our zones there: 0")
     assert line(node_local_dns=True, node_local_configmap="kube-system/nodelocaldns",
                 node_local_reconciled=False) == (
         "DaemonSet: yes; ConfigMap kube-system/nodelocaldns; our zones there: unknown")
+
+
+def test_node_local_answer_per_host() -> None:
+    """Per host: whether node-local-dns's ConfigMap holds our block for the host's zone, and
+    who removed it or why it is not edited."""
+    where = "kube-system/node-local-dns"
+    zones = frozenset({"example.com"})
+    assert node_local_answer("a.example.com", None) == (None, "")
+    assert node_local_answer("a.example.com", ClusterFacts(node_local_dns=False)) == (None, "")
+    assert node_local_answer("a.example.com", ClusterFacts(
+        node_local_configmap=where, node_local_zones=zones)) == (
+        True, f"yes: {where} forwards it to CoreDNS")
+    assert node_local_answer("a.other.org", ClusterFacts(
+        node_local_configmap=where, node_local_zones=zones,
+        node_local_reverted_by="kube-addon-manager")) == (
+        False, f"no: {where} has no block of ours for it (our block was removed by "
+               "kube-addon-manager)")
+    answers, why = node_local_answer("a.other.org", ClusterFacts(
+        node_local_configmap=where, node_local_zones=frozenset(), node_local_reconciled=True))
+    assert answers is False and "addon manager reconciles it" in why
+    assert node_local_answer("x.org", ClusterFacts(node_local_configmap=where)) == (
+        None, f"{where} could not be read")
+    text = to_text(Report((), ClusterFacts(node_local_configmap=where, node_local_zones=zones)))
+    assert "nodelocal" not in text  # no host, no host line
+    cluster = dataclasses.replace(CLUSTER, node_local_dns=True, node_local_configmap=where,
+                                  node_local_zones=frozenset(),
+                                  node_local_reverted_by="argocd-controller")
+    facts = HostFacts("shop.example.com", Resolution(("203.0.113.7",)), ("lb",), HAIRPIN,
+                      None, LB, cluster)
+    report = Report((HostReport(facts, verdict(facts)),), cluster)
+    assert (f"  nodelocal no: {where} has no block of ours for it (our block was removed by "
+            "argocd-controller)") in to_text(report).splitlines()
+    assert json.loads(to_json(report))["hosts"][0]["node_local"] == {
+        "answers": False, "configmap": where, "reverted_by": "argocd-controller",
+        "message": f"no: {where} has no block of ours for it (our block was removed by "
+                   "argocd-controller)"}
+    assert json.loads(to_json(REPORT))["hosts"][0]["node_local"] is None
 
 
 def test_json_node_local_facts() -> None:

@@ -32,6 +32,7 @@ import yaml
 from aiohttp import web
 
 from tests.fakeapi import crds, scale
+from tests.fakeapi import managedfields as mf
 from tests.fakeapi import resources as res
 from tests.fakeapi import status as st
 from tests.fakeapi.patches import json_patch, merge_patch
@@ -164,6 +165,17 @@ def _negotiate_discovery(request: web.Request) -> None:
                              "application/yaml, application/vnd.kubernetes.protobuf"))
 
 
+def _writer(request: web.Request, applied: Any = None) -> mf.Writer:
+    """Whose write a request is: ``fieldManager``, else the User-Agent's prefix (as the real
+    server names the manager); an apply patch is an Apply, forced only with ``force=true``."""
+    manager = request.query.get("fieldManager") or mf.manager_from_user_agent(
+        request.headers.get("User-Agent", ""))
+    if applied is None:
+        return mf.Writer(manager)
+    return mf.Writer(manager, "Apply", force=request.query.get("force") == "true",
+                     applied=applied if isinstance(applied, dict) else None)
+
+
 def _strip_item(obj: Obj) -> Obj:
     # Items in a real list answer carry no apiVersion/kind; only the list itself does.
     return {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
@@ -196,6 +208,8 @@ class FakeApiServer:
         # cluster's --service-cluster-ip-range, which decides single or dual stack.
         self._service_cidrs = tuple(service_cidrs)
         self._registry = res.Registry()
+        # What /version answers; a test may describe another build (a managed platform's).
+        self.version: Obj = dict(SERVER_VERSION)
         self._store: Store | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -360,16 +374,19 @@ class FakeApiServer:
 
     # --- direct store access (another writer on the cluster) ----------------------------------
 
-    def create(self, obj: Obj) -> Obj:
+    def create(self, obj: Obj, *, manager: str | None = None) -> Obj:
         """Create `obj` (a dict with apiVersion/kind) as-is, status included; missing namespaces
-        are created first. Returns the stored object."""
+        are created first. Returns the stored object. With `manager`, it is that field
+        manager's write (managedFields recorded as the real server does)."""
         rt = self._type_of(obj)
+        writer = mf.Writer(manager) if manager else None
 
         def run() -> Obj:
             ns = obj.get("metadata", {}).get("namespace") or "default"
             if rt.namespaced:
                 self._ensure_namespace(ns)
-            return self.store.create(rt, ns if rt.namespaced else None, obj, from_api=False)
+            return self.store.create(rt, ns if rt.namespaced else None, obj, from_api=False,
+                                     writer=writer)
 
         return self._call(run)
 
@@ -379,21 +396,28 @@ class FakeApiServer:
             self.store.create(nsrt, None, {"apiVersion": "v1", "kind": "Namespace",
                                            "metadata": {"name": ns}}, from_api=False)
 
-    def update(self, obj: Obj) -> Obj:
-        """Replace the object unconditionally (its resourceVersion is ignored), status included."""
+    def update(self, obj: Obj, *, manager: str | None = None) -> Obj:
+        """Replace the object unconditionally (its resourceVersion is ignored), status included.
+        With `manager`, an Update by that field manager (managedFields as the real server
+        keeps them); without, managedFields stay as the body gives them."""
         rt = self._type_of(obj)
         md = obj.get("metadata", {})
+        writer = mf.Writer(manager) if manager else None
         return self._call(lambda: self.store.update(
-            rt, md.get("namespace"), md.get("name", ""), obj, from_api=False, check_rv=False)[0])
+            rt, md.get("namespace"), md.get("name", ""), obj, from_api=False, check_rv=False,
+            writer=writer)[0])
 
-    def patch(self, kind: str, namespace: str | None, name: str, patch: Obj) -> Obj:
-        """Apply a JSON merge patch as another writer would."""
+    def patch(self, kind: str, namespace: str | None, name: str, patch: Obj, *,
+              manager: str | None = None) -> Obj:
+        """Apply a JSON merge patch as another writer would (`manager`: as for update)."""
         rt = self._registry.resolve(kind)
+        writer = mf.Writer(manager) if manager else None
 
         def run() -> Obj:
             cur = self.store.get(rt, namespace, name)
             new = merge_patch(cur, patch)
-            return self.store.update(rt, namespace, name, new, from_api=False, check_rv=False)[0]
+            return self.store.update(rt, namespace, name, new, from_api=False, check_rv=False,
+                                     writer=writer)[0]
 
         return self._call(run)
 
@@ -778,7 +802,7 @@ class FakeApiServer:
         if path in ("/healthz", "/livez", "/readyz"):
             return web.Response(text="ok", content_type="text/plain")
         if path == "/version":
-            return _json(SERVER_VERSION)
+            return _json(self.version)
         groups = self._registry.groups()
         parts = path.strip("/").split("/")
         gv: tuple[str, str] | None = None
@@ -1026,14 +1050,16 @@ class FakeApiServer:
 
     async def _create(self, request: web.Request, route: _Route) -> web.StreamResponse:
         body = await self._read_body(request)
-        obj = self.store.create(route.rt, route.namespace, body, dry_run=self._dry_run(request))
+        obj = self.store.create(route.rt, route.namespace, body, dry_run=self._dry_run(request),
+                                writer=_writer(request))
         return _json(obj, 201)
 
     async def _replace(self, request: web.Request, route: _Route) -> web.StreamResponse:
         assert route.name is not None
         body = await self._read_body(request)
         obj, created = self.store.update(route.rt, route.namespace, route.name, body,
-                                         subresource=route.sub, dry_run=self._dry_run(request))
+                                         subresource=route.sub, dry_run=self._dry_run(request),
+                                         writer=_writer(request))
         return _json(obj, 201 if created else 200)
 
     async def _patch(self, request: web.Request, route: _Route) -> web.StreamResponse:
@@ -1042,17 +1068,20 @@ class FakeApiServer:
         patch = await self._read_body(request, patch=True)
         dry = self._dry_run(request)
         rt = route.rt
+        writer = _writer(request)
         if ctype == "application/apply-patch+yaml":
             if not request.query.get("fieldManager"):
                 raise st.bad_request("PATCH " + request.path + ": fieldManager is required "
                                      "for apply requests")
             if not isinstance(patch, dict):
                 raise st.bad_request("apply patch must be an object")
+            writer = _writer(request, patch)
             cur = self.store.find(rt, route.namespace, route.name)
             if cur is None:
                 body = copy.deepcopy(patch)
                 body.setdefault("metadata", {})["name"] = route.name
-                return _json(self.store.create(rt, route.namespace, body, dry_run=dry), 201)
+                return _json(self.store.create(rt, route.namespace, body, dry_run=dry,
+                                               writer=writer), 201)
             new = merge_patch(cur, patch)
         elif ctype in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
             if not isinstance(patch, dict):
@@ -1070,7 +1099,7 @@ class FakeApiServer:
         if not isinstance(new, dict):
             raise ApiError(st.status(422, "Invalid", "the patch produced a non-object"))
         obj, _ = self.store.update(rt, route.namespace, route.name, new, subresource=route.sub,
-                                   dry_run=dry)
+                                   dry_run=dry, writer=writer)
         return _json(obj)
 
     async def _scale(self, request: web.Request, route: _Route) -> web.StreamResponse:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from tests.fakeapi import managedfields as mf
 from tests.fakeapi import status as st
 from tests.fakeapi.resources import RESOURCES, ResourceType, resolve
 from tests.fakeapi.validation import validate
@@ -494,6 +495,7 @@ class Store:
         *,
         from_api: bool = True,
         dry_run: bool = False,
+        writer: mf.Writer | None = None,
     ) -> Obj:
         obj = self._check_body(rt, body)
         md = obj["metadata"]
@@ -523,6 +525,8 @@ class Store:
         validate(rt, obj)
         if key_of(obj) in self._objects[rt.storage_id]:
             raise st.already_exists(rt, md["name"])
+        if writer is not None:
+            md["managedFields"] = _managed(rt, None, obj, writer, None)
         for server_owned in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp",
                              "deletionGracePeriodSeconds", "generation", "selfLink"):
             md.pop(server_owned, None)
@@ -558,8 +562,10 @@ class Store:
         subresource: str | None = None,
         check_rv: bool = True,
         dry_run: bool = False,
+        writer: mf.Writer | None = None,
     ) -> tuple[Obj, bool]:
-        """Replace an object; return (stored object, created)."""
+        """Replace an object; return (stored object, created). ``writer``: the field manager
+        whose write it is (its managedFields entry is kept as the real server keeps it)."""
         obj = self._check_body(rt, body)
         md = obj["metadata"]
         if md.get("name") and md["name"] != name:
@@ -579,7 +585,8 @@ class Store:
                 if md.get("resourceVersion"):
                     # A precondition on an object that does not exist cannot hold.
                     raise st.not_found(rt, name)
-                return self.create(rt, namespace, obj, from_api=from_api, dry_run=dry_run), True
+                return self.create(rt, namespace, obj, from_api=from_api, dry_run=dry_run,
+                                   writer=writer), True
             raise st.not_found(rt, name)
         given_rv = md.get("resourceVersion")
         if from_api and check_rv and rt.crd and not given_rv:
@@ -624,6 +631,8 @@ class Store:
         taken: list[str] = []
         if rt.plural == "services" and not rt.group and subresource is None:
             taken = self._service_ips(new, old, from_api)
+        if writer is not None:
+            nmd["managedFields"] = _managed(rt, old, new, writer, subresource)
         nmd["resourceVersion"] = old["metadata"]["resourceVersion"]
         if _strip_volatile(new) == _strip_volatile(old):
             # The real server skips a write that changes nothing: no new version, no event.
@@ -707,6 +716,21 @@ class Store:
 
 
 _NAMESPACES = resolve("namespaces").storage_id
+
+
+def _managed(rt: ResourceType, live: Obj | None, new: Obj, writer: mf.Writer,
+             subresource: str | None) -> list[Obj]:
+    try:
+        return mf.record(live, new, manager=writer.manager, operation=writer.operation,
+                         api_version=rt.api_version, has_status=rt.has_status,
+                         subresource=subresource, now=now_rfc3339(), force=writer.force,
+                         applied=writer.applied)
+    except mf.ApplyConflict as exc:
+        raise st.ApiError(st.status(409, "Conflict", str(exc), {
+            "name": (new.get("metadata") or {}).get("name") or "", "kind": rt.plural,
+            "causes": [{"reason": "FieldManagerConflict",
+                        "message": f'conflict with "{m}"', "field": "." + ".".join(p)}
+                       for m, p in exc.conflicts]})) from None
 
 
 def _content(obj: Obj, rt: ResourceType) -> Obj:

@@ -60,6 +60,10 @@ def _settings_error(s: ControllerSettings) -> str:
         return str(exc)
     if not 1 <= s.max_targets <= MAX_TARGETS:
         return f"--max-targets must be 1 to {MAX_TARGETS}"
+    if not 0 < s.repair_backoff <= s.repair_backoff_max or s.revert_limit < 1 \
+            or s.revert_window <= 0:
+        return ("--repair-backoff must be positive and at most --repair-backoff-max, "
+                "--revert-limit at least 1, --revert-window positive")
     if s.target_settle < 0 or s.api_discovery_interval <= 0:
         return "--target-settle must not be negative, --api-discovery-interval positive"
     try:

@@ -52,8 +52,16 @@ class ControllerMetrics:
                                      "(reported, never edited).")
         self.node_local_blocked = registry.gauge(
             p + "node_local_dns_reconciled",
-            "1 while NodeLocal DNSCache's ConfigMap is managed by the addon manager (not "
-            "edited).")
+            "1 while NodeLocal DNSCache's ConfigMap is labelled Reconcile and an addon manager "
+            "runs (a pod in kube-system, or GKE's): not edited.")
+        self.reverts = registry.counter(p + "reverts_total",
+                                        "Changes of ours removed by someone else, by ConfigMap "
+                                        "and the field manager that removed them.",
+                                        ("configmap", "manager"))
+        self.repairs_suspended = registry.gauge(p + "repairs_suspended",
+                                                "1 while repairs of a ConfigMap are suspended "
+                                                "(reverted too often; one try per "
+                                                "--repair-backoff-max).", ("configmap",))
         self.throttled = registry.counter(p + "writes_throttled_total",
                                           "Passes held back by --write-interval.")
         self.rules_bytes = registry.gauge(p + "rules_bytes",

@@ -43,6 +43,8 @@ from hairpin_proxy.controller.events import Reports
 from hairpin_proxy.controller.guard import HeldDrops, RemovalGuard
 from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.preflight import Preflight
+from hairpin_proxy.controller.revert_policy import RevertPolicy
+from hairpin_proxy.controller.reverts import RevertWatch, as_is
 from hairpin_proxy.controller.routing import Routed, Routing, pending_note
 from hairpin_proxy.controller.routing import slim_service as slim_any_service
 from hairpin_proxy.controller.sinks import Desired, Held, RulesSink, Sink
@@ -52,7 +54,7 @@ from hairpin_proxy.controller.sinks.netguard import POLICIES as GUARD_POLICIES
 from hairpin_proxy.controller.sinks.netguard import SELECTOR as GUARD_SELECTOR
 from hairpin_proxy.controller.sinks.netguard import DataPlaneGuard, slim_node
 from hairpin_proxy.controller.sinks.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
-from hairpin_proxy.controller.sinks.nodelocal import NodeLocalSink, NodeLocalWriter
+from hairpin_proxy.controller.sinks.nodelocal import NodeLocalWriter, Reconcilers
 from hairpin_proxy.controller.sinks.nudge import CorednsNudge
 from hairpin_proxy.controller.sinks.published import PublishedSink, PublishedWriter
 from hairpin_proxy.controller.sinks.rules import CorefileRules, ImportRules, RulesWriting
@@ -160,10 +162,11 @@ class Controller:
                                max_targets=s.max_targets, settle=s.target_settle,
                                dns_ttl=s.dns_ttl, table_configmap=s.targets_configmap,
                                wake_in=self._wake_in, target_server=s.target_server)
+        # The ConfigMaps we edit keep their managedFields: they name who reverted us.
         self.coredns = reflector(resource_path("v1", "configmaps", s.configmap_namespace),
-                                 "coredns-configmap", s.configmap_name)
+                                 "coredns-configmap", s.configmap_name, transform=as_is)
         self.import_cm = reflector(resource_path("v1", "configmaps", s.configmap_namespace),
-                                   "import-configmap", s.import_configmap_name)
+                                   "import-configmap", s.import_configmap_name, transform=as_is)
         self.service = reflector(resource_path("v1", "services", namespace), "proxy-service",
                                  s.proxy_service)
         self.published_cm = reflector(resource_path("v1", "configmaps", namespace),
@@ -174,12 +177,15 @@ class Controller:
         self.own_namespace = reflector(resource_path("v1", "namespaces"), "own-namespace",
                                        namespace)
         self.node_local = [reflector(resource_path("v1", "configmaps", ns), f"configmap {name}",
-                                     name) for ns, name in NODE_LOCAL_CANDIDATES]
+                                     name, transform=as_is) for ns, name in NODE_LOCAL_CANDIDATES]
         self.reflectors = [*(r for src in self.sources for r in src.reflectors), self.coredns,
                            self.service, self.published_cm, self.slices, self.own_namespace,
                            self.services, *self.routing.reflectors]
         self.reports = Reports(self.events, metrics, self.background, s.event_interval,
                                self._involved)
+        self.reverts = RevertWatch(RevertPolicy(s.repair_backoff, s.repair_backoff_max,
+                                                s.revert_limit, s.revert_window),
+                                   metrics, self.reports, self._wake_in)
         self.targets_writer = TargetsWriter(client, self.tracker, metrics, namespace=namespace,
                                             configmap=s.targets_configmap,
                                             table_cm=self.routing.table_cm,
@@ -207,7 +213,9 @@ class Controller:
                                    services=self.services)
         self.rules = self._rules_sink()
         self.node_local_writer = NodeLocalWriter(self.node_local, s.cluster_domain,
-                                                 self.tracker, metrics, self.reports)
+                                                 self.tracker, metrics, self.reports,
+                                                 reconcilers=Reconcilers(client),
+                                                 reverts=self.reverts)
         # In the order a pass writes them: the targets the proxies serve (the DNS rules answer
         # with their Services), the DNS rules, then what follows the rules.
         self.sinks: list[Sink] = [self.targets_writer, self.rules]
@@ -237,7 +245,8 @@ class Controller:
         nudge = CorednsNudge(self.client, s.configmap_namespace, s.coredns_selector,
                              lambda: self.is_leader() or self.withdrawal.uninstalling)
         writing = RulesWriting(self.tracker, self.metrics, self.background, nudge,
-                               s.nudge_coredns, lambda: self.withdrawal.uninstalling)
+                               s.nudge_coredns, lambda: self.withdrawal.uninstalling,
+                               self.reverts)
         if s.mode == "coredns":
             return CorefileRules(self.corefile_sink, writing)
         return ImportRules(self.import_sink, writing, import_cm=self.import_cm,
@@ -263,12 +272,14 @@ class Controller:
     def _wake_in(self, delay: float) -> None:
         """A pass in ``delay`` seconds (the earliest asked for wins)."""
         loop = asyncio.get_running_loop()
-        when = loop.time() + delay
-        # A handle whose time has passed has fired already: it wakes nobody any more.
-        if self._wakeup is not None and not self._wakeup.cancelled() \
-                and loop.time() < self._wakeup.when() <= when:
+        now = loop.time()
+        when = now + delay
+        # A handle whose time has come has fired (or is firing): it stands for nothing later.
+        pending = self._wakeup is not None and not self._wakeup.cancelled() \
+            and self._wakeup.when() > now
+        if pending and self._wakeup is not None and self._wakeup.when() <= when:
             return
-        if self._wakeup is not None:
+        if pending and self._wakeup is not None:
             self._wakeup.cancel()
         self._wakeup = loop.call_at(when, self.dirty.set)
 
@@ -310,7 +321,7 @@ class Controller:
         withdrawn = self.withdrawal.reason
         notes = "".join(f"; {note}" for note in (
             f"rules withdrawn: {withdrawn}" if withdrawn and self.is_leader() else "",
-            *self.node_local_writer.notes.values(),
+            *self.node_local_writer.notes.values(), *self.reverts.notes.values(),
             pending_note(self.routing.pending) if self.is_leader() else "",
             self.verification.note() if self.verification and self.is_leader() else "",
         ) if note)
@@ -555,7 +566,7 @@ class Controller:
             for (ns, name), reflector in zip(NODE_LOCAL_CANDIDATES, self.node_local,
                                              strict=True):
                 cm = self.tracker.current(reflector, ns, name)
-                if cm is not None and not NodeLocalSink.reconciled_by_addon_manager(cm):
+                if cm is not None and self.node_local_writer.edits(cm):
                     rooms.append(("node-local-dns rules", b.node_local,
                                   corefile_room(cm, "Corefile"), f"{ns}/{name}"))
         limits = b.limits(rules_room, self.rules.where, rooms)

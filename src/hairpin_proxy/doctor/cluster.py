@@ -13,9 +13,14 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from hairpin_proxy import corefile
+from hairpin_proxy.controller.revert_policy import reverter
 from hairpin_proxy.controller.sinks.coredns import SinkError
+from hairpin_proxy.controller.sinks.nodelocal import (
+    ADDON_MANAGER_SELECTOR,
+    NodeLocalSink,
+    reconciler_of,
+)
 from hairpin_proxy.controller.sinks.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
-from hairpin_proxy.controller.sinks.nodelocal import NodeLocalSink
 from hairpin_proxy.doctor import facts as f
 from hairpin_proxy.doctor import routing
 from hairpin_proxy.doctor.facts import DataPlaneFacts
@@ -141,6 +146,15 @@ async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
     t_nl_cms = [(ns, name, get(f"read the node-local-dns ConfigMap {ns}/{name}",
                                resource_path("v1", "configmaps", ns, name)))
                 for ns, name in NODE_LOCAL_CANDIDATES]
+    # Whether an addon manager runs (its pod, or GKE's hidden one: /version says so), and the
+    # reverts the controller has told about (its ConfigMapReverted Events in kube-system).
+    t_addon = many("look for the addon manager in kube-system",
+                   resource_path("v1", "pods", "kube-system"), ADDON_MANAGER_SELECTOR)
+    t_version = get("read the API server's version", "/version")
+    t_reverts = asyncio.ensure_future(notes.ask(
+        "list the controller's revert Events in kube-system",
+        lambda: lst(resource_path("v1", "events", "kube-system"),
+                    {"fieldSelector": "reason=ConfigMapReverted"})))
     t_daemonsets = many("list DaemonSets in kube-system",
                         resource_path("apps/v1", "daemonsets", "kube-system"))
     t_deployments = many("list the CoreDNS Deployments",
@@ -157,7 +171,8 @@ async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
     import_cm = None if t_import is None else await t_import
     nld, daemonsets, deployments = await t_nld, await t_daemonsets, await t_deployments
     ingresses, classes = await t_ingresses, await t_classes
-    node_local = await _node_local_configmap(t_nl_cms, notes)
+    node_local = await _node_local_configmap(
+        t_nl_cms, notes, await t_addon or [], await t_version, await t_reverts)
     table_cm, gateway_read = await t_table, await t_gateway
     (policies, policies_refused), (proxies, proxies_refused) = await t_envoy, await t_nginx
     # PROXY detection reads a few ConfigMaps by name; which ones depends on the answers above.
@@ -259,6 +274,7 @@ async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
         node_local_configmap=node_local.where,
         node_local_reconciled=node_local.reconciled,
         node_local_zones=node_local.zones,
+        node_local_reverted_by=node_local.reverted_by,
         coredns_image=image,
         coredns_version=None if image is None else f.image_version(image),
         ingress_addresses=addresses,
@@ -437,13 +453,27 @@ class _NodeLocal:
     where: str | None = None
     reconciled: bool | None = None
     zones: frozenset[str] | None = None
+    reverted_by: str | None = None
+
+
+def _reverted_by(cm: JsonObj, name: str, events: list[JsonObj] | None) -> str | None:
+    """Who removed our block, when the controller has told of a revert of this ConfigMap (a
+    ConfigMapReverted Event on it) and our block is not whole: the manager that owns the
+    Corefile key now, from its managedFields."""
+    if not any(((e.get("involvedObject") or {}).get("name")) == name for e in events or ()):
+        return None
+    who = reverter((cm.get("metadata") or {}).get("managedFields"), NodeLocalSink(
+        "kube-system", name).key)
+    return who.manager or "an unknown manager"
 
 
 async def _node_local_configmap(
-        asked: list[tuple[str, str, asyncio.Task[JsonObj | None]]], notes: _Notes
+        asked: list[tuple[str, str, asyncio.Task[JsonObj | None]]], notes: _Notes,
+        addon_pods: list[JsonObj], version: JsonObj | None, events: list[JsonObj] | None
 ) -> _NodeLocal:
     """node-local-dns's ConfigMap, under the first of the names the controller edits that
-    exists: whether the addon manager owns it, and the zones of our server block there.
+    exists: whether a running addon manager reconciles it, the zones of our server block
+    there, and who removed that block when the controller has told of a revert.
 
     None of them found (and none refused): no ConfigMap, so no block of ours anywhere. A
     refused read with none found: unknown, as the refused one may be the one that exists.
@@ -464,17 +494,22 @@ async def _node_local_configmap(
         notes.problems.append(f"node-local-dns ConfigMaps {ns}/{name} and {others} both "
                               f"exist: {ns}/{name} was read")
     sink = NodeLocalSink(ns, name)
-    reconciled = sink.reconciled_by_addon_manager(cm)
+    who = reconciler_of(cm, addon_pods, version)
     try:
         zones: frozenset[str] | None = frozenset(sink.current_hosts(cm))
     except (SinkError, corefile.CorefileError) as exc:
         notes.problems.append(f"cannot read node-local-dns's Corefile in {sink.where}: {exc}")
         zones = None
-    if reconciled:
+    if who:
         notes.problems.append(
-            f"node-local-dns ConfigMap {ns}/{name} is reconciled by the addon manager "
-            "(addonmanager.kubernetes.io/mode: Reconcile): the controller does not edit it")
-    return _NodeLocal(f"{ns}/{name}", reconciled, zones)
+            f"node-local-dns ConfigMap {ns}/{name} is labelled addonmanager.kubernetes.io/mode: "
+            f"Reconcile and {who} runs: the controller does not edit it")
+    reverted = _reverted_by(cm, name, events)
+    if reverted:
+        notes.problems.append(
+            f"node-local-dns ConfigMap {ns}/{name}: the controller's block was removed by "
+            f"{reverted} (see its ConfigMapReverted Events)")
+    return _NodeLocal(f"{ns}/{name}", bool(who), zones, reverted)
 
 
 def data_planes(decided: Plan, facts: TargetFacts) -> tuple[DataPlaneFacts, ...]:

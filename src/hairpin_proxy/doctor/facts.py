@@ -189,9 +189,13 @@ class ClusterFacts:
     node_local_dns: bool | None = None
     # Its ConfigMap (namespace/name) when found under one of the names the controller edits.
     node_local_configmap: str | None = None
-    # That ConfigMap carries addonmanager.kubernetes.io/mode: Reconcile, so the controller
-    # leaves it alone (False when there is none; None when it could not be read).
+    # That ConfigMap carries addonmanager.kubernetes.io/mode: Reconcile and an addon manager
+    # runs (its pod in kube-system, or GKE's), so the controller leaves it alone (False when
+    # not so or there is none; None when it could not be read).
     node_local_reconciled: bool | None = None
+    # The field manager that removed our block there, when the controller told of a revert
+    # (a ConfigMapReverted Event); None otherwise.
+    node_local_reverted_by: str | None = None
     # The zones of our server block there (a ``*.d`` host shows as ``d``); empty when there
     # is no block or no such ConfigMap; None when it could not be read.
     node_local_zones: frozenset[str] | None = None

@@ -19,6 +19,7 @@ from hairpin_proxy.doctor.facts import (
     Verification,
     rule_covers,
     version_text,
+    zone_covers,
 )
 from hairpin_proxy.doctor.verdict import Verdict, port_state
 
@@ -89,6 +90,7 @@ def _cluster_json(c: ClusterFacts) -> dict[str, Any]:
         "node_local_dns": c.node_local_dns,
         "node_local_configmap": c.node_local_configmap,
         "node_local_reconciled": c.node_local_reconciled,
+        "node_local_reverted_by": c.node_local_reverted_by,
         "node_local_zones": None if c.node_local_zones is None
         else sorted(c.node_local_zones),
         "coredns_image": c.coredns_image,
@@ -147,6 +149,7 @@ def host_json(h: HostReport) -> dict[str, Any]:
         "load_balancer": None if f.lb is None else _lb_json(f.lb),
         "verification": _verification_json(f.verification),
         "target": _target_json(f.target),
+        "node_local": _node_local_json(f),
     }
 
 
@@ -156,6 +159,16 @@ def _forged_json(x: ForgedCheck) -> dict[str, Any]:
             "port": x.port or None, "tls": x.tls, "header": p.proxy,
             "controller": p.controller or None, "verdict": x.verdict, "detail": x.detail,
             "fix": x.fix or None}
+
+
+def _node_local_json(f: HostFacts) -> dict[str, Any] | None:
+    answers, message = node_local_answer(f.host, f.cluster)
+    if not message:
+        return None
+    c = f.cluster
+    return {"answers": answers, "message": message,
+            "configmap": None if c is None else c.node_local_configmap,
+            "reverted_by": None if c is None else c.node_local_reverted_by}
 
 
 def to_json(r: Report) -> str:
@@ -236,6 +249,26 @@ def _lb_line(svc: LbService) -> str:
     return f"{svc.name}: {entries}; {pp}"
 
 
+def node_local_answer(host: str, c: ClusterFacts | None) -> tuple[bool | None, str]:
+    """Whether node-local-dns answers ``host`` as CoreDNS would (its ConfigMap holds our block
+    for the host's zone), and what to say about it; (None, "") where it is not deployed."""
+    if c is None or (c.node_local_configmap is None and c.node_local_dns is not True):
+        return None, ""
+    where = c.node_local_configmap
+    if where is None:
+        return None, "deployed, but its ConfigMap is not known"
+    if c.node_local_zones is None:
+        return None, f"{where} could not be read"
+    if zone_covers(host, c.node_local_zones):
+        return True, f"yes: {where} forwards it to CoreDNS"
+    why = "no block of ours for it"
+    if c.node_local_reconciled:
+        why += " (a running addon manager reconciles it: not edited)"
+    elif c.node_local_reverted_by:
+        why += f" (our block was removed by {c.node_local_reverted_by})"
+    return False, f"no: {where} has {why}"
+
+
 def _node_local_line(c: ClusterFacts) -> str:
     text = f"DaemonSet: {_yes(c.node_local_dns)}"
     if c.node_local_configmap is None:
@@ -246,7 +279,9 @@ def _node_local_line(c: ClusterFacts) -> str:
         return text
     text += f"; ConfigMap {c.node_local_configmap}"
     if c.node_local_reconciled:
-        text += " (reconciled by the addon manager)"
+        text += " (labelled Reconcile and an addon manager runs: not edited)"
+    if c.node_local_reverted_by:
+        text += f" (our block removed by {c.node_local_reverted_by})"
     zones = "unknown" if c.node_local_zones is None else str(len(c.node_local_zones))
     return text + f"; our zones there: {zones}"
 
@@ -322,6 +357,9 @@ def to_text(r: Report) -> str:
         c = f.cluster
         if c is not None and c.rule_hosts is not None:
             out.append(f"  rule     {'yes' if rule_covers(f.host, c.rule_hosts) else 'no'}")
+        _, nodelocal = node_local_answer(f.host, c)
+        if nodelocal:
+            out.append(f"  nodelocal {nodelocal}")
         if f.target is not None:
             out.append(f"  target   {_target_line(f.target)}")
             out.extend(f"  claim    {_lost_line(x)}" for x in f.target.losers)

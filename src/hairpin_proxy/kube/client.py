@@ -68,6 +68,12 @@ class Reachability:
             self.down_since = None
 
 
+# The API server names the field manager of a write that names none after this prefix (up to
+# the first "/"): our entries in managedFields are "hairpin-proxy", which is how a revert by
+# another manager is told from our own writes.
+USER_AGENT = "hairpin-proxy/1"
+
+
 class ApiError(Exception):
     """A failed API call; ``status`` 0 means the server could not be reached or stopped talking."""
 
@@ -139,7 +145,7 @@ class KubeClient:
                       body: Mapping[str, Any] | None = None,
                       content_type: str = "application/json") -> JsonObj:
         content = None if body is None else json.dumps(body).encode()
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
         if content is not None:
             headers["Content-Type"] = content_type
         try:
@@ -216,7 +222,8 @@ class KubeClient:
         timeout = httpx.Timeout(30.0, read=silence_timeout)
         try:
             async with self.http.stream("GET", path, params=query, timeout=timeout,
-                                        headers={"Accept": "application/json"}) as resp:
+                                        headers={"Accept": "application/json",
+                                                 "User-Agent": USER_AGENT}) as resp:
                 self._count("WATCH", resp.status_code)
                 if resp.status_code >= 400:
                     raise _error_from(resp, await resp.aread())

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from hairpin_proxy import corefile
 from hairpin_proxy.controller.background import Background
 from hairpin_proxy.controller.metrics import ControllerMetrics
+from hairpin_proxy.controller.reverts import RevertWatch
 from hairpin_proxy.controller.sinks import Desired, Held
 from hairpin_proxy.controller.sinks.configmap import Mutate
 from hairpin_proxy.controller.sinks.coredns import CorednsSink, SinkError
@@ -36,6 +37,8 @@ class RulesWriting:
     # --nudge-coredns: nudge after every write (without it, only the withdrawal on uninstall).
     nudge_always: bool
     uninstalling: Callable[[], bool]
+    # Reverts of our writes noticed, named and backed off (None: written whatever happens).
+    reverts: RevertWatch | None = None
 
 
 class _Rules:
@@ -49,10 +52,17 @@ class _Rules:
         self.w = writing
 
     async def _write(self, where: str, namespace: str, name: str, mutate: Mutate,
-                     desired: Desired) -> None:
+                     desired: Desired, *, key: str) -> None:
         w = self.w
         hosts = desired.hosts
+        reverts = w.reverts
+        # Withdrawing our rules never fights anyone: only a repair waits out a backoff.
+        if (reverts is not None and desired.groups() and not w.uninstalling()
+                and not reverts.allow(f"{namespace}/{name}", key, desired.held.cm)):
+            return
         written = await w.tracker.write(namespace, name, mutate, desired.held.cm)
+        if reverts is not None:
+            reverts.wrote(f"{namespace}/{name}", mutate, written)
         if written.changed:
             w.tracker.rules_written()
             w.metrics.writes.labels(self.what).inc()
@@ -101,7 +111,7 @@ class CorefileRules(_Rules):
         groups = desired.groups()
         await asyncio.to_thread(self.sink.edit, self.sink.text(cm), groups)
         await self._write(self.sink.where, self.sink.namespace, self.sink.name,
-                          self.sink.mutate(groups), desired)
+                          self.sink.mutate(groups), desired, key=self.sink.key)
 
 
 class ImportRules(_Rules):
@@ -146,4 +156,4 @@ class ImportRules(_Rules):
 
     async def write(self, desired: Desired) -> None:
         await self._write(self.sink.where, self.sink.namespace, self.sink.name,
-                          self.sink.mutate(desired.groups()), desired)
+                          self.sink.mutate(desired.groups()), desired, key=self.sink.key)
