@@ -63,6 +63,7 @@ from tests.deploy.test_rbac_calls import (
     _coverage,
     _default_run,
     _extras,
+    _guard_run,
     _gateway_api,
     _host_in,
     _import_run,
@@ -502,9 +503,10 @@ def _chart_renders(helm: str) -> dict[str, list[Doc]]:
     kubeadm = template(helm, {})
     nudge = template(helm, {"nudgeCoredns": {"enabled": True}})
     k3s = template(helm, {"platform": "k3s"})
+    guard = template(helm, {"guardDataPlanes": {"enabled": True}})
     return {"base": installed(kubeadm), "components/nudge-coredns": installed(nudge),
-            "overlays/k3s": installed(k3s), "cleanup/default": hooks(kubeadm),
-            "cleanup/coredns-import": hooks(k3s)}
+            "overlays/k3s": installed(k3s), "components/guard-data-planes": installed(guard),
+            "cleanup/default": hooks(kubeadm), "cleanup/coredns-import": hooks(k3s)}
 
 
 @pytest.fixture(scope="module")
@@ -513,7 +515,8 @@ def chart_runs(helm: str, tmp_path_factory: pytest.TempPathFactory,
     """The controller (the chart's args) and then the hook's cleanup against the fake API."""
     renders = _chart_renders(helm)
     work = tmp_path_factory.mktemp("helm-rbac-calls")
-    return renders, _default_run(renders, work) + _import_run(renders, work)
+    return renders, (_default_run(renders, work) + _import_run(renders, work)
+                     + _guard_run(renders, work))
 
 
 def test_the_chart_allows_every_call_of_the_controller(
