@@ -513,7 +513,9 @@ async def _node_local_configmap(
 
 
 def data_planes(decided: Plan, facts: TargetFacts) -> tuple[DataPlaneFacts, ...]:
-    """The data planes the plan relays to, with their ClusterIPs and implementation."""
+    """The data planes the plan relays to, with their ClusterIPs and implementation: those
+    with a slot, and the one the main proxy Service relays to when it was found (``shared``:
+    the default install's ingress-nginx)."""
     by_ref = {f"{(svc.get('metadata') or {}).get('namespace')}/"
               f"{(svc.get('metadata') or {}).get('name')}": svc for svc in facts.services}
     hosts: dict[str, str] = {}
@@ -521,7 +523,7 @@ def data_planes(decided: Plan, facts: TargetFacts) -> tuple[DataPlaneFacts, ...]
         if not host.startswith("*."):
             hosts.setdefault(key, host)
     out = []
-    for key, t in sorted(decided.targets.items()):
+    for key, t in sorted({**decided.targets, **decided.shared}.items()):
         parts = parse_key(key)
         if parts.kind == "gateway":
             gw = facts.gateways.get(f"{parts.namespace}/{parts.name}") or {}
@@ -533,7 +535,7 @@ def data_planes(decided: Plan, facts: TargetFacts) -> tuple[DataPlaneFacts, ...]
             controller = str((cls.get("spec") or {}).get("controller") or "")
         out.append(DataPlaneFacts(key, t.service, service_addresses(by_ref.get(t.service)),
                                   t.http_port, t.https_port, t.proxy, controller,
-                                  hosts.get(key, "")))
+                                  hosts.get(key) or hosts.get(decided.fallbacks.get(key, key), "")))
     return tuple(out)
 
 

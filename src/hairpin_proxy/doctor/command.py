@@ -239,8 +239,8 @@ def _forged_planes(s: DoctorSettings, c: f.ClusterFacts | None, api_note: str
     if c.data_planes is None:
         return (), "not checked: the data planes are unknown (see the cluster notes)"
     if not c.data_planes:
-        return (), ("no data plane of a managed host expects the PROXY protocol (the default "
-                    "target, the proxy's --target-server, is not checked)")
+        return (), ("no data plane of a managed host expects the PROXY protocol (the proxy's "
+                    "--target-server is checked only when it is found among the Services)")
     return c.data_planes, ""
 
 
