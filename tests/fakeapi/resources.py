@@ -85,6 +85,10 @@ RESOURCES: tuple[ResourceType, ...] = (
                  has_generation=True, has_status=True, short_names=("ds",)),
     ResourceType("rbac.authorization.k8s.io", "v1", "roles", "Role", True),
     ResourceType("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True),
+    ResourceType("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
+    ResourceType("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding",
+                 False),
+    ResourceType("", "v1", "serviceaccounts", "ServiceAccount", True, short_names=("sa",)),
 )
 
 _BY_PATH: dict[tuple[str, str, str], ResourceType] = {
