@@ -53,11 +53,11 @@ def collect_garbage(store: Store, registry: Registry) -> int:
 
 def sweep_namespaces(store: Store, registry: Registry) -> None:
     """One pass of the namespace controller over every Terminating namespace."""
-    for (_, ns_name), ns in store.snapshot(NAMESPACES).items():
-        if not ns["metadata"].get("deletionTimestamp"):
+    for (_, ns_name), namespace in store.snapshot(NAMESPACES).items():
+        if not namespace["metadata"].get("deletionTimestamp"):
             continue
         left = 0
-        pods = [name for (ns, name) in store.snapshot(PODS) if ns == ns_name]
+        pods = [name for (where, name) in store.snapshot(PODS) if where == ns_name]
         for name in pods:
             with contextlib.suppress(st.ApiError):
                 store.delete(PODS, ns_name, name)
@@ -75,11 +75,10 @@ def sweep_namespaces(store: Store, registry: Registry) -> None:
                         store.delete(rt, ns, name)
         if left:
             continue
-        obj = store.find(NAMESPACES, None, ns_name)
-        if obj is not None:
-            obj = dict(obj)
-            obj["spec"] = {**(obj.get("spec") or {}), "finalizers": []}
-            store.update(NAMESPACES, None, ns_name, obj, from_api=False, check_rv=False)
+        current = store.find(NAMESPACES, None, ns_name)
+        if current is not None:
+            done = {**current, "spec": {**(current.get("spec") or {}), "finalizers": []}}
+            store.update(NAMESPACES, None, ns_name, done, from_api=False, check_rv=False)
             if store.find(NAMESPACES, None, ns_name) is not None:
                 with contextlib.suppress(st.ApiError):
                     store.delete(NAMESPACES, None, ns_name)
