@@ -134,7 +134,8 @@ async def _finish_uninstall(ctl: Controller, client: KubeClient, namespace: str)
         return
     ctl.dirty.set()
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(w.uninstall.released.wait(), w.uninstall.left() + 1.0)
+        async with asyncio.timeout(w.uninstall.left() + 1.0):
+            await w.uninstall.released.wait()
 
 
 def _setup_logging(level: str, fmt: str) -> None:

@@ -343,7 +343,10 @@ class Controller:
                 if left <= 0:
                     break
                 try:
-                    await asyncio.wait_for(self.dirty.wait(), min(debounce, left))
+                    # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a
+                    # cancellation that comes as the change does, and shutdown then hangs.
+                    async with asyncio.timeout(min(debounce, left)):
+                        await self.dirty.wait()
                 except TimeoutError:
                     break
             self.dirty.clear()

@@ -229,12 +229,15 @@ class Uninstall:
             log.error("could not withdraw the DNS rules in time; letting go of the objects "
                       "held for it", extra={"timeout": self.settings.uninstall_timeout})
             if coredns is not None:
-                self.reports.event(
-                    {"apiVersion": "v1", "kind": "ConfigMap", **coredns}, "RulesNotWithdrawn",
-                    f"hairpin-proxy is being uninstalled and could not withdraw its DNS rules "
-                    f"within {self.settings.uninstall_timeout:g}s; managed names may still "
-                    "answer the proxy's address: run `hairpin-proxy cleanup` with an "
-                    "administrator's kubeconfig", "Warning")
+                # Sent before letting go: the permission to send it goes with the Role.
+                message = (f"hairpin-proxy is being uninstalled and could not withdraw its DNS "
+                           f"rules within {self.settings.uninstall_timeout:g}s; managed names "
+                           "may still answer the proxy's address: run `hairpin-proxy cleanup` "
+                           "with an administrator's kubeconfig")
+                if await self.reports.events.warn(
+                        {"apiVersion": "v1", "kind": "ConfigMap", **coredns},
+                        reason="RulesNotWithdrawn", message=message, key="RulesNotWithdrawn"):
+                    self.reports.metrics.events.labels("RulesNotWithdrawn").inc()
         await holds.release(client, self.place)
         self.released.set()
 

@@ -1,0 +1,262 @@
+"""Uninstall by deleting the one-file install, every object at once and in any order: the rules
+are withdrawn and nothing is left behind, with RBAC, service-account tokens, finalizers, the
+garbage collector and the namespace controller as the real cluster has them (tests/fakeapi:
+authz.py, lifecycle.py).
+
+The controllers run as real processes with their ServiceAccount's token; each has a Pod object
+(owned by the Deployment, held by a kubelet finalizer) and a small kubelet below sends SIGTERM
+when the Pod is deleted and lets the Pod go once the process has exited.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hairpin_proxy import corefile
+from hairpin_proxy.controller import holds
+from tests.controller.conftest import COREFILE, NAMESPACE, Controller, corefile_text
+from tests.fakeapi.fixtures import corefile_configmap, endpoint_slice, ingress
+from tests.fakeapi.server import FakeApiServer
+from tests.waiting import wait_until
+
+Obj = dict[str, Any]
+MANIFEST = Path(__file__).resolve().parents[2] / "deploy" / "hairpin-proxy.yaml"
+KUBELET = "test.hairpin-proxy.io/kubelet"
+FLAGS = ("--uninstall-timeout", "10")
+
+
+def manifest() -> list[Obj]:
+    return [d for d in yaml.safe_load_all(MANIFEST.read_text()) if d]
+
+
+@dataclass
+class Install:
+    api: FakeApiServer
+    work: Path
+    objects: list[tuple[str, str | None, str]] = field(default_factory=list)
+    pods: dict[str, Controller] = field(default_factory=dict)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    kubelet_thread: threading.Thread | None = None
+
+    def start(self, *flags: str) -> Controller:
+        """One controller replica: a Pod of the Deployment, and its process."""
+        name = f"hairpin-proxy-controller-{len(self.pods)}"
+        deploy = self.api.get("Deployment", NAMESPACE, "hairpin-proxy-controller")
+        assert deploy is not None
+        self.api.create({"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": name, "namespace": NAMESPACE, "finalizers": [KUBELET],
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                                 "name": "hairpin-proxy-controller",
+                                 "uid": deploy["metadata"]["uid"]}]},
+            "spec": {"serviceAccountName": holds.SERVICE_ACCOUNT,
+                     "containers": [{"name": "controller", "image": "hairpin-proxy"}]}})
+        token = self.api.service_account_token(NAMESPACE, holds.SERVICE_ACCOUNT)
+        config = self.api.write_kubeconfig(self.work / f"{name}.kubeconfig", token=token,
+                                           namespace=NAMESPACE)
+        ctl = Controller(self.api, config, self.work / f"{name}.log", *FLAGS, *flags)
+        self.pods[name] = ctl
+        return ctl
+
+    def kubelet(self) -> None:
+        """SIGTERM on a Pod's deletion; the Pod goes once its process has exited."""
+        signalled: set[str] = set()
+        while not self._stop.wait(0.05):
+            for name, ctl in list(self.pods.items()):
+                pod = self.api.get("Pod", NAMESPACE, name)
+                if pod is None or not pod["metadata"].get("deletionTimestamp"):
+                    continue
+                if name not in signalled and ctl.proc.poll() is None:
+                    signalled.add(name)
+                    ctl.proc.send_signal(signal.SIGTERM)
+                if ctl.proc.poll() is not None:
+                    self.api.patch("Pod", NAMESPACE, name, {"metadata": {"finalizers": None}})
+
+    def delete_all(self, order: list[tuple[str, str | None, str]]) -> None:
+        """`kubectl delete -f`: one DELETE after the other, nothing waited for."""
+        for kind, ns, name in order:
+            if self.api.get(kind, ns, name) is not None:
+                self.api.delete(kind, ns, name)
+
+    def leftovers(self) -> list[str]:
+        """What is still there of the install, of what the controller made, of its holds."""
+        left = [f"{k} {ns}/{n}" for k, ns, n in self.objects if self.api.get(k, ns, n)]
+        for kind, ns, name in (("RoleBinding", "kube-system", holds.WITHDRAWAL),
+                               ("Role", NAMESPACE, holds.RELEASE),
+                               ("RoleBinding", NAMESPACE, holds.RELEASE),
+                               ("Namespace", None, NAMESPACE)):
+            if self.api.get(kind, ns, name) is not None:
+                left.append(f"{kind} {ns}/{name}")
+        left += [f"Pod {n}" for n in self.pods if self.api.get("Pod", NAMESPACE, n)]
+        return left
+
+
+@pytest.fixture
+def install(fake_api: FakeApiServer, tmp_path: Path) -> Iterator[Install]:
+    """deploy/hairpin-proxy.yaml applied to the fake (every kind it serves), the proxy ready,
+    a kubeadm CoreDNS, one Ingress; the controller-manager's collectors running."""
+    api = fake_api
+    inst = Install(api, tmp_path)
+    for doc in manifest():
+        try:
+            api.create(doc)
+        except KeyError:
+            continue  # a kind the fake does not serve (PodDisruptionBudget)
+        md = doc["metadata"]
+        inst.objects.append((doc["kind"], md.get("namespace"), md["name"]))
+    api.create(endpoint_slice(NAMESPACE, "hairpin-proxy"))
+    api.create(corefile_configmap(COREFILE))
+    api.create(ingress("shop", "web", tls_hosts=["a.example.com", "b.example.com"]))
+    api.start_controllers()
+    kubelet = threading.Thread(target=inst.kubelet, daemon=True)
+    kubelet.start()
+    inst.kubelet_thread = kubelet
+    yield inst
+    inst._stop.set()
+    kubelet.join(5)
+    for ctl in inst.pods.values():
+        ctl.stop()
+
+
+def managed(api: FakeApiServer) -> tuple[str, ...]:
+    return corefile.managed_hosts(corefile_text(api))
+
+
+def running(inst: Install, replicas: int = 1) -> list[Controller]:
+    ctls = [inst.start() for _ in range(replicas)]
+    for ctl in ctls:
+        ctl.wait_ready()
+    wait_until(lambda: managed(inst.api) == ("a.example.com", "b.example.com"),
+               what="rules written")
+    # Held before the first rule: the Role and the account, each with its own binding.
+    for kind, ns, name in (("Role", "kube-system", holds.COREDNS_ROLE),
+                           ("ServiceAccount", NAMESPACE, holds.SERVICE_ACCOUNT)):
+        obj = inst.api.get(kind, ns, name)
+        assert obj is not None and holds.FINALIZER in obj["metadata"]["finalizers"]
+    assert inst.api.get("RoleBinding", "kube-system", holds.WITHDRAWAL) is not None
+    assert inst.api.get("RoleBinding", NAMESPACE, holds.RELEASE) is not None
+    return ctls
+
+
+def gone(inst: Install) -> None:
+    last: list[list[str]] = []
+
+    def nothing_left() -> bool:
+        last[:] = [inst.leftovers()]
+        return not last[0]
+    try:
+        wait_until(nothing_left, timeout=40, what="everything gone")
+    except AssertionError as exc:
+        logs = "\n".join(f"exit={c.proc.poll()}\n{c.log()[-3000:]}" for c in inst.pods.values())
+        alive = inst.kubelet_thread is not None and inst.kubelet_thread.is_alive()
+        raise AssertionError(f"left: {last} kubelet alive: {alive}\n{logs}") from exc
+
+
+def uninstalled(inst: Install, ctls: list[Controller]) -> None:
+    """The rules are gone, the Corefile is as before, nothing is left, every process ended
+    cleanly."""
+    gone(inst)
+    assert corefile_text(inst.api) == COREFILE
+    for ctl in ctls:
+        assert ctl.proc.wait(20) == 0, ctl.log()
+        assert "could not withdraw" not in ctl.log()
+
+
+ORDERS: dict[str, Callable[[list[tuple[str, str | None, str]]], list[Any]]] = {
+    "file order": lambda objs: objs,
+    "reverse": lambda objs: objs[::-1],
+    "RBAC and accounts first": lambda objs: sorted(
+        objs, key=lambda o: o[0] not in ("ServiceAccount", "Role", "RoleBinding",
+                                         "ClusterRole", "ClusterRoleBinding")),
+    "namespace last": lambda objs: sorted(objs, key=lambda o: o[0] == "Namespace"),
+    "deployments first": lambda objs: sorted(objs, key=lambda o: o[0] != "Deployment"),
+    **{f"shuffled {seed}": (lambda seed: lambda objs: random.Random(seed).sample(
+        objs, len(objs)))(seed) for seed in (1, 2, 3)},
+}
+
+
+@pytest.mark.parametrize("order", list(ORDERS))
+def test_deleting_everything_at_once_withdraws_and_leaves_nothing(install: Install,
+                                                                  order: str) -> None:
+    ctls = running(install)
+    install.delete_all(ORDERS[order](list(install.objects)))
+    uninstalled(install, ctls)
+
+
+def test_two_replicas_withdraw_once_and_leave_nothing(install: Install) -> None:
+    ctls = running(install, replicas=2)
+    install.delete_all(ORDERS["RBAC and accounts first"](list(install.objects)))
+    uninstalled(install, ctls)
+
+
+def test_an_uninstall_in_the_middle_of_a_pass(install: Install) -> None:
+    ctls = running(install)
+    # The next rules write (for a new Ingress) is answered after everything was deleted.
+    install.api.before_next_request(
+        lambda: install.delete_all(ORDERS["shuffled 1"](list(install.objects))),
+        method="PUT", path_re=r"/namespaces/kube-system/configmaps/coredns$")
+    install.api.create(ingress("shop", "more", tls_hosts=["c.example.com"]))
+    uninstalled(install, ctls)
+
+
+def test_the_namespace_alone_is_an_uninstall(install: Install) -> None:
+    ctls = running(install)
+    install.api.delete("Namespace", None, NAMESPACE)
+    # The namespace's content goes (pods first); the cluster-wide objects stay installed.
+    wait_until(lambda: install.api.get("Namespace", None, NAMESPACE) is None, timeout=40,
+               what="namespace gone")
+    assert corefile_text(install.api) == COREFILE
+    role = install.api.get("Role", "kube-system", holds.COREDNS_ROLE)
+    assert role is not None and not role["metadata"].get("finalizers")
+    assert install.api.get("RoleBinding", "kube-system", holds.WITHDRAWAL) is not None
+    assert ctls[0].proc.wait(20) == 0
+
+
+def test_with_the_controller_gone_the_holds_wait_for_cleanup(install: Install,
+                                                             tmp_path: Path) -> None:
+    (ctl,) = running(install)
+    # Scaled to zero before the uninstall: the pod goes, the rules stay.
+    install.api.delete("Pod", NAMESPACE, "hairpin-proxy-controller-0")
+    assert ctl.proc.wait(20) == 0
+    install.delete_all(list(install.objects))
+    wait_until(lambda: install.api.get("Deployment", NAMESPACE, "hairpin-proxy") is None,
+               what="the proxy gone")
+    # What the withdrawal needs is held: the rules can still be withdrawn...
+    for kind, ns, name in (("Role", "kube-system", holds.COREDNS_ROLE),
+                           ("ServiceAccount", NAMESPACE, holds.SERVICE_ACCOUNT)):
+        obj = install.api.get(kind, ns, name)
+        assert obj is not None and obj["metadata"].get("deletionTimestamp")
+    assert managed(install.api) == ("a.example.com", "b.example.com")
+    # ... and `hairpin-proxy cleanup` with an administrator's kubeconfig does it.
+    admin = install.api.write_kubeconfig(tmp_path / "admin.kubeconfig", namespace=NAMESPACE)
+    cleanup = Controller(install.api, admin, tmp_path / "cleanup.log", command="cleanup")
+    assert cleanup.proc.wait(30) == 0, cleanup.log()
+    gone(install)
+    assert corefile_text(install.api) == COREFILE
+
+
+def test_a_withdrawal_that_cannot_be_written_lets_go_in_time_with_an_event(
+        install: Install) -> None:
+    (ctl,) = running(install)
+    cm = install.api.get("ConfigMap", "kube-system", "coredns")
+    assert cm is not None
+    # Someone's edit leaves the Corefile unparsable: nothing can be written any more.
+    broken = corefile_text(install.api) + "}\n"
+    cm["data"]["Corefile"] = broken
+    install.api.update(cm)
+    install.delete_all(list(install.objects))
+    gone(install)
+    assert corefile_text(install.api) == broken
+    (event,) = [e for e in install.api.list("Event", "kube-system")
+                if e.get("reason") == "RulesNotWithdrawn"]
+    assert event["type"] == "Warning" and "hairpin-proxy cleanup" in event["message"]
+    assert event["involvedObject"]["name"] == "coredns"
+    assert ctl.proc.wait(20) == 0
