@@ -161,6 +161,10 @@ EXCEPTIONS: dict[tuple[str, Grant], str] = {
        for render in ("base", "components/nudge-coredns", "overlays/k3s")},
     **{(render, Grant("kube-system", "", "configmaps", "get", "coredns")): DOCTOR_ONLY
        for render in ("overlays/k3s",)},
+    **{(render, Grant("kube-system", "", "events", "create")):
+       "the Warning Event of an uninstall that could not withdraw the rules in time "
+       "(tests/controller/test_uninstall.py)"
+       for render in ("base", "components/nudge-coredns", "overlays/k3s")},
 }
 
 
@@ -201,6 +205,12 @@ def _cluster(api: FakeApiServer, corefile_text: str) -> None:
     api.create(service(NAMESPACE, "hairpin-proxy", cluster_ips=[PROXY_IP]))
     api.create(endpoint_slice(NAMESPACE, "hairpin-proxy"))
     api.create(corefile_configmap(corefile_text))
+    # What the controller holds for the uninstall (controller/holds.py).
+    api.create({"apiVersion": "v1", "kind": "ServiceAccount",
+                "metadata": {"name": SA, "namespace": NAMESPACE}})
+    api.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                "metadata": {"name": "hairpin-proxy-controller-coredns",
+                             "namespace": "kube-system"}, "rules": []})
     api.create({"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": "coredns-5d78c9869d-abcde", "namespace": "kube-system",
                              "labels": {"k8s-app": "kube-dns"}},
