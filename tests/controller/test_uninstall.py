@@ -10,6 +10,7 @@ when the Pod is deleted and lets the Pod go once the process has exited.
 
 from __future__ import annotations
 
+import functools
 import random
 import signal
 import threading
@@ -170,6 +171,10 @@ def uninstalled(inst: Install, ctls: list[Controller]) -> None:
         assert "could not withdraw" not in ctl.log()
 
 
+def shuffled(seed: int, objs: list[Any]) -> list[Any]:
+    return random.Random(seed).sample(objs, len(objs))
+
+
 ORDERS: dict[str, Callable[[list[tuple[str, str | None, str]]], list[Any]]] = {
     "file order": lambda objs: objs,
     "reverse": lambda objs: objs[::-1],
@@ -178,8 +183,7 @@ ORDERS: dict[str, Callable[[list[tuple[str, str | None, str]]], list[Any]]] = {
                                          "ClusterRole", "ClusterRoleBinding")),
     "namespace last": lambda objs: sorted(objs, key=lambda o: o[0] == "Namespace"),
     "deployments first": lambda objs: sorted(objs, key=lambda o: o[0] != "Deployment"),
-    **{f"shuffled {seed}": (lambda seed: lambda objs: random.Random(seed).sample(
-        objs, len(objs)))(seed) for seed in (1, 2, 3)},
+    **{f"shuffled {seed}": functools.partial(shuffled, seed) for seed in (1, 2, 3)},
 }
 
 

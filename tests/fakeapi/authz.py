@@ -148,9 +148,8 @@ def _applies(user: ServiceAccountUser, binding: Obj, namespace: str) -> bool:
             if s.get("name") == user.name and (s.get("namespace") or namespace) == \
                     user.namespace:
                 return True
-        elif kind == "Group" and s.get("name") in user.groups:
-            return True
-        elif kind == "User" and s.get("name") == user.username:
+        elif (kind == "Group" and s.get("name") in user.groups) or (
+                kind == "User" and s.get("name") == user.username):
             return True
     return False
 
@@ -164,7 +163,7 @@ def _allows(rule: Obj, a: Attributes) -> bool:
             and (not names or (bool(a.name) and a.name in names)))
 
 
-def attributes(method: str, query: dict[str, str], rt: ResourceType, namespace: str | None,
+def attributes(method: str, query: dict[str, str], rt: ResourceType, *, namespace: str | None,
                name: str | None, subresource: str | None) -> Attributes:
     """RequestInfo's verb and name for a resource request."""
     watch = query.get("watch") in ("1", "true")

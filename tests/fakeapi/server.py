@@ -33,9 +33,9 @@ from aiohttp import web
 
 from tests.fakeapi import crds
 from tests.fakeapi import resources as res
+from tests.fakeapi import status as st
 from tests.fakeapi.authz import Authz, ServiceAccountUser, attributes
 from tests.fakeapi.lifecycle import collect_garbage, sweep_namespaces
-from tests.fakeapi import status as st
 from tests.fakeapi.patches import json_patch, merge_patch
 from tests.fakeapi.resources import CrdSpec, ResourceType
 from tests.fakeapi.selectors import matcher, parse_fields, parse_labels
@@ -417,7 +417,7 @@ class FakeApiServer:
     @property
     def authz(self) -> Authz:
         if self._authz is None:
-            self._authz = Authz(lambda rt, ns, name: self.store.find(rt, ns, name),
+            self._authz = Authz(self.store.find,
                                 lambda rt: builtins.list(self.store.snapshot(rt).values()))
         return self._authz
 
@@ -796,8 +796,9 @@ class FakeApiServer:
             raise st.unknown_path()
         user = request.get(SA_USER)
         if user is not None:
-            self.authz.authorize(user, attributes(request.method, dict(request.query), route.rt,
-                                                  route.namespace, route.name, route.sub))
+            self.authz.authorize(user, attributes(
+                request.method, dict(request.query), route.rt, namespace=route.namespace,
+                name=route.name, subresource=route.sub))
         m = request.method
         if route.name is None:
             if m == "GET":
