@@ -11,6 +11,7 @@ when the Pod is deleted and lets the Pod go once the process has exited.
 from __future__ import annotations
 
 import functools
+import os
 import random
 import signal
 import threading
@@ -32,7 +33,13 @@ from tests.waiting import wait_until
 Obj = dict[str, Any]
 MANIFEST = Path(__file__).resolve().parents[2] / "deploy" / "hairpin-proxy.yaml"
 KUBELET = "test.hairpin-proxy.io/kubelet"
+REPLICA_SET = "hairpin-proxy-controller-5d4f8c9b7"
 FLAGS = ("--uninstall-timeout", "10")
+
+
+def owner_ref(api_version: str, kind: str, obj: Obj) -> Obj:
+    return {"apiVersion": api_version, "kind": kind, "name": obj["metadata"]["name"],
+            "uid": obj["metadata"]["uid"]}
 
 
 def manifest() -> list[Obj]:
@@ -49,21 +56,34 @@ class Install:
     kubelet_thread: threading.Thread | None = None
 
     def start(self, *flags: str) -> Controller:
-        """One controller replica: a Pod of the Deployment, and its process."""
-        name = f"hairpin-proxy-controller-{len(self.pods)}"
-        deploy = self.api.get("Deployment", NAMESPACE, "hairpin-proxy-controller")
-        assert deploy is not None
+        """One controller replica: a Pod of the Deployment's ReplicaSet, and its process (its
+        HOSTNAME the Pod's name, as in a pod)."""
+        rs = self.api.get("ReplicaSet", NAMESPACE, REPLICA_SET)
+        if rs is None:
+            deploy = self.api.get("Deployment", NAMESPACE, "hairpin-proxy-controller")
+            assert deploy is not None
+            rs = self.api.create({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {
+                "name": REPLICA_SET, "namespace": NAMESPACE, "ownerReferences": [
+                    owner_ref("apps/v1", "Deployment", deploy)]},
+                "spec": deploy["spec"]})
+        name = f"{REPLICA_SET}-{len(self.pods)}"
         self.api.create({"apiVersion": "v1", "kind": "Pod", "metadata": {
             "name": name, "namespace": NAMESPACE, "finalizers": [KUBELET],
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment",
-                                 "name": "hairpin-proxy-controller",
-                                 "uid": deploy["metadata"]["uid"]}]},
+            "ownerReferences": [owner_ref("apps/v1", "ReplicaSet", rs)]},
             "spec": {"serviceAccountName": holds.SERVICE_ACCOUNT,
                      "containers": [{"name": "controller", "image": "hairpin-proxy"}]}})
         token = self.api.service_account_token(NAMESPACE, holds.SERVICE_ACCOUNT)
         config = self.api.write_kubeconfig(self.work / f"{name}.kubeconfig", token=token,
                                            namespace=NAMESPACE)
-        ctl = Controller(self.api, config, self.work / f"{name}.log", *FLAGS, *flags)
+        before = os.environ.get("HOSTNAME")
+        os.environ["HOSTNAME"] = name
+        try:
+            ctl = Controller(self.api, config, self.work / f"{name}.log", *FLAGS, *flags)
+        finally:
+            if before is None:
+                del os.environ["HOSTNAME"]
+            else:
+                os.environ["HOSTNAME"] = before
         self.pods[name] = ctl
         return ctl
 
@@ -97,6 +117,8 @@ class Install:
             if self.api.get(kind, ns, name) is not None:
                 left.append(f"{kind} {ns}/{name}")
         left += [f"Pod {n}" for n in self.pods if self.api.get("Pod", NAMESPACE, n)]
+        if self.api.get("ReplicaSet", NAMESPACE, REPLICA_SET) is not None:
+            left.append(f"ReplicaSet {REPLICA_SET}")
         return left
 
 
@@ -211,6 +233,37 @@ def test_an_uninstall_in_the_middle_of_a_pass(install: Install) -> None:
     uninstalled(install, ctls)
 
 
+def test_helm_order_with_the_pods_stopped_before_the_rest_goes(install: Install) -> None:
+    """`helm uninstall` deletes Deployments first and RBAC and ServiceAccounts after: SIGTERM
+    can come before anything else has gone. The Deployment's ReplicaSet is gone by then."""
+    ctls = running(install, replicas=2)
+    install.api.delete("Deployment", NAMESPACE, "hairpin-proxy-controller")
+    # Told by nothing but their ReplicaSet's absence, both withdraw before the rest goes.
+    wait_until(lambda: all("Deployment, ServiceAccount or CoreDNS Role is being deleted: "
+                           "withdrawing every rule" in c.log() for c in ctls), what="uninstall")
+    wait_until(lambda: managed(install.api) == (), what="rules withdrawn")
+    helm = [o for o in install.objects if o[0] != "Namespace"]
+    install.delete_all(helm)
+    # The namespace stays (helm keeps it); everything of the release and the holds go.
+    install.objects = helm
+    wait_until(lambda: [o for o in install.leftovers() if not o.startswith("Namespace")] == [],
+               timeout=40, what="the release gone")
+    wait_until(lambda: install.api.get("RoleBinding", NAMESPACE, holds.RELEASE) is None,
+               what="the release binding collected")
+    assert corefile_text(install.api) == COREFILE
+    for ctl in ctls:
+        assert ctl.proc.wait(20) == 0
+
+
+def test_scaling_to_zero_is_no_uninstall(install: Install) -> None:
+    (ctl,) = running(install)
+    install.api.delete("Pod", NAMESPACE, f"{REPLICA_SET}-0")
+    assert ctl.proc.wait(20) == 0
+    assert managed(install.api) == ("a.example.com", "b.example.com")
+    role = install.api.get("Role", "kube-system", holds.COREDNS_ROLE)
+    assert role is not None and holds.FINALIZER in role["metadata"]["finalizers"]
+
+
 def test_the_namespace_alone_is_an_uninstall(install: Install) -> None:
     ctls = running(install)
     install.api.delete("Namespace", None, NAMESPACE)
@@ -228,7 +281,7 @@ def test_with_the_controller_gone_the_holds_wait_for_cleanup(install: Install,
                                                              tmp_path: Path) -> None:
     (ctl,) = running(install)
     # Scaled to zero before the uninstall: the pod goes, the rules stay.
-    install.api.delete("Pod", NAMESPACE, "hairpin-proxy-controller-0")
+    install.api.delete("Pod", NAMESPACE, f"{REPLICA_SET}-0")
     assert ctl.proc.wait(20) == 0
     install.delete_all(list(install.objects))
     wait_until(lambda: install.api.get("Deployment", NAMESPACE, "hairpin-proxy") is None,

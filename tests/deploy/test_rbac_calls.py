@@ -19,6 +19,8 @@ Runs, and the render whose RBAC applies to each (as test_manifests' CLEANUP_FOR 
 from __future__ import annotations
 
 import copy
+import os
+import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -211,6 +213,15 @@ def _cluster(api: FakeApiServer, corefile_text: str) -> None:
     api.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
                 "metadata": {"name": "hairpin-proxy-controller-coredns",
                              "namespace": "kube-system"}, "rules": []})
+    # The controller's own pod (its HOSTNAME), of a ReplicaSet: read on SIGTERM.
+    rs = api.create({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                     "metadata": {"name": "hairpin-proxy-controller-5d4f8c9b7",
+                                  "namespace": NAMESPACE}, "spec": {}})
+    api.create({"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": os.environ.get("HOSTNAME") or socket.gethostname(), "namespace": NAMESPACE,
+        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                             "name": rs["metadata"]["name"], "uid": rs["metadata"]["uid"]}]},
+        "spec": {"containers": [{"name": "controller", "image": "hairpin-proxy"}]}})
     api.create({"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": "coredns-5d78c9869d-abcde", "namespace": "kube-system",
                              "labels": {"k8s-app": "kube-dns"}},

@@ -89,6 +89,8 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding",
                  False),
     ResourceType("", "v1", "serviceaccounts", "ServiceAccount", True, short_names=("sa",)),
+    ResourceType("apps", "v1", "replicasets", "ReplicaSet", True,
+                 has_generation=True, has_status=True, short_names=("rs",)),
 )
 
 _BY_PATH: dict[tuple[str, str, str], ResourceType] = {

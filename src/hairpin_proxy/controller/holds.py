@@ -68,6 +68,14 @@ def deleting(objs: Iterable[JsonObj | None]) -> bool:
                for o in objs)
 
 
+def owner_gone(ref: JsonObj, owner_obj: JsonObj | None) -> bool:
+    """Whether the owner an ownerReference names is gone, replaced, or being deleted."""
+    if owner_obj is None:
+        return True
+    meta = owner_obj.get("metadata") or {}
+    return meta.get("uid") != ref.get("uid") or bool(meta.get("deletionTimestamp"))
+
+
 def held(obj: JsonObj | None) -> bool:
     return obj is not None and FINALIZER in ((obj.get("metadata") or {}).get("finalizers") or ())
 

@@ -128,8 +128,9 @@ async def _finish_uninstall(ctl: Controller, client: KubeClient, namespace: str)
     afresh), withdraw the rules and let go of what was held for it before exiting, within
     --uninstall-timeout."""
     w = ctl.withdrawal
-    if not w.uninstalling and await w.uninstall.confirm(client, namespace):
-        w.begin("our namespace, ServiceAccount or CoreDNS Role is being deleted")
+    pod = ctl.identity.rpartition("_")[0]
+    if not w.uninstalling and await w.uninstall.confirm(client, namespace, pod):
+        w.begin("our namespace, Deployment, ServiceAccount or CoreDNS Role is being deleted")
     if not w.uninstalling:
         return
     ctl.dirty.set()

@@ -241,9 +241,12 @@ class Uninstall:
         await holds.release(client, self.place)
         self.released.set()
 
-    async def confirm(self, client: KubeClient, namespace: str) -> bool:
+    async def confirm(self, client: KubeClient, namespace: str, pod: str) -> bool:
         """On SIGTERM, before the watches may have told: read whether this is an uninstall
-        (best effort: whatever cannot be read counts as not deleting)."""
+        (best effort: whatever cannot be read counts as not deleting). Besides the namespace
+        and the held objects, our Deployment: deleted, its ReplicaSet goes before our pod
+        (garbage collection), while a rollout or a scale-down keeps it; ``helm uninstall``
+        deletes Deployments before RBAC and ServiceAccounts."""
         found: list[JsonObj | None] = []
         for path in (self.place.account, self.place.role):
             with contextlib.suppress(ApiError):
@@ -252,4 +255,13 @@ class Uninstall:
             listed, _ = await client.list(resource_path("v1", "namespaces"),
                                           {"fieldSelector": f"metadata.name={namespace}"})
             found += listed
-        return holds.deleting(found)
+        if holds.deleting(found):
+            return True
+        with contextlib.suppress(ApiError):
+            me = await client.get(resource_path("v1", "pods", namespace, pod))
+            for ref in ((me or {}).get("metadata") or {}).get("ownerReferences") or ():
+                if ref.get("kind") == "ReplicaSet":
+                    rs = await client.get(resource_path("apps/v1", "replicasets", namespace,
+                                                        str(ref.get("name"))))
+                    return holds.owner_gone(ref, rs)
+        return False
