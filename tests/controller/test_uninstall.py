@@ -317,3 +317,37 @@ def test_a_withdrawal_that_cannot_be_written_lets_go_in_time_with_an_event(
     assert event["type"] == "Warning" and "hairpin-proxy cleanup" in event["message"]
     assert event["involvedObject"]["name"] == "coredns"
     assert ctl.proc.wait(20) == 0
+
+
+def test_the_leader_killed_the_standby_withdraws_and_lets_go_after_its_lease(
+        install: Install) -> None:
+    ctls = running(install, replicas=2)
+    leader = next(c for c in ctls if c.metric("hairpin_controller_leader") == 1)
+    standby = next(c for c in ctls if c is not leader)
+    leader.proc.kill()  # no SIGTERM, no Lease released
+    leader.proc.wait(20)
+    install.delete_all(ORDERS["file order"](list(install.objects)))
+    # The standby withdraws at once, and lets go only once the dead leader's Lease has lapsed
+    # (--lease-duration 3): until then that leader might still be writing rules.
+    wait_until(lambda: managed(install.api) == (), what="rules withdrawn")
+    gone(install)
+    assert corefile_text(install.api) == COREFILE
+    assert standby.proc.wait(20) == 0
+
+
+def test_without_the_grants_to_hold_the_rules_are_still_written(install: Install) -> None:
+    # An RBAC from before this release: the kube-system Role cannot be held.
+    role = install.api.get("Role", "kube-system", holds.COREDNS_ROLE)
+    assert role is not None
+    role["rules"] = [r for r in role["rules"]
+                     if "roles" not in r["resources"] and "rolebindings" not in r["resources"]]
+    install.api.update(role)
+    ctl = install.start()
+    ctl.wait_ready()
+    wait_until(lambda: managed(install.api) == ("a.example.com", "b.example.com"),
+               what="rules written")
+    wait_until(lambda: "cannot hold the objects the withdrawal needs" in ctl.log(),
+               what="warning")
+    assert ctl.log().count("cannot hold the objects") == 1
+    held = install.api.get("Role", "kube-system", holds.COREDNS_ROLE)
+    assert held is not None and not held["metadata"].get("finalizers")
