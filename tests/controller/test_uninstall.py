@@ -156,7 +156,10 @@ def managed(api: FakeApiServer) -> tuple[str, ...]:
 def running(inst: Install, replicas: int = 1) -> list[Controller]:
     ctls = [inst.start() for _ in range(replicas)]
     for ctl in ctls:
-        ctl.wait_ready()
+        try:
+            ctl.wait_ready()
+        except AssertionError as exc:
+            raise AssertionError(f"{ctl.get('/readyz')}\n{ctl.log()[-3000:]}") from exc
     wait_until(lambda: managed(inst.api) == ("a.example.com", "b.example.com"),
                what="rules written")
     # Held before the first rule: the Role and the account, each with its own binding.

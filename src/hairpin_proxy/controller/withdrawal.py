@@ -156,6 +156,9 @@ class Uninstall:
         self.account: Reflector | None = None
         self.role: Reflector | None = None
         self.holding = False
+        # Whether the held objects were ever seen held here: their finalizer gone since then
+        # means another replica let them go.
+        self._seen_held = False
         self._hold_failed = False
         self._since: float | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -172,6 +175,7 @@ class Uninstall:
     def why(self, namespace: JsonObj | None) -> str:
         """Why this is an uninstall ("" when it is not): our namespace terminating, or one of
         the held objects being deleted (``helm uninstall`` keeps the namespace)."""
+        self.others_released()
         if namespace is not None and (namespace.get("metadata") or {}).get("deletionTimestamp"):
             return "our namespace is being deleted"
         if holds.deleting(self._held_objects()):
@@ -191,9 +195,11 @@ class Uninstall:
         return max(0.0, self._since + self.settings.uninstall_timeout - time.monotonic())
 
     def others_released(self) -> bool:
-        """Whether the held objects are let go already (another replica did, or nothing was
-        held): neither is still held in our caches."""
-        return not any(holds.held(o) for o in self._held_objects())
+        """Whether the held objects, seen held before, are let go already (another replica
+        did): neither is still held in our caches."""
+        still = any(holds.held(o) for o in self._held_objects())
+        self._seen_held = self._seen_held or still
+        return self._seen_held and not still
 
     async def hold(self, client: KubeClient) -> None:
         """Before our first rule: hold what the withdrawal needs. A refusal (RBAC of an older
@@ -210,7 +216,7 @@ class Uninstall:
                             "uninstall may leave the rules behind (then run hairpin-proxy "
                             "cleanup)", extra={"error": str(exc)})
             return
-        self.holding = True
+        self.holding = self._seen_held = True
 
     async def finish(self, client: KubeClient, others_may_lead: bool, withdrawn: bool,
                      coredns: JsonObj | None) -> None:
@@ -219,11 +225,12 @@ class Uninstall:
         time is up, with an Event when the rules could not be withdrawn."""
         if self.released.is_set():
             return
-        overdue = self.left() <= 0
-        if withdrawn and self.others_released():
+        if self.others_released():
+            # Let go by another replica, which had withdrawn the rules first.
             self.released.set()
             return
-        if not overdue and (not withdrawn or others_may_lead):
+        overdue = self.left() <= 0
+        if not (withdrawn or overdue) or (withdrawn and others_may_lead and not overdue):
             return
         if not withdrawn:
             log.error("could not withdraw the DNS rules in time; letting go of the objects "
