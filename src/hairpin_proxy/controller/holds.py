@@ -154,8 +154,9 @@ async def _create(client: KubeClient, obj: JsonObj) -> None:
             raise
 
 
-async def hold(client: KubeClient, place: Place) -> None:
-    """Hold the Role and the ServiceAccount, each with the binding that outlives it."""
+async def hold(client: KubeClient, place: Place) -> bool:
+    """Hold the Role and the ServiceAccount, each with the binding that outlives it; whether
+    either exists to be held."""
     role = await _set_finalizers(client, place.role, hold=True)
     if role is not None and held(role):
         await _create(client, binding(WITHDRAWAL, place.dns_namespace, COREDNS_ROLE,
@@ -166,6 +167,7 @@ async def hold(client: KubeClient, place: Place) -> None:
         await _create(client, release_role(place.namespace, by_account))
         await _create(client, binding(RELEASE, place.namespace, RELEASE, place.namespace,
                                       by_account))
+    return held(role) or held(account)
 
 
 async def release(client: KubeClient, place: Place) -> None:

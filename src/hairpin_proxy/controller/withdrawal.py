@@ -208,7 +208,7 @@ class Uninstall:
         if self.holding and not (synced and not all(map(holds.held, self._held_objects()))):
             return
         try:
-            await holds.hold(client, self.place)
+            found = await holds.hold(client, self.place)
         except ApiError as exc:
             if not self._hold_failed:
                 self._hold_failed = True
@@ -216,7 +216,8 @@ class Uninstall:
                             "uninstall may leave the rules behind (then run hairpin-proxy "
                             "cleanup)", extra={"error": str(exc)})
             return
-        self.holding = self._seen_held = True
+        self.holding = True
+        self._seen_held = self._seen_held or found
 
     async def finish(self, client: KubeClient, others_may_lead: bool, withdrawn: bool,
                      coredns: JsonObj | None) -> None:
