@@ -141,15 +141,19 @@ HOOK_SA = "hairpin-proxy-uninstall"
 NODE_LOCAL_RULE = {"apiGroups": [""], "resources": ["configmaps"],
                    "resourceNames": ["node-local-dns", "nodelocaldns"],
                    "verbs": ["get", "update"]}
+# cleanup lets go of the uninstall hold on the controller's kube-system Role (its finalizer),
+# once the rules are gone.
+HOLD_RULE = {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles"],
+             "resourceNames": ["hairpin-proxy-controller-coredns"], "verbs": ["get", "patch"]}
 HOOK_DNS_RULES = {
     "default": [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["coredns"],
-                 "verbs": ["get", "update"]}, NODE_LOCAL_RULE],
+                 "verbs": ["get", "update"]}, NODE_LOCAL_RULE, HOLD_RULE],
     "coredns-import": [{"apiGroups": [""], "resources": ["configmaps"],
                         "resourceNames": ["coredns-custom"],
-                        "verbs": ["get", "update", "delete"]}, NODE_LOCAL_RULE],
+                        "verbs": ["get", "update", "delete"]}, NODE_LOCAL_RULE, HOLD_RULE],
     "rke2": [{"apiGroups": [""], "resources": ["configmaps"],
               "resourceNames": ["rke2-coredns-rke2-coredns"], "verbs": ["get", "update"]},
-             NODE_LOCAL_RULE],
+             NODE_LOCAL_RULE, HOLD_RULE],
 }
 HOOK_OWN_RULES = [
     {"apiGroups": [""], "resources": ["configmaps"],
@@ -164,6 +168,9 @@ HOOK_OWN_RULES = [
     {"apiGroups": ["apps"], "resources": ["deployments/scale"],
      "resourceNames": ["hairpin-proxy-controller"], "verbs": ["patch"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+    # cleanup lets go of the uninstall hold on the controller's ServiceAccount.
+    {"apiGroups": [""], "resources": ["serviceaccounts"],
+     "resourceNames": ["hairpin-proxy-controller"], "verbs": ["get", "patch"]},
 ]
 
 

@@ -405,6 +405,9 @@ class ControllerSettings(CorednsTargetSettings, TargetSettings, PolicySettings, 
                                      "flapping Ingress cannot make CoreDNS reload without end).")
     proxy_grace: float = opt(60.0, "Seconds the proxy Service may have no ready endpoint "
                                    "before every rule is withdrawn (restored when it is back).")
+    uninstall_timeout: float = opt(20.0, "Seconds an uninstall may take to withdraw the rules "
+                                         "before what is held for it is let go anyway, with a "
+                                         "Warning Event.")
     node_local_dns: Literal["auto", "off"] = opt(
         "auto", "Keep our hosts in NodeLocal DNSCache's Corefile too when it runs "
                 "(ConfigMap kube-system/node-local-dns or nodelocaldns); off leaves it alone.")

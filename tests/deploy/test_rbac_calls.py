@@ -22,6 +22,8 @@ Runs, and the render whose RBAC applies to each (as test_manifests' CLEANUP_FOR 
 from __future__ import annotations
 
 import copy
+import os
+import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -165,6 +167,11 @@ EXCEPTIONS: dict[tuple[str, Grant], str] = {
                       "components/guard-data-planes")},
     **{(render, Grant("kube-system", "", "configmaps", "get", "coredns")): DOCTOR_ONLY
        for render in ("overlays/k3s",)},
+    **{(render, Grant("kube-system", "", "events", "create")):
+       "the Warning Event of an uninstall that could not withdraw the rules in time "
+       "(tests/controller/test_uninstall.py), or of a Corefile someone left unparsable"
+       for render in ("base", "components/nudge-coredns", "overlays/k3s",
+                      "components/guard-data-planes")},
 }
 
 
@@ -205,6 +212,21 @@ def _cluster(api: FakeApiServer, corefile_text: str) -> None:
     api.create(service(NAMESPACE, "hairpin-proxy", cluster_ips=[PROXY_IP]))
     api.create(endpoint_slice(NAMESPACE, "hairpin-proxy"))
     api.create(corefile_configmap(corefile_text))
+    # What the controller holds for the uninstall (controller/holds.py).
+    api.create({"apiVersion": "v1", "kind": "ServiceAccount",
+                "metadata": {"name": SA, "namespace": NAMESPACE}})
+    api.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                "metadata": {"name": "hairpin-proxy-controller-coredns",
+                             "namespace": "kube-system"}, "rules": []})
+    # The controller's own pod (its HOSTNAME), of a ReplicaSet: read on SIGTERM.
+    rs = api.create({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                     "metadata": {"name": "hairpin-proxy-controller-5d4f8c9b7",
+                                  "namespace": NAMESPACE}, "spec": {}})
+    api.create({"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": os.environ.get("HOSTNAME") or socket.gethostname(), "namespace": NAMESPACE,
+        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                             "name": rs["metadata"]["name"], "uid": rs["metadata"]["uid"]}]},
+        "spec": {"containers": [{"name": "controller", "image": "hairpin-proxy"}]}})
     api.create({"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": "coredns-5d78c9869d-abcde", "namespace": "kube-system",
                              "labels": {"k8s-app": "kube-dns"}},

@@ -88,6 +88,12 @@ RESOURCES: tuple[ResourceType, ...] = (
                  has_generation=True, short_names=("netpol",)),
     ResourceType("", "v1", "nodes", "Node", False, has_status=True, short_names=("no",)),
     ResourceType("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True),
+    ResourceType("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
+    ResourceType("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding",
+                 False),
+    ResourceType("", "v1", "serviceaccounts", "ServiceAccount", True, short_names=("sa",)),
+    ResourceType("apps", "v1", "replicasets", "ReplicaSet", True,
+                 has_generation=True, has_status=True, short_names=("rs",)),
 )
 
 _BY_PATH: dict[tuple[str, str, str], ResourceType] = {

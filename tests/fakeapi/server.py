@@ -35,6 +35,8 @@ from tests.fakeapi import crds, scale
 from tests.fakeapi import managedfields as mf
 from tests.fakeapi import resources as res
 from tests.fakeapi import status as st
+from tests.fakeapi.authz import Authz, ServiceAccountUser, attributes
+from tests.fakeapi.lifecycle import collect_garbage, sweep_namespaces
 from tests.fakeapi.patches import json_patch, merge_patch
 from tests.fakeapi.resources import CrdSpec, ResourceType
 from tests.fakeapi.selectors import matcher, parse_fields, parse_labels
@@ -68,6 +70,8 @@ class RequestRecord:
 
 
 RECORD: web.RequestKey[RequestRecord] = web.RequestKey("fakeapi_record", RequestRecord)
+SA_USER: web.RequestKey[ServiceAccountUser] = web.RequestKey("fakeapi_sa_user",
+                                                             ServiceAccountUser)
 
 
 @dataclass
@@ -220,6 +224,9 @@ class FakeApiServer:
         self._fail_rules: list[_FailRule] = []
         self._hooks: list[_Hook] = []
         self._concurrent_edits = 0
+        self._authz: Authz | None = None
+        self._controllers: asyncio.Task[None] | None = None
+        self.controller_passes = 0
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -306,6 +313,9 @@ class FakeApiServer:
                     handler.transport.abort()
 
     async def _astop(self) -> None:
+        if self._controllers is not None:
+            self._controllers.cancel()
+            self._controllers = None
         if self._listener is not None:
             self._listener.close()
             self._listener = None
@@ -425,6 +435,35 @@ class FakeApiServer:
         """Delete (or, with finalizers, start deleting) an object; returns its last state."""
         rt = self._registry.resolve(kind)
         return self._call(lambda: self.store.delete(rt, namespace, name)[0])
+
+    # --- service accounts, RBAC, the controller-manager's collectors (see authz, lifecycle) --
+
+    @property
+    def authz(self) -> Authz:
+        if self._authz is None:
+            self._authz = Authz(self.store.find,
+                                lambda rt: builtins.list(self.store.snapshot(rt).values()))
+        return self._authz
+
+    def service_account_token(self, namespace: str, name: str) -> str:
+        """A bound token for an existing ServiceAccount: requests with it are authenticated as
+        claims.go does and authorized by the RBAC objects in the store."""
+        return self._call(lambda: self.authz.issue(namespace, name))
+
+    def start_controllers(self, interval: float = 0.05) -> None:
+        """Run the garbage collector and the namespace controller every ``interval`` seconds
+        (tests/fakeapi/lifecycle.py), asynchronously as kube-controller-manager does."""
+        async def run() -> None:
+            while True:
+                collect_garbage(self.store, self._registry)
+                sweep_namespaces(self.store, self._registry)
+                self.controller_passes += 1
+                await asyncio.sleep(interval)
+
+        def begin() -> None:
+            if self._controllers is None:
+                self._controllers = asyncio.get_running_loop().create_task(run())
+        self._call(begin)
 
     def finalize_namespace(self, name: str) -> None:
         """What the namespace controller does last: delete what is left in a Terminating
@@ -731,9 +770,14 @@ class FakeApiServer:
         return await handler(request)
 
     def _authenticate(self, request: web.Request) -> None:
+        header = request.headers.get("Authorization", "")
+        scheme, _, bearer = header.partition(" ")
+        if scheme.lower() == "bearer" and self.authz.knows(bearer.strip()):
+            # A service account's token: checked as the real server does, then RBAC applies.
+            request[SA_USER] = self.authz.authenticate(bearer.strip())
+            return
         if self._tokens is None:
             return
-        header = request.headers.get("Authorization", "")
         if not header and request.path in ANONYMOUS_PATHS:
             return
         scheme, _, token = header.partition(" ")
@@ -775,6 +819,11 @@ class FakeApiServer:
         route = self._route(path)
         if route is None:
             raise st.unknown_path()
+        user = request.get(SA_USER)
+        if user is not None:
+            self.authz.authorize(user, attributes(
+                request.method, dict(request.query), route.rt, namespace=route.namespace,
+                name=route.name, subresource=route.sub))
         m = request.method
         if route.name is None:
             if m == "GET":

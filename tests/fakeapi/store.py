@@ -622,6 +622,17 @@ class Store:
             else:
                 nmd.pop(immutable, None)
         validate(rt, new, old)
+        if old["metadata"].get("deletionTimestamp"):
+            added = sorted(set(nmd.get("finalizers") or []) -
+                           set(old["metadata"].get("finalizers") or []))
+            if added:
+                # ValidateObjectMetaUpdate (apimachinery): finalizers can only go once the
+                # deletion has started.
+                raise st.invalid(rt, name, [(
+                    "metadata.finalizers", "FieldValueForbidden",
+                    "Forbidden: no new finalizers can be added if the object is being deleted, "
+                    "found new finalizers []string{" + ", ".join(f'"{f}"' for f in added) +
+                    "}")])
         if rt.crd:
             # Any change outside metadata (status aside, when it is a subresource) counts.
             if subresource is None and _content(new, rt) != _content(old, rt):

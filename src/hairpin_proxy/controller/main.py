@@ -11,6 +11,7 @@ from pathlib import Path
 
 from hairpin_proxy import corefile
 from hairpin_proxy.admin import AdminServer, serve_admin
+from hairpin_proxy.controller import holds
 from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.reconciler import Controller
 from hairpin_proxy.controller.sinks.configmap import MANAGED_BY, write_configmap
@@ -117,10 +118,7 @@ async def _serve(settings: ControllerSettings, cluster: kconfig.ClusterConfig,
             code = 1
         else:
             log.info("stopping")
-            if ctl.withdrawal.uninstalling and not ctl.withdrawal.written.is_set():
-                # SIGTERM in the middle of an uninstall: finish withdrawing the rules first.
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(ctl.withdrawal.written.wait(), 5.0)
+            await _finish_uninstall(ctl, client, namespace)
     finally:
         stopper.cancel()
         main.cancel()
@@ -132,6 +130,22 @@ async def _serve(settings: ControllerSettings, cluster: kconfig.ClusterConfig,
             await admin.close()
         await client.close()
     return code
+
+
+async def _finish_uninstall(ctl: Controller, client: KubeClient, namespace: str) -> None:
+    """SIGTERM: when this is an uninstall (the watches may not have told yet, so it is read
+    afresh), withdraw the rules and let go of what was held for it before exiting, within
+    --uninstall-timeout."""
+    w = ctl.withdrawal
+    pod = ctl.identity.rpartition("_")[0]
+    if not w.uninstalling and await w.uninstall.confirm(client, namespace, pod):
+        w.begin("our namespace, Deployment, ServiceAccount or CoreDNS Role is being deleted")
+    if not w.uninstalling:
+        return
+    ctl.dirty.set()
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(w.uninstall.left() + 1.0):
+            await w.uninstall.released.wait()
 
 
 def _setup_logging(level: str, fmt: str) -> None:
@@ -198,6 +212,9 @@ async def _cleanup(s: CleanupSettings, client: KubeClient, namespace: str) -> in
     if await client.delete(table):
         log.info("deleted the targets table", extra={
             "configmap": f"{namespace}/{s.targets_configmap}"})
+    # The rules are gone: what a running controller held for their withdrawal goes too (the
+    # recovery of an uninstall whose controller could not run).
+    await holds.release(client, holds.Place(namespace, s.configmap_namespace))
     return 0
 
 

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from hairpin_proxy import corefile
 from hairpin_proxy.admin import Check
 from hairpin_proxy.claims import Claim, ObjectRef
+from hairpin_proxy.controller import holds
 from hairpin_proxy.controller.background import Background
 from hairpin_proxy.controller.budget import (
     AnswerSets,
@@ -125,7 +126,10 @@ class Controller:
         else:
             metrics.leader.set(1)
         self.background = Background()
-        self.tracker = WriteTracker(client, self.is_leader, metrics.conflicts.inc)
+        # Every replica writes the withdrawal of an uninstall: it must not wait for a Lease
+        # that may be going with our namespace.
+        self.tracker = WriteTracker(client, lambda: self.is_leader() or self.uninstalling(),
+                                    metrics.conflicts.inc)
 
         def reflector(path: str, kind: str, name: str | None = None,
                       labels: str | None = None,
@@ -207,6 +211,15 @@ class Controller:
         self.withdrawal = Withdrawal(s, namespace, service=self.service, slices=self.slices,
                                      own_namespace=self.own_namespace, coredns=self.coredns,
                                      metrics=metrics, reports=self.reports, wake=self.dirty.set)
+        # The objects held for the uninstall's withdrawal (controller/holds.py), watched so
+        # that their deletion is noticed; not needed for readiness (an older RBAC may not
+        # grant reading them).
+        uninstall = self.withdrawal.uninstall
+        uninstall.account = reflector(resource_path("v1", "serviceaccounts", namespace),
+                                      "held-serviceaccount", holds.SERVICE_ACCOUNT)
+        uninstall.role = reflector(resource_path(holds.RBAC, "roles", s.configmap_namespace),
+                                   "held-role", holds.COREDNS_ROLE)
+        self.held_reflectors = [uninstall.account, uninstall.role]
         self.facts = CorefileFacts(self.corefile_sink, metrics, self.reports,
                                    self._served_zones)
         self.preflight = Preflight(s, client, self.coredns, self.corefile_sink, metrics,
@@ -256,6 +269,9 @@ class Controller:
 
     def is_leader(self) -> bool:
         return self.elector is None or self.elector.is_leader
+
+    def uninstalling(self) -> bool:
+        return self.withdrawal.uninstalling
 
     def caches_synced(self) -> bool:
         return all(r.synced.is_set() for r in self.reflectors) and all(
@@ -331,7 +347,7 @@ class Controller:
 
     async def run(self) -> None:
         tasks = [asyncio.create_task(r.run(), name=f"watch {r.kind}")
-                 for r in (*self.reflectors, *self.side_reflectors)]
+                 for r in (*self.reflectors, *self.side_reflectors, *self.held_reflectors)]
         if self.elector is not None:
             tasks.append(asyncio.create_task(self.elector.run(), name="leader election"))
         tasks.append(asyncio.create_task(self._loop(), name="reconcile"))
@@ -370,7 +386,10 @@ class Controller:
                 if left <= 0:
                     break
                 try:
-                    await asyncio.wait_for(self.dirty.wait(), min(debounce, left))
+                    # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a
+                    # cancellation that comes as the change does, and shutdown then hangs.
+                    async with asyncio.timeout(min(debounce, left)):
+                        await self.dirty.wait()
                 except TimeoutError:
                     break
             self.dirty.clear()
@@ -403,7 +422,7 @@ class Controller:
         if not self.caches_synced():
             return True
         self.withdrawal.check_uninstall()
-        if not self.is_leader():
+        if not self.is_leader() and not self.withdrawal.uninstalling:
             return self._not_leading()
         started = time.perf_counter()
         s = self.settings
@@ -438,6 +457,9 @@ class Controller:
             desired = Desired(hosts, answers, held,
                               routed=routed.answers if routed is not None else {},
                               plan=routed.plan if routed is not None else None)
+            if hosts and not self.withdrawal.uninstalling:
+                # Before any rule exists: what its withdrawal on uninstall will need.
+                await self.withdrawal.uninstall.hold(self.client)
             for sink in self.sinks:
                 if self.withdrawal.uninstalling and not sink.during_uninstall:
                     # Our namespace, and what lives there, is going away: nothing can be
@@ -459,17 +481,18 @@ class Controller:
                 self.reports.event({"apiVersion": "v1", "kind": "ConfigMap", **coredns_cm},
                                    "CorefileNotEdited", f"hairpin-proxy leaves every rule as "
                                    f"it is until the Corefile can be edited: {exc}", "Warning")
-            return True
+            return await self._uninstall_end(withdrawn=False)
         except SinkError as exc:
             self.metrics.reconciles.labels("target_missing").inc()
             log.error("cannot write the rules", extra={"error": str(exc)})
-            return True
+            return await self._uninstall_end(withdrawn=False)
         except ApiError as exc:
             self.tracker.forget_writes()
             self.metrics.reconciles.labels("error").inc()
             # An unreachable server is said once per outage by the client.
             (log.debug if exc.reason == "Unreachable" else log.warning)(
                 "reconcile failed; will retry", extra={"error": str(exc)})
+            await self._uninstall_end(withdrawn=False)
             return False
         self.metrics.reconciles.labels("ok").inc()
         self.metrics.hosts_managed.set(len(hosts))
@@ -477,6 +500,7 @@ class Controller:
         self.metrics.duration.observe(time.perf_counter() - started)
         if self.withdrawal.uninstalling:
             self.withdrawal.written.set()
+            return await self._uninstall_end(withdrawn=True)
         if not self.synced_once:
             self.synced_once = True
             # The caches now hold most of what this process will keep (tens of thousands of
@@ -487,6 +511,25 @@ class Controller:
                 "hosts": len(hosts), "rejected": len(result.rejections),
                 "pending": routed.pending_hosts if routed is not None else 0,
                 "verifying": self.verification.pending if self.verification else 0})
+        return True
+
+    async def _uninstall_end(self, *, withdrawn: bool) -> bool:
+        """After an uninstall pass: let go of what was held for it when due; False when that
+        failed and should be retried (True when not uninstalling)."""
+        if not self.withdrawal.uninstalling:
+            return True
+        s = self.settings
+        try:
+            await self.withdrawal.uninstall.finish(
+                self.client, self.elector is not None and self.elector.others_may_lead(),
+                withdrawn, self.coredns.get(f"{s.configmap_namespace}/{s.configmap_name}"))
+        except ApiError as exc:
+            log.warning("could not let go of what was held for the uninstall; will retry",
+                        extra={"error": str(exc)})
+            return False
+        if not self.withdrawal.uninstall.released.is_set():
+            # Another replica may still lead: look again once its Lease may have lapsed.
+            self._wake_in(max(0.5, s.retry_period))
         return True
 
     def _routed_result(self, routed: Routed, rejections: list[Rejection]) -> PolicyResult:

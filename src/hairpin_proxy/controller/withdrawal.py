@@ -7,14 +7,16 @@ then get their public answers again until the proxy is back.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable
 
 from hairpin_proxy import corefile
+from hairpin_proxy.controller import holds
 from hairpin_proxy.controller.events import Reports
 from hairpin_proxy.controller.metrics import ControllerMetrics
-from hairpin_proxy.kube.client import JsonObj
+from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
 from hairpin_proxy.kube.watch import Reflector
 from hairpin_proxy.settings import ControllerSettings
 from hairpin_proxy.targets.discovery import service_addresses
@@ -54,6 +56,7 @@ class Withdrawal:
         self.uninstalling = False
         # Set once a pass has written the withdrawal that uninstalling asks for.
         self.written = asyncio.Event()
+        self.uninstall = Uninstall(settings, namespace, reports, wake)
 
     def proxy_service(self) -> JsonObj | None:
         return self.service.get(f"{self.namespace}/{self.settings.proxy_service}")
@@ -67,10 +70,17 @@ class Withdrawal:
         if self.uninstalling:
             return
         ns = self.own_namespace.get(f"/{self.namespace}")
-        if ns is not None and (ns.get("metadata") or {}).get("deletionTimestamp"):
-            self.uninstalling = True
-            log.warning("our namespace is being deleted: withdrawing every rule",
-                        extra={"namespace": self.namespace})
+        why = self.uninstall.why(ns)
+        if why:
+            self.begin(why)
+
+    def begin(self, why: str) -> None:
+        """The uninstall has begun: every rule goes, from every replica, at once."""
+        if self.uninstalling:
+            return
+        self.uninstalling = True
+        self.uninstall.started()
+        log.warning(f"{why}: withdrawing every rule", extra={"namespace": self.namespace})
 
     def answers(self) -> tuple[corefile.Answers, str]:
         """(what managed names resolve to, why every rule must be withdrawn now or "").
@@ -82,8 +92,7 @@ class Withdrawal:
         """
         s = self.settings
         if self.uninstalling:
-            return corefile.Answers(ttl=s.dns_ttl), ("hairpin-proxy is being uninstalled (its "
-                                                     "namespace is terminating)")
+            return corefile.Answers(ttl=s.dns_ttl), "hairpin-proxy is being uninstalled"
         svc = self.proxy_service()
         if svc is None:
             self._proxy_down_since = None
@@ -113,7 +122,8 @@ class Withdrawal:
             return
         before, self.reason = self.reason, reason
         self.metrics.withdrawn.set(1 if reason else 0)
-        svc = self.proxy_service()
+        # While uninstalling, our namespace takes no new Events: they go on the ConfigMap.
+        svc = None if self.uninstalling else self.proxy_service()
         involved = ({"apiVersion": "v1", "kind": "Service", **svc} if svc is not None else
                     {"apiVersion": "v1", "kind": "ConfigMap",
                      **(self.coredns.get(f"{self.settings.configmap_namespace}/"
@@ -127,3 +137,139 @@ class Withdrawal:
             log.info("rules restored", extra={"was": before})
             self.reports.event(involved, "RulesRestored", "hairpin-proxy restored its DNS "
                                "rules: the proxy is back", "Normal")
+
+
+class Uninstall:
+    """The uninstall's end: the objects held for the withdrawal (controller/holds.py) are let
+    go once the rules are withdrawn, or after --uninstall-timeout with a Warning Event.
+
+    ``account``/``role`` watch the held ServiceAccount and Role (set by the reconciler, which
+    runs them); ``coredns`` gives the ConfigMap the Events go on.
+    """
+
+    def __init__(self, settings: ControllerSettings, namespace: str, reports: Reports,
+                 wake: Callable[[], None]) -> None:
+        self.settings = settings
+        self.place = holds.Place(namespace, settings.configmap_namespace)
+        self.reports = reports
+        self.wake = wake
+        self.account: Reflector | None = None
+        self.role: Reflector | None = None
+        self.holding = False
+        # Whether the held objects were ever seen held here: their finalizer gone since then
+        # means another replica let them go.
+        self._seen_held = False
+        self._hold_failed = False
+        self._since: float | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        # Set once the held objects have been let go (by us or another replica).
+        self.released = asyncio.Event()
+
+    def _held_objects(self) -> list[JsonObj | None]:
+        p = self.place
+        return [self.account.get(f"{p.namespace}/{holds.SERVICE_ACCOUNT}")
+                if self.account is not None else None,
+                self.role.get(f"{p.dns_namespace}/{holds.COREDNS_ROLE}")
+                if self.role is not None else None]
+
+    def why(self, namespace: JsonObj | None) -> str:
+        """Why this is an uninstall ("" when it is not): our namespace terminating, or one of
+        the held objects being deleted (``helm uninstall`` keeps the namespace)."""
+        self.others_released()
+        if namespace is not None and (namespace.get("metadata") or {}).get("deletionTimestamp"):
+            return "our namespace is being deleted"
+        if holds.deleting(self._held_objects()):
+            return "our ServiceAccount or CoreDNS Role is being deleted"
+        return ""
+
+    def started(self) -> None:
+        if self._since is None:
+            self._since = time.monotonic()
+            self._timer = asyncio.get_running_loop().call_later(
+                self.settings.uninstall_timeout + 0.05, self.wake)
+
+    def left(self) -> float:
+        """Seconds until --uninstall-timeout runs out (0 when not uninstalling)."""
+        if self._since is None:
+            return 0.0
+        return max(0.0, self._since + self.settings.uninstall_timeout - time.monotonic())
+
+    def others_released(self) -> bool:
+        """Whether the held objects, seen held before, are let go already (another replica
+        did): neither is still held in our caches."""
+        still = any(holds.held(o) for o in self._held_objects())
+        self._seen_held = self._seen_held or still
+        return self._seen_held and not still
+
+    async def hold(self, client: KubeClient) -> None:
+        """Before our first rule: hold what the withdrawal needs. A refusal (RBAC of an older
+        release, say) is told once and does not stop the rules."""
+        synced = all(r is not None and r.synced.is_set() for r in (self.account, self.role))
+        if self.holding and not (synced and not all(map(holds.held, self._held_objects()))):
+            return
+        try:
+            found = await holds.hold(client, self.place)
+        except ApiError as exc:
+            if not self._hold_failed:
+                self._hold_failed = True
+                log.warning("cannot hold the objects the withdrawal needs on uninstall; an "
+                            "uninstall may leave the rules behind (then run hairpin-proxy "
+                            "cleanup)", extra={"error": str(exc)})
+            return
+        self.holding = True
+        self._seen_held = self._seen_held or found
+
+    async def finish(self, client: KubeClient, others_may_lead: bool, withdrawn: bool,
+                     coredns: JsonObj | None) -> None:
+        """After an uninstall pass: let go once the rules are withdrawn and no other replica
+        may still be writing rules (it leads: it withdraws and lets go itself), or once the
+        time is up, with an Event when the rules could not be withdrawn."""
+        if self.released.is_set():
+            return
+        if self.others_released():
+            # Let go by another replica, which had withdrawn the rules first.
+            self.released.set()
+            return
+        overdue = self.left() <= 0
+        if not (withdrawn or overdue) or (withdrawn and others_may_lead and not overdue):
+            return
+        if not withdrawn:
+            log.error("could not withdraw the DNS rules in time; letting go of the objects "
+                      "held for it", extra={"timeout": self.settings.uninstall_timeout})
+            if coredns is not None:
+                # Sent before letting go: the permission to send it goes with the Role.
+                message = (f"hairpin-proxy is being uninstalled and could not withdraw its DNS "
+                           f"rules within {self.settings.uninstall_timeout:g}s; managed names "
+                           "may still answer the proxy's address: run `hairpin-proxy cleanup` "
+                           "with an administrator's kubeconfig")
+                if await self.reports.events.warn(
+                        {"apiVersion": "v1", "kind": "ConfigMap", **coredns},
+                        reason="RulesNotWithdrawn", message=message, key="RulesNotWithdrawn"):
+                    self.reports.metrics.events.labels("RulesNotWithdrawn").inc()
+        await holds.release(client, self.place)
+        self.released.set()
+
+    async def confirm(self, client: KubeClient, namespace: str, pod: str) -> bool:
+        """On SIGTERM, before the watches may have told: read whether this is an uninstall
+        (best effort: whatever cannot be read counts as not deleting). Besides the namespace
+        and the held objects, our Deployment: deleted, its ReplicaSet goes before our pod
+        (garbage collection), while a rollout or a scale-down keeps it; ``helm uninstall``
+        deletes Deployments before RBAC and ServiceAccounts."""
+        found: list[JsonObj | None] = []
+        for path in (self.place.account, self.place.role):
+            with contextlib.suppress(ApiError):
+                found.append(await client.get(path))
+        with contextlib.suppress(ApiError):
+            listed, _ = await client.list(resource_path("v1", "namespaces"),
+                                          {"fieldSelector": f"metadata.name={namespace}"})
+            found += listed
+        if holds.deleting(found):
+            return True
+        with contextlib.suppress(ApiError):
+            me = await client.get(resource_path("v1", "pods", namespace, pod))
+            for ref in ((me or {}).get("metadata") or {}).get("ownerReferences") or ():
+                if ref.get("kind") == "ReplicaSet":
+                    rs = await client.get(resource_path("apps/v1", "replicasets", namespace,
+                                                        str(ref.get("name"))))
+                    return holds.owner_gone(ref, rs)
+        return False

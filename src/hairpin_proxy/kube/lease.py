@@ -70,6 +70,12 @@ class LeaderElector:
         """We hold the Lease as far as we know, even while a renewal is overdue."""
         return self._leading
 
+    def others_may_lead(self) -> bool:
+        """Whether another candidate held the Lease when last seen, less than a Lease duration
+        ago (it may still be writing; once the Lease has lapsed it has stopped)."""
+        return bool(self.holder) and self.holder != self.identity and \
+            self.clock() < self._observed_at + self.lease_duration
+
     def _set_leading(self, leading: bool) -> None:
         self._leading = leading
         self._announce()

@@ -1,0 +1,356 @@
+"""Uninstall by deleting the one-file install, every object at once and in any order: the rules
+are withdrawn and nothing is left behind, with RBAC, service-account tokens, finalizers, the
+garbage collector and the namespace controller as the real cluster has them (tests/fakeapi:
+authz.py, lifecycle.py).
+
+The controllers run as real processes with their ServiceAccount's token; each has a Pod object
+(owned by the Deployment, held by a kubelet finalizer) and a small kubelet below sends SIGTERM
+when the Pod is deleted and lets the Pod go once the process has exited.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import random
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hairpin_proxy import corefile
+from hairpin_proxy.controller import holds
+from tests.controller.conftest import COREFILE, NAMESPACE, Controller, corefile_text
+from tests.fakeapi.fixtures import corefile_configmap, endpoint_slice, ingress
+from tests.fakeapi.server import FakeApiServer
+from tests.waiting import wait_until
+
+Obj = dict[str, Any]
+MANIFEST = Path(__file__).resolve().parents[2] / "deploy" / "hairpin-proxy.yaml"
+KUBELET = "test.hairpin-proxy.io/kubelet"
+REPLICA_SET = "hairpin-proxy-controller-5d4f8c9b7"
+FLAGS = ("--uninstall-timeout", "10")
+
+
+def owner_ref(api_version: str, kind: str, obj: Obj) -> Obj:
+    return {"apiVersion": api_version, "kind": kind, "name": obj["metadata"]["name"],
+            "uid": obj["metadata"]["uid"]}
+
+
+def manifest() -> list[Obj]:
+    return [d for d in yaml.safe_load_all(MANIFEST.read_text()) if d]
+
+
+@dataclass
+class Install:
+    api: FakeApiServer
+    work: Path
+    objects: list[tuple[str, str | None, str]] = field(default_factory=list)
+    pods: dict[str, Controller] = field(default_factory=dict)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    kubelet_thread: threading.Thread | None = None
+
+    def start(self, *flags: str) -> Controller:
+        """One controller replica: a Pod of the Deployment's ReplicaSet, and its process (its
+        HOSTNAME the Pod's name, as in a pod)."""
+        rs = self.api.get("ReplicaSet", NAMESPACE, REPLICA_SET)
+        if rs is None:
+            deploy = self.api.get("Deployment", NAMESPACE, "hairpin-proxy-controller")
+            assert deploy is not None
+            rs = self.api.create({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {
+                "name": REPLICA_SET, "namespace": NAMESPACE, "ownerReferences": [
+                    owner_ref("apps/v1", "Deployment", deploy)]},
+                "spec": deploy["spec"]})
+        name = f"{REPLICA_SET}-{len(self.pods)}"
+        self.api.create({"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": name, "namespace": NAMESPACE, "finalizers": [KUBELET],
+            "ownerReferences": [owner_ref("apps/v1", "ReplicaSet", rs)]},
+            "spec": {"serviceAccountName": holds.SERVICE_ACCOUNT,
+                     "containers": [{"name": "controller", "image": "hairpin-proxy"}]}})
+        token = self.api.service_account_token(NAMESPACE, holds.SERVICE_ACCOUNT)
+        config = self.api.write_kubeconfig(self.work / f"{name}.kubeconfig", token=token,
+                                           namespace=NAMESPACE)
+        before = os.environ.get("HOSTNAME")
+        os.environ["HOSTNAME"] = name
+        try:
+            ctl = Controller(self.api, config, self.work / f"{name}.log", *FLAGS, *flags)
+        finally:
+            if before is None:
+                del os.environ["HOSTNAME"]
+            else:
+                os.environ["HOSTNAME"] = before
+        self.pods[name] = ctl
+        return ctl
+
+    def kubelet(self) -> None:
+        """SIGTERM on a Pod's deletion; the Pod goes once its process has exited."""
+        signalled: set[str] = set()
+        while not self._stop.wait(0.05):
+            for name, ctl in list(self.pods.items()):
+                pod = self.api.get("Pod", NAMESPACE, name)
+                if pod is None or not pod["metadata"].get("deletionTimestamp"):
+                    continue
+                if name not in signalled and ctl.proc.poll() is None:
+                    signalled.add(name)
+                    ctl.proc.send_signal(signal.SIGTERM)
+                if ctl.proc.poll() is not None:
+                    self.api.patch("Pod", NAMESPACE, name, {"metadata": {"finalizers": None}})
+
+    def delete_all(self, order: list[tuple[str, str | None, str]]) -> None:
+        """`kubectl delete -f`: one DELETE after the other, nothing waited for."""
+        for kind, ns, name in order:
+            if self.api.get(kind, ns, name) is not None:
+                self.api.delete(kind, ns, name)
+
+    def leftovers(self) -> list[str]:
+        """What is still there of the install, of what the controller made, of its holds."""
+        left = [f"{k} {ns}/{n}" for k, ns, n in self.objects if self.api.get(k, ns, n)]
+        for kind, ns, name in (("RoleBinding", "kube-system", holds.WITHDRAWAL),
+                               ("Role", NAMESPACE, holds.RELEASE),
+                               ("RoleBinding", NAMESPACE, holds.RELEASE),
+                               ("Namespace", None, NAMESPACE)):
+            if self.api.get(kind, ns, name) is not None:
+                left.append(f"{kind} {ns}/{name}")
+        left += [f"Pod {n}" for n in self.pods if self.api.get("Pod", NAMESPACE, n)]
+        if self.api.get("ReplicaSet", NAMESPACE, REPLICA_SET) is not None:
+            left.append(f"ReplicaSet {REPLICA_SET}")
+        return left
+
+
+@pytest.fixture
+def install(fake_api: FakeApiServer, tmp_path: Path) -> Iterator[Install]:
+    """deploy/hairpin-proxy.yaml applied to the fake (every kind it serves), the proxy ready,
+    a kubeadm CoreDNS, one Ingress; the controller-manager's collectors running."""
+    api = fake_api
+    inst = Install(api, tmp_path)
+    for doc in manifest():
+        try:
+            api.create(doc)
+        except KeyError:
+            continue  # a kind the fake does not serve (PodDisruptionBudget)
+        md = doc["metadata"]
+        inst.objects.append((doc["kind"], md.get("namespace"), md["name"]))
+    api.create(endpoint_slice(NAMESPACE, "hairpin-proxy"))
+    api.create(corefile_configmap(COREFILE))
+    api.create(ingress("shop", "web", tls_hosts=["a.example.com", "b.example.com"]))
+    api.start_controllers()
+    kubelet = threading.Thread(target=inst.kubelet, daemon=True)
+    kubelet.start()
+    inst.kubelet_thread = kubelet
+    yield inst
+    inst._stop.set()
+    kubelet.join(5)
+    for ctl in inst.pods.values():
+        ctl.stop()
+
+
+def managed(api: FakeApiServer) -> tuple[str, ...]:
+    return corefile.managed_hosts(corefile_text(api))
+
+
+def running(inst: Install, replicas: int = 1) -> list[Controller]:
+    ctls = [inst.start() for _ in range(replicas)]
+    for ctl in ctls:
+        try:
+            ctl.wait_ready()
+        except AssertionError as exc:
+            raise AssertionError(f"{ctl.get('/readyz')}\n{ctl.log()[-3000:]}") from exc
+    wait_until(lambda: managed(inst.api) == ("a.example.com", "b.example.com"),
+               what="rules written")
+    # Held before the first rule: the Role and the account, each with its own binding.
+    for kind, ns, name in (("Role", "kube-system", holds.COREDNS_ROLE),
+                           ("ServiceAccount", NAMESPACE, holds.SERVICE_ACCOUNT)):
+        obj = inst.api.get(kind, ns, name)
+        assert obj is not None and holds.FINALIZER in obj["metadata"]["finalizers"]
+    assert inst.api.get("RoleBinding", "kube-system", holds.WITHDRAWAL) is not None
+    assert inst.api.get("RoleBinding", NAMESPACE, holds.RELEASE) is not None
+    return ctls
+
+
+def gone(inst: Install) -> None:
+    last: list[list[str]] = []
+
+    def nothing_left() -> bool:
+        last[:] = [inst.leftovers()]
+        return not last[0]
+    try:
+        wait_until(nothing_left, timeout=40, what="everything gone")
+    except AssertionError as exc:
+        logs = "\n".join(f"exit={c.proc.poll()}\n{c.log()[-3000:]}" for c in inst.pods.values())
+        alive = inst.kubelet_thread is not None and inst.kubelet_thread.is_alive()
+        raise AssertionError(f"left: {last} kubelet alive: {alive}\n{logs}") from exc
+
+
+def uninstalled(inst: Install, ctls: list[Controller]) -> None:
+    """The rules are gone, the Corefile is as before, nothing is left, every process ended
+    cleanly."""
+    gone(inst)
+    assert corefile_text(inst.api) == COREFILE
+    for ctl in ctls:
+        assert ctl.proc.wait(20) == 0, ctl.log()
+        assert "could not withdraw" not in ctl.log()
+
+
+def shuffled(seed: int, objs: list[Any]) -> list[Any]:
+    return random.Random(seed).sample(objs, len(objs))
+
+
+ORDERS: dict[str, Callable[[list[tuple[str, str | None, str]]], list[Any]]] = {
+    "file order": lambda objs: objs,
+    "reverse": lambda objs: objs[::-1],
+    "RBAC and accounts first": lambda objs: sorted(
+        objs, key=lambda o: o[0] not in ("ServiceAccount", "Role", "RoleBinding",
+                                         "ClusterRole", "ClusterRoleBinding")),
+    "namespace last": lambda objs: sorted(objs, key=lambda o: o[0] == "Namespace"),
+    "deployments first": lambda objs: sorted(objs, key=lambda o: o[0] != "Deployment"),
+    **{f"shuffled {seed}": functools.partial(shuffled, seed) for seed in (1, 2, 3)},
+}
+
+
+@pytest.mark.parametrize("order", list(ORDERS))
+def test_deleting_everything_at_once_withdraws_and_leaves_nothing(install: Install,
+                                                                  order: str) -> None:
+    ctls = running(install)
+    install.delete_all(ORDERS[order](list(install.objects)))
+    uninstalled(install, ctls)
+
+
+def test_two_replicas_withdraw_once_and_leave_nothing(install: Install) -> None:
+    ctls = running(install, replicas=2)
+    install.delete_all(ORDERS["RBAC and accounts first"](list(install.objects)))
+    uninstalled(install, ctls)
+
+
+def test_an_uninstall_in_the_middle_of_a_pass(install: Install) -> None:
+    ctls = running(install)
+    # The next rules write (for a new Ingress) is answered after everything was deleted.
+    install.api.before_next_request(
+        lambda: install.delete_all(ORDERS["shuffled 1"](list(install.objects))),
+        method="PUT", path_re=r"/namespaces/kube-system/configmaps/coredns$")
+    install.api.create(ingress("shop", "more", tls_hosts=["c.example.com"]))
+    uninstalled(install, ctls)
+
+
+def test_helm_order_with_the_pods_stopped_before_the_rest_goes(install: Install) -> None:
+    """`helm uninstall` deletes Deployments first and RBAC and ServiceAccounts after: SIGTERM
+    can come before anything else has gone. The Deployment's ReplicaSet is gone by then."""
+    ctls = running(install, replicas=2)
+    install.api.delete("Deployment", NAMESPACE, "hairpin-proxy-controller")
+    # Told by nothing but their ReplicaSet's absence, both withdraw before the rest goes.
+    wait_until(lambda: all("Deployment, ServiceAccount or CoreDNS Role is being deleted: "
+                           "withdrawing every rule" in c.log() for c in ctls), what="uninstall")
+    wait_until(lambda: managed(install.api) == (), what="rules withdrawn")
+    helm = [o for o in install.objects if o[0] != "Namespace"]
+    install.delete_all(helm)
+    # The namespace stays (helm keeps it); everything of the release and the holds go.
+    install.objects = helm
+    wait_until(lambda: [o for o in install.leftovers() if not o.startswith("Namespace")] == [],
+               timeout=40, what="the release gone")
+    wait_until(lambda: install.api.get("RoleBinding", NAMESPACE, holds.RELEASE) is None,
+               what="the release binding collected")
+    assert corefile_text(install.api) == COREFILE
+    for ctl in ctls:
+        assert ctl.proc.wait(20) == 0
+
+
+def test_scaling_to_zero_is_no_uninstall(install: Install) -> None:
+    (ctl,) = running(install)
+    install.api.delete("Pod", NAMESPACE, f"{REPLICA_SET}-0")
+    assert ctl.proc.wait(20) == 0
+    assert managed(install.api) == ("a.example.com", "b.example.com")
+    role = install.api.get("Role", "kube-system", holds.COREDNS_ROLE)
+    assert role is not None and holds.FINALIZER in role["metadata"]["finalizers"]
+
+
+def test_the_namespace_alone_is_an_uninstall(install: Install) -> None:
+    ctls = running(install)
+    install.api.delete("Namespace", None, NAMESPACE)
+    # The namespace's content goes (pods first); the cluster-wide objects stay installed.
+    wait_until(lambda: install.api.get("Namespace", None, NAMESPACE) is None, timeout=40,
+               what="namespace gone")
+    assert corefile_text(install.api) == COREFILE
+    role = install.api.get("Role", "kube-system", holds.COREDNS_ROLE)
+    assert role is not None and not role["metadata"].get("finalizers")
+    assert install.api.get("RoleBinding", "kube-system", holds.WITHDRAWAL) is not None
+    assert ctls[0].proc.wait(20) == 0
+
+
+def test_with_the_controller_gone_the_holds_wait_for_cleanup(install: Install,
+                                                             tmp_path: Path) -> None:
+    (ctl,) = running(install)
+    # Scaled to zero before the uninstall: the pod goes, the rules stay.
+    install.api.delete("Pod", NAMESPACE, f"{REPLICA_SET}-0")
+    assert ctl.proc.wait(20) == 0
+    install.delete_all(list(install.objects))
+    wait_until(lambda: install.api.get("Deployment", NAMESPACE, "hairpin-proxy") is None,
+               what="the proxy gone")
+    # What the withdrawal needs is held: the rules can still be withdrawn...
+    for kind, ns, name in (("Role", "kube-system", holds.COREDNS_ROLE),
+                           ("ServiceAccount", NAMESPACE, holds.SERVICE_ACCOUNT)):
+        obj = install.api.get(kind, ns, name)
+        assert obj is not None and obj["metadata"].get("deletionTimestamp")
+    assert managed(install.api) == ("a.example.com", "b.example.com")
+    # ... and `hairpin-proxy cleanup` with an administrator's kubeconfig does it.
+    admin = install.api.write_kubeconfig(tmp_path / "admin.kubeconfig", namespace=NAMESPACE)
+    cleanup = Controller(install.api, admin, tmp_path / "cleanup.log", command="cleanup")
+    assert cleanup.proc.wait(30) == 0, cleanup.log()
+    gone(install)
+    assert corefile_text(install.api) == COREFILE
+
+
+def test_a_withdrawal_that_cannot_be_written_lets_go_in_time_with_an_event(
+        install: Install) -> None:
+    (ctl,) = running(install)
+    cm = install.api.get("ConfigMap", "kube-system", "coredns")
+    assert cm is not None
+    # Someone's edit leaves the Corefile unparsable: nothing can be written any more.
+    broken = corefile_text(install.api) + "}\n"
+    cm["data"]["Corefile"] = broken
+    install.api.update(cm)
+    install.delete_all(list(install.objects))
+    gone(install)
+    assert corefile_text(install.api) == broken
+    (event,) = [e for e in install.api.list("Event", "kube-system")
+                if e.get("reason") == "RulesNotWithdrawn"]
+    assert event["type"] == "Warning" and "hairpin-proxy cleanup" in event["message"]
+    assert event["involvedObject"]["name"] == "coredns"
+    assert ctl.proc.wait(20) == 0
+
+
+def test_the_leader_killed_the_standby_withdraws_and_lets_go_after_its_lease(
+        install: Install) -> None:
+    ctls = running(install, replicas=2)
+    leader = next(c for c in ctls if c.metric("hairpin_controller_leader") == 1)
+    standby = next(c for c in ctls if c is not leader)
+    leader.proc.kill()  # no SIGTERM, no Lease released
+    leader.proc.wait(20)
+    install.delete_all(ORDERS["file order"](list(install.objects)))
+    # The standby withdraws at once, and lets go only once the dead leader's Lease has lapsed
+    # (--lease-duration 3): until then that leader might still be writing rules.
+    wait_until(lambda: managed(install.api) == (), what="rules withdrawn")
+    gone(install)
+    assert corefile_text(install.api) == COREFILE
+    assert standby.proc.wait(20) == 0
+
+
+def test_without_the_grants_to_hold_the_rules_are_still_written(install: Install) -> None:
+    # An RBAC from before this release: the kube-system Role cannot be held.
+    role = install.api.get("Role", "kube-system", holds.COREDNS_ROLE)
+    assert role is not None
+    role["rules"] = [r for r in role["rules"]
+                     if "roles" not in r["resources"] and "rolebindings" not in r["resources"]]
+    install.api.update(role)
+    ctl = install.start()
+    ctl.wait_ready()
+    wait_until(lambda: managed(install.api) == ("a.example.com", "b.example.com"),
+               what="rules written")
+    wait_until(lambda: "cannot hold the objects the withdrawal needs" in ctl.log(),
+               what="warning")
+    assert ctl.log().count("cannot hold the objects") == 1
+    held = install.api.get("Role", "kube-system", holds.COREDNS_ROLE)
+    assert held is not None and not held["metadata"].get("finalizers")
