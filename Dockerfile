@@ -9,7 +9,7 @@
 ARG PYTHON_VERSION=3.12
 # The image's version label. The build fails unless it equals the `version` in pyproject.toml
 # (the one version source); tests/test_release.py keeps this default equal to it.
-ARG VERSION=0.1.0
+ARG VERSION=0.2.0
 
 # ---------------------------------------------------------------- builder: wheels only
 FROM python:${PYTHON_VERSION}-slim AS builder
