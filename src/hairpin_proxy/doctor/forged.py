@@ -28,6 +28,7 @@ from typing import Final
 
 from hairpin_proxy import proxyproto
 from hairpin_proxy.doctor.facts import DataPlaneFacts, ForgedCheck, ForgedVerdict
+from hairpin_proxy.doctor.probe import tls_context
 from hairpin_proxy.targets.discovery import controller_of
 from hairpin_proxy.targets.resolve import CILIUM, ENVOY_GATEWAY, ISTIO, NGINX_GATEWAY_FABRIC
 
@@ -133,14 +134,6 @@ def forged_header(version: str, destination: tuple[str, int]) -> bytes:
     return proxyproto.encode_v1(source, named)
 
 
-def _tls_context() -> ssl.SSLContext:
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    ctx.set_alpn_protocols(["http/1.1"])
-    return ctx
-
-
 def _read(conn: socket.socket | ssl.SSLSocket, deadline: float) -> bytes:
     data = b""
     while len(data) < MAX_ANSWER:
@@ -188,7 +181,7 @@ def check(address: str, port: int, *, version: str, tls: bool, host: str,
         sock.sendall(forged_header(version, (address, port)))
         if tls:
             stage = "tls"
-            conn = _tls_context().wrap_socket(sock, server_hostname=host or None)
+            conn = tls_context().wrap_socket(sock, server_hostname=host or None)
         stage = "request"
         conn.settimeout(max(0.01, deadline - time.monotonic()))
         conn.sendall((f"GET / HTTP/1.1\r\nHost: {host or address}\r\nUser-Agent: "

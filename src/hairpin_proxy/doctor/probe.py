@@ -126,7 +126,9 @@ def _is_ip(text: str) -> bool:
     return False
 
 
-def _tls_context() -> ssl.SSLContext:
+def tls_context() -> ssl.SSLContext:
+    """A client context for a probe: any certificate (the data plane's is not what is tested),
+    HTTP/1.1 by ALPN."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
@@ -172,7 +174,7 @@ def attempt(address: str, port: int, *, host: str, path: str, tls: bool, header:
         if tls:
             stage = "tls"
             sock.settimeout(max(0.01, deadline - time.monotonic()))
-            conn = _tls_context().wrap_socket(
+            conn = tls_context().wrap_socket(
                 sock, server_hostname=None if _is_ip(host) else host)
         stage = "request"
         conn.settimeout(max(0.01, deadline - time.monotonic()))
