@@ -13,6 +13,7 @@ installed by scripts/system-deps.sh).
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import json
 import re
 import shutil
@@ -36,7 +37,9 @@ jsonschema: Any = importlib.import_module("jsonschema")
 
 MONITORING = DEPLOY / "components" / "monitoring"
 RUNBOOKS = REPO / "docs" / "runbooks.md"
-RUNBOOK_BASE = "https://github.com/hairpin-proxy/hairpin-proxy/blob/v0.1.0/docs/runbooks.md#"
+# The runbooks of the release the manifests name (test_release keeps that one version).
+RUNBOOK_BASE = ("https://github.com/hairpin-proxy/hairpin-proxy/blob/v"
+                f"{importlib.metadata.version('hairpin-proxy')}/docs/runbooks.md#")
 CRD_GROUP = "monitoring.coreos.com/v1"
 
 # ----------------------------------------------------------------- schemas (from the CRDs)
