@@ -187,7 +187,12 @@ class OptionalWatches:
         try:
             while True:
                 await self._discover()
-                self.discovered.set()
+                if not self.discovered.is_set():
+                    self.discovered.set()
+                    # A pass that found the caches waiting for discovery did nothing; with no
+                    # watch to start, nothing else would ask for another, and the first sync
+                    # (and readiness) would wait for an unrelated change.
+                    self.on_change()
                 await asyncio.sleep(self.interval)
         finally:
             tasks = [task for _, _, task in self.active.values()]
