@@ -19,6 +19,7 @@ from tests.controller.conftest import (
     wait_until,
 )
 from tests.fakeapi.fixtures import (
+    ADDON_MANAGER_POD,
     configmap,
     endpoint_slice,
     ingress,
@@ -28,15 +29,6 @@ from tests.fakeapi.server import FakeApiServer
 
 Start = Callable[..., Controller]
 
-# kube-up's addon manager as the mirror of its static pod (cluster/gce/manifests/
-# kube-addon-manager.yaml) shows it.
-ADDON_MANAGER_POD = {
-    "apiVersion": "v1", "kind": "Pod",
-    "metadata": {"namespace": "kube-system", "name": "kube-addon-manager-master-1",
-                 "labels": {"component": "kube-addon-manager"}},
-    "spec": {"containers": [{"name": "kube-addon-manager",
-                             "image": "registry.k8s.io/addon-manager/kube-addon-manager:v9.1.8"}]},
-    "status": {"phase": "Running"}}
 
 
 

@@ -19,7 +19,7 @@ from hairpin_proxy.kube.client import USER_AGENT
 from tests.controller.conftest import COREFILE, Controller, wait_until
 from tests.corefiles import NODE_LOCAL_MANIFEST
 from tests.fakeapi import managedfields as mf
-from tests.fakeapi.fixtures import configmap, ingress
+from tests.fakeapi.fixtures import ADDON_MANAGER_POD, configmap, ingress
 from tests.fakeapi.server import FakeApiServer
 
 Start = Callable[..., Controller]
@@ -29,13 +29,6 @@ IMPORTING = COREFILE.replace("    reload\n",
 CM = ("ConfigMap", "kube-system", "node-local-dns")
 WHERE = "kube-system/node-local-dns"
 RECONCILE = {"addonmanager.kubernetes.io/mode": "Reconcile"}
-ADDON_MANAGER_POD = {
-    "apiVersion": "v1", "kind": "Pod",
-    "metadata": {"namespace": "kube-system", "name": "kube-addon-manager-master-1",
-                 "labels": {"component": "kube-addon-manager"}},
-    "spec": {"containers": [{"name": "kube-addon-manager",
-                             "image": "registry.k8s.io/addon-manager/kube-addon-manager:v9.1.8"}]},
-    "status": {"phase": "Running"}}
 # Short backoff: 0.2 s, 0.4 s, then suspended (limit 3) with a try every 2 s.
 BACKOFF = ("--repair-backoff", "0.2", "--repair-backoff-max", "2", "--revert-limit", "3",
            "--revert-window", "600")

@@ -29,7 +29,14 @@ from tests.doctor.objects import (
     with_annotations,
     with_ingress_status,
 )
-from tests.fakeapi.fixtures import configmap, corefile_configmap, ingress, ingress_class, service
+from tests.fakeapi.fixtures import (
+    ADDON_MANAGER_POD,
+    configmap,
+    corefile_configmap,
+    ingress,
+    ingress_class,
+    service,
+)
 from tests.fakeapi.server import FakeApiServer
 from tests.peers import free_port
 from tests.peers.nginx import Nginx
@@ -76,14 +83,6 @@ def one(report: dict[str, Any]) -> dict[str, Any]:
     return host
 
 
-# kube-up's addon manager as its static pod's mirror shows it (cluster/gce/manifests).
-ADDON_MANAGER_POD = {
-    "apiVersion": "v1", "kind": "Pod",
-    "metadata": {"namespace": "kube-system", "name": "kube-addon-manager-master-1",
-                 "labels": {"component": "kube-addon-manager"}},
-    "spec": {"containers": [{"name": "kube-addon-manager",
-                             "image": "registry.k8s.io/addon-manager/kube-addon-manager:v9.1.8"}]},
-    "status": {"phase": "Running"}}
 
 
 def setup_cluster(api: FakeApiServer, *, ip_mode: str = "VIP", hostname: str = "",

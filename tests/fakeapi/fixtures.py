@@ -227,11 +227,23 @@ def route(kind: str, namespace: str, name: str, *, hostnames: Iterable[str] = ()
             "metadata": _meta(namespace, name, None, None), "spec": spec}
 
 
+# kube-up's addon manager as the mirror of its static pod (cluster/gce/manifests/
+# kube-addon-manager.yaml) shows it.
+ADDON_MANAGER_POD: Obj = {
+    "apiVersion": "v1", "kind": "Pod",
+    "metadata": {"namespace": "kube-system", "name": "kube-addon-manager-master-1",
+                 "labels": {"component": "kube-addon-manager"}},
+    "spec": {"containers": [{"name": "kube-addon-manager",
+                             "image": "registry.k8s.io/addon-manager/kube-addon-manager:v9.1.8"}]},
+    "status": {"phase": "Running"}}
+
+
 def corefile_configmap(text: str) -> Obj:
     """kube-system/coredns with the given Corefile, as kubeadm and most distributions ship it."""
     return configmap("kube-system", "coredns", {"Corefile": text})
 
 
-__all__ = ["configmap", "corefile_configmap", "daemonset", "deployment", "endpoint_slice",
+__all__ = ["ADDON_MANAGER_POD", "configmap", "corefile_configmap", "daemonset", "deployment",
+           "endpoint_slice",
            "fake_api", "gateway", "gateway_class", "ingress", "ingress_class", "kubeconfig",
            "namespace", "route", "service"]
