@@ -130,9 +130,12 @@ def test_plain_listener_answers_bare_and_refuses_the_header(plain_nginx: Nginx,
                       pool=pool)()
     assert tls.scheme == "tls" and tls.bare.status == 200
     assert not tls.v1.answered and not tls.v2.answered
-    # The requests nginx could parse asked for an ACME challenge path.
-    uris = [e["request_uri"] for e in plain_nginx.access_log_entries() if e["request_uri"]]
-    assert len(uris) >= 2
+    # The requests nginx could parse asked for an ACME challenge path. nginx logs a request
+    # after it has answered it, so the log is read once both lines are there.
+    def parsed() -> list[str]:
+        return [e["request_uri"] for e in plain_nginx.access_log_entries() if e["request_uri"]]
+    wait_until(lambda: len(parsed()) >= 2, what="two parsed requests logged")
+    uris = parsed()
     assert all(u.startswith("/.well-known/acme-challenge/") for u in uris)
 
 
