@@ -400,7 +400,8 @@ class ControllerSettings(CorednsTargetSettings, TargetSettings, PolicySettings, 
             "resolver (the controller runs with dnsPolicy: Default, the node's).")
     verify_interval: float = opt(300.0, "Seconds between re-checks of a host's public DNS.")
     rules_budget: int = opt(524288, "Bytes our rules may take in the Corefile; the newest "
-                                    "Ingresses that would overflow it are refused.")
+                                    "objects (Ingresses, routes) that would overflow it are "
+                                    "refused.")
     write_interval: float = opt(2.0, "Least seconds between two writes of a DNS ConfigMap (a "
                                      "flapping Ingress cannot make CoreDNS reload without end).")
     proxy_grace: float = opt(60.0, "Seconds the proxy Service may have no ready endpoint "
