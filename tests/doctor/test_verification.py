@@ -10,9 +10,9 @@ which the cluster's LoadBalancer Service reports beside 127.0.0.1. Loopback only
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -137,12 +137,10 @@ def test_a_failing_resolver_is_unknown_and_bounded_by_the_timeout(
     cluster(fake_api)
     hole, hole2 = BlackHole(), BlackHole()
     try:
-        began = time.monotonic()
         host = "other.example.test"
         rc, report, err = doctor(host, *resolve(host), *ports(pp_nginx), kubeconfig=kubeconfig,
                                  timeout="1", verify=("--verify-resolver", hole.server,
                                                       "--verify-resolver", hole2.server))
-        elapsed = time.monotonic() - began
     finally:
         hole.close()
         hole2.close()
@@ -152,8 +150,11 @@ def test_a_failing_resolver_is_unknown_and_bounded_by_the_timeout(
     check = h["verification"]
     assert check["code"] == "resolver-error" and check["redirect"] is None
     assert check["resolver"] == f"{hole.server}, {hole2.server}"
-    # Each server gets --timeout (1 s); the lookup is bounded by the DNS limit (5 s).
-    assert elapsed < 12, elapsed
+    # Both servers were tried, each attempt ended by a timeout, and the verdict stays unknown.
+    # (How long each attempt may take is make_resolver's, tested in tests/verify.)
+    for server in (hole.server, hole2.server):
+        assert re.search(rf"{re.escape(server.replace(':', '@'))} answered The DNS operation "
+                         r"timed out", check["reason"]), check["reason"]
 
 
 def test_unknown_load_balancers_leave_it_unknown(fake_api: FakeApiServer, kubeconfig: Path,
