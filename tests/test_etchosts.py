@@ -223,6 +223,36 @@ def test_outside_edits_are_merged_and_our_block_repaired(tmp_path: Path) -> None
     assert foreign_kept(path.read_text())
 
 
+def test_an_edit_right_after_our_write_is_not_taken_for_ours(tmp_path: Path) -> None:
+    """An editor replaces the file the instant our write lands (the writer's last step): the
+    agent must see the file is not what it wrote and repair it at its next poll, not at the
+    next resync an hour later."""
+    path = tmp_path / "hosts"
+    path.write_text(FOREIGN)
+    edits = 0
+
+    def editor_right_after(point: str) -> None:
+        nonlocal edits
+        if point == "renamed" and edits == 0:
+            edits += 1
+            tmp = tmp_path / "hosts.editor"
+            tmp.write_text(FOREIGN + "192.0.2.9 added-later.lan\n")
+            tmp.replace(path)
+
+    agent, metrics = make_agent(path, hook=editor_right_after, poll_interval=0.05,
+                                resync_interval=3600.0)
+    agent.published_changed(CM)
+
+    def body() -> None:
+        wait_for(lambda: metrics.applies.value("file-changed", "ok") >= 1, 30, "a repair")
+        wait_for(lambda: managed(path) == ("a.example.com", "b.example.com"), 30, "repaired")
+
+    _run_agent(agent, body)
+    assert edits == 1
+    assert "192.0.2.9 added-later.lan" in path.read_text().splitlines()
+    assert foreign_kept(path.read_text())
+
+
 def test_the_periodic_resync_applies_without_any_event(tmp_path: Path) -> None:
     path = tmp_path / "hosts"
     path.write_text(FOREIGN)

@@ -211,7 +211,7 @@ class Agent:
                     "configmap": self.settings.publish_configmap,
                     "more": len(want.refused) - REFUSED_LOGGED})
 
-    def _apply_sync(self, want: Published) -> None:
+    def _apply_sync(self, want: Published) -> StatKey | None:
         skipped: list[str] = []
         result = self.writer.update(transform_for(want, skipped))
         if result.recovered != "clean":
@@ -229,13 +229,15 @@ class Agent:
                 "path": str(self.writer.path), "hosts": managed, "method": result.method,
                 "attempts": result.attempts})
         self.metrics.hosts.set(managed)
+        return self._key_as_left(result.after)
 
     async def apply(self, trigger: str) -> bool:
         want = self.desired
         if want is None:
             return True
+        left: list[StatKey | None] = []  # the key as we left the file, once applied
         try:
-            await asyncio.to_thread(self._apply_sync, want)
+            left.append(await asyncio.to_thread(self._apply_sync, want))
         except hostsfile.HostsFileError as exc:
             self._failed(trigger, "refused", "hosts file not changed: our block cannot be "
                          "edited safely; fix it by hand", exc)
@@ -250,7 +252,7 @@ class Agent:
             self._failed(trigger, "io-error", "hosts file not changed", exc)
             return False
         finally:
-            self._file_key = _stat_key(self.writer.path)
+            self._file_key = left[0] if left else _stat_key(self.writer.path)
         self.metrics.applies.labels(trigger, "ok").inc()
         self.metrics.last_success.set(time.time())
         self.applied_once = True
@@ -262,6 +264,13 @@ class Agent:
         self.last_error = f"{message}: {exc}"
         log.error(message, extra={"path": str(self.writer.path), "error": str(exc),
                                   "trigger": trigger})
+
+    def _key_as_left(self, wrote: bytes) -> StatKey | None:
+        """The file's stat key as we left it, read back with its bytes through one descriptor:
+        an edit that lands right after our write must not be taken for ours (it would go
+        unnoticed until the next resync); None makes the next poll look again."""
+        back = self.writer.read()
+        return back.key if back.data == wrote else None
 
     def file_changed(self) -> bool:
         return _stat_key(self.writer.path) != self._file_key
