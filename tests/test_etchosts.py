@@ -362,14 +362,15 @@ def test_end_to_end_in_place_and_remove_on_delete(
     wait_for(lambda: managed(path) == ("a.example.com", "b.example.com"), 30, "update")
     fake_api.delete("ConfigMap", NAMESPACE, CM_NAME)
     wait_for(lambda: managed(path) == (), 30, "removed on delete")
+    # The content lands before the write ends (its journal is removed last), and the counter
+    # moves once it has ended: wait on the counter before looking at the write's own files.
+    wait_for(lambda: agent.metric('hairpin_etchosts_writes_total{method="in-place"}') == 3, 30,
+             "three in-place writes counted")
     assert path.read_text().startswith(FOREIGN)
     assert foreign_kept(path.read_text())
     assert path.stat().st_ino == ino
     assert (tmp_path / "hosts.hairpin-proxy.bak").exists()
     assert not (tmp_path / "hosts.hairpin-proxy.journal").exists()
-    # The counter moves after the file does: wait on it, not on the file.
-    wait_for(lambda: agent.metric('hairpin_etchosts_writes_total{method="in-place"}') == 3, 30,
-             "three in-place writes counted")
     assert agent.stop() == 0
 
 

@@ -9,6 +9,7 @@ limits (test_limits.py, test_limits_configmaps.py).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from hairpin_proxy import corefile
 from hairpin_proxy.published import parse_entries
@@ -77,10 +78,14 @@ def test_a_data_plane_with_no_slot_left_is_told_and_takes_no_ones_slot(
     envoy_gateway(cluster)
     created(cluster, accepted(route("HTTPRoute", "tenant", "web", parent="public",
                                     parent_namespace="web", hostnames=["gw.example.com"])))
-    wait_until(lambda: events(cluster, "tenant", "HostNotRedirected"),
-               what="Event on the route")
-    (event,) = events(cluster, "tenant", "HostNotRedirected")
-    assert event["involvedObject"]["kind"] == "HTTPRoute" and event["type"] == "Warning"
+    # The Gateway's objects reach the controller's caches in any order (a watch per kind):
+    # a pass may first see the data plane without its PROXY settings and say so (Normal).
+    def warnings() -> list[dict[str, Any]]:
+        return [e for e in events(cluster, "tenant", "HostNotRedirected")
+                if e["type"] == "Warning"]
+    wait_until(warnings, what="a Warning Event on the route")
+    (event,) = warnings()
+    assert event["involvedObject"]["kind"] == "HTTPRoute"
     assert "no slot left for gateway/web/public (--max-targets 1)" in event["message"]
     wait_until(lambda: ctl.metric('hairpin_controller_hosts_not_redirected{reason="not-found"}')
                == 1, what="metric")
