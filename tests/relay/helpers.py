@@ -266,7 +266,7 @@ class Relay:
 
 def _readlink(path: Path) -> str:
     try:
-        return os.readlink(path)
+        return str(path.readlink())
     except OSError:  # closed since it was listed
         return ""
 

@@ -12,7 +12,6 @@ import fcntl
 import logging
 import os
 import shutil
-import socket
 import subprocess
 import termios
 import threading
@@ -276,6 +275,7 @@ def test_a_stalled_connection_holds_no_more_than_its_bound(
                     return now if now == before and read - inq - outq > 0 else None
 
                 state = wait_until(stalled, 60, "the connection to stall", interval=0.3)
+                assert state is not None
                 read, inq, outq = state
                 unsent = int(read) - inq - outq
                 bound = pipe_bytes(65536) if data_path == "splice" else unsent_read(65536)
