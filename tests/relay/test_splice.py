@@ -283,3 +283,30 @@ def test_a_stalled_connection_holds_no_more_than_its_bound(
                 assert 0 < unsent <= bound, (data_path, read, inq, outq)
         finally:
             stop.set()
+
+
+def test_the_pool_lends_no_more_than_its_share_and_the_rest_is_copied(tmp_path: Path) -> None:
+    """--max-connections 2 allows one pipe: a stream that wants two (one each way) splices one
+    direction and copies the other, byte for byte."""
+    with Upstream(echo) as up, run_relay(tmp_path, [to(up)], "--max-connections", "2",
+                                         "--splice-threshold", "0") as relay:
+        settled_fd_count(relay)
+        baseline = relay.pipe_count()
+        for seed in range(3):
+            echo_stream(relay.ports[0], 8 * MIB, seed)
+        assert relay.pipe_count() - baseline == 2  # the one pipe, lent and returned
+    assert [r for r in relay.log_records() if r.get("level") in ("error", "critical")] == []
+
+
+@pytest.mark.parametrize(("splice_flag", "limit"), [("auto", (1024 - 64) // 3),
+                                                    ("off", (1024 - 64) // 2)])
+def test_the_derived_limit_leaves_descriptors_for_the_pipes(
+        tmp_path: Path, splice_flag: str, limit: int) -> None:
+    """Under a 1024 open-file limit: two descriptors a connection when copying, three when
+    splicing (a pipe's two per two connections)."""
+    with Upstream(echo) as up, run_relay(tmp_path, [to(up)], "--splice", splice_flag,
+                                         prefix=("prlimit", "--nofile=1024:1024")) as relay:
+        pass
+    lines = [r for r in relay.log_records() if r.get("msg", "").startswith("connection limit")]
+    assert [(r["msg"], r["max_connections"]) for r in lines] == [
+        ("connection limit from the open-file limit", limit)]
