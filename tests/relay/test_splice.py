@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import hashlib
 import logging
 import os
 import shutil
+import socket
 import subprocess
 import termios
 import threading
@@ -40,6 +42,8 @@ from tests.relay.helpers import (
     connect,
     drain_hash,
     echo,
+    listening,
+    relayed_pair,
     run_relay,
     send_stream,
     settled_fd_count,
@@ -310,3 +314,25 @@ def test_the_derived_limit_leaves_descriptors_for_the_pipes(
     lines = [r for r in relay.log_records() if r.get("msg", "").startswith("connection limit")]
     assert [(r["msg"], r["max_connections"]) for r in lines] == [
         ("connection limit from the open-file limit", limit)]
+
+
+@pytest.mark.parametrize("loop", ["uvloop"])
+def test_urgent_data_behind_a_stalled_stream_does_not_stop_it(
+        tmp_path: Path, loop: str, data_path: str) -> None:
+    """A splice stops at TCP's urgent mark for good (only recv reads past it): urgent data
+    reported while a direction splices makes it finish its pipe and copy from then on. The
+    urgent byte is dropped, as when copying; every byte around it arrives in order."""
+    payload = b"".join(chunks(MIB, seed=11))
+    with listening() as lsn, run_relay(tmp_path, [f"127.0.0.1:{{port}}=127.0.0.1:"
+                                                  f"{lsn.getsockname()[1]}"], loop=loop
+                                       ) as relay, relayed_pair(relay, lsn) as (client, up):
+        # Everything fits in the client's send buffer: nothing blocks while the upstream
+        # reads nothing and the relay stalls with its pipe (or read) full.
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 * MIB)
+        client.sendall(payload)
+        client.send(b"abcX", socket.MSG_OOB)
+        client.sendall(b"tail")
+        client.shutdown(socket.SHUT_WR)
+        got = drain_hash(up)
+    want = payload + b"abctail"
+    assert got == (len(want), hashlib.sha256(want).hexdigest()), data_path

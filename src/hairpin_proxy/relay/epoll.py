@@ -474,9 +474,10 @@ class RelayedConnection:
 
     def _move(self, src: Peer, dst: Peer) -> None:
         """Move what ``src`` sends to ``dst`` until one of them has to wait."""
-        if (dst.pipe is not None or (src.nbytes >= self.poller.splice_at and self.connected
-                                     and not dst.pending and not src.eof
-                                     and not self.thorough)) and self._splice(src, dst):
+        if (dst.pipe is not None or (src.nbytes >= self.poller.splice_at and src.read
+                                     and self.connected and not dst.pending
+                                     and not src.eof and not self.thorough)
+                ) and self._splice(src, dst):
             return
         budget = READS_PER_TURN
         while not self.done:
