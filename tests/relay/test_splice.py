@@ -326,11 +326,12 @@ def test_urgent_data_behind_a_stalled_stream_does_not_stop_it(
     with listening() as lsn, run_relay(tmp_path, [f"127.0.0.1:{{port}}=127.0.0.1:"
                                                   f"{lsn.getsockname()[1]}"], loop=loop
                                        ) as relay, relayed_pair(relay, lsn) as (client, up):
-        # Everything fits in the client's send buffer: nothing blocks while the upstream
-        # reads nothing and the relay stalls with its pipe (or read) full.
-        client.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 * MIB)
-        client.sendall(payload)
-        client.send(b"abcX", socket.MSG_OOB)
+        # The upstream reads nothing until the end: the relay takes what its buffers and pipe
+        # hold (and the upstream's autotuned receive buffer) and stalls, urgent byte behind.
+        client.sendall(payload + b"abc")
+        # One byte: a send of several with MSG_OOB that the send buffer cut short would make
+        # another byte the urgent one.
+        assert client.send(b"X", socket.MSG_OOB) == 1
         client.sendall(b"tail")
         client.shutdown(socket.SHUT_WR)
         got = drain_hash(up)

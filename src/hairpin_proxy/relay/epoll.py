@@ -16,7 +16,9 @@ that is sent.
 A direction that has moved ``--splice-threshold`` bytes moves the rest through a pipe with
 ``splice(2)`` (``_splice``; the pool and the why in ``splice.py``): the same flow control with
 the pipe as the one unsent read, except that a short splice does not prove a socket empty (a
-pipe fills by slots, not bytes), so a spliced direction reads on to EAGAIN.
+pipe fills by slots, not bytes), so a spliced direction reads on to EAGAIN; and a splice that
+returns 0 may have stopped at an urgent mark behind which the FIN waits, so ``recv`` (which
+reads past the mark) confirms the end.
 
 Every decision that is not about moving bytes (admission, the header, the connect and its
 timeout, how an ending is counted and logged, timeouts) is made in ``listener.py``.
@@ -566,8 +568,9 @@ class RelayedConnection:
 
     def _splice(self, src: Peer, dst: Peer) -> bool:
         """``_move`` through a pipe: what ``src`` sends goes to ``dst`` without entering user
-        space. False when no pipe is to be had, or urgent data has been reported (a splice
-        stops at its mark for good; only ``recv`` reads past it): then the caller copies."""
+        space. False when no pipe is to be had, or urgent data has been reported or may be
+        waiting (a splice stops at its mark for good; only ``recv`` reads past it): then the
+        caller copies."""
         pool = self.poller.pipes
         assert pool is not None and _splice is not None
         pipe = dst.pipe
@@ -618,7 +621,9 @@ class RelayedConnection:
                 self.lost(src.role, exc)
                 return True
             if n == 0:
-                src.eof = True
+                # The end, or a splice stopped at an urgent mark after the FIN came, which
+                # says 0 as well: recv tells them apart (once, at the end of a direction).
+                self.thorough = True
                 continue
             src.nbytes += n
             src.total.value += n
