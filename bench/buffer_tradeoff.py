@@ -7,8 +7,12 @@ For each size: the single 1 GiB stream through the relay (median of ``--reps``, 
 pinned as in ``bench.run``) with the relay's CPU time per byte, what one stalled connection
 holds (``bench.profile_relay --phase stalled``: a client that never reads while the upstream
 sends until the relay stops taking bytes), how many such connections fit in
-``--memory-limit``, and the ``--max-connections`` the relay derives from that limit. HAProxy
-(one thread, with and without splicing) streams through the same nginx for reference.
+``--memory-limit``, and the ``--max-connections`` the relay derives from that limit. Each size
+is measured copying (``--splice off``) and splicing (``--splice auto``, the default threshold
+for the stream; ``--splice-threshold 0`` for the stalled connections, so that they splice):
+a stalled spliced connection's pipe is neither resident memory nor socket memory, so its
+column adds the pipe's bound (``limits.pipe_bytes``), not a measurement. HAProxy (one thread,
+with and without splicing) streams through the same nginx for reference.
 Prints a Markdown table. Not part of the test suite; bounded in time; loopback only.
 """
 
@@ -46,6 +50,10 @@ def median(runs: list[Stream]) -> Stream:
                   statistics.median(r.ns_per_byte for r in runs))
 
 
+def relay_key(size: int, splice: bool) -> str:
+    return f"{size} {'splice' if splice else 'copy'}"
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawTextHelpFormatter)
@@ -67,41 +75,50 @@ def main() -> int:
             loadgen.bulk_gbits(backend.pp_port, proxy_header=True)
             # Rotated, so that whatever else loads the machine falls on every row alike.
             for rep in range(args.reps):
-                rows: list[tuple[str, bool | int]] = [
-                    *(("haproxy", splice) for splice in (False, True)),
-                    *(("relay", size) for size in args.sizes)]
+                rows: list[tuple[str, int, bool]] = [
+                    *(("haproxy", 0, splice) for splice in (False, True)),
+                    *(("relay", size, splice) for size in args.sizes
+                      for splice in (False, True))]
                 rows = rows[rep % len(rows):] + rows[:rep % len(rows)]
-                for kind, value in rows:
+                for kind, value, splice in rows:
                     if kind == "haproxy":
-                        key = f"HAProxy {'splice' if value else 'no splice'}"
+                        key = f"HAProxy {'splice' if splice else 'no splice'}"
                         cm = peers.haproxy(work / "hap", backend.pp_port, threads=1,
-                                           splice=bool(value), cpus=args.cpus)
+                                           splice=splice, cpus=args.cpus)
                     else:
-                        key = str(value)
+                        key = relay_key(value, splice)
                         cm = peers.relay(work / "relay", backend.pp_port, workers=1,
                                          cpus=args.cpus,
-                                         extra=["--socket-buffer", str(value)])
+                                         extra=["--socket-buffer", str(value), "--splice",
+                                                "auto" if splice else "off"])
                     with cm as proc:
                         pids = proc.pids()
                         streams.setdefault(key, []).append(stream(proc, pids))
-        stalled = {size: measure_stalled(work / f"stalled-{size}", args.conns,
-                                         f"--socket-buffer {size}", args.cpus)
-                   for size in args.sizes}
+        stalled = {relay_key(size, splice): measure_stalled(
+            work / f"stalled-{relay_key(size, splice)}", args.conns,
+            f"--socket-buffer {size} " + ("--splice-threshold 0" if splice else "--splice off"),
+            args.cpus) for size in args.sizes for splice in (False, True)}
     print(f"Single 1 GiB stream, median of {args.reps}; stalled connections: {args.conns} "
           f"held at once; fit and derived limit for a {args.memory_limit} MiB memory limit.\n")
-    print("| `--socket-buffer` | stream (Gbit/s) | proxy CPU per byte (ns) | stalled "
-          "connection: proxy RSS / kernel (KiB) | stalled connections that fit (measured) "
-          "| derived `--max-connections` |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| `--socket-buffer` | `--splice` | stream (Gbit/s) | proxy CPU per byte (ns) | "
+          "stalled connection: proxy RSS / kernel (+ pipe bound) (KiB) | stalled connections "
+          "that fit (measured) | derived `--max-connections` |")
+    print("|---|---|---:|---:|---:|---:|---:|")
     for size in args.sizes:
-        s, cost = median(streams[str(size)]), stalled[size]
-        name = f"{size // KIB} KiB" if size else "0 (autotuned)"
-        derived = limits.connection_limit(str(limit), None, size)
-        print(f"| {name} | {s.gbits:.2f} | {s.ns_per_byte:.2f} | {cost.user / KIB:.0f} / "
-              f"{cost.kernel / KIB:.0f} | {cost.fit(limit):,} | {derived:,} |")
+        for splice in (False, True):
+            key = relay_key(size, splice)
+            s, cost = median(streams[key]), stalled[key]
+            name = f"{size // KIB} KiB" if size else "0 (autotuned)"
+            derived = limits.connection_limit(str(limit), None, size, splice=splice)
+            pipe = limits.pipe_bytes(size) if splice else 0  # one direction stalled
+            held = f"{cost.user / KIB:.0f} / {cost.kernel / KIB:.0f}" + (
+                f" (+ {pipe / KIB:.0f})" if splice else "")
+            fit = int((limit - cost.idle_rss) // (cost.total + pipe))
+            print(f"| {name} | {'auto' if splice else 'off'} | {s.gbits:.2f} | "
+                  f"{s.ns_per_byte:.2f} | {held} | {fit:,} | {derived:,} |")
     for key in ("HAProxy no splice", "HAProxy splice"):
         s = median(streams[key])
-        print(f"| {key} | {s.gbits:.2f} | {s.ns_per_byte:.2f} | | | |")
+        print(f"| {key} | | {s.gbits:.2f} | {s.ns_per_byte:.2f} | | | |")
     print("\nRaw streams (Gbit/s): " + "; ".join(
         f"{k}: {', '.join(f'{r.gbits:.2f}' for r in v)}" for k, v in streams.items()))
     return 0

@@ -321,6 +321,13 @@ class ProxySettings(LogSettings):
     socket_buffer: int = opt(65536, "SO_SNDBUF/SO_RCVBUF of every relayed socket, in bytes "
                                     "(the kernel doubles it); bounds what a stalled "
                                     "connection holds. 0: the kernel's autotuning.")
+    splice: Literal["auto", "off"] = opt(
+        "auto", "Move a stream's bytes socket to pipe to socket with splice(2), never through "
+                "the proxy's memory; auto: where the kernel allows it (probed at start), off: "
+                "copy every byte.")
+    splice_threshold: int = opt(262144, "Bytes a direction of a connection moves by copying "
+                                        "before it splices the rest (0: all but the PROXY "
+                                        "header and what came with it).")
     grace_period: float = opt(25.0, "Seconds to drain connections after SIGTERM.")
     workers: int = opt(0, "Worker processes sharing the listeners (SO_REUSEPORT), each with "
                           "its share of the connection limits, under one supervisor that "

@@ -29,7 +29,7 @@ from hairpin_proxy import proxyproto
 from hairpin_proxy.relay import server
 from hairpin_proxy.relay.resolve import Resolver
 from hairpin_proxy.relay.spec import parse_listeners
-from hairpin_proxy.settings import ProxySettings
+from hairpin_proxy.settings import ProxySettings, settings_from_args
 from tests import waiting
 from tests.peers import free_ports, read_text, stop_process, wait_for
 
@@ -244,7 +244,14 @@ class Relay:
         return out
 
     def fd_count(self) -> int:
-        return sum(1 for _ in Path(f"/proc/{self.pid}/fd").iterdir())
+        """Descriptors other than pipes (the splice pool keeps some idle: see pipe_count)."""
+        return sum(1 for fd in Path(f"/proc/{self.pid}/fd").iterdir()
+                   if not _readlink(fd).startswith("pipe:"))
+
+    def pipe_count(self) -> int:
+        """Pipe descriptors: the event loop's own, and two per pipe of the splice pool."""
+        return sum(1 for fd in Path(f"/proc/{self.pid}/fd").iterdir()
+                   if _readlink(fd).startswith("pipe:"))
 
     def rss(self) -> int:
         """Resident set size in bytes."""
@@ -255,6 +262,18 @@ class Relay:
 
     def terminate(self) -> None:
         self.proc.send_signal(signal.SIGTERM)
+
+
+def _readlink(path: Path) -> str:
+    try:
+        return str(path.readlink())
+    except OSError:  # closed since it was listed
+        return ""
+
+
+def splicing() -> bool:
+    """Whether relays started now splice (the ``data_path`` fixture's choice)."""
+    return os.environ.get("HAIRPIN_SPLICE", "auto") != "off"
 
 
 def relay_command(listen: list[str], admin_port: int, *args: str,
@@ -271,8 +290,10 @@ def relay_command(listen: list[str], admin_port: int, *args: str,
 
 @contextlib.contextmanager
 def run_relay(tmp: Path, listen: list[str], *args: str, loop: str = "asyncio",
-              env: dict[str, str] | None = None) -> Iterator[Relay]:
-    """Start ``hairpin-proxy proxy`` as the CLI would and wait for its admin endpoint.
+              env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()
+              ) -> Iterator[Relay]:
+    """Start ``hairpin-proxy proxy`` as the CLI would and wait for its admin endpoint;
+    ``prefix``: a command that runs it (then ``pid`` is that command's).
 
     ``{port}`` in a listen spec is replaced by a fresh free loopback port (see Relay.ports).
     """
@@ -290,7 +311,7 @@ def run_relay(tmp: Path, listen: list[str], *args: str, loop: str = "asyncio",
     log_path = tmp / f"relay-{admin_port}.log"
     full_env = dict(os.environ, **(env or {}))
     with log_path.open("ab") as out:
-        proc = subprocess.Popen(relay_command(specs, admin_port, *args, loop=loop),
+        proc = subprocess.Popen([*prefix, *relay_command(specs, admin_port, *args, loop=loop)],
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=full_env,
                                 start_new_session=True)
     relay = Relay(proc, admin_port, log_path, ports)
@@ -303,6 +324,9 @@ def run_relay(tmp: Path, listen: list[str], *args: str, loop: str = "asyncio",
             except OSError:
                 return False
         wait_for(up, 30, "relay admin endpoint")
+        if full_env.get("HAIRPIN_SPLICE") == "auto" and "--splice" not in args:
+            # The data_path fixture asked for splice: the relay must not have fallen back.
+            assert "splicing streams through pipes" in relay.log_text(), relay.log_text()
         yield relay
     finally:
         stop_process(proc, timeout=30)
@@ -359,9 +383,12 @@ def relay_in_thread(specs: list[str], resolver: Resolver | None = None,
     """A Relay on its own event loop in a background thread (to inject a resolver or patch);
     ``settings`` are ProxySettings fields."""
     parsed = parse_listeners(specs, target_server="unused.test", default_version="v1")
-    relay = server.Relay(parsed, ProxySettings(**{"admin_listen": "", "connect_timeout": 10,
-                                                  **settings}),
-                         resolver=resolver)
+    # The data path from the environment (the data_path fixture), as the CLI would read it.
+    env = settings_from_args(ProxySettings, {}, {
+        k: v for k, v in os.environ.items() if k.startswith("HAIRPIN_SPLICE")})
+    relay = server.Relay(parsed, ProxySettings(**{
+        "admin_listen": "", "connect_timeout": 10, "splice": env.splice,
+        "splice_threshold": env.splice_threshold, **settings}), resolver=resolver)
     loop = asyncio.new_event_loop()
     started = threading.Event()
 

@@ -27,6 +27,7 @@ GIB = 1 << 30
 
 @pytest.mark.slow
 @pytest.mark.parametrize("loop", LOOPS)
+@pytest.mark.usefixtures("data_path")
 def test_a_gibibyte_each_way_arrives_intact(tmp_path: Path, loop: str) -> None:
     results: dict[str, object] = {}
     with Upstream(full_duplex(GIB, 2, results)) as up, run_relay(

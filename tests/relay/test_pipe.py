@@ -1,6 +1,7 @@
 """Relay semantics against Python peers, with the relay run as the CLI runs it.
 
-Every test runs on both event loops.
+Every test runs on both event loops, and on both data paths (copying, splicing: the
+``data_path`` fixture).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from hairpin_proxy import proxyproto
+from hairpin_proxy.relay.limits import IDLE_PIPES
 from tests.peers import free_port
 from tests.relay.helpers import (
     LOOPS,
@@ -38,7 +40,7 @@ from tests.relay.helpers import (
     wait_until,
 )
 
-pytestmark = pytest.mark.parametrize("loop", LOOPS)
+pytestmark = [pytest.mark.parametrize("loop", LOOPS), pytest.mark.usefixtures("data_path")]
 
 LINGER_ZERO = struct.pack("ii", 1, 0)  # close() then sends a reset
 
@@ -467,6 +469,7 @@ def test_abrupt_endings_in_every_order_leave_the_relay_healthy(tmp_path: Path, l
 
     with Upstream(upstream) as up, run_relay(tmp_path, [to(up)], loop=loop) as relay:
         before = settled_fd_count(relay)
+        pipes_before = relay.pipe_count()
         for i in range(300):
             s = connect(relay.ports[0])
             with contextlib.suppress(OSError):
@@ -484,6 +487,8 @@ def test_abrupt_endings_in_every_order_leave_the_relay_healthy(tmp_path: Path, l
         with contextlib.suppress(TimeoutError):
             wait_until(lambda: relay.fd_count() <= before, 10, "descriptors to be closed")
         assert relay.fd_count() == before
+        # Pipes lent to the endings came back or were closed: the pool keeps a bounded few.
+        assert relay.pipe_count() <= pipes_before + 2 * IDLE_PIPES
         # Still relaying normally afterwards.
         echoed = False
         while not echoed:  # until a client port the upstream echoes for comes up

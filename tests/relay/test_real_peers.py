@@ -15,6 +15,9 @@ from tests.peers.haproxy import run_haproxy
 from tests.peers.nginx import run_nginx
 from tests.relay.helpers import connect, recv_all, run_relay
 
+# Plain and TLS passthrough alike, copying and splicing.
+pytestmark = pytest.mark.usefixtures("data_path")
+
 
 def http_get(sock: socket.socket | ssl.SSLSocket, host: str = "app.example.test") -> bytes:
     sock.sendall(f"GET / HTTP/1.0\r\nHost: {host}\r\n\r\n".encode())

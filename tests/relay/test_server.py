@@ -85,6 +85,9 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     (["--listen", "127.0.0.1"], 2, "missing port"),
     (["--connect-timeout", "0"], 2, "must be positive"),
     (["--proxy-protocol", "v3"], 2, "invalid choice"),
+    (["--splice-threshold", "-1"], 2,
+     "--splice-threshold / HAIRPIN_SPLICE_THRESHOLD: must not be negative"),
+    (["--splice", "always"], 2, "invalid choice"),
 ])
 def test_bad_options_are_refused_clearly(args: list[str], code: int, needle: str) -> None:
     result = cli(*args, "--admin-listen", "")

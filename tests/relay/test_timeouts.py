@@ -21,7 +21,7 @@ from tests.relay.helpers import (
     wait_until,
 )
 
-pytestmark = pytest.mark.parametrize("loop", ["uvloop"])
+pytestmark = [pytest.mark.parametrize("loop", ["uvloop"]), pytest.mark.usefixtures("data_path")]
 
 
 def errors(relay: object, port: int, cause: str) -> float:

@@ -13,6 +13,13 @@ gives the loop back after a few reads and is resumed by it. Flow control: a dire
 most one read that its receiver has not taken, and reads nothing more from its source until
 that is sent.
 
+A direction that has moved ``--splice-threshold`` bytes moves the rest through a pipe with
+``splice(2)`` (``_splice``; the pool and the why in ``splice.py``): the same flow control with
+the pipe as the one unsent read, except that a short splice does not prove a socket empty (a
+pipe fills by slots, not bytes), so a spliced direction reads on to EAGAIN; and a splice that
+returns 0 may have stopped at an urgent mark behind which the FIN waits, so ``recv`` (which
+reads past the mark) confirms the end.
+
 Every decision that is not about moving bytes (admission, the header, the connect and its
 timeout, how an ending is counted and logged, timeouts) is made in ``listener.py``.
 """
@@ -25,6 +32,7 @@ import logging
 import os
 import select
 import socket
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +45,8 @@ from hairpin_proxy.relay.listener import (
     size_buffers,
 )
 from hairpin_proxy.relay.resolve import Address, ConnectError
+from hairpin_proxy.relay.splice import FLAGS as _SPLICE_FLAGS
+from hairpin_proxy.relay.splice import Pipe, PipePool
 
 log = logging.getLogger("hairpin_proxy.relay")
 
@@ -61,6 +71,7 @@ _WRITABLE = _OUT | _HUP | _ERR
 _WATCH = _IN | _OUT | _RDHUP | _PRI | select.EPOLLET
 _DONTWAIT = socket.MSG_DONTWAIT
 _SEND = socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL
+_splice = getattr(os, "splice", None)
 _OUT_OF_DESCRIPTORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 # accept(2): errors of the connection being accepted, not of the listener; take the next one.
 _ACCEPT_SKIP = {errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.ENETDOWN, errno.ENOPROTOOPT,
@@ -78,8 +89,11 @@ class Poller:
     still waiting in the batch.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, pipes: PipePool | None = None) -> None:
         self.loop = loop
+        # Where a direction starts to splice (bytes it has moved); never without a pool.
+        self.pipes = pipes
+        self.splice_at = pipes.threshold if pipes is not None else sys.maxsize
         self.epoll = select.epoll()
         self.handlers: dict[int, Handler] = {}
         self.dispatching = False
@@ -130,6 +144,8 @@ class Poller:
     def close(self) -> None:
         self.loop.remove_reader(self.epoll.fileno())
         self.epoll.close()
+        if self.pipes is not None:
+            self.pipes.close()
 
 
 class Acceptor:
@@ -224,8 +240,8 @@ class Peer:
     """One of the two parties of a relayed connection (the client, or the upstream the relay
     connected to for it): our socket to it and what it has done so far."""
 
-    __slots__ = ("eof", "hup", "nbytes", "pending", "read", "role", "shut", "sock", "total",
-                 "write")
+    __slots__ = ("eof", "hup", "nbytes", "pending", "pipe", "piped", "read", "role", "shut",
+                 "sock", "total", "write")
 
     def __init__(self, role: str, sock: socket.socket, total: CounterChild, *,
                  read: bool, write: bool) -> None:
@@ -238,6 +254,8 @@ class Peer:
         self.eof = False  # ... and read: nothing more will come from this socket
         self.shut = False  # our FIN has been sent to it
         self.pending = b""  # bytes for this socket that it has not taken yet
+        self.pipe: Pipe | None = None  # the pipe its direction splices through, if it does
+        self.piped = 0  # bytes for this socket in that pipe (never with ``pending``)
         self.nbytes = 0  # bytes read from it
 
 
@@ -246,7 +264,7 @@ class RelayedConnection:
 
     __slots__ = ("accepted_at", "addr", "client", "connected", "done", "idle_bytes",
                  "idle_since", "listener", "peername", "poller", "sockname", "task", "thorough",
-                 "timer", "upstream")
+                 "timer", "unblocked", "upstream")
 
     def __init__(self, poller: Poller, listener: Listener, client: socket.socket,
                  peername: HostPort | None, sockname: HostPort | None, *, now: float) -> None:
@@ -264,6 +282,7 @@ class RelayedConnection:
         # mark) or an error (data queued before a reset is read first, and the reset is
         # reported by the next read) has been reported; from then on reads go to EAGAIN.
         self.thorough = False
+        self.unblocked = False  # the client's socket made non-blocking (for splice)
         self.done = False  # both sockets closed (or being closed); nothing more to report
         self.timer: asyncio.TimerHandle | None = None
         self.task: asyncio.Task[None] | None = None
@@ -404,7 +423,7 @@ class RelayedConnection:
         if events == _IN_OUT:  # the common report: bytes to read, room to write
             client.read = client.write = True
             self._move(client, upstream)
-            if client.pending and not self.done:
+            if (client.pending or client.piped) and not self.done:
                 self._move(upstream, client)
             return
         if events & _ERR and not self.connected:
@@ -415,7 +434,7 @@ class RelayedConnection:
         if events & _READABLE:
             self._move(client, upstream)
         # Writability matters only to a direction holding bytes its receiver did not take.
-        if events & _WRITABLE and client.pending and not self.done:
+        if events & _WRITABLE and (client.pending or client.piped) and not self.done:
             self._move(upstream, client)
         if events & _ERR and not self.done:
             self._unreached_error(client)
@@ -426,14 +445,14 @@ class RelayedConnection:
         if events == _IN_OUT and self.connected:
             upstream.read = upstream.write = True
             self._move(upstream, client)
-            if upstream.pending and not self.done:
+            if (upstream.pending or upstream.piped) and not self.done:
                 self._move(client, upstream)
             return
         self._note(upstream, events)
         # Until the header is out, what the upstream says waits (it may speak first).
         if events & _READABLE and self.connected:
             self._move(upstream, client)
-        if events & _WRITABLE and upstream.pending and not self.done:
+        if events & _WRITABLE and (upstream.pending or upstream.piped) and not self.done:
             self._move(client, upstream)
         if events & _ERR and not self.done:
             self._unreached_error(upstream)
@@ -457,6 +476,11 @@ class RelayedConnection:
 
     def _move(self, src: Peer, dst: Peer) -> None:
         """Move what ``src`` sends to ``dst`` until one of them has to wait."""
+        if (dst.pipe is not None or (src.nbytes >= self.poller.splice_at and src.read
+                                     and self.connected and not dst.pending
+                                     and not src.eof and not self.thorough)
+                ) and self._splice(src, dst):
+            return
         budget = READS_PER_TURN
         while not self.done:
             if dst.pending:
@@ -487,18 +511,7 @@ class RelayedConnection:
                     return
                 dst.pending = b""
             if src.eof:
-                if not dst.shut:
-                    dst.shut = True
-                    if src.shut:
-                        # Both directions have ended and both receive queues are empty:
-                        # closing sends the FIN that a shutdown would (a system call less).
-                        self.close()
-                        return
-                    try:
-                        dst.sock.shutdown(socket.SHUT_WR)
-                    except OSError as exc:
-                        self.lost(dst.role, _pending_error(dst.sock, exc.errno))
-                        return
+                self._pass_eof(src, dst)
                 return
             if not src.read:
                 return
@@ -538,6 +551,84 @@ class RelayedConnection:
                 return
             if not src.read and not src.eof:
                 return
+
+    def _pass_eof(self, src: Peer, dst: Peer) -> None:
+        """``src`` has finished and everything it sent is with ``dst``: tell ``dst``."""
+        if not dst.shut:
+            dst.shut = True
+            if src.shut:
+                # Both directions have ended and both receive queues are empty: closing
+                # sends the FIN that a shutdown would (a system call less).
+                self.close()
+                return
+            try:
+                dst.sock.shutdown(socket.SHUT_WR)
+            except OSError as exc:
+                self.lost(dst.role, _pending_error(dst.sock, exc.errno))
+
+    def _splice(self, src: Peer, dst: Peer) -> bool:
+        """``_move`` through a pipe: what ``src`` sends goes to ``dst`` without entering user
+        space. False when no pipe is to be had, or urgent data has been reported or may be
+        waiting (a splice stops at its mark for good; only ``recv`` reads past it): then the
+        caller copies."""
+        pool = self.poller.pipes
+        assert pool is not None and _splice is not None
+        pipe = dst.pipe
+        if pipe is None:
+            pipe = pool.take()
+            if pipe is None:
+                return False
+            dst.pipe = pipe
+            if not self.unblocked:
+                # SPLICE_F_NONBLOCK covers the pipe only: a blocking socket would block.
+                self.unblocked = True
+                self.client.sock.setblocking(False)
+        budget = READS_PER_TURN
+        while not self.done:
+            if dst.piped:
+                if not dst.write:
+                    return True
+                try:
+                    n = _splice(pipe.r, dst.sock.fileno(), dst.piped, None, None, _SPLICE_FLAGS)
+                except BlockingIOError:
+                    dst.write = False
+                    return True
+                except OSError as exc:
+                    self.lost(dst.role, exc)
+                    return True
+                dst.piped -= n
+                if dst.piped:  # a short splice into a socket ends on a full send buffer
+                    dst.write = False
+                    return True
+            if src.eof or not src.read or self.thorough:
+                dst.pipe = None  # empty, and its direction idle: back to the pool
+                pool.give(pipe, empty=True)
+                if src.eof:
+                    self._pass_eof(src, dst)
+                    return True
+                return not self.thorough
+            if not budget:
+                self.poller.loop.call_soon(self._again)
+                return True
+            budget -= 1
+            try:
+                n = _splice(src.sock.fileno(), pipe.w, pool.capacity, None, None,
+                            _SPLICE_FLAGS)
+            except BlockingIOError:
+                src.read = False
+                continue
+            except OSError as exc:
+                self.lost(src.role, exc)
+                return True
+            if n == 0:
+                # The end, or a splice stopped at an urgent mark after the FIN came, which
+                # says 0 as well: recv tells them apart (once, at the end of a direction).
+                self.thorough = True
+                continue
+            src.nbytes += n
+            src.total.value += n
+            dst.piped = n
+        return True
 
     def _again(self) -> None:
         """Carry on after yielding the loop: no new edge comes for bytes already waiting."""
@@ -597,6 +688,10 @@ class RelayedConnection:
             if reset:
                 reset_on_close(side.sock)
             poller.release(side.sock)
+            if side.pipe is not None:
+                assert poller.pipes is not None
+                poller.pipes.give(side.pipe, empty=not side.piped)
+                side.pipe = None
         self.listener.closed(self, self.peername, self.client.nbytes,
                           upstream.nbytes if upstream is not None else 0)
 

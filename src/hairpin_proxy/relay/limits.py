@@ -7,6 +7,11 @@ buffers of the two sockets on its path (the sender's receive buffer, the receive
 buffer). A cgroup v2 memory limit charges socket buffers to the pod as well, so the limit
 divides what the memory limit leaves after the idle process by the worst case of both
 directions stalled at once.
+
+A spliced direction (relay/splice.py) holds its unsent bytes in a pipe instead of user space:
+the pipe's bytes and its own kernel memory together stay within what the copying path's unsent
+read may hold, so a stalled connection costs the same on either path. The pool's idle pipes
+come out of the process's reserve, and each pipe's two descriptors out of the open-file limit.
 """
 
 from __future__ import annotations
@@ -29,6 +34,14 @@ OVERHEAD = 16 * 1024
 # A socket buffer the kernel autotunes (``--socket-buffer 0``) may grow to tcp_wmem/tcp_rmem's
 # maximum: 4 MiB by default (measured: 3.5 MiB per stalled socket, see docs/benchmarks.md).
 AUTOTUNED_BUFFER = 4 * 1024 * 1024
+# One pipe's kernel memory besides the bytes it holds: its inode, two open files and the ring
+# of buffer slots (40 bytes each), rounded up.
+PIPE_OVERHEAD = 4 * 1024
+PAGE = 4096
+# The splice pool lends at most one pipe per PIPE_SHARE connections (HAProxy's default is one
+# per four): streams beyond it copy. It keeps at most IDLE_PIPES of them idle for reuse.
+PIPE_SHARE = 2
+IDLE_PIPES = 64
 # Without a memory limit (or one too large to mean anything).
 UNLIMITED = 20000
 # Descriptors the process holds besides its connections' two each (listeners, epoll, admin
@@ -52,23 +65,52 @@ def memory_limit(v2_max: str | None, v1_limit: str | None) -> int | None:
     return None
 
 
+def kernel_buffer(socket_buffer: int) -> int:
+    """What one socket buffer may hold: the kernel doubles a SO_SNDBUF/SO_RCVBUF value for
+    its bookkeeping; 0 is autotuned."""
+    return 2 * socket_buffer if socket_buffer else AUTOTUNED_BUFFER
+
+
+def unsent_read(socket_buffer: int) -> int:
+    """What a stalled copying direction holds in user space: one read, which takes at most
+    what the sender's receive buffer held."""
+    return min(READ_SIZE, kernel_buffer(socket_buffer))
+
+
+def pipe_bytes(socket_buffer: int) -> int:
+    """Bytes one spliced direction may hold in its pipe: the copying path's unsent read less
+    the pipe's own kernel memory (at least a page)."""
+    return max(PAGE, unsent_read(socket_buffer) - PIPE_OVERHEAD)
+
+
 def per_connection(socket_buffer: int) -> int:
-    """Worst-case bytes of one connection with both directions stalled (784 KiB with the
-    default 64 KiB buffers; measured with one direction stalled: 330 KiB). The kernel doubles
-    a SO_SNDBUF/SO_RCVBUF value for its bookkeeping."""
-    buffer = 2 * socket_buffer if socket_buffer else AUTOTUNED_BUFFER
-    # One read takes at most what the sender's receive buffer held.
-    return 2 * (min(READ_SIZE, buffer) + 2 * buffer) + OVERHEAD
+    """Worst-case bytes of one connection with both directions stalled, copying or spliced
+    (784 KiB with the default 64 KiB buffers; measured with one direction stalled: 330 KiB)."""
+    buffer = kernel_buffer(socket_buffer)
+    held = max(unsent_read(socket_buffer), pipe_bytes(socket_buffer) + PIPE_OVERHEAD)
+    return 2 * (held + 2 * buffer) + OVERHEAD
+
+
+def pipe_limit(max_connections: int) -> int:
+    """Pipes the splice pool of a process relaying ``max_connections`` may hold at once."""
+    return max(1, max_connections // PIPE_SHARE)
+
+
+def reserve(splice: bool) -> int:
+    """Memory one process needs besides its connections: the idle process, and the splice
+    pool's idle pipes."""
+    return RESERVE + (IDLE_PIPES * PIPE_OVERHEAD if splice else 0)
 
 
 def connection_limit(v2_max: str | None, v1_limit: str | None, socket_buffer: int,
-                     processes: int = 1) -> int:
+                     processes: int = 1, *, splice: bool = False) -> int:
     """The default --max-connections: what fits in the memory limit (at least 1) beside
-    ``processes`` idle relay processes, else ``UNLIMITED``, which is also the most it gives."""
+    ``processes`` idle relay processes (with their pipe pools when they ``splice``), else
+    ``UNLIMITED``, which is also the most it gives."""
     limit = memory_limit(v2_max, v1_limit)
     if limit is None:
         return UNLIMITED
-    fits = (limit - processes * RESERVE) // per_connection(socket_buffer)
+    fits = (limit - processes * reserve(splice)) // per_connection(socket_buffer)
     return max(1, min(UNLIMITED, fits))
 
 
@@ -81,21 +123,30 @@ class DefaultLimit:
 
 
 def default_limit(v2_max: str | None, v1_limit: str | None, socket_buffer: int,
-                  open_files: int | None, processes: int = 1) -> DefaultLimit:
+                  open_files: int | None, processes: int = 1, *,
+                  splice: bool = False) -> DefaultLimit:
     """The default --max-connections of ``processes`` worker processes together: the least of
     what fits in the memory limit, what the (already raised) soft open-file limit
-    ``open_files`` allows at two descriptors a connection (None: no limit), and
-    ``UNLIMITED``; at least 1."""
-    by_memory = connection_limit(v2_max, v1_limit, socket_buffer, processes)
+    ``open_files`` allows at two descriptors a connection, and with ``splice`` two per pipe
+    of the pool (None: no limit), and ``UNLIMITED``; at least 1."""
+    by_memory = connection_limit(v2_max, v1_limit, socket_buffer, processes, splice=splice)
     bound = "memory limit" if memory_limit(v2_max, v1_limit) is not None else "built-in maximum"
-    if open_files is not None and (open_files - FD_RESERVE) // 2 < by_memory:
-        return DefaultLimit(max(1, (open_files - FD_RESERVE) // 2), "open-file limit")
+    if open_files is not None:
+        # The largest count whose descriptors fit (fds_needed is monotonic).
+        per = 2 + (2 // PIPE_SHARE if splice else 0)
+        by_files = max(1, (open_files - FD_RESERVE) // per)
+        while by_files > 1 and fds_needed(by_files, splice) > open_files:
+            by_files -= 1
+        if by_files < by_memory:
+            return DefaultLimit(by_files, "open-file limit")
     return DefaultLimit(by_memory, bound)
 
 
-def fds_needed(max_connections: int) -> int:
-    """Descriptors a process relaying ``max_connections`` connections may hold at once."""
-    return 2 * max_connections + FD_RESERVE
+def fds_needed(max_connections: int, splice: bool = False) -> int:
+    """Descriptors a process relaying ``max_connections`` connections may hold at once (two
+    a connection; with ``splice``, two a pipe of the pool besides)."""
+    pipes = 2 * pipe_limit(max_connections) if splice else 0
+    return 2 * max_connections + pipes + FD_RESERVE
 
 
 def read_cgroup() -> tuple[str | None, str | None]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import resource
@@ -24,6 +25,8 @@ from hairpin_proxy.relay.limits import (
     cpu_quota,
     default_limit,
     fds_needed,
+    pipe_bytes,
+    pipe_limit,
     read_cgroup,
     read_cpu_cgroup,
 )
@@ -35,6 +38,7 @@ from hairpin_proxy.relay.spec import (
     is_ip_literal,
     parse_listeners,
 )
+from hairpin_proxy.relay.splice import PipePool, probe
 from hairpin_proxy.relay.stats import RelayMetrics, dns_failures, table_metrics
 from hairpin_proxy.relay.targets import (
     REASONS,
@@ -133,6 +137,14 @@ class Relay:
             raise
         return acceptors
 
+    def pipe_pool(self) -> PipePool | None:
+        """The pipes streams splice through (``--splice``; run() has probed the kernel)."""
+        settings = self.settings
+        if settings.splice == "off" or not hasattr(os, "splice"):
+            return None
+        return PipePool(pipe_bytes(settings.socket_buffer), pipe_limit(self.max_connections),
+                        settings.splice_threshold)
+
     def _dns_failed(self, host: str, stale: bool, why: str) -> None:
         del why  # logged by the resolver (stale) or with each failed connection
         self.dns_failures.labels(host, "stale" if stale else "error").inc()
@@ -142,7 +154,7 @@ class Relay:
         bound = [(listener, bind(listener.spec, self.settings.socket_buffer,
                                  shared=self.shared))
                  for listener in self.listeners]
-        self.poller = Poller(loop)
+        self.poller = Poller(loop, self.pipe_pool())
         try:
             for listener, socks in bound:
                 self.acceptors += self.accept(listener, socks)
@@ -350,7 +362,24 @@ def derived_limit(settings: ProxySettings, processes: int = 1) -> DefaultLimit:
     """The default connection limit from the cgroup's memory limit and the open-file limit."""
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     open_files = None if soft == resource.RLIM_INFINITY else soft
-    return default_limit(*read_cgroup(), settings.socket_buffer, open_files, processes)
+    return default_limit(*read_cgroup(), settings.socket_buffer, open_files, processes,
+                         splice=settings.splice != "off")
+
+
+def decide_splice(settings: ProxySettings) -> ProxySettings:
+    """``--splice auto`` probed once for the process and its workers: the settings to run
+    with (``off`` when the kernel refuses), said in one log line."""
+    if settings.splice == "off":
+        log.info("copying every byte (--splice off)")
+        return settings
+    size = pipe_bytes(settings.socket_buffer)
+    why = probe(size)
+    if why is not None:
+        log.info(f"cannot splice, copying every byte instead: {why}")
+        return dataclasses.replace(settings, splice="off")
+    log.info("splicing streams through pipes", extra={
+        "splice_threshold": settings.splice_threshold, "pipe_bytes": size})
+    return settings
 
 
 async def serve(specs: tuple[ListenerSpec, ...], settings: ProxySettings, *,
@@ -384,10 +413,10 @@ def raise_fd_limit() -> None:
             log.debug("could not raise the open-file limit", extra={"error": str(exc)})
 
 
-def check_fd_limit(max_connections: int) -> None:
+def check_fd_limit(max_connections: int, splice: bool = False) -> None:
     """Warn once when an explicit --max-connections needs more descriptors than allowed."""
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    want = fds_needed(max_connections)
+    want = fds_needed(max_connections, splice)
     if soft != resource.RLIM_INFINITY and soft < want:
         log.warning("the open-file limit is below what --max-connections needs; connections "
                     "beyond it fail to be accepted (raise the container's nofile limit or "
@@ -418,7 +447,8 @@ def run(settings: ProxySettings) -> int:
         for name in ("connect_timeout", "grace_period", "targets_poll"):
             if getattr(settings, name) <= 0:
                 raise StartupError(f"--{name.replace('_', '-')} must be positive")
-        for name in ("max_connections", "max_connections_per_source", "socket_buffer"):
+        for name in ("max_connections", "max_connections_per_source", "socket_buffer",
+                     "splice_threshold"):
             if getattr(settings, name) < 0:
                 raise StartupError(f"--{name.replace('_', '-')} must not be negative")
         for server in settings.dns_server:
@@ -433,10 +463,11 @@ def run(settings: ProxySettings) -> int:
     except (StartupError, ListenerSpecError, ValueError) as exc:
         return usage_error("proxy", str(exc))
     raise_fd_limit()
+    settings = decide_splice(settings)
     count = settings.workers or auto_workers(cpu_quota(*read_cpu_cgroup()),
                                              len(os.sched_getaffinity(0)))
     if settings.max_connections:
-        check_fd_limit(settings.max_connections)
+        check_fd_limit(settings.max_connections, settings.splice != "off")
         limit = settings.max_connections
     else:
         derived = derived_limit(settings, count)
