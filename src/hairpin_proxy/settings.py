@@ -268,6 +268,9 @@ class TargetSettings:
                 "are picked up); off ignores them.")
     gateway_class: tuple[str, ...] = opt((), "Only Gateways of this GatewayClass (repeatable); "
                                              "empty means every class.")
+    traefik_ingressroute: Literal["auto", "off"] = opt(
+        "off", "Read Traefik IngressRoutes when the cluster serves them (needs the RBAC of "
+               "deploy/components/traefik-ingressroute); off ignores them.")
     target_server: str = opt(DEFAULT_TARGET_SERVER, "The proxy's --target-server (same "
                                                     "variable): a class whose data plane is "
                                                     "that Service uses the main proxy Service, "
