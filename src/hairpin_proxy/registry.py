@@ -18,10 +18,6 @@ from hairpin_proxy.claims import Claim
 from hairpin_proxy.controller.sources.gateway import GATEWAY_GROUP, WANTED
 from hairpin_proxy.policy import INGRESS_GROUP, HostPolicy, Rejection
 from hairpin_proxy.slim import slim_ingress
-from hairpin_proxy.targets.discovery import DataPlane
-from hairpin_proxy.targets.model import KeyParts
-from hairpin_proxy.targets.proxydetect import Detected
-from hairpin_proxy.targets.resolve import KindResolver, TargetFacts, register_resolver
 
 Obj = Mapping[str, Any]
 Slim = Callable[[dict[str, Any]], dict[str, Any]]
@@ -83,24 +79,6 @@ def _traefik_claims(objects: Mapping[str, Sequence[Obj]], policy: HostPolicy) ->
     return Claims(found.claims, found.rejections)
 
 
-TRAEFIK_DEPLOYMENTS: Final = "traefik-ingressroute/deployments"
-
-
-def _traefik_find(parts: KeyParts, facts: TargetFacts) -> DataPlane | None:
-    return traefik.find_service(parts, facts.services, facts.ingress_classes)
-
-
-def _traefik_detect(parts: KeyParts, facts: TargetFacts, plane: DataPlane
-                    ) -> Detected:
-    namespace, _, name = plane.service.partition("/")
-    service = next((s for s in facts.services
-                    if (s.get("metadata") or {}).get("namespace") == namespace
-                    and (s.get("metadata") or {}).get("name") == name), None)
-    return traefik.detect(service, facts.extra.get(TRAEFIK_DEPLOYMENTS, ()),
-                          readable="deployments" not in facts.unreadable)
-
-
-register_resolver(traefik.KEY_KIND.kind, KindResolver(_traefik_find, _traefik_detect))
 
 _NET = "networking.k8s.io"
 INGRESS: Final = Registration(

@@ -262,7 +262,8 @@ class PolicySettings:
 class TargetSettings:
     target: tuple[str, ...] = opt(
         (), "Data plane of an IngressClass or a Gateway, KEY=NAMESPACE/SERVICE[:v1|v2|none] "
-            "(KEY: a class name, gateway:NAMESPACE/NAME or traefik:NAME; repeatable); wins over discovery.")
+            "(KEY: a class name, gateway:NAMESPACE/NAME or traefik:NAME; repeatable); wins "
+            "over discovery.")
     gateway_api: Literal["auto", "off"] = opt(
         "auto", "Read Gateway API routes when the cluster serves them (CRDs installed later "
                 "are picked up); off ignores them.")

@@ -48,6 +48,7 @@ from hairpin_proxy.targets.model import (
     register_key_kind,
     registered_key,
 )
+from hairpin_proxy.targets.resolve import KindResolver, TargetFacts, register_resolver
 
 GROUP: Final = "traefik.io"
 # Traefik before v2.10 (and its CRDs left installed after an upgrade).
@@ -486,3 +487,20 @@ def slim_deployment(obj: Mapping[str, Any]) -> dict[str, Any]:
             "spec": {"template": {"spec": {"containers": [
                 {"name": _dict(c).get("name"), "args": _list(_dict(c).get("args"))}
                 for c in containers]}}}}
+
+
+# The facts the source adds (registry: ``<registration>/<plural>``).
+DEPLOYMENTS: Final = "traefik-ingressroute/deployments"
+
+
+def _find(parts: KeyParts, facts: TargetFacts) -> DataPlane | None:
+    return find_service(parts, facts.services, facts.ingress_classes)
+
+
+def _detect(parts: KeyParts, facts: TargetFacts, plane: DataPlane) -> proxydetect.Detected:
+    service = next((s for s in facts.services if "/".join(_meta(s)) == plane.service), None)
+    return detect(service, facts.extra.get(DEPLOYMENTS, ()),
+                  readable="deployments" not in facts.unreadable)
+
+
+register_resolver(KEY_KIND.kind, KindResolver(_find, _detect))
