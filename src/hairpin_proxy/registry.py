@@ -90,16 +90,20 @@ INGRESS: Final = Registration(
               fact=True)),
     key_kinds=("default", "ingressclass"), claiming=("ingresses",))
 
-_GATEWAY_KINDS: Final = {"gatewayclasses": "GatewayClass", "gateways": "Gateway",
-                         "httproutes": "HTTPRoute", "grpcroutes": "GRPCRoute",
-                         "tlsroutes": "TLSRoute",
-                         "clienttrafficpolicies": "ClientTrafficPolicy",
-                         "nginxproxies": "NginxProxy"}
+# Kind and the versions served over the releases (the server's preferred one is watched).
+_GATEWAY_KINDS: Final = {
+    "gatewayclasses": ("GatewayClass", ("v1", "v1beta1")),
+    "gateways": ("Gateway", ("v1", "v1beta1")),
+    "httproutes": ("HTTPRoute", ("v1", "v1beta1")),
+    "grpcroutes": ("GRPCRoute", ("v1",)),
+    "tlsroutes": ("TLSRoute", ("v1", "v1alpha3", "v1alpha2")),
+    "clienttrafficpolicies": ("ClientTrafficPolicy", ("v1alpha1",)),
+    "nginxproxies": ("NginxProxy", ("v1alpha2", "v1alpha1"))}
 GATEWAY: Final = Registration(
     "gateway",
-    (*(Resource(w.group, ("v1",) if w.group == GATEWAY_GROUP else ("v1alpha1",), w.plural,
-                _GATEWAY_KINDS[w.plural], namespaced=w.plural != "gatewayclasses",
-                crd=True, slim=w.transform, fact=w.group != GATEWAY_GROUP)
+    (*(Resource(w.group, _GATEWAY_KINDS[w.plural][1], w.plural, _GATEWAY_KINDS[w.plural][0],
+                namespaced=w.plural != "gatewayclasses", crd=True, slim=w.transform,
+                fact=w.group != GATEWAY_GROUP)
        for w in WANTED),
      # allowedRoutes namespace selectors read the Namespaces' labels.
      Resource("", ("v1",), "namespaces", "Namespace", namespaced=False, fact=True)),
