@@ -317,3 +317,40 @@ def test_find_service_by_class_or_label() -> None:
     default = traefik.find_service(KeyParts("traefik", "", "default"), [internal, public], {})
     assert default is not None and "first of 2" in default.found_by
     assert traefik.find_service(KeyParts("traefik", "", "default"), [], {}) is None
+
+
+@pytest.mark.parametrize("deployments,unreadable,route", [
+    ([dep(ON.format("web"), ON.format("websecure"))], frozenset(), "default"),
+    ([dep(ON.format("web"))], frozenset(), "default"),     # unknown: the main listeners
+    ([], frozenset({"deployments"}), "default"),           # unknown: the main listeners
+    ([dep()], frozenset(), None),                           # none: left alone
+])
+def test_traefik_as_the_proxys_own_target_server(deployments: list[dict[str, Any]],
+                                                 unreadable: frozenset[str],
+                                                 route: str | None) -> None:
+    from hairpin_proxy.targets.plan import plan
+
+    found = traefik.claims_of([("traefik.io", route_tls())], HostPolicy())
+    facts = TargetFacts(services=[svc("kube-system")], default_service="kube-system/traefik",
+                        unreadable=unreadable,
+                        extra={traefik.DEPLOYMENTS: [{**d, "metadata": {
+                            "namespace": "kube-system", "name": "traefik"}}
+                            for d in deployments]})
+    p = plan(found.claims, facts, {}, {}, 10)
+    assert p.routes.get("a.example.com") == route
+    assert p.slots == {}
+
+
+def test_elsewhere_an_unknown_traefik_is_not_the_default() -> None:
+    from hairpin_proxy.targets.plan import plan
+
+    found = traefik.claims_of([("traefik.io", route_tls())], HostPolicy())
+    facts = TargetFacts(services=[svc()], default_service="ingress-nginx/ingress-nginx",
+                        unreadable=frozenset({"deployments"}))
+    p = plan(found.claims, facts, {}, {}, 10)
+    assert "a.example.com" not in p.routes
+    assert p.excluded["a.example.com"].problem == "target-proxy-unknown"
+
+
+def route_tls() -> dict[str, Any]:
+    return route(tls={})

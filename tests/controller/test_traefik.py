@@ -184,3 +184,35 @@ def test_k3s_traefik_is_the_proxys_own_target(cluster: FakeApiServer, start: Sta
     wait_until(lambda: answers(cluster).get(HOST) == corefile.Answers.of([PROXY_IP]),
                what="the IngressRoute's host on the main proxy Service")
     assert slot_ip(cluster) is None
+
+
+def test_events_follow_their_own_object_in_either_order(cluster: FakeApiServer,
+                                                        start: Start) -> None:
+    """An IngressRoute and an Ingress share namespace and name; each one's refusals are told
+    on it, whichever was created first, and an unreadable rule or a TCP matcher is told as
+    such."""
+    traefik(cluster)
+    cluster.install(TRAEFIK_INGRESSROUTE)
+    cluster.create(ingressroute("shop", "web", "HostSNI(`db.example.com`)"))
+    bad = ingressroute("shop", "web", "Host('a.example.com')")
+    bad["spec"]["routes"].append({"match": "Host(`ok.example.com`)", "kind": "Rule"})
+    cluster.create({**bad, "metadata": {"namespace": "shop", "name": "bad"}})
+    ctl = start(*QUICK)
+    ctl.wait_ready()
+    wait_until(lambda: len(events(cluster, "HostRejected", "shop")) == 2,
+               what="the IngressRoutes' Events")
+    by_name = {e["involvedObject"]["name"]: e for e in events(cluster, "HostRejected", "shop")}
+    assert {e["involvedObject"]["kind"] for e in by_name.values()} == {"IngressRoute"}
+    assert "TCP router matcher" in by_name["web"]["message"]
+    assert "cannot be read" in by_name["bad"]["message"]
+    wait_until(lambda: "ok.example.com" in answers(cluster), what="the readable route's host")
+    # The Ingress of the same name comes second, with a name the policy refuses.
+    cluster.create(ingress("shop", "web", tls_hosts=["localhost"]))
+    wait_until(lambda: len(events(cluster, "HostRejected", "shop")) == 3,
+               what="the Ingress's Event")
+    for e in events(cluster, "HostRejected", "shop"):
+        kind, name = e["involvedObject"]["kind"], e["involvedObject"]["name"]
+        if "localhost" in e["message"]:
+            assert (kind, name) == ("Ingress", "web")
+        else:
+            assert kind == "IngressRoute"
