@@ -6,15 +6,20 @@ refusal told on the IngressRoute, never on an Ingress of the same name."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from hairpin_proxy import corefile
 from hairpin_proxy.targets import table
 from tests.controller.conftest import NAMESPACE, PROXY_IP, Controller, wait_until
 from tests.controller.test_gateway import answers, events, on_slot, proxy_with_selector, slot_ip
+from tests.controller.test_targets_e2e import CLIENT, client, get, slot_of_host, sync_table
 from tests.fakeapi.crds import TRAEFIK_INGRESSROUTE, TRAEFIK_INGRESSROUTE_LEGACY
 from tests.fakeapi.fixtures import deployment, ingress, service
 from tests.fakeapi.server import FakeApiServer
+from tests.peers.nginx import run_nginx
+from tests.relay.helpers import run_relay
+from tests.verify.dnsmasq import Dnsmasq
 
 Start = Callable[..., Controller]
 HOST = "shop.example.com"
@@ -216,3 +221,56 @@ def test_events_follow_their_own_object_in_either_order(cluster: FakeApiServer,
             assert (kind, name) == ("Ingress", "web")
         else:
             assert kind == "IngressRoute"
+
+
+def test_ingressroute_hosts_reach_traefik_end_to_end(cluster: FakeApiServer, start: Start,
+                                                     tmp_path: Path) -> None:
+    """Real parts (tests/controller/test_targets_e2e.py has the set-up's why): a real nginx
+    expecting the PROXY protocol stands for Traefik, the real relay serves the slot from the
+    targets table, a real dnsmasq resolves Traefik's Service name. Its Service's port numbers
+    are nginx's own (the relay dials them on loopback), so they carry the names discovery
+    takes for a port that is not 80/443; their targetPorts are Traefik's entry points."""
+    lb = "203.0.113.21"
+    hosts = ("a.example.test", "b.example.test")
+    with run_nginx(tmp_path / "traefik") as plane:
+        cluster.create(service("traefik", "traefik", type="LoadBalancer",
+                               labels={"app.kubernetes.io/name": "traefik"},
+                               lb_ingress=[{"ip": lb}],
+                               ports=[{"name": "http", "port": plane.port, "targetPort": "web",
+                                       "protocol": "TCP"},
+                                      {"name": "https", "port": plane.tls_port,
+                                       "targetPort": "websecure", "protocol": "TCP"}]))
+        obj = deployment("traefik", "traefik")
+        obj["spec"]["template"]["spec"]["containers"][0]["args"] = [
+            f"--entryPoints.{ep}.proxyProtocol.trustedIPs=127.0.0.0/8"
+            for ep in ("web", "websecure")]
+        cluster.create(obj)
+        cluster.install(TRAEFIK_INGRESSROUTE)
+        cluster.create(ingressroute("shop", "web", " || ".join(f"Host(`{h}`)" for h in hosts)))
+        dns = Dnsmasq(tmp_path, hosts={"traefik.traefik.svc.cluster.local": ["127.0.0.1"]})
+        dns.start()
+        try:
+            ctl = start(*QUICK)
+            ctl.wait_ready()
+            wait_until(lambda: all(slot_of_host(cluster, h) for h in hosts),
+                       what="the IngressRoute's hosts on Traefik's slot")
+            path = tmp_path / "targets.json"
+            (entry,) = sync_table(cluster, path)
+            assert (entry.key, entry.proxy) == ("traefik/default", "v2")
+            with run_relay(tmp_path, ["127.0.0.1:{port}=127.0.0.1:9"], "--targets-file",
+                           str(path), "--targets-poll", "0.1", "--targets-address",
+                           "127.0.0.1", "--dns-server", dns.server) as relay:
+                wait_until(lambda: relay.metric("hairpin_proxy_targets_table_slots") == 1,
+                           what="the relay serves Traefik's slot")
+                for host in hosts:
+                    slot = slot_of_host(cluster, host)
+                    assert slot is not None
+                    with client(slot) as sock:
+                        view = get(sock, host)
+                    # Traefik's stand-in answered and saw the real client and the load
+                    # balancer's address, in the PROXY header it expects.
+                    assert view["server_port"] == str(plane.port)
+                    assert view["proxy_protocol_addr"] == CLIENT
+                    assert view["proxy_protocol_server_addr"] == lb
+        finally:
+            dns.stop()
