@@ -97,6 +97,7 @@ _GATEWAY_KINDS: Final = {
     "httproutes": ("HTTPRoute", ("v1", "v1beta1")),
     "grpcroutes": ("GRPCRoute", ("v1",)),
     "tlsroutes": ("TLSRoute", ("v1", "v1alpha3", "v1alpha2")),
+    "listenersets": ("ListenerSet", ("v1",)),
     "clienttrafficpolicies": ("ClientTrafficPolicy", ("v1alpha1",)),
     "nginxproxies": ("NginxProxy", ("v1alpha2", "v1alpha1"))}
 GATEWAY: Final = Registration(
