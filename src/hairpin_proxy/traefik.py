@@ -150,8 +150,9 @@ class _Parser:
         if not self.tokens:
             raise RuleError("the rule is empty")
         self._or(False)
-        if self._peek() is not None:
-            raise RuleError(f"unexpected {self._peek()[1]!r} after a complete rule")  # type: ignore[index]
+        rest = self._peek()
+        if rest is not None:
+            raise RuleError(f"unexpected {rest[1]!r} after a complete rule")
         return self.found
 
     def _or(self, negated: bool) -> None:
