@@ -66,7 +66,7 @@ WEB_ENTRY_POINTS: Final = ("web", "websecure")
 MODE: Final = proxydetect.ENVOY_MODE
 
 KEY_KIND: Final = register_key_kind(KeyKindSpec(
-    "traefik", "Traefik IngressRoute data plane (IngressClass)", namespaced=False,
+    "traefik", "Traefik IngressClass", namespaced=False,
     default_when_shared=True))
 
 
