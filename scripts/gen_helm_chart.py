@@ -93,6 +93,15 @@ COMPONENTS: dict[str, Component | None] = {
     "nudge-coredns": Component(".Values.nudgeCoredns.enabled", "nudgeCoredns.enabled"),
     "proxy-v2": Component('eq .Values.proxy.proxyProtocol "v2"', "proxy.proxyProtocol"),
     "traefik": Component(".Values.traefik.enabled", "traefik.enabled"),
+    # The k3s platform includes it already (deploy/overlays/k3s).
+    "traefik-ingressroute": Component(
+        'and .Values.traefikIngressRoutes.enabled (ne .Values.platform "k3s")',
+        "traefikIngressRoutes.enabled",
+        ("traefikIngressRoutes.enabled", "The controller also redirects the hosts of Traefik "
+                                         "IngressRoutes, reading Traefik's Deployment "
+                                         "`traefik` for its PROXY setting "
+                                         "(--traefik-ingressroute; always on with platform "
+                                         "k3s).")),
     # Mapped ahead of their arrival under deploy/components (other branches bring them): each
     # takes effect in the chart when its directory exists.
     "verify-off": Component("not .Values.controller.verifyHosts", "controller.verifyHosts"),

@@ -262,12 +262,16 @@ class PolicySettings:
 class TargetSettings:
     target: tuple[str, ...] = opt(
         (), "Data plane of an IngressClass or a Gateway, KEY=NAMESPACE/SERVICE[:v1|v2|none] "
-            "(KEY: a class name or gateway:NAMESPACE/NAME; repeatable); wins over discovery.")
+            "(KEY: a class name, gateway:NAMESPACE/NAME or traefik:NAME; repeatable); wins "
+            "over discovery.")
     gateway_api: Literal["auto", "off"] = opt(
         "auto", "Read Gateway API routes when the cluster serves them (CRDs installed later "
                 "are picked up); off ignores them.")
     gateway_class: tuple[str, ...] = opt((), "Only Gateways of this GatewayClass (repeatable); "
                                              "empty means every class.")
+    traefik_ingressroute: Literal["auto", "off"] = opt(
+        "off", "Read Traefik IngressRoutes when the cluster serves them (needs the RBAC of "
+               "deploy/components/traefik-ingressroute); off ignores them.")
     target_server: str = opt(DEFAULT_TARGET_SERVER, "The proxy's --target-server (same "
                                                     "variable): a class whose data plane is "
                                                     "that Service uses the main proxy Service, "

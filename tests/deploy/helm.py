@@ -44,6 +44,7 @@ _COMPONENT_VALUES: dict[str, dict[str, Any]] = {
     "nudge-coredns": {"nudgeCoredns": {"enabled": True}},
     "proxy-v2": {"proxy": {"proxyProtocol": "v2"}},
     "traefik": {"traefik": {"enabled": True}},
+    "traefik-ingressroute": {"traefikIngressRoutes": {"enabled": True}},
     # Mapped ahead of their arrival from other branches; tested once they exist.
     "verify-off": {"controller": {"verifyHosts": False}},
     "guard-data-planes": {"guardDataPlanes": {"enabled": True}},

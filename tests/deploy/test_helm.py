@@ -106,6 +106,8 @@ def _component_sets() -> dict[str, tuple[dict[str, Any], str, list[str]]]:
         values, overlay = PRESETS[platform]
         # Traefik's component is for a Traefik in its own namespace; k3s and RKE2 bring theirs.
         chosen = [c for c in COMPONENT_VALUES if c != "traefik" or platform in ("kubeadm", "aks")]
+        # k3s's overlay includes the IngressRoute component already.
+        chosen = [c for c in chosen if c != "traefik-ingressroute" or platform != "k3s"]
         components = chosen + [extra for pair, extra in COMPANIONS.items()
                                if set(pair) <= set(chosen)]
         cases[f"{platform} with everything"] = (

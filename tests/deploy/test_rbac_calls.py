@@ -36,7 +36,12 @@ from tests.controller.conftest import COREFILE, NAMESPACE, NODE_LOCAL, PROXY_IP,
 from tests.corefiles import BY_NAME
 from tests.deploy.rendering import Doc, find
 from tests.deploy.test_manifests import allowed, pod_spec
-from tests.fakeapi.crds import ENVOY_CLIENT_TRAFFIC_POLICY, NGINX_PROXY
+from tests.fakeapi.crds import (
+    ENVOY_CLIENT_TRAFFIC_POLICY,
+    NGINX_PROXY,
+    TRAEFIK_INGRESSROUTE,
+    TRAEFIK_INGRESSROUTE_LEGACY,
+)
 from tests.fakeapi.fixtures import (
     configmap,
     corefile_configmap,
@@ -254,6 +259,8 @@ def _gateway_api(api: FakeApiServer) -> None:
     Envoy Gateway route: its target gets a slot and a proxy Service."""
     api.install_gateway_api("1.4", "experimental")
     api.install(ENVOY_CLIENT_TRAFFIC_POLICY, NGINX_PROXY)
+    # Read where the IngressRoute source is on (the k3s overlay): both of Traefik's groups.
+    api.install(TRAEFIK_INGRESSROUTE, TRAEFIK_INGRESSROUTE_LEGACY)
     api.create(gateway_class("eg", ENVOY))
     api.create(gateway("web", "public", "eg", listeners=[
         {"name": "http", "port": 80, "protocol": "HTTP",

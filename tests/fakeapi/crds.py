@@ -23,6 +23,9 @@ modelled here.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from tests.fakeapi.resources import CrdSpec, CrdVersion
 
 GATEWAY_GROUP = "gateway.networking.k8s.io"
@@ -98,5 +101,33 @@ NGINX_PROXY = CrdSpec(
     (CrdVersion("v1alpha2", storage=True, status=False),),
     categories=("nginx-gateway-fabric",))
 
+
+# Upstream CustomResourceDefinitions stored next to the other vendored ones (provenance in
+# tests/deploy/crds/README.md).
+STORED_CRDS = Path(__file__).resolve().parent.parent / "deploy" / "crds"
+
+
+def from_manifest(path: Path | str) -> CrdSpec:
+    """The CrdSpec of a stored CustomResourceDefinition (JSON): what a real API server
+    takes from it (names, scope, each version's served/storage flags, status subresource,
+    deprecation warning)."""
+    crd = json.loads((STORED_CRDS / path).read_text())
+    spec, names = crd["spec"], crd["spec"]["names"]
+    versions = tuple(CrdVersion(
+        v["name"], served=bool(v.get("served")), storage=bool(v.get("storage")),
+        status="status" in (v.get("subresources") or {}),
+        deprecation_warning=v.get("deprecationWarning", "")) for v in spec["versions"])
+    return CrdSpec(spec["group"], names["plural"], names["kind"], versions,
+                   namespaced=spec["scope"] == "Namespaced",
+                   singular=names.get("singular", ""),
+                   short_names=tuple(names.get("shortNames") or ()),
+                   categories=tuple(names.get("categories") or ()))
+
+
+# Traefik's IngressRoute, in the group Traefik reads since v2.10 and in the one before.
+TRAEFIK_INGRESSROUTE = from_manifest("traefik.io_ingressroutes.json")
+TRAEFIK_INGRESSROUTE_LEGACY = from_manifest("traefik.containo.us_ingressroutes.json")
+
 __all__ = ["ENVOY_CLIENT_TRAFFIC_POLICY", "GATEWAY_GROUP", "NGINX_PROXY", "RELEASES",
-           "gateway_api"]
+           "STORED_CRDS", "TRAEFIK_INGRESSROUTE", "TRAEFIK_INGRESSROUTE_LEGACY",
+           "from_manifest", "gateway_api"]

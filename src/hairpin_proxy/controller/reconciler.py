@@ -63,6 +63,8 @@ from hairpin_proxy.controller.sinks.targets import TargetsWriter
 from hairpin_proxy.controller.sources import Source
 from hairpin_proxy.controller.sources.gateway import GatewaySource
 from hairpin_proxy.controller.sources.ingress import IngressSource
+from hairpin_proxy.controller.sources.registered import RegisteredSource
+from hairpin_proxy.controller.sources.registry import SourceContext, build_sources
 from hairpin_proxy.controller.tracker import NotLeading, WriteTracker
 from hairpin_proxy.controller.verification import Verification
 from hairpin_proxy.controller.withdrawal import Withdrawal
@@ -144,16 +146,16 @@ class Controller:
                 made.on_change = lambda: self._one_changed(made)
             return made
 
-        self.source = IngressSource(reflector, s.include_namespace, self.policy, metrics)
-        self.gateway: GatewaySource | None = None
-        if s.gateway_api == "auto":
-            self.gateway = GatewaySource(client, reflector, interval=s.api_discovery_interval,
-                                         gateway_classes=s.gateway_class,
-                                         on_change=self.dirty.set)
-        # Where hosts come from, each a module of sources/; their claims meet in the plan.
-        self.sources: list[Source] = [self.source]
-        if self.gateway is not None:
-            self.sources.append(self.gateway)
+        # Where hosts come from, one registration each (hairpin_proxy.registry); their
+        # claims meet in the plan.
+        built = build_sources(SourceContext(s, client, reflector, self.policy, metrics,
+                                            self.dirty.set))
+        self.sources: list[Source] = list(built.values())
+        self.source = built["ingress"]
+        assert isinstance(self.source, IngressSource)
+        gateway = built.get("gateway")
+        self.gateway: GatewaySource | None = gateway if isinstance(gateway, GatewaySource) \
+            else None
         # Every Service of the cluster: data planes are found among them, host verification
         # reads the load balancers' addresses, and our per-target Services are among them.
         self.services = reflector(resource_path("v1", "services"), "services",
@@ -165,7 +167,9 @@ class Controller:
                                gateway=self.gateway, cluster_domain=s.cluster_domain,
                                max_targets=s.max_targets, settle=s.target_settle,
                                dns_ttl=s.dns_ttl, table_configmap=s.targets_configmap,
-                               wake_in=self._wake_in, target_server=s.target_server)
+                               wake_in=self._wake_in, target_server=s.target_server,
+                               registered=[x for x in self.sources
+                                           if isinstance(x, RegisteredSource)])
         # The ConfigMaps we edit keep their managedFields: they name who reverted us.
         self.coredns = reflector(resource_path("v1", "configmaps", s.configmap_namespace),
                                  "coredns-configmap", s.configmap_name, transform=as_is)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hairpin_proxy import corefile
@@ -23,6 +23,7 @@ from hairpin_proxy.claims import Claim
 from hairpin_proxy.controller.sources import MakeReflector
 from hairpin_proxy.controller.sources.gateway import GatewaySource
 from hairpin_proxy.controller.sources.ingress import IngressSource
+from hairpin_proxy.controller.sources.registered import RegisteredSource
 from hairpin_proxy.kube.client import JsonObj, resource_path
 from hairpin_proxy.kube.watch import Reflector
 from hairpin_proxy.targets import table
@@ -133,12 +134,15 @@ class Routing:
                  ingress: IngressSource, gateway: GatewaySource | None,
                  cluster_domain: str, max_targets: int, settle: float, dns_ttl: int,
                  table_configmap: str, wake_in: Callable[[float], None],
-                 target_server: str = "") -> None:
+                 target_server: str = "",
+                 registered: Sequence[RegisteredSource] = ()) -> None:
         self.namespace = namespace
         self.target_map = target_map
         self.services = services
         self.ingress = ingress
         self.gateway = gateway
+        # Registered sources: the facts they add for their own key kinds.
+        self.registered = tuple(registered)
         self.cluster_domain = cluster_domain
         self.target_server = target_server
         self.max_targets = max_targets
@@ -168,7 +172,8 @@ class Routing:
         g = self.gateway
         return (self.services.generation, self.ingress.classes.generation,
                 self.nginx_configmaps.generation, self.cilium_configmap.generation,
-                *(g.watches.generation() if g else ()), g.unreadable() if g else None)
+                *(g.watches.generation() if g else ()), g.unreadable() if g else None,
+                *(r.generation() for r in self.registered))
 
     def facts(self) -> TargetFacts:
         configmaps = {f"{(cm.get('metadata') or {}).get('namespace')}/"
@@ -187,7 +192,9 @@ class Routing:
             client_traffic_policies=g.client_traffic_policies() if g else (),
             nginx_proxies=g.nginx_proxies() if g else {},
             cluster_domain=self.cluster_domain,
-            unreadable=g.unreadable() if g else frozenset(),
+            unreadable=frozenset().union(g.unreadable() if g else (),
+                                         *(r.unreadable() for r in self.registered)),
+            extra={k: v for r in self.registered for k, v in r.facts().items()},
             default_service=service_of_host(self.target_server, self.cluster_domain, services))
 
     def route(self, claims: Iterable[Claim], table_cm: JsonObj | None,

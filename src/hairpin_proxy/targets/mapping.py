@@ -1,6 +1,7 @@
 """The controller's explicit target map: repeatable ``--target KEY=NAMESPACE/SERVICE[:MODE]``.
 
-KEY is an IngressClass name, or ``gateway:NAMESPACE/NAME`` for a Gateway; MODE is ``v1``,
+KEY is an IngressClass name, ``gateway:NAMESPACE/NAME`` for a Gateway, or ``KIND:NAME``
+(``KIND:NAMESPACE/NAME``) for a kind a source registers (``traefik:NAME``); MODE is ``v1``,
 ``v2`` or ``none`` and, when left out, is detected from the data plane's configuration. An
 entry always wins over discovery. Every malformed value is refused with one line saying what
 is wrong, so a typo stops the controller at start instead of silently mapping nothing. Pure.
@@ -17,6 +18,8 @@ from hairpin_proxy.targets.model import (
     ingressclass_key,
     is_dns_label,
     is_dns_subdomain,
+    key_kind,
+    registered_key,
 )
 
 MapMode = Literal["v1", "v2", "none"]
@@ -51,6 +54,13 @@ def _key(value: str, raw: str) -> str:
         if not is_dns_subdomain(name):
             raise _fail(value, f"{name!r} is not a valid Gateway name")
         return gateway_key(namespace, name)
+    kind, colon, ref = raw.partition(":")
+    if colon and (spec := key_kind(kind)) is not None:
+        namespace, _, name = ref.rpartition("/") if spec.namespaced else ("", "", ref)
+        try:
+            return registered_key(kind, name, namespace)
+        except ValueError as exc:
+            raise _fail(value, str(exc)) from None
     if not raw:
         raise _fail(value, "the IngressClass name before '=' is empty")
     if not is_dns_subdomain(raw):

@@ -4,7 +4,9 @@ A target key names where a host's traffic really goes:
 
 - ``default``: the proxy's ``--target-server`` (slot 0, today's single target);
 - ``ingressclass/NAME``: the data plane of an IngressClass;
-- ``gateway/NAMESPACE/NAME``: the data plane of a Gateway.
+- ``gateway/NAMESPACE/NAME``: the data plane of a Gateway;
+- ``KIND/NAME`` or ``KIND/NAMESPACE/NAME`` for a kind a source registers (``register_key_kind``,
+  e.g. ``traefik/NAME`` for Traefik IngressRoutes).
 
 IngressClass and Gateway names are DNS-1123 *subdomains* in Kubernetes (dots allowed), so
 they are checked as such; namespaces are DNS-1123 labels. Neither may contain ``/``, which is
@@ -27,7 +29,8 @@ PROXY_MODES: Final[tuple[ProxyMode, ...]] = get_args(ProxyMode)
 REDIRECTED_MODES: Final = frozenset({"v1", "v2"})
 
 DEFAULT_KEY: Final = "default"
-KeyKind = Literal["default", "ingressclass", "gateway"]
+# Open: a source may add its own kind (register_key_kind).
+KeyKind = str
 
 _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _SUBDOMAIN_MAX = 253
@@ -46,8 +49,61 @@ def is_dns_subdomain(name: str) -> bool:
 
 class KeyParts(NamedTuple):
     kind: KeyKind
-    namespace: str  # "" unless kind is "gateway"
+    namespace: str  # "" unless the kind is namespaced ("gateway", or a registered one)
     name: str       # "" for the default target
+
+
+@dataclass(frozen=True)
+class KeyKindSpec:
+    """A kind of target key a source adds: ``KIND/NAME`` (or ``KIND/NAMESPACE/NAME`` when
+    ``namespaced``), written ``KIND:NAME`` in ``--target``. ``what`` names the object NAME
+    is (for messages); ``default_when_shared``: when its data plane is the proxy's
+    ``--target-server`` Service, its hosts go through the main proxy Service even when
+    hairpin-proxy cannot read the data plane's PROXY setting (the main listeners already send
+    the header that Service was installed with)."""
+
+    kind: str
+    what: str
+    namespaced: bool = False
+    default_when_shared: bool = False
+
+
+_BUILT_IN_KINDS: Final = frozenset({"default", "ingressclass", "gateway"})
+_KEY_KINDS: dict[str, KeyKindSpec] = {}
+
+
+def register_key_kind(spec: KeyKindSpec) -> KeyKindSpec:
+    """Add a source's key kind (idempotent for the same spec). ValueError for a built-in
+    kind, a kind that is not a DNS label, or one registered differently."""
+    if spec.kind in _BUILT_IN_KINDS or not is_dns_label(spec.kind):
+        raise ValueError(f"{spec.kind!r} cannot be a registered target key kind")
+    known = _KEY_KINDS.setdefault(spec.kind, spec)
+    if known != spec:
+        raise ValueError(f"target key kind {spec.kind!r} is already registered differently")
+    return spec
+
+
+def key_kind(kind: str) -> KeyKindSpec | None:
+    """The registered spec of ``kind`` (None for built-in and unknown kinds). Every source's
+    kinds are registered once the registry is imported: done here on first need, so that a
+    process that only reads the targets table (the proxy) knows them too."""
+    if kind not in _KEY_KINDS and kind not in _BUILT_IN_KINDS:
+        import hairpin_proxy.registry  # noqa: F401  (registers every source's key kinds)
+    return _KEY_KINDS.get(kind)
+
+
+def registered_key(kind: str, name: str, namespace: str = "") -> str:
+    """The key of a registered kind; ValueError when the parts are not valid for it."""
+    spec = key_kind(kind)
+    if spec is None:
+        raise ValueError(f"{kind!r} is not a registered target key kind")
+    if spec.namespaced and not is_dns_label(namespace):
+        raise ValueError(f"{namespace!r} is not a valid namespace name")
+    if not spec.namespaced and namespace:
+        raise ValueError(f"a {kind} key has no namespace")
+    if not is_dns_subdomain(name):
+        raise ValueError(f"{name!r} is not a valid {spec.what} name")
+    return f"{kind}/{namespace}/{name}" if spec.namespaced else f"{kind}/{name}"
 
 
 def ingressclass_key(name: str) -> str:
@@ -75,8 +131,12 @@ def parse_key(key: str) -> KeyParts:
         namespace, _, name = rest.partition("/")
         if is_dns_label(namespace) and is_dns_subdomain(name):
             return KeyParts("gateway", namespace, name)
-    raise ValueError(f"{key!r} is not a target key (default, ingressclass/NAME or "
-                     "gateway/NAMESPACE/NAME)")
+    elif (spec := key_kind(kind)) is not None:
+        namespace, _, name = rest.rpartition("/") if spec.namespaced else ("", "", rest)
+        if (not spec.namespaced or is_dns_label(namespace)) and is_dns_subdomain(name):
+            return KeyParts(kind, namespace, name)
+    raise ValueError(f"{key!r} is not a target key (default, ingressclass/NAME, "
+                     "gateway/NAMESPACE/NAME or a registered KIND/NAME)")
 
 
 def is_target_key(key: str) -> bool:

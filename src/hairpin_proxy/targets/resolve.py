@@ -8,7 +8,7 @@ implementation's own configuration (proxydetect.py), chosen by the GatewayClass'
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -21,7 +21,14 @@ from hairpin_proxy.targets.discovery import (
     find_ingressclass_service,
 )
 from hairpin_proxy.targets.mapping import MapEntry
-from hairpin_proxy.targets.model import DEFAULT_KEY, Target, parse_key, split_service
+from hairpin_proxy.targets.model import (
+    DEFAULT_KEY,
+    KeyParts,
+    Target,
+    key_kind,
+    parse_key,
+    split_service,
+)
 
 Problem = Literal["target-not-found", "target-proxy-unknown", "target-no-proxy"]
 
@@ -61,6 +68,9 @@ class TargetFacts:
     # The Service (NAMESPACE/NAME) the proxy's --target-server names ("" none): a data plane
     # found to be that Service is served by the main proxy Service, without a slot.
     default_service: str = ""
+    # What registered sources add for their own key kinds: name → objects (e.g. Traefik's
+    # Deployments, whose arguments say whether it expects the PROXY protocol).
+    extra: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -70,6 +80,29 @@ class Unresolved:
     key: str
     problem: Problem
     message: str
+    # The data plane's Service (NAMESPACE/NAME) when it was found ("" otherwise).
+    service: str = ""
+
+
+@dataclass(frozen=True)
+class KindResolver:
+    """How the data plane of a registered key kind is found (``find``) and whether it
+    expects the PROXY protocol (``detect``, given the plane found)."""
+
+    find: Callable[[KeyParts, TargetFacts], DataPlane | None]
+    detect: Callable[[KeyParts, TargetFacts, DataPlane], proxydetect.Detected]
+
+
+_RESOLVERS: dict[str, KindResolver] = {}
+
+
+def register_resolver(kind: str, resolver: KindResolver) -> None:
+    """The resolver of a key kind a source registered (targets.model.register_key_kind)."""
+    _RESOLVERS[kind] = resolver
+
+
+def _resolver(kind: str) -> KindResolver | None:
+    return _RESOLVERS.get(kind) if key_kind(kind) is not None else None
 
 
 def _dict(value: object) -> Mapping[str, Any]:
@@ -133,6 +166,8 @@ def _how(key: str) -> str:
     parts = parse_key(key)
     if parts.kind == "gateway":
         return f"gateway:{parts.namespace}/{parts.name}"
+    if parts.kind != "ingressclass":
+        return f"{parts.kind}:{parts.namespace + '/' if parts.namespace else ''}{parts.name}"
     return parts.name
 
 
@@ -145,12 +180,15 @@ def resolve(key: str, facts: TargetFacts, target_map: Mapping[str, MapEntry]
     hint = f"set --target {_how(key)}=NAMESPACE/SERVICE:v1|v2|none"
     entry = target_map.get(key)
     plane: DataPlane | None
+    kind = _resolver(parts.kind) if parts.kind not in ("gateway", "ingressclass") else None
     if entry is not None:
         svc = _service(facts, entry.service)
         if svc is None:
             return Unresolved(key, "target-not-found",
                               f"--target names Service {entry.service}, which does not exist")
         plane = dataplane_of(svc, "--target map")
+    elif kind is not None:
+        plane = kind.find(parts, facts)
     elif parts.kind == "gateway":
         gateway = facts.gateways.get(f"{parts.namespace}/{parts.name}") or {}
         class_name = _dict(gateway.get("spec")).get("gatewayClassName")
@@ -168,6 +206,8 @@ def resolve(key: str, facts: TargetFacts, target_map: Mapping[str, MapEntry]
                           f"Service {plane.service} has no port 80/443 or http/https; {hint}")
     if entry is not None and entry.proxy is not None:
         detected = proxydetect.Detected(entry.proxy, "--target map")
+    elif kind is not None:
+        detected = kind.detect(parts, facts, plane)
     elif parts.kind == "gateway":
         detected = _gateway_detected(facts, parts.namespace, parts.name)
     else:
@@ -178,5 +218,6 @@ def resolve(key: str, facts: TargetFacts, target_map: Mapping[str, MapEntry]
                           f"{plane.service} does not expect the PROXY protocol "
                           f"({detected.reason}): its hosts do not hairpin-break")
     if detected.mode == "unknown":
-        return Unresolved(key, "target-proxy-unknown", f"{detected.reason}; {hint}")
+        return Unresolved(key, "target-proxy-unknown", f"{detected.reason}; {hint}",
+                          plane.service)
     return target
