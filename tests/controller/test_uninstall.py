@@ -433,27 +433,30 @@ def test_the_guards_policies_go_with_every_uninstall_order(install: Install,
     untouched(install.api, theirs)
 
 
-def test_helm_uninstall_the_hook_then_the_release(install: Install, tmp_path: Path) -> None:
-    """The pre-delete hook stops the controller and runs cleanup with its own account (which
-    may not list NetworkPolicies: --no-guard-policies); helm then deletes the release, the
-    guard's ClusterRole with it, and the collector removes the policies."""
+@pytest.mark.parametrize("hook_args", [("--no-guard-policies", "--guard-policies"),
+                                       ("--no-guard-policies",)],
+                         ids=["the chart's hook", "a hook that leaves them"])
+def test_helm_uninstall_the_hook_then_the_release(install: Install, tmp_path: Path,
+                                                  hook_args: tuple[str, ...]) -> None:
+    """The pre-delete hook stops the controller and runs cleanup with the chart's arguments
+    (the cleanup Job's --no-guard-policies, then --guard-policies with the guard on): the
+    policies go with it. Without it (an older chart, the hook turned off) helm then deletes
+    the release, the guard's ClusterRole with it, and the collector removes them."""
     theirs = with_guard(install)
     (ctl,) = guarded(install)
     wait_until(lambda: owned(install.api), what="owned")
     install.api.delete("Pod", NAMESPACE, f"{REPLICA_SET}-0")  # scaled to zero
     assert ctl.proc.wait(20) == 0
     admin = install.api.write_kubeconfig(tmp_path / "admin.kubeconfig", namespace=NAMESPACE)
-    hook = Controller(install.api, admin, tmp_path / "hook.log", "--no-guard-policies",
-                      command="cleanup")
+    hook = Controller(install.api, admin, tmp_path / "hook.log", *hook_args, command="cleanup")
     assert hook.proc.wait(30) == 0, hook.log()
     assert corefile_text(install.api) == COREFILE
-    assert guard_policy(install.api) is not None  # not the hook's to remove
+    assert (guard_policy(install.api) is None) == (hook_args[-1] == "--guard-policies")
     helm = [o for o in install.objects if o[0] != "Namespace"]
     install.delete_all(helm)
     install.objects = helm
-    wait_until(lambda: guard_policy(install.api) is None, what="collected with its owner")
-    gone_but_namespace = [o for o in install.leftovers() if not o.startswith("Namespace")]
-    assert gone_but_namespace == []
+    wait_until(lambda: [o for o in install.leftovers() if not o.startswith("Namespace")] == [],
+               timeout=40, what="the release gone, the policies with it")
     untouched(install.api, theirs)
 
 
