@@ -56,10 +56,15 @@ def _owner_type(registry: Registry, ref: Obj) -> ResourceType:
                 served[0])
 
 
-def classify(store: Store, registry: Registry, namespace: str, refs: list[Obj]
+Index = dict[tuple[str, str, str], Obj]
+
+
+def classify(index: Index, registry: Registry, namespace: str, refs: list[Obj]
              ) -> tuple[list[Obj], list[Obj], list[Obj]]:
     """(solid, dangling, waiting for their dependents' deletion) references of a dependent in
-    ``namespace`` ("" when cluster-scoped); Unresolvable when one cannot be looked up."""
+    ``namespace`` ("" when cluster-scoped), against ``index`` (storage id, namespace, name) →
+    metadata, the store as the pass began (the real collector's graph lags the store too: a
+    chain of owners goes one link per pass); Unresolvable when one cannot be looked up."""
     solid: list[Obj] = []
     dangling: list[Obj] = []
     waiting: list[Obj] = []
@@ -67,11 +72,11 @@ def classify(store: Store, registry: Registry, namespace: str, refs: list[Obj]
         rt = _owner_type(registry, ref)
         if rt.namespaced and not namespace:
             raise Unresolvable("a cluster-scoped object refers to a namespaced owner")
-        owner = store.find(rt, namespace if rt.namespaced else None, str(ref.get("name")))
-        if owner is None or owner["metadata"].get("uid") != ref.get("uid"):
+        owner = index.get((rt.storage_id, namespace if rt.namespaced else "",
+                           str(ref.get("name"))))
+        if owner is None or owner.get("uid") != ref.get("uid"):
             dangling.append(ref)
-        elif owner["metadata"].get("deletionTimestamp") and FOREGROUND in (
-                owner["metadata"].get("finalizers") or ()):
+        elif owner.get("deletionTimestamp") and FOREGROUND in (owner.get("finalizers") or ()):
             waiting.append(ref)
         else:
             solid.append(ref)
@@ -81,16 +86,18 @@ def classify(store: Store, registry: Registry, namespace: str, refs: list[Obj]
 def collect_garbage(store: Store, registry: Registry) -> int:
     """One pass over every dependent; the number of deletions asked."""
     owned: list[tuple[ResourceType, str, str, list[Obj]]] = []
+    index: Index = {}
     for rt in registry.storages():
         for (ns, name), obj in store.snapshot(rt).items():
             md = obj["metadata"]
+            index[(rt.storage_id, ns, name)] = md
             refs = md.get("ownerReferences") or []
             if refs and not md.get("deletionTimestamp"):
                 owned.append((rt, ns, name, refs))
     asked = 0
     for rt, ns, name, refs in owned:
         try:
-            solid, dangling, waiting = classify(store, registry, ns, refs)
+            solid, dangling, waiting = classify(index, registry, ns, refs)
         except Unresolvable:
             continue
         if solid:
