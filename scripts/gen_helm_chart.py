@@ -181,6 +181,13 @@ HOOK_OWN_RULES = [
     {"apiGroups": [""], "resources": ["serviceaccounts"],
      "resourceNames": ["hairpin-proxy-controller"], "verbs": ["get", "patch"]},
 ]
+# With the data-plane guard on, cleanup also deletes its NetworkPolicies (listed cluster-wide
+# with our label selector; RBAC cannot narrow either verb to a label). They would go with the
+# guard's ClusterRole anyway (their owner, deleted by helm after the hook); the hook's cleanup
+# also removes any made without an owner. Granted for the hook's few seconds only.
+HOOK_GUARD = ".Values.guardDataPlanes.enabled"
+HOOK_GUARD_RULES = [{"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"],
+                     "verbs": ["list", "delete"]}]
 
 
 # --------------------------------------------------------------------------- values
@@ -755,6 +762,15 @@ def hook_docs(t: Template, renders: dict[str, list[Doc]]) -> str:
                  "subjects": [{"kind": "ServiceAccount", "name": HOOK_SA,
                                "namespace": "hairpin-proxy"}]}
                 for ns in ("hairpin-proxy", "kube-system")]
+    guard = [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+              "metadata": {"name": HOOK_SA, "labels": dict(labels)},
+              "rules": HOOK_GUARD_RULES},
+             {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+              "metadata": {"name": HOOK_SA, "labels": dict(labels)},
+              "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                          "name": HOOK_SA},
+              "subjects": [{"kind": "ServiceAccount", "name": HOOK_SA,
+                            "namespace": "hairpin-proxy"}]}]
     job = copy.deepcopy(find(renders["cleanup/default"], "Job", "hairpin-proxy-cleanup"))
     spec = job["spec"]
     spec.pop("ttlSecondsAfterFinished", None)  # the delete policy removes it
@@ -770,8 +786,9 @@ def hook_docs(t: Template, renders: dict[str, list[Doc]]) -> str:
         if flags:
             extra += conditional_lines(f'eq .Values.platform "{platform}"',
                                        [f"- {lit(f)}" for f in flags])
-    if extra:
-        cleanup["args"] = [*cleanup["args"], t.mark(lambda indent: extra)]
+    # After the Job's --no-guard-policies, which it overrides.
+    extra += conditional_lines(HOOK_GUARD, [f"- {lit('--guard-policies')}"])
+    cleanup["args"] = [*cleanup["args"], t.mark(lambda indent: extra)]
     selector = ",".join(f"{k}={v}" for k, v in find(
         renders["base"], "Deployment", "hairpin-proxy-controller")["spec"]["selector"][
         "matchLabels"].items())
@@ -792,9 +809,11 @@ def hook_docs(t: Template, renders: dict[str, list[Doc]]) -> str:
             ("wait-controller", ["--namespace=hairpin-proxy", "wait", "--for=delete", "pod",
                                  f"--selector={selector}", "--timeout=120s"]))]
     docs = [annotated(sa, -10), annotated(own, -10), annotated(dns, -10),
-            *(annotated(b, -10) for b in bindings), annotated(job, 0)]
+            *(annotated(b, -10) for b in bindings), *(annotated(g, -10) for g in guard),
+            annotated(job, 0)]
+    conditions = {docs.index(g): HOOK_GUARD for g in guard}
     return (HEADER + '{{- if .Values.uninstallHook.enabled }}\n---\n'
-            + t.text(docs) + "{{- end }}\n")
+            + t.text(docs, conditions) + "{{- end }}\n")
 
 
 # --------------------------------------------------------------------------- the chart

@@ -472,6 +472,9 @@ class CleanupSettings(CorednsTargetSettings, KubeSettings, LogSettings):
     publish_configmap: str = opt("hairpin-proxy-hosts", "Published hosts ConfigMap to delete.")
     targets_configmap: str = opt("hairpin-proxy-targets", "Targets table ConfigMap to delete, "
                                                           "with the per-target proxy Services.")
+    guard_policies: bool = opt(True, "Also delete the data-plane guard's NetworkPolicies (ours "
+                                     "by label, every namespace; needs list and delete of "
+                                     "NetworkPolicies).")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -115,3 +115,53 @@ def test_cleanup_removes_the_node_local_dns_block_and_old_rules(cluster: FakeApi
     assert node_local() == NODE_LOCAL
     assert "hairpin" not in corefile_text(cluster)
     assert corefile.managed_hosts(corefile_text(cluster)) == ()
+
+
+def _guard_policy(api: FakeApiServer, ns: str, name: str, labels: dict[str, str]) -> None:
+    api.create({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                "metadata": {"name": name, "namespace": ns, "labels": labels},
+                "spec": {"podSelector": {}, "policyTypes": ["Ingress"]}})
+
+
+def test_cleanup_deletes_our_guard_policies_and_no_other(cluster: FakeApiServer,
+                                                         start: Start) -> None:
+    ours = {"hairpin-proxy.io/guard": "edge", "app.kubernetes.io/managed-by": "hairpin-proxy"}
+    for ns in ("web", "edge"):
+        cluster.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    _guard_policy(cluster, "web", "hairpin-proxy-guard-edge", ours)
+    _guard_policy(cluster, "edge", "hairpin-proxy-guard-edge", ours)
+    # Our guard label without our managed-by, and our managed-by without the guard label.
+    _guard_policy(cluster, "web", "lookalike", {"hairpin-proxy.io/guard": "edge"})
+    _guard_policy(cluster, "web", "managed", {"app.kubernetes.io/managed-by": "hairpin-proxy"})
+    _guard_policy(cluster, "web", "plain", {})
+    cleanup = start(command="cleanup")
+    assert cleanup.proc.wait(30) == 0, cleanup.log()
+    assert [(p["metadata"]["namespace"], p["metadata"]["name"])
+            for p in cluster.list("NetworkPolicy")] == [
+        ("web", "lookalike"), ("web", "managed"), ("web", "plain")]
+    # Listed with our selector only; deleted by name, ours only.
+    lists = [r for r in cluster.requests("GET") if r.path.endswith("/networkpolicies")]
+    assert [r.query.get("labelSelector") for r in lists] == [
+        "hairpin-proxy.io/guard,app.kubernetes.io/managed-by=hairpin-proxy"]
+    deletes = sorted(r.path for r in cluster.requests("DELETE", r"/networkpolicies/"))
+    assert deletes == [
+        "/apis/networking.k8s.io/v1/namespaces/edge/networkpolicies/hairpin-proxy-guard-edge",
+        "/apis/networking.k8s.io/v1/namespaces/web/networkpolicies/hairpin-proxy-guard-edge"]
+
+
+def test_cleanup_without_the_grant_to_list_policies_still_cleans_up(
+        cluster: FakeApiServer, start: Start) -> None:
+    cluster.create(ingress("a", "a", tls_hosts=["a.example.com"]))
+    ctl = start()
+    ctl.wait_ready()
+    assert ctl.stop() == 0
+    cluster.fail_requests(1, status=403, method="GET", path_re=r"/networkpolicies")
+    cleanup = start(command="cleanup")
+    assert cleanup.proc.wait(30) == 0, cleanup.log()
+    assert "cannot list NetworkPolicies" in cleanup.log()
+    assert corefile_text(cluster) == COREFILE
+    # --no-guard-policies (the cleanup Jobs): not asked at all.
+    cluster.clear_requests()
+    quiet = start("--no-guard-policies", command="cleanup")
+    assert quiet.proc.wait(30) == 0, quiet.log()
+    assert not cluster.requests(path_re=r"/networkpolicies")

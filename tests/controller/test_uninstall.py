@@ -25,7 +25,9 @@ import yaml
 
 from hairpin_proxy import corefile
 from hairpin_proxy.controller import holds
+from hairpin_proxy.targets import netguard
 from tests.controller.conftest import COREFILE, NAMESPACE, Controller, corefile_text
+from tests.controller.test_netguard import POLICY, foreign, ingress_nginx, node
 from tests.fakeapi.fixtures import corefile_configmap, endpoint_slice, ingress
 from tests.fakeapi.server import FakeApiServer
 from tests.waiting import wait_until
@@ -117,6 +119,9 @@ class Install:
             if self.api.get(kind, ns, name) is not None:
                 left.append(f"{kind} {ns}/{name}")
         left += [f"Pod {n}" for n in self.pods if self.api.get("Pod", NAMESPACE, n)]
+        # The data-plane guard's policies, wherever they are.
+        left += [f"NetworkPolicy {p['metadata']['namespace']}/{p['metadata']['name']}"
+                 for p in self.api.list("NetworkPolicy") if netguard.is_ours(p)]
         if self.api.get("ReplicaSet", NAMESPACE, REPLICA_SET) is not None:
             left.append(f"ReplicaSet {REPLICA_SET}")
         return left
@@ -153,15 +158,15 @@ def managed(api: FakeApiServer) -> tuple[str, ...]:
     return corefile.managed_hosts(corefile_text(api))
 
 
-def running(inst: Install, replicas: int = 1) -> list[Controller]:
-    ctls = [inst.start() for _ in range(replicas)]
+def running(inst: Install, replicas: int = 1, *flags: str,
+            hosts: tuple[str, ...] = ("a.example.com", "b.example.com")) -> list[Controller]:
+    ctls = [inst.start(*flags) for _ in range(replicas)]
     for ctl in ctls:
         try:
             ctl.wait_ready()
         except AssertionError as exc:
             raise AssertionError(f"{ctl.get('/readyz')}\n{ctl.log()[-3000:]}") from exc
-    wait_until(lambda: managed(inst.api) == ("a.example.com", "b.example.com"),
-               what="rules written")
+    wait_until(lambda: managed(inst.api) == hosts, what="rules written")
     # Held before the first rule: the Role and the account, each with its own binding.
     for kind, ns, name in (("Role", "kube-system", holds.COREDNS_ROLE),
                            ("ServiceAccount", NAMESPACE, holds.SERVICE_ACCOUNT)):
@@ -354,3 +359,185 @@ def test_without_the_grants_to_hold_the_rules_are_still_written(install: Install
     assert ctl.log().count("cannot hold the objects") == 1
     held = install.api.get("Role", "kube-system", holds.COREDNS_ROLE)
     assert held is not None and not held["metadata"].get("finalizers")
+
+
+# --------------------------------------------------------------------------- the guard
+
+GUARD_RBAC = MANIFEST.parent / "components" / "guard-data-planes" / "rbac.yaml"
+GUARD_ROLE = ("ClusterRole", None, netguard.OWNER_ROLE)
+
+
+def guard_policy(api: FakeApiServer) -> Obj | None:
+    return api.get(*POLICY)
+
+
+def with_guard(inst: Install, *, owner_grant: bool = True) -> Obj:
+    """The guard-data-planes component's RBAC installed too (``owner_grant=False``: as 0.2.0
+    shipped it, without the read of its own ClusterRole), an ingress-nginx that expects
+    PROXY, a Node with its pod CIDR, and a policy of someone else's beside ours; the
+    Ingress is ingress-nginx's. Returns that other policy."""
+    api = inst.api
+    for doc in yaml.safe_load_all(GUARD_RBAC.read_text()):
+        if not doc:
+            continue
+        if not owner_grant and doc["kind"] == "ClusterRole":
+            doc["rules"] = [r for r in doc["rules"] if "clusterroles" not in r["resources"]]
+        api.create(doc)
+        inst.objects.append((doc["kind"], None, doc["metadata"]["name"]))
+    api.delete("Ingress", "shop", "web")
+    ingress_nginx(api)
+    api.create(node("n1", "10.244.0.0/24"))
+    theirs = foreign("default-deny", {"app.kubernetes.io/managed-by": "hairpin-proxy"})
+    return api.create(theirs)
+
+
+def guarded(inst: Install, replicas: int = 1) -> list[Controller]:
+    ctls = running(inst, replicas, "--guard-data-planes", hosts=("shop.example.com",))
+    wait_until(lambda: guard_policy(inst.api) is not None, what="guard created")
+    return ctls
+
+
+def owned(api: FakeApiServer) -> bool:
+    role = api.get(*GUARD_ROLE)
+    policy = guard_policy(api)
+    return (role is not None and policy is not None
+            and policy["metadata"].get("ownerReferences") == [netguard.owner_reference(role)])
+
+
+def untouched(api: FakeApiServer, theirs: Obj) -> None:
+    now = api.get("NetworkPolicy", theirs["metadata"]["namespace"], theirs["metadata"]["name"])
+    assert now is not None and now["metadata"]["resourceVersion"] == theirs["metadata"][
+        "resourceVersion"]
+
+
+GUARD_ORDERS: dict[str, Callable[[list[tuple[str, str | None, str]]], list[Any]]] = {
+    # The guard's grant goes before anything else: the controller can no longer delete its
+    # policies; their owner is gone, so the garbage collector does.
+    "guard RBAC first": lambda objs: sorted(
+        objs, key=lambda o: o[2] != netguard.OWNER_ROLE),
+    "file order": ORDERS["file order"],
+    "reverse": ORDERS["reverse"],
+    "RBAC and accounts first": ORDERS["RBAC and accounts first"],
+    "shuffled 2": ORDERS["shuffled 2"],
+}
+
+
+@pytest.mark.parametrize("order", list(GUARD_ORDERS))
+def test_the_guards_policies_go_with_every_uninstall_order(install: Install,
+                                                          order: str) -> None:
+    theirs = with_guard(install)
+    ctls = guarded(install)
+    wait_until(lambda: owned(install.api), what="owned by the guard's ClusterRole")
+    install.delete_all(GUARD_ORDERS[order](list(install.objects)))
+    uninstalled(install, ctls)
+    untouched(install.api, theirs)
+
+
+@pytest.mark.parametrize("hook_args", [("--no-guard-policies", "--guard-policies"),
+                                       ("--no-guard-policies",)],
+                         ids=["the chart's hook", "a hook that leaves them"])
+def test_helm_uninstall_the_hook_then_the_release(install: Install, tmp_path: Path,
+                                                  hook_args: tuple[str, ...]) -> None:
+    """The pre-delete hook stops the controller and runs cleanup with the chart's arguments
+    (the cleanup Job's --no-guard-policies, then --guard-policies with the guard on): the
+    policies go with it. Without it (an older chart, the hook turned off) helm then deletes
+    the release, the guard's ClusterRole with it, and the collector removes them."""
+    theirs = with_guard(install)
+    (ctl,) = guarded(install)
+    wait_until(lambda: owned(install.api), what="owned")
+    install.api.delete("Pod", NAMESPACE, f"{REPLICA_SET}-0")  # scaled to zero
+    assert ctl.proc.wait(20) == 0
+    admin = install.api.write_kubeconfig(tmp_path / "admin.kubeconfig", namespace=NAMESPACE)
+    hook = Controller(install.api, admin, tmp_path / "hook.log", *hook_args, command="cleanup")
+    assert hook.proc.wait(30) == 0, hook.log()
+    assert corefile_text(install.api) == COREFILE
+    assert (guard_policy(install.api) is None) == (hook_args[-1] == "--guard-policies")
+    helm = [o for o in install.objects if o[0] != "Namespace"]
+    install.delete_all(helm)
+    install.objects = helm
+    wait_until(lambda: [o for o in install.leftovers() if not o.startswith("Namespace")] == [],
+               timeout=40, what="the release gone, the policies with it")
+    untouched(install.api, theirs)
+
+
+def test_with_the_controller_gone_the_collector_removes_them(install: Install,
+                                                            tmp_path: Path) -> None:
+    theirs = with_guard(install)
+    (ctl,) = guarded(install)
+    wait_until(lambda: owned(install.api), what="owned")
+    install.api.delete("Pod", NAMESPACE, f"{REPLICA_SET}-0")
+    assert ctl.proc.wait(20) == 0
+    install.delete_all(list(install.objects))
+    # No controller runs: the garbage collector alone removes them.
+    wait_until(lambda: guard_policy(install.api) is None, what="collected")
+    admin = install.api.write_kubeconfig(tmp_path / "admin.kubeconfig", namespace=NAMESPACE)
+    cleanup = Controller(install.api, admin, tmp_path / "cleanup.log", command="cleanup")
+    assert cleanup.proc.wait(30) == 0, cleanup.log()
+    gone(install)
+    untouched(install.api, theirs)
+
+
+def test_unowned_policies_are_removed_by_an_administrators_cleanup(install: Install,
+                                                                   tmp_path: Path) -> None:
+    """A guard RBAC that cannot read its ClusterRole (as 0.2.0 shipped it): the policies
+    carry no owner, which is told once. With the controller gone before the uninstall,
+    nothing removes them but `hairpin-proxy cleanup` with an administrator's kubeconfig,
+    which deletes ours only."""
+    theirs = with_guard(install, owner_grant=False)
+    (ctl,) = guarded(install)
+    policy = guard_policy(install.api)
+    assert policy is not None and "ownerReferences" not in policy["metadata"]
+    wait_until(lambda: "data-plane guard policies made without an owner" in ctl.log(),
+               what="told")
+    install.api.delete("Pod", NAMESPACE, f"{REPLICA_SET}-0")
+    assert ctl.proc.wait(20) == 0
+    assert ctl.log().count("made without an owner") == 1
+    install.delete_all(list(install.objects))
+    wait_until(lambda: install.api.get("Deployment", NAMESPACE, "hairpin-proxy") is None,
+               what="the proxy gone")
+    passes = install.api.controller_passes
+    wait_until(lambda: install.api.controller_passes >= passes + 2, what="collector passes")
+    assert guard_policy(install.api) is not None
+    admin = install.api.write_kubeconfig(tmp_path / "admin.kubeconfig", namespace=NAMESPACE)
+    cleanup = Controller(install.api, admin, tmp_path / "cleanup.log", command="cleanup")
+    assert cleanup.proc.wait(30) == 0, cleanup.log()
+    assert "deleted a data-plane guard NetworkPolicy" in cleanup.log()
+    gone(install)
+    untouched(install.api, theirs)
+
+
+def test_turning_the_guard_off_removes_its_policies(install: Install) -> None:
+    """`helm upgrade --set guardDataPlanes.enabled=false` (or the component removed and its
+    ClusterRole and binding deleted, docs/forged-proxy-header.md): the controller restarts
+    without the flag, the guard's ClusterRole goes, and so do its policies; the rules stay."""
+    theirs = with_guard(install)
+    (ctl,) = guarded(install)
+    wait_until(lambda: owned(install.api), what="owned")
+    install.api.delete("Pod", NAMESPACE, f"{REPLICA_SET}-0")
+    assert ctl.proc.wait(20) == 0
+    again = install.start()
+    again.wait_ready()
+    for kind in ("ClusterRoleBinding", "ClusterRole"):
+        install.api.delete(kind, None, netguard.OWNER_ROLE)
+    wait_until(lambda: guard_policy(install.api) is None, what="collected")
+    assert managed(install.api) == ("shop.example.com",)
+    untouched(install.api, theirs)
+    assert again.proc.poll() is None
+
+
+def test_the_guards_cluster_role_deleted_under_a_running_controller(install: Install) -> None:
+    """Its ClusterRole deleted while the controller runs with the flag: the policies go and
+    none is written again (the grant went with it); re-created, the guard comes back owned
+    by the new one."""
+    with_guard(install)
+    (ctl,) = guarded(install)
+    wait_until(lambda: owned(install.api), what="owned")
+    role = install.api.get(*GUARD_ROLE)
+    assert role is not None
+    install.api.delete(*GUARD_ROLE)
+    wait_until(lambda: guard_policy(install.api) is None, what="removed")
+    wait_until(lambda: "the guard's ClusterRole is gone; its policies go too" in ctl.log(),
+               what="told")
+    del role["metadata"]["uid"], role["metadata"]["resourceVersion"]
+    install.api.create(role)
+    wait_until(lambda: owned(install.api), timeout=60, what="back, owned by the new one")

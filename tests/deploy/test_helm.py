@@ -406,6 +406,9 @@ def test_rbac_is_least_privilege(rendered: dict[str, list[Doc]]) -> None:
         components = CASES[case][2]
         allowed = [p for name, problems in OPT_IN_RBAC.items()
                    if name.removeprefix("components/") in components for p in problems]
+        if "guard-data-planes" in components:
+            # The uninstall hook's cleanup deletes the guard's policies (its few seconds).
+            allowed.append(f"ClusterRole/{HOOK_SA}: cluster-wide write on ['networkpolicies']")
         assert sorted(rbac_problems(docs)) == sorted(allowed), case
 
 
@@ -417,8 +420,10 @@ def test_the_uninstall_hook_is_a_pre_delete_job_with_its_rbac_first(
     for case, docs in rendered.items():
         hook = hooks(docs)
         kinds = sorted(d["kind"] for d in hook)
-        assert kinds == ["Job", "Role", "Role", "RoleBinding", "RoleBinding",
-                         "ServiceAccount"], case
+        guard = "guard-data-planes" in CASES[case][2]
+        assert kinds == sorted(["Job", "Role", "Role", "RoleBinding", "RoleBinding",
+                                "ServiceAccount",
+                                *(["ClusterRole", "ClusterRoleBinding"] if guard else [])]), case
         weight = {d["kind"]: int(d["metadata"]["annotations"]["helm.sh/hook-weight"])
                   for d in hook}
         for d in hook:
@@ -436,11 +441,22 @@ def test_the_uninstall_hook_is_a_pre_delete_job_with_its_rbac_first(
         assert spec["restartPolicy"] == "Never"
         assert [c["name"] for c in spec["initContainers"]] == ["stop-controller",
                                                               "wait-controller"]
-        # Nothing outside the hook binds its account; it has no cluster-wide grant.
+        # Nothing outside the hook binds its account; its one cluster-wide grant, with the
+        # guard only: the guard's NetworkPolicies, listed and deleted (cleanup --guard-policies).
         for d in docs:
             if d["kind"].endswith("Binding") and any(s["name"] == HOOK_SA
                                                      for s in d["subjects"]):
-                assert d in hook and d["kind"] == "RoleBinding", case
+                assert d in hook, case
+                assert d["kind"] == "RoleBinding" or guard, case
+        if guard:
+            assert find(hook, "ClusterRole", HOOK_SA)["rules"] == [{
+                "apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"],
+                "verbs": ["list", "delete"]}], case
+        args = pod_spec(job)["containers"][0]["args"]
+        # The Job's own --no-guard-policies, overridden (the last one wins) with the guard.
+        assert args.index("--no-guard-policies") < (
+            args.index("--guard-policies") if guard else len(args)), case
+        assert ("--guard-policies" in args) == guard, case
 
 
 def test_the_hook_stops_the_controller_before_cleaning_up(rendered: dict[str, list[Doc]]) -> None:
@@ -577,14 +593,24 @@ def _kubectl_calls(hook_docs: list[Doc], work: Path) -> list[Access]:
 
 
 def _hook_cleanup_calls(controller: list[Doc], hook_docs: list[Doc], corefile_text: str,
-                        written: tuple[str, str], work: Path) -> list[Access]:
+                        written: tuple[str, str], work: Path, *,
+                        guard: bool = False) -> list[Access]:
     """The chart's controller writes its rules, publishes the hosts and a target's proxy
-    Service; once it is stopped, the hook's cleanup (its args) removes it all: its calls."""
+    Service (``guard``: and a data plane's guard NetworkPolicy, made without an owner so that
+    only the hook can remove it); once it is stopped, the hook's cleanup (its args) removes it
+    all: its calls."""
+    from tests.controller.test_netguard import POLICY, foreign, ingress_nginx, node
+
     work.mkdir(parents=True, exist_ok=True)
     with FakeApiServer(bookmark_interval=0.5) as api:
         _cluster(api, corefile_text)
         _extras(api)
         _gateway_api(api)
+        if guard:
+            api.create(node("n1", "10.244.0.0/24"))
+            ingress_nginx(api)
+            # Someone else's, with our managed-by label but not the guard's: never touched.
+            api.create(foreign("theirs", {"app.kubernetes.io/managed-by": "hairpin-proxy"}))
         kubeconfig = api.write_kubeconfig(work / "kubeconfig")
         ctl = Controller(api, kubeconfig, work / "controller.log",
                          *_args(controller, "Deployment", "hairpin-proxy-controller"))
@@ -593,7 +619,8 @@ def _hook_cleanup_calls(controller: list[Doc], hook_docs: list[Doc], corefile_te
             wait_until(lambda: _host_in(api, "kube-system", *written, "shop.example.com")
                        and _host_in(api, NAMESPACE, "hairpin-proxy-hosts", "hosts",
                                     "shop.example.com")
-                       and api.get("Service", NAMESPACE, "hairpin-proxy-t1") is not None,
+                       and api.get("Service", NAMESPACE, "hairpin-proxy-t1") is not None
+                       and (not guard or api.get(*POLICY) is not None),
                        60, "rules, published hosts and a target's Service")
         finally:
             assert ctl.stop() == 0, ctl.log()
@@ -608,23 +635,28 @@ def _hook_cleanup_calls(controller: list[Doc], hook_docs: list[Doc], corefile_te
                            ("Service", "hairpin-proxy-t1")):
             assert api.get(kind, NAMESPACE, name) is None, name
         assert not _host_in(api, "kube-system", *written, "shop.example.com")
+        if guard:
+            assert api.get(*POLICY) is None
+            assert api.get("NetworkPolicy", POLICY[1], "theirs") is not None
         return [a for a in (access_of(r) for r in api.requests()) if a is not None]
 
 
 def test_the_hook_may_run_cleanup_and_nothing_else(helm: str, tmp_path: Path) -> None:
     """Every call of the hook's kubectl steps and of its cleanup is allowed by the hook's RBAC,
     and every grant of it is used by one of them."""
-    for platform, corefile_text, written in (
-            ("kubeadm", COREFILE, ("coredns", "Corefile")),
-            ("k3s", BY_NAME["k3s"].text, ("coredns-custom", "hairpin-proxy.override"))):
-        docs = template(helm, PRESETS[platform][0])
-        work = tmp_path / platform
+    for platform, corefile_text, written, guard in (
+            ("kubeadm", COREFILE, ("coredns", "Corefile"), False),
+            ("k3s", BY_NAME["k3s"].text, ("coredns-custom", "hairpin-proxy.override"), False),
+            ("kubeadm", COREFILE, ("coredns", "Corefile"), True)):
+        values = merge(PRESETS[platform][0], {"guardDataPlanes": {"enabled": guard}})
+        docs = template(helm, values)
+        work = tmp_path / f"{platform}-{guard}"
         calls = (_kubectl_calls(hooks(docs), work / "kubectl")
                  + _hook_cleanup_calls(installed(docs), hooks(docs), corefile_text, written,
-                                       work / "cleanup"))
+                                       work / "cleanup", guard=guard))
         refused, unused = _hook_problems(hooks(docs), calls)
-        assert refused == [], platform
-        assert unused == set(), platform
+        assert refused == [], (platform, guard)
+        assert unused == set(), (platform, guard)
 
 
 def test_the_hook_check_catches_a_missing_and_an_unused_grant(

@@ -15,7 +15,10 @@ Runs, and the render whose RBAC applies to each (as test_manifests' CLEANUP_FOR 
   import    controller --leader-elect --mode=coredns-import (kubespray's nodelocaldns present)
             then its cleanup                                         → overlays/k3s
   guard     controller --guard-data-planes: an ingress-nginx expecting PROXY (named target
-            ports), Nodes with pod CIDRs; its guard created, updated, deleted
+            ports), Nodes with pod CIDRs, the guard's ClusterRole (the policies' owner); its
+            guard created, updated, deleted, created again
+                                                              → components/guard-data-planes
+  cleanup-guard  cleanup after it, without --no-guard-policies: the policy deleted
                                                               → components/guard-data-planes
 """
 
@@ -408,6 +411,8 @@ def _guard_run(renders: dict[str, list[Doc]], work: Path) -> list[Run]:
     docs = renders["components/guard-data-planes"]
     with FakeApiServer(bookmark_interval=0.5) as api:
         _cluster(api, COREFILE)
+        # The owner every guard policy names.
+        api.create(copy.deepcopy(find(docs, "ClusterRole", "hairpin-proxy-controller-guard")))
         api.create(node("n1", "10.244.0.0/24"))
         ingress_nginx(api)
         kubeconfig = api.write_kubeconfig(work / "kubeconfig-guard")
@@ -423,9 +428,23 @@ def _guard_run(renders: dict[str, list[Doc]], work: Path) -> list[Run]:
             cm["data"]["use-proxy-protocol"] = "false"
             api.update(cm)
             _wait("guard deleted", lambda: api.get(*POLICY) is None)
+            cm["data"]["use-proxy-protocol"] = "true"
+            api.update(cm)
+            _wait("guard back", lambda: api.get(*POLICY) is not None)
         finally:
             assert ctl.stop() == 0, ctl.log()
-        return [Run("guard", "components/guard-data-planes", *_split(api.requests()))]
+        guard_calls = _split(api.requests())
+        api.clear_requests()
+        # With the component's grant, cleanup may remove the guard's policies itself.
+        args = [a for a in _args(renders["cleanup/default"], "Job", "hairpin-proxy-cleanup")
+                if a != "--no-guard-policies"]
+        cleanup = Controller(api, kubeconfig, work / "cleanup-guard.log", *args,
+                             command="cleanup")
+        assert cleanup.proc.wait(30) == 0, cleanup.log()
+        cleanup.stop()
+        assert api.get(*POLICY) is None
+        return [Run("guard", "components/guard-data-planes", *guard_calls),
+                Run("cleanup-guard", "components/guard-data-planes", *_split(api.requests()))]
 
 
 @pytest.fixture(scope="module")
@@ -472,7 +491,7 @@ def _coverage(renders: dict[str, list[Doc]], runs: list[Run]) -> dict[tuple[str,
                  "components/nudge-coredns": calls["default"] + calls["cleanup"],
                  "overlays/k3s": calls["import"] + calls["cleanup-import"],
                  "components/guard-data-planes": calls["default"] + calls["cleanup"]
-                 + calls["guard"]}
+                 + calls["guard"] + calls["cleanup-guard"]}
     return {(render, g): "" for render, calls in by_render.items()
             for g in unexercised(renders[render], calls)}
 
@@ -531,10 +550,18 @@ def test_the_guard_calls_beyond_the_base(renders: dict[str, list[Doc]],
         "create ingress-nginx/networkpolicies.networking.k8s.io",
         "delete ingress-nginx/networkpolicies.networking.k8s.io/"
         "hairpin-proxy-guard-ingress-nginx-controller",
+        "list clusterroles.rbac.authorization.k8s.io/hairpin-proxy-controller-guard",
         "list ingress-nginx/endpointslices.discovery.k8s.io",
         "list networkpolicies.networking.k8s.io",
         "list nodes",
         "update ingress-nginx/networkpolicies.networking.k8s.io/"
         "hairpin-proxy-guard-ingress-nginx-controller",
+        "watch clusterroles.rbac.authorization.k8s.io/hairpin-proxy-controller-guard",
         "watch networkpolicies.networking.k8s.io",
         "watch nodes"], beyond
+    # cleanup, where the component grants it: our labelled policies, listed and deleted.
+    (cleanup,) = [r for r in runs if r.label == "cleanup-guard"]
+    assert denied(renders["base"], cleanup.calls) == [
+        "delete ingress-nginx/networkpolicies.networking.k8s.io/"
+        "hairpin-proxy-guard-ingress-nginx-controller",
+        "list networkpolicies.networking.k8s.io"]

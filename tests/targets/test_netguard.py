@@ -204,3 +204,22 @@ def test_nodes_own_addresses_inside_the_pod_cidrs() -> None:
     assert blocks(dict(policy)) == [
         {"cidr": "0.0.0.0/0", "except": ["10.244.0.0/22"]}, {"cidr": "::/0"},
         {"cidr": "10.244.0.1/32"}, {"cidr": "10.244.1.0/32"}, {"cidr": "10.244.1.1/32"}]
+
+
+def test_every_policy_names_the_guards_cluster_role_as_its_owner() -> None:
+    role = {"metadata": {"name": ng.OWNER_ROLE, "uid": "u-1", "resourceVersion": "3"}}
+    owner = ng.owner_reference(role)
+    assert owner == {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                     "name": "hairpin-proxy-controller-guard", "uid": "u-1"}
+    plan = ng.plan_guards([ng.Guarded(svc("a"), ("k",)), ng.Guarded(svc("b"), ("k",))], V4,
+                          PROXY, owner=owner)
+    assert [p["metadata"]["ownerReferences"] for p in plan.policies.values()] == [[owner]] * 2
+    (unowned,) = ng.plan_guards([ng.Guarded(svc(), ("k",))], V4, PROXY).policies.values()
+    assert "ownerReferences" not in unowned["metadata"]
+    # A policy made before (no owner), or for a ClusterRole since re-created (another UID),
+    # is written again.
+    (owned,) = ng.plan_guards([ng.Guarded(svc(), ("k",))], V4, PROXY,
+                              owner=owner).policies.values()
+    assert ng.differs(unowned, owned) and not ng.differs(owned, owned)
+    assert ng.differs(owned, {**owned, "metadata": {**owned["metadata"], "ownerReferences": [
+        {**owner, "uid": "u-2"}]}})

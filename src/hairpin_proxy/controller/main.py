@@ -17,6 +17,8 @@ from hairpin_proxy.controller.reconciler import Controller
 from hairpin_proxy.controller.sinks.configmap import MANAGED_BY, write_configmap
 from hairpin_proxy.controller.sinks.coredns import CorednsSink, SinkError
 from hairpin_proxy.controller.sinks.coredns_import import ImportSink
+from hairpin_proxy.controller.sinks.netguard import POLICIES as GUARD_POLICIES
+from hairpin_proxy.controller.sinks.netguard import SELECTOR as GUARD_SELECTOR
 from hairpin_proxy.controller.sinks.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
 from hairpin_proxy.controller.sinks.nodelocal import NodeLocalSink
 from hairpin_proxy.controller.sinks.targets import SLOT_LABEL
@@ -26,7 +28,7 @@ from hairpin_proxy.logs import setup_logging
 from hairpin_proxy.metrics import Registry
 from hairpin_proxy.settings import CleanupSettings, ControllerSettings, usage_error
 from hairpin_proxy.targets.mapping import TargetFlagError, parse_target_flags
-from hairpin_proxy.targets.netguard import CidrError, parse_cidrs
+from hairpin_proxy.targets.netguard import CidrError, is_ours, parse_cidrs
 from hairpin_proxy.verify import parse_servers
 
 log = logging.getLogger("hairpin_proxy.controller")
@@ -212,10 +214,38 @@ async def _cleanup(s: CleanupSettings, client: KubeClient, namespace: str) -> in
     if await client.delete(table):
         log.info("deleted the targets table", extra={
             "configmap": f"{namespace}/{s.targets_configmap}"})
+    if s.guard_policies:
+        await _delete_guard_policies(client)
     # The rules are gone: what a running controller held for their withdrawal goes too (the
     # recovery of an uninstall whose controller could not run).
     await holds.release(client, holds.Place(namespace, s.configmap_namespace))
     return 0
+
+
+async def _delete_guard_policies(client: KubeClient) -> None:
+    """The data-plane guard's NetworkPolicies: listed with our label selector, each checked
+    for both our labels before it is deleted (a policy we did not make is never touched). A
+    refused list is told, not fatal: without the guard's grant there is nothing of ours to
+    find, and its owned policies go with its ClusterRole anyway."""
+    try:
+        found, _ = await client.list(GUARD_POLICIES, {"labelSelector": GUARD_SELECTOR})
+    except ApiError as exc:
+        if exc.status not in (401, 403):
+            raise
+        log.warning("cannot list NetworkPolicies; the data-plane guard's are left to the "
+                    "garbage collector (with its ClusterRole) or an administrator's cleanup",
+                    extra={"error": str(exc), "hint": "--no-guard-policies where the guard "
+                                                      "was never installed"})
+        return
+    for obj in found:
+        if not is_ours(obj):
+            continue
+        meta = obj.get("metadata") or {}
+        ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        if await client.delete(resource_path("networking.k8s.io/v1", "networkpolicies", ns,
+                                             name)):
+            log.info("deleted a data-plane guard NetworkPolicy",
+                     extra={"networkpolicy": f"{ns}/{name}"})
 
 
 async def _cleanup_main(s: CleanupSettings, cluster: kconfig.ClusterConfig) -> int:
@@ -234,7 +264,8 @@ async def _cleanup_main(s: CleanupSettings, cluster: kconfig.ClusterConfig) -> i
 
 
 def run_cleanup(settings: CleanupSettings) -> int:
-    """The uninstall step: our Corefile block (or import key) and the published hosts go."""
+    """The uninstall step: our Corefile block (or import key), the published hosts, the
+    per-target Services and the data-plane guard's NetworkPolicies go."""
     _setup_logging(settings.log_level, settings.log_format)
     cluster = _cluster(settings.kubeconfig)
     return 1 if cluster is None else asyncio.run(_cleanup_main(settings, cluster))

@@ -76,6 +76,7 @@ from hairpin_proxy.policy import HostPolicy, PolicyResult, Rejection, default_ta
 from hairpin_proxy.published import ADDRESSES_KEY, ENTRIES_KEY, HOSTS_KEY
 from hairpin_proxy.settings import ControllerSettings
 from hairpin_proxy.targets.mapping import parse_target_flags
+from hairpin_proxy.targets.netguard import OWNER_ROLE as GUARD_OWNER
 from hairpin_proxy.targets.netguard import parse_cidrs
 from hairpin_proxy.verify import HostChecker, make_resolver
 
@@ -247,6 +248,8 @@ class Controller:
                 nodes=reflector(resource_path("v1", "nodes"), "nodes", transform=slim_node),
                 policies=reflector(GUARD_POLICIES, "guard-networkpolicies",
                                    labels=GUARD_SELECTOR),
+                owner=reflector(resource_path("rbac.authorization.k8s.io/v1", "clusterroles"),
+                                "guard-clusterrole", name=GUARD_OWNER),
                 pod_cidrs=parse_cidrs(s.pod_cidr), wake_in=self._wake_in)
             # Not among the caches readiness waits for: a guard whose RBAC is missing must
             # not hold back the DNS rules (the sink waits for them on its own).

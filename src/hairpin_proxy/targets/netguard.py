@@ -36,6 +36,11 @@ NAME_PREFIX: Final = "hairpin-proxy-guard-"
 NAMESPACE_NAME_LABEL: Final = "kubernetes.io/metadata.name"
 MAX_PORT: Final = 65535
 EVERYWHERE: Final = (ipaddress.ip_network("0.0.0.0/0"), ipaddress.ip_network("::/0"))
+# The guard component's ClusterRole: every policy names it as its owner, so that the garbage
+# collector removes the policies whenever it goes, whatever became of the controller
+# (docs/forged-proxy-header.md, "Removed on uninstall").
+OWNER_ROLE: Final = "hairpin-proxy-controller-guard"
+RBAC_API: Final = "rbac.authorization.k8s.io/v1"
 
 
 class CidrError(ValueError):
@@ -148,6 +153,16 @@ class GuardPlan:
     skipped: tuple[Skipped, ...] = ()
 
 
+def owner_reference(role: Mapping[str, Any]) -> dict[str, Any]:
+    """The ownerReference naming the guard's ClusterRole (no blockOwnerDeletion: nothing
+    waits for the policies, and setting it would need delete on the ClusterRole where
+    OwnerReferencesPermissionEnforcement is on)."""
+    meta = role.get("metadata") if isinstance(role.get("metadata"), Mapping) else {}
+    assert isinstance(meta, Mapping)
+    return {"apiVersion": RBAC_API, "kind": "ClusterRole", "name": str(meta.get("name") or ""),
+            "uid": str(meta.get("uid") or "")}
+
+
 def policy_name(service: str) -> str:
     """Our policy's name for a data-plane Service name (a label: at most 63 characters, so
     within the 253 a policy name may have)."""
@@ -212,10 +227,11 @@ def outside_blocks(pod_cidrs: Sequence[Network]) -> list[dict[str, Any]]:
 
 def guard_policy(service: Mapping[str, Any], keys: Sequence[str], ports: Sequence[int],
                  pod_cidrs: Sequence[Network], proxy: ProxyPeer, *,
-                 nodes: Sequence[ipaddress.IPv4Address | ipaddress.IPv6Address] = ()
-                 ) -> dict[str, Any]:
+                 nodes: Sequence[ipaddress.IPv4Address | ipaddress.IPv6Address] = (),
+                 owner: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The NetworkPolicy for one data-plane Service (its selector must not be empty);
-    ``nodes``: the nodes' own addresses inside the pod CIDRs, admitted one by one."""
+    ``nodes``: the nodes' own addresses inside the pod CIDRs, admitted one by one; ``owner``:
+    the ownerReference it carries (owner_reference), if any."""
     namespace, name = _meta(service)
     spec = service.get("spec") if isinstance(service.get("spec"), Mapping) else {}
     assert isinstance(spec, Mapping)
@@ -226,7 +242,8 @@ def guard_policy(service: Mapping[str, Any], keys: Sequence[str], ports: Sequenc
         "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
         "metadata": {"name": policy_name(name), "namespace": namespace,
                      "labels": {**MANAGED_BY, GUARD_LABEL: name},
-                     "annotations": {TARGETS_ANNOTATION: ",".join(sorted(keys))}},
+                     "annotations": {TARGETS_ANNOTATION: ",".join(sorted(keys))},
+                     **({"ownerReferences": [dict(owner)]} if owner else {})},
         "spec": {
             "podSelector": {"matchLabels": selector},
             "policyTypes": ["Ingress"],
@@ -264,10 +281,11 @@ def _why_not(service: Mapping[str, Any], ports: Sequence[int], missing: Sequence
 
 def plan_guards(dataplanes: Iterable[Guarded], pod_cidrs: Iterable[Network],
                 proxy: ProxyPeer,
-                nodes: Iterable[ipaddress.IPv4Address | ipaddress.IPv6Address] = ()
-                ) -> GuardPlan:
+                nodes: Iterable[ipaddress.IPv4Address | ipaddress.IPv6Address] = (),
+                owner: Mapping[str, Any] | None = None) -> GuardPlan:
     """Every guard policy we want, and the data planes left without one (with why);
-    ``nodes``: the nodes' own addresses inside the pod CIDRs (node_addresses_in_pod_cidrs)."""
+    ``nodes``: the nodes' own addresses inside the pod CIDRs (node_addresses_in_pod_cidrs);
+    ``owner``: the ownerReference every policy carries."""
     node_addresses = tuple(nodes)
     cidrs = collapse(pod_cidrs)
     policies: dict[tuple[str, str], Mapping[str, Any]] = {}
@@ -279,8 +297,8 @@ def plan_guards(dataplanes: Iterable[Guarded], pod_cidrs: Iterable[Network],
         if why:
             skipped.append(Skipped(f"{namespace}/{name}", why, keep))
             continue
-        policies[(namespace, policy_name(name))] = guard_policy(d.service, d.keys, ports, cidrs,
-                                                                proxy, nodes=node_addresses)
+        policies[(namespace, policy_name(name))] = guard_policy(
+            d.service, d.keys, ports, cidrs, proxy, nodes=node_addresses, owner=owner)
     return GuardPlan(policies, tuple(skipped))
 
 
@@ -294,10 +312,12 @@ def is_ours(obj: Mapping[str, Any]) -> bool:
 
 
 def differs(have: Mapping[str, Any], want: Mapping[str, Any]) -> bool:
-    """Whether a policy as stored needs our PUT (what we set: labels, annotation, spec)."""
+    """Whether a policy as stored needs our PUT (what we set: labels, annotation, owner,
+    spec)."""
     hm = have.get("metadata") or {}
     wm = want["metadata"]
     return bool((hm.get("labels") or {}) != wm["labels"]
+            or (hm.get("ownerReferences") or []) != (wm.get("ownerReferences") or [])
             or (hm.get("annotations") or {}).get(TARGETS_ANNOTATION)
             != wm["annotations"][TARGETS_ANNOTATION]
             or have.get("spec") != want["spec"])

@@ -8,6 +8,13 @@ never read, let alone changed. Those no data plane needs any more (it stopped ex
 its target went, we are being uninstalled) are deleted. A refused or failed write is this
 sink's own problem: it is logged and retried on the next pass, and never holds back the DNS
 rules written before it.
+
+Every policy names the guard component's ClusterRole as its owner (read by name: ``owner``),
+so that the garbage collector removes them whenever that ClusterRole goes (any uninstall,
+the guard turned off), even with the controller gone or its RBAC deleted first. Where the
+ClusterRole cannot be read (the grant of an older release, RBAC given another way), the
+policies are made without an owner and said so once: the controller's withdrawal and
+``hairpin-proxy cleanup`` then remove them. Once seen and then gone, none is written.
 """
 
 from __future__ import annotations
@@ -55,7 +62,8 @@ class DataPlaneGuard:
     def __init__(self, client: KubeClient, tracker: WriteTracker, metrics: ControllerMetrics,
                  reports: Reports, *, namespace: str, services: Reflector,
                  proxy_service: Callable[[], JsonObj | None], nodes: Reflector,
-                 policies: Reflector, pod_cidrs: tuple[netguard.Network, ...],
+                 policies: Reflector, owner: Reflector,
+                 pod_cidrs: tuple[netguard.Network, ...],
                  wake_in: Callable[[float], None]) -> None:
         self.client = client
         self.tracker = tracker
@@ -66,22 +74,27 @@ class DataPlaneGuard:
         self.proxy_service = proxy_service
         self.nodes = nodes
         self.policies = policies
+        self.owner = owner
         self.pod_cidrs = pod_cidrs
         self.wake_in = wake_in
         self.backoff = Backoff(base=1.0, cap=60.0)
         self._told: dict[str, str] = {}
         self._waiting_for = ""
+        self._owner_seen = False
+        self._owner_told = ""
         # (Service, its resourceVersion) → (when, target port name → numbers).
         self._named_cache: dict[tuple[str, str], tuple[float, dict[str, tuple[int, ...]]]] = {}
 
     @property
     def reflectors(self) -> list[Reflector]:
-        return [self.nodes, self.policies]
+        return [self.nodes, self.policies, self.owner]
 
     def _waiting(self) -> bool:
         """Whether its own caches are still unlisted (told once per cause): nothing is
         written from a partial view of our policies."""
-        waiting = [r for r in self.reflectors if not r.synced.is_set()]
+        # The owner's cache is waited for only until a refusal: then policies go unowned.
+        waiting = [r for r in self.reflectors if not r.synced.is_set()
+                   and not (r is self.owner and r.last_error)]
         why = "; ".join(f"{r.kind}: {r.last_error or 'not listed yet'}" for r in waiting)
         if why and why != self._waiting_for:
             log.warning("data-plane guard waits for its caches", extra={"waiting": why})
@@ -92,11 +105,12 @@ class DataPlaneGuard:
         if self._waiting():
             return  # their first list wakes a pass
         try:
-            if desired.plan is None:
-                # Uninstalling: every policy of ours goes with us.
+            owner, gone = self._owner()
+            if desired.plan is None or gone:
+                # Uninstalling, or the guard's ClusterRole went: every policy of ours goes.
                 await self._apply({})
                 return
-            wanted = await self.wanted(desired.plan)
+            wanted = await self.wanted(desired.plan, owner)
             if wanted is not None:
                 await self._apply(wanted)
         except ApiError as exc:
@@ -106,7 +120,31 @@ class DataPlaneGuard:
         else:
             self.backoff.reset()
 
-    async def wanted(self, p: Plan) -> dict[tuple[str, str], Mapping[str, Any] | None] | None:
+    def _owner(self) -> tuple[dict[str, Any] | None, bool]:
+        """(the ownerReference our policies carry or None, whether the guard's ClusterRole,
+        seen before, is gone); told once per change."""
+        role = self.owner.get(f"/{netguard.OWNER_ROLE}")
+        if role is not None:
+            self._owner_seen = True
+            self._tell_owner("", "")
+            return netguard.owner_reference(role), False
+        if self._owner_seen and self.owner.synced.is_set():
+            self._tell_owner("gone", "the guard's ClusterRole is gone; its policies go too")
+            return None, True
+        why = self.owner.last_error or "it does not exist"
+        self._tell_owner(why, "data-plane guard policies made without an owner: they go with "
+                              "the controller's withdrawal or `hairpin-proxy cleanup`, not "
+                              "with the guard's ClusterRole")
+        return None, False
+
+    def _tell_owner(self, key: str, message: str) -> None:
+        if key and key != self._owner_told:
+            log.warning(message, extra={"clusterrole": netguard.OWNER_ROLE,
+                                        **({"reason": key} if key != "gone" else {})})
+        self._owner_told = key
+
+    async def wanted(self, p: Plan, owner: Mapping[str, Any] | None = None
+                     ) -> dict[tuple[str, str], Mapping[str, Any] | None] | None:
         """Our policies as they should be, None for one left as it is (None as a whole: the
         proxy Service is not there, so our pods cannot be named; nothing is changed until it
         is back)."""
@@ -128,7 +166,8 @@ class DataPlaneGuard:
                 planes.append(netguard.Guarded(svc, tuple(of), await self._named(svc)))
         cidrs = self.pod_cidrs or netguard.node_pod_cidrs(self.nodes.cache.values())
         plan = netguard.plan_guards(
-            planes, cidrs, peer, netguard.node_addresses_in_pod_cidrs(self.nodes.cache.values()))
+            planes, cidrs, peer, netguard.node_addresses_in_pod_cidrs(self.nodes.cache.values()),
+            owner=owner)
         wanted: dict[tuple[str, str], Mapping[str, Any] | None] = dict(plan.policies)
         for skip in plan.skipped:
             self._tell(skip)
