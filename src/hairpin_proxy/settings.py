@@ -340,7 +340,7 @@ class ProxySettings(LogSettings):
 
 
 @dataclasses.dataclass(frozen=True)
-class RenderSettings(PolicySettings, LogSettings):
+class RenderSettings(TargetSettings, PolicySettings, LogSettings):
     corefile: Path | None = opt(None, "Corefile to render (only read; the result is printed).")
     hosts_file: Path | None = opt(None, "Hosts file to render instead of a Corefile (only read).")
     ingress: tuple[str, ...] = opt((), "Ingress YAML/JSON file, directory, or - for standard "
@@ -359,6 +359,18 @@ class RenderSettings(PolicySettings, LogSettings):
                                       "--corefile, first check that Corefile imports it.")
     import_key: str = opt("hairpin-proxy.override", "Key name the snippet is stored under "
                                                     "(checked against the Corefile's imports).")
+    namespace: str = opt("hairpin-proxy", "As the controller's namespace: where the proxy "
+                                          "Service, its slot Services and the targets "
+                                          "ConfigMap are looked for among the inputs.")
+    proxy_service: str = opt("hairpin-proxy", "The proxy Service in that namespace.")
+    max_targets: int = opt(32, "As the controller's --max-targets.")
+    targets_configmap: str = opt("hairpin-proxy-targets", "As the controller's "
+                                                          "--targets-configmap: its slot table "
+                                                          "is read from the inputs.")
+    node_local_corefile: Path | None = opt(None, "NodeLocal DNSCache Corefile to render "
+                                                 "instead (only read).")
+    print_targets: bool = opt(False, "Also print the targets table and the slot Services the "
+                                     "controller would write (YAML, after the file).")
 
 
 @dataclasses.dataclass(frozen=True)
