@@ -525,6 +525,15 @@ class DoctorSettings(CorednsTargetSettings, TargetSettings, PolicySettings, Kube
     target_settle: float = opt(90.0, "As the controller's --target-settle: seconds a new "
                                      "slot waits before its hosts get DNS rules (shown as "
                                      "pending until then).")
+    max_targets: int = opt(32, "As the controller's --max-targets (read from its Deployment "
+                               "when that can be read).")
+    targets_configmap: str = opt("hairpin-proxy-targets", "As the controller's "
+                                                          "--targets-configmap (read from its "
+                                                          "Deployment when that can be read).")
+    controller_deployment: str = opt("hairpin-proxy-controller", "The controller's Deployment "
+                                                                 "in our namespace, whose args "
+                                                                 "and env are its settings; "
+                                                                 "empty: use these flags.")
     forged_header_probe: bool = opt(True, "Send each data plane that expects PROXY one "
                                           "request whose header names 192.0.2.1, straight to "
                                           "its Service: does it believe a forged address?")

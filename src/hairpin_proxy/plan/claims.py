@@ -51,8 +51,9 @@ def ingress_claims(result: PolicyResult, snap: Snapshot) -> tuple[Claim, ...]:
     out: list[Claim] = []
     for host, names in result.sources.items():
         for name in names:
-            ref, target, created = by_name[name]
-            out.append(Claim(host, target, ref, created))
+            found = by_name.get(name)
+            if found is not None:  # an Ingress no longer listed claims nothing
+                out.append(Claim(host, found[1], found[0], found[2]))
     return tuple(out)
 
 
