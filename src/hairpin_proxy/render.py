@@ -143,7 +143,7 @@ def _emit(out: TextIO, text: str) -> None:
         pass
 
 
-def _snapshot(s: RenderSettings, objects: Sequence[dict[str, Any]], ips: Sequence[str],
+def snapshot(s: RenderSettings, objects: Sequence[dict[str, Any]], ips: Sequence[str],
               target: str) -> Snapshot:
     """The controller's snapshot from the inputs, every slot settled (render prints the
     steady state, not the --target-settle wait). ``--proxy-ip`` stands for the proxy
@@ -248,7 +248,7 @@ def render(s: RenderSettings, out: TextIO) -> int:
     if not manifests.ingresses:
         # Most likely a wrong path; the output would drop every rule.
         log.warning("no Ingress objects found", extra={"files": len(manifests.files)})
-    snap = _snapshot(s, manifests.objects, ips, target)
+    snap = snapshot(s, manifests.objects, ips, target)
     if snap.ingress_classes is None:
         # Manifests often leave the IngressClasses out: whether a class exists is unknown
         # then, and is not held against the Ingresses (the controller checks it).

@@ -3,26 +3,36 @@ corpus (tests/plan_corpus/*.yaml) is created in the fake API, the controller rec
 and ``render`` fed what ``kubectl get -o yaml`` would show (the corpus's objects as the cluster
 holds them, the proxy's namespace's Services, the targets ConfigMap) must print byte for byte
 what the controller wrote: the Corefile (or import snippet), node-local-dns's Corefile, the
-hosts file the etchosts agents write from the published hosts, and the targets table.
+hosts file the etchosts agents write from the published hosts, and the targets table. doctor,
+asking the same cluster, must read every host (its target and verdict) as the plan does.
 
 Slots settle at once (``--target-settle 0``): render prints the steady state.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import yaml
 
 from hairpin_proxy import hostsfile
-from hairpin_proxy.cli import main
+from hairpin_proxy.cli import build_parser, main
+from hairpin_proxy.doctor.cluster import gather, policy_for
+from hairpin_proxy.kube.client import KubeClient
+from hairpin_proxy.kube.config import load as load_kubeconfig
+from hairpin_proxy.plan import plan
+from hairpin_proxy.policy import default_target
 from hairpin_proxy.published import ENTRIES_KEY, parse_entries
+from hairpin_proxy.render import snapshot as render_snapshot
+from hairpin_proxy.settings import DoctorSettings, RenderSettings, settings_from_args
+from hairpin_proxy.targets.mapping import parse_target_flags
 from hairpin_proxy.targets.table import TABLE_KEY
 from tests.controller.conftest import COREFILE, NAMESPACE, NODE_LOCAL, Controller
 from tests.fakeapi.crds import ENVOY_CLIENT_TRAFFIC_POLICY
@@ -33,6 +43,7 @@ CORPUS = Path(__file__).parent.parent / "plan_corpus"
 CASES = sorted(CORPUS.glob("*.yaml"))
 Start = Callable[..., Controller]
 Outputs = dict[str, str]
+T = TypeVar("T")
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -126,6 +137,39 @@ def rendered(tmp_path: Path, case: dict[str, Any], objects: list[dict[str, Any]]
     return out
 
 
+def _settings(cls: type[T], command: str, args: list[str]) -> T:
+    parsed, extra = build_parser().parse_known_args([command, *args])
+    assert not extra
+    del parsed.command
+    return settings_from_args(cls, parsed, environ={})
+
+
+def plan_verdicts(case: dict[str, Any], objects: list[dict[str, Any]]
+                  ) -> dict[str, tuple[str, str]]:
+    """Host → (target key, verdict) as the plan decides from render's snapshot."""
+    s = _settings(RenderSettings, "render", ["--namespace", NAMESPACE, *case.get("args", ())])
+    p = plan(render_snapshot(s, objects, (), default_target(s.cluster_domain))).plan
+    return {**{h: (key, "redirected") for h, key in p.routes.items()},
+            **{h: (why.key, why.problem) for h, why in p.excluded.items()}}
+
+
+def doctor_verdicts(kubeconfig: Path, case: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """Host → (target key, verdict) as doctor's cluster facts read them."""
+    s = _settings(DoctorSettings, "doctor", ["--namespace", NAMESPACE, *case.get("args", ())])
+    cfg = load_kubeconfig(kubeconfig)
+
+    async def ask() -> dict[str, tuple[str, str]]:
+        client = KubeClient.from_cluster(cfg, timeout=10)
+        try:
+            view = await gather(client, s, NAMESPACE, policy_for(s, NAMESPACE),
+                                parse_target_flags(s.target))
+        finally:
+            await client.close()
+        assert view.facts.host_targets is not None, view.facts.problems
+        return {h: (t.key, t.verdict) for h, t in view.facts.host_targets.items()}
+    return asyncio.run(ask())
+
+
 def controller_flags(case: dict[str, Any], mode: str) -> list[str]:
     flags = ["--target-settle", "0", *case.get("args", ())]
     if mode == "coredns-import":
@@ -137,7 +181,8 @@ def controller_flags(case: dict[str, Any], mode: str) -> list[str]:
 
 @pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
 def test_render_prints_what_the_controller_writes(cluster: FakeApiServer, start: Start,
-                                                  tmp_path: Path, path: Path) -> None:
+                                                  kubeconfig: Path, tmp_path: Path,
+                                                  path: Path) -> None:
     case = load(path)
     mode = str(case.get("mode", "coredns"))
     setup(cluster, case)
@@ -159,6 +204,8 @@ def test_render_prints_what_the_controller_writes(cluster: FakeApiServer, start:
         wrote, got = last[0]
         assert wrote == got
         raise
+    # doctor, asking the same cluster, reads each host as the plan decides it.
+    assert doctor_verdicts(kubeconfig, case) == plan_verdicts(case, inputs(cluster, case))
 
 
 def test_the_corpus_covers_what_the_issue_names() -> None:
