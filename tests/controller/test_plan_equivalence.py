@@ -36,6 +36,7 @@ from hairpin_proxy.targets.mapping import parse_target_flags
 from hairpin_proxy.targets.table import TABLE_KEY
 from tests.controller.conftest import COREFILE, NAMESPACE, NODE_LOCAL, Controller
 from tests.fakeapi.crds import ENVOY_CLIENT_TRAFFIC_POLICY
+from tests.fakeapi.fixtures import deployment
 from tests.fakeapi.server import FakeApiServer
 from tests.waiting import wait_until
 
@@ -215,3 +216,53 @@ def test_the_corpus_covers_what_the_issue_names() -> None:
                    "unknown-", "over-max-targets", "node-local-dns", "import-mode",
                    "dual-stack"):
         assert needed in names, needed
+
+
+def controller_deployment(args: list[str], env: list[dict[str, Any]]) -> dict[str, Any]:
+    obj = deployment(NAMESPACE, "hairpin-proxy-controller")
+    obj["spec"]["template"]["spec"]["containers"] = [
+        {"name": "controller", "image": "hairpin-proxy", "args": ["controller", *args],
+         "env": env}]
+    return obj
+
+
+def test_doctor_reads_the_controllers_settings_from_its_deployment(
+        cluster: FakeApiServer, start: Start, kubeconfig: Path) -> None:
+    """A controller started with other --max-targets and --targets-configmap (a flag and an
+    env variable) is judged by those, not doctor's defaults."""
+    case = load(CORPUS / "16-over-max-targets.yaml")
+    args = ["--max-targets", "1"]
+    env: list[dict[str, Any]] = [
+        {"name": "HAIRPIN_TARGETS_CONFIGMAP", "value": "other-targets"},
+        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}]
+    setup(cluster, {**case, "args": []})
+    cluster.create(controller_deployment(args, env))
+    ctl = start("--target-settle", "0", *args, "--targets-configmap", "other-targets")
+    ctl.wait_ready()
+    wait_until(lambda: _data(cluster, NAMESPACE, "other-targets").get(TABLE_KEY), 30,
+               "the table in other-targets")
+    bare = {**case, "args": []}
+    got = doctor_verdicts(kubeconfig, bare)
+    # One slot: one of the two data planes is left out, as the controller leaves it.
+    assert sorted(v for _, v in got.values()) == ["redirected", "target-not-found"]
+    assert got == plan_verdicts(case, inputs(cluster, case) + [
+        c for c in [cluster.get("ConfigMap", NAMESPACE, "other-targets")] if c])
+    assert cluster.get("ConfigMap", NAMESPACE, "hairpin-proxy-targets") is None
+
+
+def test_doctor_says_when_the_deployment_cannot_be_read(cluster: FakeApiServer,
+                                                        kubeconfig: Path) -> None:
+    cluster.create(controller_deployment(["--max-targets", "many"], []))
+    s = _settings(DoctorSettings, "doctor", ["--namespace", NAMESPACE])
+    cfg = load_kubeconfig(kubeconfig)
+
+    async def ask() -> tuple[str, ...]:
+        client = KubeClient.from_cluster(cfg, timeout=10)
+        try:
+            view = await gather(client, s, NAMESPACE, policy_for(s, NAMESPACE), {})
+        finally:
+            await client.close()
+        return view.facts.problems
+    problems = asyncio.run(ask())
+    assert any("Deployment hairpin-proxy/hairpin-proxy-controller: its flags cannot be read"
+               in p and "taken from doctor's flags" in p for p in problems), problems
