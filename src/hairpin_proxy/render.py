@@ -8,6 +8,7 @@ then nothing at all is printed on stdout.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import ipaddress
 import logging
@@ -19,7 +20,7 @@ from typing import Any, TextIO
 import yaml
 
 from hairpin_proxy import corefile, hostsfile
-from hairpin_proxy.controller.routing import TABLE_KEY
+from hairpin_proxy.controller.budget import configmap_room, corefile_room
 from hairpin_proxy.controller.sinks.coredns import CorednsSink
 from hairpin_proxy.controller.sinks.coredns_import import ImportSink
 from hairpin_proxy.controller.sinks.targets import slot_service, table_data
@@ -29,9 +30,12 @@ from hairpin_proxy.manifests import ManifestError, load
 from hairpin_proxy.plan import DesiredState, PlanSettings, Snapshot, plan
 from hairpin_proxy.plan.claims import ingress_result
 from hairpin_proxy.plan.objects import snapshot_of
+from hairpin_proxy.plan.snapshot import Rooms
 from hairpin_proxy.policy import HostPolicy, PolicyResult, default_target
+from hairpin_proxy.published import KEYS as PUBLISHED_KEYS
 from hairpin_proxy.settings import RenderSettings, usage_error
 from hairpin_proxy.targets.mapping import parse_target_flags
+from hairpin_proxy.targets.table import TABLE_KEY
 
 log = logging.getLogger("hairpin_proxy.render")
 
@@ -143,8 +147,25 @@ def _emit(out: TextIO, text: str) -> None:
         pass
 
 
+def rooms(mode: str, s: RenderSettings, old: str) -> Rooms:
+    """The size limits as the controller measures them, from the file being rendered (the
+    other keys of the ConfigMaps it lives in are not known offline: taken as empty)."""
+    if mode == "--import-snippet":
+        rules = configmap_room(None, (s.import_key,))
+    else:
+        rules = corefile_room({"data": {"Corefile": old if mode == "--corefile" else ""}},
+                              "Corefile")
+    others = [("published hosts", "published", configmap_room(None, PUBLISHED_KEYS),
+               f"{s.namespace}/hairpin-proxy-hosts")]
+    if mode == "--node-local-corefile":
+        others.append(("node-local-dns rules", "node-local",
+                       corefile_room({"data": {"Corefile": old}}, "Corefile"),
+                       "kube-system/node-local-dns"))
+    return Rooms(rules, "the rules' ConfigMap", tuple(others))
+
+
 def snapshot(s: RenderSettings, objects: Sequence[dict[str, Any]], ips: Sequence[str],
-              target: str) -> Snapshot:
+             target: str, limits: Rooms | None = None) -> Snapshot:
     """The controller's snapshot from the inputs, every slot settled (render prints the
     steady state, not the --target-settle wait). ``--proxy-ip`` stands for the proxy
     Service's ClusterIPs."""
@@ -157,7 +178,8 @@ def snapshot(s: RenderSettings, objects: Sequence[dict[str, Any]], ips: Sequence
         policy=policy, namespace=s.namespace, proxy_service=s.proxy_service,
         target_map=target_map, cluster_domain=s.cluster_domain, target_server=s.target_server,
         max_targets=s.max_targets, settle=0.0, dns_ttl=s.dns_ttl,
-        gateway_api=s.gateway_api == "auto", gateway_classes=s.gateway_class)
+        gateway_api=s.gateway_api == "auto", gateway_classes=s.gateway_class,
+        rules_budget=s.rules_budget)
     objs = list(objects)
     if ips:
         main = (s.namespace, s.proxy_service)
@@ -166,7 +188,8 @@ def snapshot(s: RenderSettings, objects: Sequence[dict[str, Any]], ips: Sequence
         objs.append({"apiVersion": "v1", "kind": "Service",
                      "metadata": {"namespace": main[0], "name": main[1]},
                      "spec": {"clusterIP": ips[0], "clusterIPs": list(ips)}})
-    return snapshot_of(objs, settings, targets_configmap=s.targets_configmap)
+    snap = snapshot_of(objs, settings, targets_configmap=s.targets_configmap)
+    return dataclasses.replace(snap, rooms=limits)
 
 
 def _targets_yaml(s: RenderSettings, snap: Snapshot, desired: DesiredState) -> str:
@@ -248,7 +271,7 @@ def render(s: RenderSettings, out: TextIO) -> int:
     if not manifests.ingresses:
         # Most likely a wrong path; the output would drop every rule.
         log.warning("no Ingress objects found", extra={"files": len(manifests.files)})
-    snap = snapshot(s, manifests.objects, ips, target)
+    snap = snapshot(s, manifests.objects, ips, target, rooms(mode, s, old))
     if snap.ingress_classes is None:
         # Manifests often leave the IngressClasses out: whether a class exists is unknown
         # then, and is not held against the Ingresses (the controller checks it).

@@ -367,6 +367,8 @@ class RenderSettings(TargetSettings, PolicySettings, LogSettings):
     targets_configmap: str = opt("hairpin-proxy-targets", "As the controller's "
                                                           "--targets-configmap: its slot table "
                                                           "is read from the inputs.")
+    rules_budget: int = opt(524288, "As the controller's --rules-budget: bytes our rules may "
+                                    "take; the newest objects over it are refused.")
     node_local_corefile: Path | None = opt(None, "NodeLocal DNSCache Corefile to render "
                                                  "instead (only read).")
     print_targets: bool = opt(False, "Also print the targets table and the slot Services the "

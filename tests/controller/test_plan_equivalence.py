@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import io
 import json
 from collections.abc import Callable
@@ -31,7 +32,12 @@ from hairpin_proxy.plan import plan
 from hairpin_proxy.policy import default_target
 from hairpin_proxy.published import ENTRIES_KEY, parse_entries
 from hairpin_proxy.render import snapshot as render_snapshot
-from hairpin_proxy.settings import DoctorSettings, RenderSettings, settings_from_args
+from hairpin_proxy.settings import (
+    DoctorSettings,
+    RenderSettings,
+    flag_name,
+    settings_from_args,
+)
 from hairpin_proxy.targets.mapping import parse_target_flags
 from hairpin_proxy.targets.table import TABLE_KEY
 from tests.controller.conftest import COREFILE, NAMESPACE, NODE_LOCAL, Controller
@@ -138,8 +144,20 @@ def rendered(tmp_path: Path, case: dict[str, Any], objects: list[dict[str, Any]]
     return out
 
 
-def _settings(cls: type[T], command: str, args: list[str]) -> T:
-    parsed, extra = build_parser().parse_known_args([command, *args])
+def _settings(cls: type[T], command: str, args: list[str], *, known: bool = False) -> T:
+    """``args`` as ``command`` reads them; ``known``: the flags it does not have are left
+    out (doctor has no --rules-budget: its verdicts are the plan's targets, before sizes)."""
+    parser = build_parser()
+    if known:
+        names = {flag_name(f) for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        kept, skip = [], False
+        for arg in args:
+            if arg.startswith("--"):
+                skip = arg not in names
+            if not skip:
+                kept.append(arg)
+        args = kept
+    parsed, extra = parser.parse_known_args([command, *args])
     assert not extra
     del parsed.command
     return settings_from_args(cls, parsed, environ={})
@@ -156,7 +174,8 @@ def plan_verdicts(case: dict[str, Any], objects: list[dict[str, Any]]
 
 def doctor_verdicts(kubeconfig: Path, case: dict[str, Any]) -> dict[str, tuple[str, str]]:
     """Host → (target key, verdict) as doctor's cluster facts read them."""
-    s = _settings(DoctorSettings, "doctor", ["--namespace", NAMESPACE, *case.get("args", ())])
+    s = _settings(DoctorSettings, "doctor", ["--namespace", NAMESPACE, *case.get("args", ())],
+                  known=True)
     cfg = load_kubeconfig(kubeconfig)
 
     async def ask() -> dict[str, tuple[str, str]]:

@@ -72,7 +72,7 @@ from hairpin_proxy.kube.watch import Backoff, Reflector
 from hairpin_proxy.plan.answers import Routed
 from hairpin_proxy.plan.core import routable, routing_metrics
 from hairpin_proxy.policy import HostPolicy, PolicyResult, Rejection, default_target
-from hairpin_proxy.published import ADDRESSES_KEY, ENTRIES_KEY, HOSTS_KEY
+from hairpin_proxy.published import KEYS as PUBLISHED_KEYS
 from hairpin_proxy.settings import ControllerSettings
 from hairpin_proxy.targets.mapping import parse_target_flags
 from hairpin_proxy.targets.netguard import parse_cidrs
@@ -80,8 +80,6 @@ from hairpin_proxy.verify import HostChecker, make_resolver
 
 log = logging.getLogger("hairpin_proxy.controller")
 
-# The keys of the published ConfigMap that are ours (sinks/published.py).
-PUBLISHED_KEYS = (HOSTS_KEY, ADDRESSES_KEY, ENTRIES_KEY)
 
 
 class _Done(Exception):

@@ -8,15 +8,25 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from hairpin_proxy import corefile
 from hairpin_proxy.claims import Claim
+from hairpin_proxy.controller.budget import (
+    AnswerSets,
+    Measure,
+    NodeLocalMeasure,
+    PublishedMeasure,
+    RulesMeasure,
+    Within,
+    limits_of,
+    within,
+)
 from hairpin_proxy.plan.answers import Groups, Routed, answer_groups, route_answers
 from hairpin_proxy.plan.claims import source_claims
-from hairpin_proxy.plan.snapshot import Snapshot
+from hairpin_proxy.plan.snapshot import Rooms, Snapshot
 from hairpin_proxy.policy import Rejection
 from hairpin_proxy.targets import table
 from hairpin_proxy.targets.discovery import service_addresses, service_of_host
@@ -146,16 +156,35 @@ def plan(snap: Snapshot) -> DesiredState:
     if s.verify_hosts:
         hosts, unverified, counts = verified(hosts, snap.verdicts, snap.held)
         metrics["verdicts"] = {code: float(counts[code]) for code in VERDICTS}
+    proxy = services.get(f"{s.namespace}/{s.proxy_service}")
+    default = corefile.Answers.of(service_addresses(proxy), s.dns_ttl)
+    if snap.rooms is not None:
+        got = fit_rooms(snap.rooms, s.rules_budget, hosts, routed=routed, claims=claims,
+                        default=default)
+        hosts, refusals = got.hosts, (*refusals, *got.rejections)
+        metrics["over_budget"] = {"": float(len(got.refused))}
     metrics["hosts_rejected"] = {"": float(len(refusals))}
     metrics["hosts_managed"] = {"": float(len(hosts))}
-    proxy = services.get(f"{s.namespace}/{s.proxy_service}")
     used = {p.slots[k] for h, k in p.routes.items() if k != DEFAULT_KEY}
     missing = sorted(slot_svcs[slot] for slot in used if not service_addresses(
         services.get(slot_svcs[slot])))
     if proxy is None or not service_addresses(proxy):
         missing.insert(0, f"{s.namespace}/{s.proxy_service}")
-    return DesiredState(routed, hosts, corefile.Answers.of(service_addresses(proxy), s.dns_ttl),
-                        claims, refusals, unverified, tuple(missing), metrics)
+    return DesiredState(routed, hosts, default, claims, tuple(refusals), unverified,
+                        tuple(missing), metrics)
+
+
+def fit_rooms(rooms: Rooms, budget: int, hosts: Sequence[str], *, routed: Routed,
+              claims: Sequence[Claim], default: corefile.Answers) -> Within:
+    """The hosts that fit the rules budget and every ConfigMap's room, measured in the
+    answer sets they are written with; the newest objects that do not are refused."""
+    measures: dict[str, Measure] = {"published": PublishedMeasure(),
+                                    "node-local": NodeLocalMeasure()}
+    limits = limits_of(budget, RulesMeasure(), rooms.rules, rooms.rules_where,
+                       [(what, measures[kind], room, where)
+                        for what, kind, room, where in rooms.others])
+    return within(hosts, routed.plan.origins, claims, AnswerSets(default, routed.answers),
+                  limits)
 
 
 def slot_table(cm: Mapping[str, Any] | None) -> tuple[dict[str, int], str]:

@@ -35,6 +35,19 @@ class PlanSettings:
     gateway_classes: tuple[str, ...] = ()
     # --verify-hosts on: only hosts with a verdict that redirects (or held and pending) go.
     verify_hosts: bool = False
+    rules_budget: int = 524288
+
+
+@dataclass(frozen=True)
+class Rooms:
+    """The bytes the rules and the published hosts may take: the room each ConfigMap they
+    are written to leaves (budget.py's ``corefile_room``, ``configmap_room``)."""
+
+    rules: int
+    # The rules' ConfigMap and key, as refusals name it.
+    rules_where: str
+    # (what, "published" or "node-local", bytes, the ConfigMap): the other destinations.
+    others: tuple[tuple[str, str, int, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -65,3 +78,5 @@ class Snapshot:
     verdicts: Mapping[str, Verdict] = field(default_factory=dict)
     # Unix seconds: when the plan is made (slots settle against it).
     now: float = 0.0
+    # The size limits (None: none is applied).
+    rooms: Rooms | None = None
