@@ -1,6 +1,8 @@
-"""``hairpin-proxy render``: print the Corefile or hosts file the controller would write.
+"""``hairpin-proxy render``: print what the controller would write.
 
-Offline and read-only: the Ingresses come from manifest files, the result goes to stdout
+Offline and read-only: the objects come from manifest files and become the plan's snapshot
+(plan/objects.py); the plan's desired state is written as the controller's sinks write it
+(the same edit functions) and goes to stdout
 (the whole file, a unified diff, or only an exit status with ``--check``). Rejected hosts are
 logged to stderr and are not an error; an unreadable or unparsable input is (exit 2), and
 then nothing at all is printed on stdout.
