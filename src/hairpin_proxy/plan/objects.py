@@ -8,12 +8,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from hairpin_proxy.gateway.model import GROUP as GATEWAY_GROUP
+from hairpin_proxy.gateway.model import ROUTE_KINDS
 from hairpin_proxy.plan.snapshot import PlanSettings, Snapshot
 from hairpin_proxy.policy import INGRESS_GROUP
 from hairpin_proxy.targets.resolve import CILIUM_CONFIGMAP, INGRESS_NGINX_CONFIGMAP
 
-# The Gateway API route kinds the controller reads.
-ROUTE_KINDS = ("HTTPRoute", "GRPCRoute", "TLSRoute")
 _ENVOY_GROUP = "gateway.envoyproxy.io"
 _NGINX_GATEWAY_GROUP = "gateway.nginx.org"
 
