@@ -265,8 +265,8 @@ def test_broken_hosts_file_markers(capsys: pytest.CaptureFixture[str], tmp_path:
 # --------------------------------------------------------------------------- errors
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--ingress", CLUSTER], "give exactly one of --corefile FILE, --hosts-file FILE or "
-                             "--import-snippet"),
+    (["--ingress", CLUSTER], "give exactly one of --corefile FILE, --hosts-file FILE, "
+                             "--node-local-corefile FILE or --import-snippet"),
     (["--corefile", COREFILE, "--hosts-file", HOSTS, "--import-snippet", "--ingress", CLUSTER],
      "(got --hosts-file, --import-snippet)"),
     (["--corefile", COREFILE, "--hosts-file", HOSTS, "--proxy-ip", "10.0.0.1",

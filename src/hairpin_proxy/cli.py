@@ -39,7 +39,8 @@ class Command:
 COMMANDS: tuple[Command, ...] = (
     Command("proxy", "Relay connections to the ingress controller, prepending a PROXY header.",
             ProxySettings, "hairpin_proxy.relay.server:run"),
-    Command("render", "Offline: print the Corefile or hosts file the controller would write.",
+    Command("render", "Offline: print what the controller would write (Corefile, import "
+                      "snippet, node-local-dns Corefile, hosts file) for manifest files.",
             RenderSettings, "hairpin_proxy.render:run"),
     Command("controller", "Watch Ingresses and Gateway API routes and keep the DNS rules "
                           "for their hosts in step.",

@@ -30,6 +30,8 @@ class Manifests:
     ingresses: tuple[dict[str, Any], ...]
     ingress_classes: tuple[dict[str, Any], ...]
     files: tuple[str, ...]  # every file read, in order
+    # Every object read, in order (render's snapshot reads the other kinds).
+    objects: tuple[dict[str, Any], ...] = ()
 
 
 def manifest_files(path: Path) -> list[Path]:
@@ -121,10 +123,11 @@ def _group(obj: dict[str, Any]) -> str:
 
 
 def load(paths: Iterable[str | Path], *, stdin: TextIO | None = None) -> Manifests:
-    """The Ingresses and IngressClasses in ``paths``; other objects are ignored."""
+    """The Ingresses and IngressClasses in ``paths``, and every object read."""
     ingresses: list[dict[str, Any]] = []
     classes: list[dict[str, Any]] = []
     files: list[str] = []
+    objects: list[dict[str, Any]] = []
     sources: list[tuple[str, str, bool]] = []
     for raw in paths:
         if str(raw) == STDIN:
@@ -139,9 +142,10 @@ def load(paths: Iterable[str | Path], *, stdin: TextIO | None = None) -> Manifes
     for where, text, as_json in sources:
         files.append(where)
         for obj in load_text(text, where, as_json=as_json):
+            objects.append(obj)
             kind, group = obj.get("kind"), _group(obj)
             if kind == "Ingress" and group in INGRESS_GROUPS:
                 ingresses.append(obj)
             elif kind == "IngressClass" and group == "networking.k8s.io":
                 classes.append(obj)
-    return Manifests(tuple(ingresses), tuple(classes), tuple(files))
+    return Manifests(tuple(ingresses), tuple(classes), tuple(files), tuple(objects))

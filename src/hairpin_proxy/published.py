@@ -27,6 +27,8 @@ from dataclasses import dataclass
 ENTRIES_KEY = "entries"
 HOSTS_KEY = "hosts"
 ADDRESSES_KEY = "addresses"
+# Every key of the published ConfigMap that is ours.
+KEYS = (HOSTS_KEY, ADDRESSES_KEY, ENTRIES_KEY)
 
 # A refused line is quoted in the reason; a hand-edited ConfigMap can hold very long lines,
 # and log lines should stay readable.

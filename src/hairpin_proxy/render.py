@@ -1,6 +1,8 @@
-"""``hairpin-proxy render``: print the Corefile or hosts file the controller would write.
+"""``hairpin-proxy render``: print what the controller would write.
 
-Offline and read-only: the Ingresses come from manifest files, the result goes to stdout
+Offline and read-only: the objects come from manifest files and become the plan's snapshot
+(plan/objects.py); the plan's desired state is written as the controller's sinks write it
+(the same edit functions) and goes to stdout
 (the whole file, a unified diff, or only an exit status with ``--check``). Rejected hosts are
 logged to stderr and are not an error; an unreadable or unparsable input is (exit 2), and
 then nothing at all is printed on stdout.
@@ -8,27 +10,34 @@ then nothing at all is printed on stdout.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import ipaddress
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
+
+import yaml
 
 from hairpin_proxy import corefile, hostsfile
+from hairpin_proxy.controller.budget import configmap_room, corefile_room
+from hairpin_proxy.controller.sinks.coredns import CorednsSink
+from hairpin_proxy.controller.sinks.coredns_import import ImportSink
+from hairpin_proxy.controller.sinks.targets import slot_service, table_data
+from hairpin_proxy.corefile.nodelocal import apply_nodelocal
 from hairpin_proxy.logs import setup_logging
 from hairpin_proxy.manifests import ManifestError, load
-from hairpin_proxy.policy import (
-    ClassIndex,
-    HostPolicy,
-    PolicyResult,
-    default_target,
-    evaluate,
-    evaluate_ingress,
-    merge,
-)
+from hairpin_proxy.plan import DesiredState, PlanSettings, Snapshot, plan
+from hairpin_proxy.plan.claims import ingress_result
+from hairpin_proxy.plan.objects import snapshot_of
+from hairpin_proxy.plan.snapshot import Rooms
+from hairpin_proxy.policy import HostPolicy, PolicyResult, default_target
+from hairpin_proxy.published import KEYS as PUBLISHED_KEYS
 from hairpin_proxy.settings import RenderSettings, usage_error
+from hairpin_proxy.targets.mapping import parse_target_flags
+from hairpin_proxy.targets.table import TABLE_KEY
 
 log = logging.getLogger("hairpin_proxy.render")
 
@@ -44,23 +53,38 @@ def _mode(s: RenderSettings) -> str:
     chosen = [name for name, on in (("--corefile", s.corefile is not None
                                      and not s.import_snippet),
                                     ("--hosts-file", s.hosts_file is not None),
+                                    ("--node-local-corefile", s.node_local_corefile is not None),
                                     ("--import-snippet", s.import_snippet)) if on]
     if len(chosen) != 1:
-        raise RenderError("give exactly one of --corefile FILE, --hosts-file FILE or "
-                          "--import-snippet" + (f" (got {', '.join(chosen)})" if chosen else ""))
+        raise RenderError("give exactly one of --corefile FILE, --hosts-file FILE, "
+                          "--node-local-corefile FILE or --import-snippet"
+                          + (f" (got {', '.join(chosen)})" if chosen else ""))
     if s.import_snippet and (s.diff or s.check):
-        raise RenderError("--diff and --check compare with a file: use them with --corefile "
-                          "or --hosts-file")
-    if not s.proxy_ip:
-        raise RenderError(f"{chosen[0]} needs at least one --proxy-ip ADDRESS (the proxy "
-                          "Service's ClusterIP: kubectl -n hairpin-proxy get service "
-                          "hairpin-proxy -o jsonpath='{.spec.clusterIPs}')")
+        raise RenderError("--diff and --check compare with a file: use them with --corefile, "
+                          "--hosts-file or --node-local-corefile")
     if not s.ingress:
         raise RenderError("give at least one --ingress PATH (a file, a directory or - for "
                           "standard input)")
     if not 0 < s.dns_port < 65536:
         raise RenderError(f"--dns-port {s.dns_port} is not a port number")
     return chosen[0]
+
+
+def _needs(mode: str, s: RenderSettings, missing: Sequence[str]) -> None:
+    """Refuse when a Service whose ClusterIPs the output answers with is not in the inputs:
+    an address is never guessed."""
+    main = f"{s.namespace}/{s.proxy_service}"
+    if main in missing:
+        raise RenderError(f"{mode} needs at least one --proxy-ip ADDRESS (the proxy Service's "
+                          f"ClusterIP: kubectl -n {s.namespace} get service {s.proxy_service} "
+                          "-o jsonpath='{.spec.clusterIPs}'), or that Service with its "
+                          "spec.clusterIPs among the inputs")
+    if missing:
+        raise RenderError(
+            f"{mode} needs the ClusterIPs of the slot Service{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(missing)}: give {'them' if len(missing) > 1 else 'it'} among the "
+            "inputs (kubectl -n " + s.namespace + " get service -l "
+            "app.kubernetes.io/managed-by=hairpin-proxy -o yaml)")
 
 
 def _proxy_ips(values: tuple[str, ...]) -> list[str]:
@@ -98,13 +122,22 @@ def unified_diff(old: str, new: str, name: str) -> Iterator[str]:
             yield line + "\n\\ No newline at end of file\n"
 
 
-def _report(result: PolicyResult) -> None:
-    for rej in result.rejections:
-        log.warning("rejected host", extra={"ingress": f"{rej.namespace}/{rej.name}",
-                                            "host": rej.host, "reason": rej.reason})
+def _report(desired: DesiredState, result: PolicyResult) -> None:
+    for rej in desired.refusals:
+        ref = rej.ref
+        who = ({"ingress": f"{ref.namespace}/{ref.name}"} if ref.kind == "Ingress"
+               else {"object": str(ref)})
+        log.warning("rejected host", extra={**who, "host": rej.host, "reason": rej.reason})
     for rej in result.ignored:
         log.info("host outside the allowed domains", extra={
             "ingress": f"{rej.namespace}/{rej.name}", "host": rej.host, "reason": rej.reason})
+    p = desired.plan
+    for host, why in sorted(p.excluded.items()):
+        log.warning("host not redirected", extra={"host": host, "target": why.key,
+                                                  "reason": why.message})
+    for loser, winner in p.losers:
+        log.warning("host claimed by an older object", extra={
+            "host": loser.host, "object": str(loser.origin), "winner": str(winner.origin)})
 
 
 def _emit(out: TextIO, text: str) -> None:
@@ -116,22 +149,123 @@ def _emit(out: TextIO, text: str) -> None:
         pass
 
 
+def rooms(mode: str, s: RenderSettings, old: str) -> Rooms:
+    """The size limits as the controller measures them, from the file being rendered (the
+    other keys of the ConfigMaps it lives in are not known offline: taken as empty)."""
+    if mode == "--import-snippet":
+        rules = configmap_room(None, (s.import_key,))
+    else:
+        rules = corefile_room({"data": {"Corefile": old if mode == "--corefile" else ""}},
+                              "Corefile")
+    others = [("published hosts", "published", configmap_room(None, PUBLISHED_KEYS),
+               f"{s.namespace}/hairpin-proxy-hosts")]
+    if mode == "--node-local-corefile":
+        others.append(("node-local-dns rules", "node-local",
+                       corefile_room({"data": {"Corefile": old}}, "Corefile"),
+                       "kube-system/node-local-dns"))
+    return Rooms(rules, "the rules' ConfigMap", tuple(others))
+
+
+def snapshot(s: RenderSettings, objects: Sequence[dict[str, Any]], ips: Sequence[str],
+             target: str, limits: Rooms | None = None) -> Snapshot:
+    """The controller's snapshot from the inputs, every slot settled (render prints the
+    steady state, not the --target-settle wait). ``--proxy-ip`` stands for the proxy
+    Service's ClusterIPs."""
+    try:
+        policy = HostPolicy.from_settings(s, target)
+        target_map = parse_target_flags(s.target)
+    except ValueError as exc:
+        raise RenderError(str(exc)) from None
+    settings = PlanSettings(
+        policy=policy, namespace=s.namespace, proxy_service=s.proxy_service,
+        target_map=target_map, cluster_domain=s.cluster_domain, target_server=s.target_server,
+        max_targets=s.max_targets, settle=0.0, dns_ttl=s.dns_ttl,
+        gateway_api=s.gateway_api == "auto", gateway_classes=s.gateway_class,
+        rules_budget=s.rules_budget)
+    objs = list(objects)
+    if ips:
+        main = (s.namespace, s.proxy_service)
+        objs = [o for o in objs if not (o.get("kind") == "Service" and main == (
+            (o.get("metadata") or {}).get("namespace"), (o.get("metadata") or {}).get("name")))]
+        objs.append({"apiVersion": "v1", "kind": "Service",
+                     "metadata": {"namespace": main[0], "name": main[1]},
+                     "spec": {"clusterIP": ips[0], "clusterIPs": list(ips)}})
+    snap = snapshot_of(objs, settings, targets_configmap=s.targets_configmap)
+    return dataclasses.replace(snap, rooms=limits)
+
+
+def _targets_yaml(s: RenderSettings, snap: Snapshot, desired: DesiredState) -> str:
+    """The targets ConfigMap's table and the slot Services, as the controller writes them
+    (less what only the cluster knows: uids, and when each slot was first published)."""
+    p = desired.plan
+    data = table_data(p, {}, 0.0)
+    proxy: Mapping[str, Any] = next(
+        (o for o in snap.services if ((o.get("metadata") or {}).get("namespace"),
+                                      (o.get("metadata") or {}).get("name"))
+         == (s.namespace, s.proxy_service)), {})
+    owner = {"metadata": {"name": s.targets_configmap}}
+    items: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "ConfigMap",
+         "metadata": {"name": s.targets_configmap, "namespace": s.namespace},
+         "data": {TABLE_KEY: data[TABLE_KEY]}}]
+    for key, slot in sorted(p.slots.items(), key=lambda kv: kv[1]):
+        svc = slot_service(s.namespace, slot, key, dict(proxy), owner)
+        del svc["metadata"]["ownerReferences"]
+        items.append(svc)
+    return yaml.safe_dump_all(items, sort_keys=False)
+
+
+def _output(mode: str, s: RenderSettings, desired: DesiredState, old: str,
+            target: str) -> str:
+    """What the controller would write in ``mode``'s file, from ``old``."""
+    groups = desired.groups()
+    try:
+        if mode == "--import-snippet":
+            return ImportSink.snippet(groups)
+        if mode == "--corefile":
+            sink = CorednsSink(s.namespace, "coredns", "Corefile", target, s.dns_port)
+            return sink.edit(old, groups)
+        if mode == "--node-local-corefile":
+            return apply_nodelocal(old, desired.hosts, cluster_domain=s.cluster_domain)
+    except corefile.CorefileError as exc:
+        where = "import snippet" if mode == "--import-snippet" else str(
+            s.corefile if mode == "--corefile" else s.node_local_corefile)
+        raise RenderError(f"{where}: {exc}") from None
+    try:
+        update = hostsfile.apply_entries(old, desired.entries())
+    except hostsfile.HostsFileError as exc:
+        raise RenderError(f"{s.hosts_file}: {exc}") from None
+    if update.skipped:
+        log.warning("hosts a hosts file cannot hold were skipped",
+                    extra={"skipped": ",".join(update.skipped)})
+    return update.text
+
+
+def _check_imports(s: RenderSettings, old: str) -> None:
+    if s.corefile is None:
+        return
+    if not corefile.imports_key(old, s.import_key, dns_port=s.dns_port):
+        raise RenderError(
+            f"{s.corefile}: no root server block on port {s.dns_port} imports "
+            f"{s.import_key} (e.g. import /etc/coredns/custom/*.override); "
+            "the snippet would have no effect")
+    log.info("the Corefile imports the key",
+             extra={"corefile": str(s.corefile), "key": s.import_key})
+
+
 def render(s: RenderSettings, out: TextIO) -> int:
     mode = _mode(s)
     ips = _proxy_ips(s.proxy_ip)
     # Every input is read before any is processed: a missing file is said alone, not after
     # the other inputs' warnings.
-    path = s.hosts_file if mode == "--hosts-file" else s.corefile
+    path = {"--hosts-file": s.hosts_file, "--node-local-corefile": s.node_local_corefile
+            }.get(mode, s.corefile)
     old = _read(path) if path is not None else ""
     try:
-        answers = corefile.Answers.of(ips, s.dns_ttl)
+        corefile.Answers.of(ips, s.dns_ttl)
     except corefile.CorefileError as exc:
         raise RenderError(f"--dns-ttl: {exc.reason}") from None
-    target = s.legacy_target or default_target(s.cluster_domain)
-    try:
-        policy = HostPolicy.from_settings(s, target)
-    except ValueError as exc:
-        raise RenderError(str(exc)) from None
+    target = s.legacy_target or default_target(s.cluster_domain, s.proxy_service, s.namespace)
     try:
         manifests = load(s.ingress)
     except ManifestError as exc:
@@ -139,58 +273,30 @@ def render(s: RenderSettings, out: TextIO) -> int:
     if not manifests.ingresses:
         # Most likely a wrong path; the output would drop every rule.
         log.warning("no Ingress objects found", extra={"files": len(manifests.files)})
-    if manifests.ingress_classes:
-        result = evaluate(manifests.ingresses, manifests.ingress_classes, policy)
-    else:
+    snap = snapshot(s, manifests.objects, ips, target, rooms(mode, s, old))
+    if snap.ingress_classes is None:
         # Manifests often leave the IngressClasses out: whether a class exists is unknown
         # then, and is not held against the Ingresses (the controller checks it).
         log.info("no IngressClass among the inputs: class names are not checked")
-        unknown = ClassIndex(frozenset(), None)
-        result = merge(evaluate_ingress(i, policy, unknown) for i in manifests.ingresses)
-    _report(result)
+    desired = plan(snap)
+    _needs(mode, s, desired.missing_services)
+    _report(desired, ingress_result(snap))
     log.debug("evaluated", extra={"files": len(manifests.files),
                                   "ingresses": len(manifests.ingresses),
-                                  "hosts": len(result.hosts),
-                                  "rejected": len(result.rejections)})
-
+                                  "hosts": len(desired.hosts),
+                                  "rejected": len(desired.refusals)})
     if mode == "--import-snippet":
-        try:
-            snippet = corefile.import_snippet(result.hosts, answers=answers)
-        except corefile.CorefileError as exc:
-            raise RenderError(f"import snippet: {exc}") from None
-        if s.corefile is not None:
-            if not corefile.imports_key(old, s.import_key, dns_port=s.dns_port):
-                raise RenderError(
-                    f"{s.corefile}: no root server block on port {s.dns_port} imports "
-                    f"{s.import_key} (e.g. import /etc/coredns/custom/*.override); "
-                    "the snippet would have no effect")
-            log.info("the Corefile imports the key",
-                     extra={"corefile": str(s.corefile), "key": s.import_key})
-        _emit(out, snippet)
+        _check_imports(s, old)
+    new = _output(mode, s, desired, old, target)
+    extra = _targets_yaml(s, snap, desired) if s.print_targets else ""
+    if mode == "--import-snippet":
+        _emit(out, new + (f"---\n{extra}" if extra else ""))
         return EXIT_OK
-
-    assert path is not None
-    if mode == "--corefile":
-        try:
-            new = corefile.apply(old, result.hosts, answers=answers, target=target,
-                                 dns_port=s.dns_port)
-        except corefile.CorefileError as exc:
-            raise RenderError(f"{path}: {exc}") from None
-    else:
-        try:
-            update = hostsfile.apply(old, result.hosts, ips)
-        except hostsfile.HostsFileError as exc:
-            raise RenderError(f"{path}: {exc}") from None
-        new = update.text
-        if update.skipped:
-            log.warning("hosts a hosts file cannot hold were skipped",
-                        extra={"skipped": ",".join(update.skipped)})
-
     changed = new != old
     if s.diff:
         _emit(out, "".join(unified_diff(old, new, str(path))))
     elif not s.check:
-        _emit(out, new)
+        _emit(out, new + (f"---\n{extra}" if extra else ""))
     return EXIT_CHANGED if s.check and changed else EXIT_OK
 
 

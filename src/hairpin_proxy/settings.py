@@ -351,7 +351,7 @@ class ProxySettings(LogSettings):
 
 
 @dataclasses.dataclass(frozen=True)
-class RenderSettings(PolicySettings, LogSettings):
+class RenderSettings(TargetSettings, PolicySettings, LogSettings):
     corefile: Path | None = opt(None, "Corefile to render (only read; the result is printed).")
     hosts_file: Path | None = opt(None, "Hosts file to render instead of a Corefile (only read).")
     ingress: tuple[str, ...] = opt((), "Ingress YAML/JSON file, directory, or - for standard "
@@ -370,6 +370,20 @@ class RenderSettings(PolicySettings, LogSettings):
                                       "--corefile, first check that Corefile imports it.")
     import_key: str = opt("hairpin-proxy.override", "Key name the snippet is stored under "
                                                     "(checked against the Corefile's imports).")
+    namespace: str = opt("hairpin-proxy", "As the controller's namespace: where the proxy "
+                                          "Service, its slot Services and the targets "
+                                          "ConfigMap are looked for among the inputs.")
+    proxy_service: str = opt("hairpin-proxy", "The proxy Service in that namespace.")
+    max_targets: int = opt(32, "As the controller's --max-targets.")
+    targets_configmap: str = opt("hairpin-proxy-targets", "As the controller's "
+                                                          "--targets-configmap: its slot table "
+                                                          "is read from the inputs.")
+    rules_budget: int = opt(524288, "As the controller's --rules-budget: bytes our rules may "
+                                    "take; the newest objects over it are refused.")
+    node_local_corefile: Path | None = opt(None, "NodeLocal DNSCache Corefile to render "
+                                                 "instead (only read).")
+    print_targets: bool = opt(False, "Also print the targets table and the slot Services the "
+                                     "controller would write (YAML, after the file).")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -528,6 +542,15 @@ class DoctorSettings(CorednsTargetSettings, TargetSettings, PolicySettings, Kube
     target_settle: float = opt(90.0, "As the controller's --target-settle: seconds a new "
                                      "slot waits before its hosts get DNS rules (shown as "
                                      "pending until then).")
+    max_targets: int = opt(32, "As the controller's --max-targets (read from its Deployment "
+                               "when that can be read).")
+    targets_configmap: str = opt("hairpin-proxy-targets", "As the controller's "
+                                                          "--targets-configmap (read from its "
+                                                          "Deployment when that can be read).")
+    controller_deployment: str = opt("hairpin-proxy-controller", "The controller's Deployment "
+                                                                 "in our namespace, whose args "
+                                                                 "and env are its settings; "
+                                                                 "empty: use these flags.")
     forged_header_probe: bool = opt(True, "Send each data plane that expects PROXY one "
                                           "request whose header names 192.0.2.1, straight to "
                                           "its Service: does it believe a forged address?")

@@ -9,6 +9,8 @@ import pytest
 
 from hairpin_proxy.claims import Claim, ObjectRef
 from hairpin_proxy.doctor import routing
+from hairpin_proxy.plan import PlanSettings, Snapshot
+from hairpin_proxy.plan.claims import ingress_claims
 from hairpin_proxy.policy import HostPolicy, PolicyResult
 from hairpin_proxy.targets.mapping import parse_target_flags
 from hairpin_proxy.targets.model import ingress_target
@@ -42,10 +44,13 @@ def test_ingress_claims_carry_origin_and_age() -> None:
     ing["metadata"].update(uid="u1", creationTimestamp="2024-01-02T03:04:05Z")
     result = PolicyResult(hosts=("a.example.com",), rejections=(),
                           sources={"a.example.com": ("shop/web", "gone/away")})
-    claims = routing.ingress_claims(result, [ing], [ingress_class("nginx")])
+    snap = Snapshot(PlanSettings(HostPolicy()), ingresses=[ing],
+                    ingress_classes=[ingress_class("nginx")])
+    claims = ingress_claims(result, snap)
     # An origin no longer listed claims nothing.
-    assert claims == [Claim("a.example.com", "ingressclass/nginx",
-                            ObjectRef("Ingress", "shop", "web", "u1"), "2024-01-02T03:04:05Z")]
+    assert claims == (Claim("a.example.com", "ingressclass/nginx",
+                            ObjectRef("Ingress", "shop", "web", "u1", "networking.k8s.io"),
+                            "2024-01-02T03:04:05Z"),)
 
 
 def test_unreadable_gateway_objects_are_named() -> None:

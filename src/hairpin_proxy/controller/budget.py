@@ -349,6 +349,48 @@ def corefile_room(cm: JsonObj | None, key: str) -> int:
 
 # --- the pass's step -------------------------------------------------------------------------
 
+def limits_of(budget: int, rules: Measure, rules_room: int, rules_where: str,
+              rooms: Iterable[tuple[str, Measure, int, str]]) -> list[Limit]:
+    """The rules' limit (``budget``, or the room their ConfigMap leaves when that is less),
+    then the others' ``rooms``: (what, its measure, bytes, its ConfigMap)."""
+    if rules_room < budget:
+        first = Limit(rules, rules_room, f"the rules past the room ConfigMap {rules_where} "
+                      f"leaves under its 1 MiB ({rules_room} bytes)")
+    else:
+        first = Limit(rules, budget, f"the rules past --rules-budget ({budget} bytes)")
+    return [first, *(Limit(m, room, f"the {what} past the room ConfigMap {where} leaves "
+                                    f"under its 1 MiB ({room} bytes)")
+                     for what, m, room, where in rooms)]
+
+
+@dataclass(frozen=True)
+class Within:
+    hosts: tuple[str, ...]
+    rejections: tuple[Rejection, ...]
+    refused: tuple[ObjectRef, ...]
+    # Bytes of the kept hosts per limit, and of every host under the first (the rules).
+    sizes: tuple[int, ...]
+    wanted: int
+
+
+def within(hosts: Sequence[str], origins: Mapping[str, Collection[ObjectRef]],
+           claims: Iterable[Claim], sets: AnswerSets, limits: Sequence[Limit]) -> Within:
+    """The hosts that fit ``limits``, and a refusal per object that does not. ``hosts`` are
+    distinct (a pass's); ``claims`` (read only when over a limit) date the objects. Pure."""
+    for limit in limits:
+        limit.measure.keep_only(hosts)
+    sizes = measure(hosts, sets, limits, distinct=True)
+    if not any(size > limit.limit for size, limit in zip(sizes, limits, strict=True)):
+        return Within(tuple(hosts), (), (), sizes, sizes[0])
+    created = {c.origin: c.created for c in claims}
+    fitted = fit(hosts, origins, created, sets, limits)
+    return Within(fitted.hosts, tuple(
+        Rejection.of(ref, "", f"its {count} host(s) would take {limit.words}; newer "
+                              "objects are refused first")
+        for ref, count, limit in fitted.refused),
+        tuple(ref for ref, _, _ in fitted.refused), fitted.sizes, sizes[0])
+
+
 class RulesBudget:
     def __init__(self, budget: int, metrics: ControllerMetrics) -> None:
         self.budget = budget
@@ -360,46 +402,27 @@ class RulesBudget:
 
     def limits(self, rules_room: int, rules_where: str,
                rooms: Iterable[tuple[str, Measure, int, str]]) -> list[Limit]:
-        """The rules' limit (the budget, or the room their ConfigMap leaves when that is
-        less), then the others' ``rooms``: (what, its measure, bytes, its ConfigMap)."""
-        if rules_room < self.budget:
-            rules = Limit(self.rules, rules_room, f"the rules past the room ConfigMap "
-                          f"{rules_where} leaves under its 1 MiB ({rules_room} bytes)")
-        else:
-            rules = Limit(self.rules, self.budget,
-                          f"the rules past --rules-budget ({self.budget} bytes)")
-        return [rules, *(Limit(m, room, f"the {what} past the room ConfigMap {where} leaves "
-                                        f"under its 1 MiB ({room} bytes)")
-                         for what, m, room, where in rooms)]
+        return limits_of(self.budget, self.rules, rules_room, rules_where, rooms)
 
     def apply(self, hosts: Sequence[str], origins: Mapping[str, Collection[ObjectRef]],
               claims: Iterable[Claim], sets: AnswerSets, limits: Sequence[Limit]
               ) -> tuple[tuple[str, ...], tuple[Rejection, ...]]:
         """(the hosts that fit ``limits``, a refusal per object that does not). ``hosts``
         are distinct (a pass's); ``claims`` (read only when over a limit) date the objects."""
-        for limit in limits:
-            limit.measure.keep_only(hosts)
-        sizes = measure(hosts, sets, limits, distinct=True)
+        got = within(hosts, origins, claims, sets, limits)
         m = self.metrics
-        if not any(size > limit.limit for size, limit in zip(sizes, limits, strict=True)):
-            m.rules_bytes.set(sizes[0])
-            m.over_budget.set(0)
+        m.rules_bytes.set(got.sizes[0])
+        m.over_budget.set(len(got.refused))
+        if not got.refused:
             if self._refused:
                 log.info("every object fits the rules budget again")
             self._refused = ()
-            return tuple(hosts), ()
-        created = {c.origin: c.created for c in claims}
-        fitted = fit(hosts, origins, created, sets, limits)
-        m.rules_bytes.set(fitted.sizes[0])
-        m.over_budget.set(len(fitted.refused))
-        refused = tuple(ref for ref, _, _ in fitted.refused)
-        if refused != self._refused:
+            return got.hosts, ()
+        if got.refused != self._refused:
+            refused = got.refused
             log.warning("over a size limit: the newest objects are refused", extra={
-                "wanted": sizes[0], "budget": limits[0].limit, "refused": len(refused),
+                "wanted": got.wanted, "budget": limits[0].limit, "refused": len(refused),
                 "objects": ", ".join(map(str, refused[:10]))
                            + (f" and {len(refused) - 10} more" if len(refused) > 10 else "")})
-        self._refused = refused
-        return fitted.hosts, tuple(
-            Rejection.of(ref, "", f"its {count} host(s) would take {limit.words}; newer "
-                                  "objects are refused first")
-            for ref, count, limit in fitted.refused)
+        self._refused = got.refused
+        return got.hosts, got.rejections

@@ -24,7 +24,6 @@ import os
 import secrets
 import socket
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from hairpin_proxy import corefile
@@ -46,7 +45,7 @@ from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.preflight import Preflight
 from hairpin_proxy.controller.revert_policy import RevertPolicy
 from hairpin_proxy.controller.reverts import RevertWatch, as_is
-from hairpin_proxy.controller.routing import Routed, Routing, pending_note
+from hairpin_proxy.controller.routing import Routing, pending_note
 from hairpin_proxy.controller.routing import slim_service as slim_any_service
 from hairpin_proxy.controller.sinks import Desired, Held, RulesSink, Sink
 from hairpin_proxy.controller.sinks.coredns import CorednsSink, SinkError
@@ -72,8 +71,10 @@ from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_pa
 from hairpin_proxy.kube.events import EventRecorder
 from hairpin_proxy.kube.lease import LeaderElector
 from hairpin_proxy.kube.watch import Backoff, Reflector
+from hairpin_proxy.plan.answers import Routed
+from hairpin_proxy.plan.core import routable, routing_metrics
 from hairpin_proxy.policy import HostPolicy, PolicyResult, Rejection, default_target
-from hairpin_proxy.published import ADDRESSES_KEY, ENTRIES_KEY, HOSTS_KEY
+from hairpin_proxy.published import KEYS as PUBLISHED_KEYS
 from hairpin_proxy.settings import ControllerSettings
 from hairpin_proxy.targets.mapping import parse_target_flags
 from hairpin_proxy.targets.netguard import OWNER_ROLE as GUARD_OWNER
@@ -82,8 +83,6 @@ from hairpin_proxy.verify import HostChecker, make_resolver
 
 log = logging.getLogger("hairpin_proxy.controller")
 
-# The keys of the published ConfigMap that are ours (sinks/published.py).
-PUBLISHED_KEYS = (HOSTS_KEY, ADDRESSES_KEY, ENTRIES_KEY)
 
 
 class _Done(Exception):
@@ -543,8 +542,7 @@ class Controller:
         """Every source's hosts that have somewhere to go (the plan's routes, less those still
         waiting for their target), as the rest of the pass reads them."""
         plan = routed.plan
-        waiting = routed.waiting
-        hosts = tuple(sorted(h for h in plan.routes if h not in waiting))
+        hosts = routable(routed)
         names = self._origin_names
         if len(names) > 4 * len(hosts) + 1000:
             names.clear()
@@ -562,16 +560,10 @@ class Controller:
     def _report_routing(self, routed: Routed) -> None:
         """Metrics, log lines and Events for what the plan leaves out."""
         plan, m = routed.plan, self.metrics
-        states = Counter(why.problem.removeprefix("target-")
-                         for why in plan.unresolved.values())
-        states["relayed"] = len(plan.targets)
-        reasons = Counter(why.problem.removeprefix("target-") for why in plan.excluded.values())
-        reasons["settling"] = len(routed.waiting)
-        for gauge, counts, extra in ((m.targets, states, "relayed"),
-                                     (m.hosts_unrouted, reasons, "settling")):
-            for label in ("no-proxy", "proxy-unknown", "not-found", extra):
-                gauge.labels(label).set(counts[label])
-        m.host_conflicts.set(len(plan.losers))
+        for name, values in routing_metrics(routed).items():
+            gauge = getattr(m, name)
+            for label, value in values.items():
+                (gauge.labels(label) if label else gauge).set(value)
         origins = plan.origins
         for loser, winner in plan.losers:
             self.reports.notice(loser.origin, loser.host,

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 
 from hairpin_proxy import corefile
 from hairpin_proxy.claims import Claim
@@ -26,6 +25,8 @@ from hairpin_proxy.controller.sources.ingress import IngressSource
 from hairpin_proxy.controller.sources.registered import RegisteredSource
 from hairpin_proxy.kube.client import JsonObj, resource_path
 from hairpin_proxy.kube.watch import Reflector
+from hairpin_proxy.plan.answers import Pending, Routed, route_answers
+from hairpin_proxy.plan.core import slot_table
 from hairpin_proxy.targets import table
 from hairpin_proxy.targets.discovery import service_addresses, service_of_host
 from hairpin_proxy.targets.mapping import MapEntry
@@ -68,26 +69,11 @@ def read_published(cm: JsonObj | None) -> dict[str, float]:
 
 
 def read_slots(cm: JsonObj | None) -> dict[str, int]:
-    raw = ((cm or {}).get("data") or {}).get(TABLE_KEY)
-    if not isinstance(raw, str):
-        return {}
-    try:
-        return {e.key: e.slot for e in table.decode(raw)}
-    except table.TableError as exc:
+    slots, error = slot_table(cm)
+    if error:
         log.warning("the published targets table is unreadable; slots start afresh",
-                    extra={"error": str(exc)})
-        return {}
-
-
-@dataclass(frozen=True)
-class Pending:
-    """The hosts of one target waiting for its new slot: their rules are written at
-    ``rules_at`` (unix seconds), or, when ``rules_at`` is None, once the slot's Service
-    exists."""
-
-    slot: int
-    hosts: int
-    rules_at: float | None
+                    extra={"error": error})
+    return slots
 
 
 def pending_note(pending: Mapping[str, Pending]) -> str:
@@ -108,24 +94,6 @@ def _same(a: Pending, b: Pending) -> bool:
     if a.rules_at is None or b.rules_at is None:
         return a == b
     return a.slot == b.slot and a.hosts == b.hosts and abs(a.rules_at - b.rules_at) < 5
-
-
-@dataclass
-class Routed:
-    """One pass's routing: the plan, and what each routed host answers with."""
-
-    plan: Plan
-    # Hosts not on the default target → their answers (those without any are left out).
-    answers: dict[str, corefile.Answers] = field(default_factory=dict)
-    # Hosts the pass must leave out for now (a new slot still settling, a Service not there).
-    waiting: set[str] = field(default_factory=set)
-    # Target key → its hosts waiting for a new slot (those keeping an older answer meanwhile
-    # included).
-    pending: dict[str, Pending] = field(default_factory=dict)
-
-    @property
-    def pending_hosts(self) -> int:
-        return sum(p.hosts for p in self.pending.values())
 
 
 class Routing:
@@ -210,37 +178,14 @@ class Routing:
         p = plan(claims, self._facts, self.target_map, read_slots(table_cm),
                  self.max_targets, resolved=self._resolved)
         self._tell(p)
-        published = read_published(table_cm)
-        now = time.time()
-        routed = Routed(p)
-        held: Mapping[str, corefile.Answers] | None = None
-        waits: dict[str, list[str]] = {}
-        for host, key in p.routes.items():
-            if key == "default":
-                continue
-            svc = self.services.get(f"{self.namespace}/{service_name(p.slots[key])}")
-            addresses = service_addresses(svc)
-            left = table.settles_at(published, key, self.settle, now) - now
-            if left <= 0 and addresses:
-                try:
-                    routed.answers[host] = corefile.Answers.of(addresses, self.dns_ttl)
-                    continue
-                except corefile.CorefileError:
-                    pass  # not an address CoreDNS could answer with: the host waits
-            waits.setdefault(key, []).append(host)
-            if left > 0:
-                self.wake_in(left + 0.05)
-            if held is None:
-                held = held_answers()
-            before = held.get(host)
-            if before:
-                # Still settling: the host keeps what it resolves to now.
-                routed.answers[host] = before
-            else:
-                routed.waiting.add(host)
-        for key, hosts in waits.items():
-            at = table.settles_at(published, key, self.settle, now)
-            routed.pending[key] = Pending(p.slots[key], len(hosts), at if at > now else None)
+        slot_addresses = {slot: service_addresses(
+            self.services.get(f"{self.namespace}/{service_name(slot)}"))
+            for slot in p.slots.values()}
+        routed = route_answers(p, slot_addresses=slot_addresses,
+                               published=read_published(table_cm), settle=self.settle,
+                               now=time.time(), dns_ttl=self.dns_ttl, held_answers=held_answers)
+        if routed.wake_in is not None:
+            self.wake_in(routed.wake_in)
         self.pending = routed.pending
         self._tell_pending(routed.pending)
         return routed

@@ -20,6 +20,7 @@ from hairpin_proxy.controller.events import Reports
 from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.sources.ingress import IngressSource
 from hairpin_proxy.kube.watch import Reflector
+from hairpin_proxy.plan.core import VERDICTS, verified
 from hairpin_proxy.policy import PolicyResult
 from hairpin_proxy.verify import (
     NO_PUBLIC_DNS,
@@ -35,8 +36,6 @@ log = logging.getLogger("hairpin_proxy.controller")
 _LB_REBUILD = 10.0
 # Least seconds between two summary lines while verdicts are still pending.
 SUMMARY_EVERY = 10.0
-_VERDICTS = ("verified", "ip-mode-proxy", "not-this-cluster", "unresolved", "pending",
-             "resolver-error")
 # Verdicts that mean a host did resolve: public DNS is there.
 _RESOLVING = frozenset({"verified", "ip-mode-proxy", "not-this-cluster"})
 # Verdicts told on the Ingress: (Event reason, Event type).
@@ -99,18 +98,12 @@ class Verification:
         ``origins`` (host → the objects asking for it) says whom to tell."""
         self.checker.update(result.hosts, await self._lb_index())
         verdicts = self.checker.verdicts()
-        had = set(previous)
-        out: list[str] = []
-        counts: dict[str, int] = {}
-        for host in result.hosts:
+        out, refused, counts = verified(result.hosts, verdicts, previous)
+        for host, code in refused.items():
             verdict = verdicts.get(host)
-            code = verdict.code if verdict is not None else "pending"
-            counts[code] = counts.get(code, 0) + 1
-            if (verdict is not None and verdict.redirect) or (code == "pending" and host in had):
-                out.append(host)
-            elif verdict is not None and code in _REPORTED:
+            if verdict is not None and code in _REPORTED:
                 self._report(host, code, verdict.reason, origins.get(host, ()))
-        for code in _VERDICTS:
+        for code in VERDICTS:
             self.metrics.verdicts.labels(code).set(counts.get(code, 0))
         self.pending = counts.get("pending", 0)
         self._summarize(counts)
@@ -120,7 +113,7 @@ class Verification:
         self.metrics.verify_checks.inc(max(0, stats.checks - checks))
         self.metrics.verify_errors.inc(max(0, stats.errors - errors))
         self._counts = (stats.checks, stats.errors)
-        return tuple(out)
+        return out
 
     def note(self) -> str:
         """The /readyz clause: empty unless no host resolves at all."""
@@ -141,7 +134,7 @@ class Verification:
         self._summary, self._summary_at = dict(counts), now
         log.info("host verification", extra={
             "hosts": sum(counts.values()),
-            **{code.replace("-", "_"): counts.get(code, 0) for code in _VERDICTS}})
+            **{code.replace("-", "_"): counts.get(code, 0) for code in VERDICTS}})
 
     def _summary_wake(self) -> None:
         self._summary_due = None

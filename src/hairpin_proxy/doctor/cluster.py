@@ -23,13 +23,17 @@ from hairpin_proxy.controller.sinks.nodelocal import (
 from hairpin_proxy.controller.sinks.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
 from hairpin_proxy.doctor import facts as f
 from hairpin_proxy.doctor import routing
+from hairpin_proxy.doctor.deployed import controller_settings, with_controller
 from hairpin_proxy.doctor.facts import DataPlaneFacts
 from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
+from hairpin_proxy.plan import PlanSettings, Snapshot
+from hairpin_proxy.plan.claims import ingress_claims
+from hairpin_proxy.plan.core import target_facts
 from hairpin_proxy.policy import HostPolicy, PolicyResult, default_target, evaluate
 from hairpin_proxy.settings import DoctorSettings
 from hairpin_proxy.targets import table as targets_table
-from hairpin_proxy.targets.discovery import NAME_LABEL, service_addresses, service_of_host
-from hairpin_proxy.targets.mapping import MapEntry
+from hairpin_proxy.targets.discovery import NAME_LABEL, service_addresses
+from hairpin_proxy.targets.mapping import MapEntry, parse_target_flags
 from hairpin_proxy.targets.model import parse_key, split_service
 from hairpin_proxy.targets.plan import Plan
 from hairpin_proxy.targets.resolve import (
@@ -53,7 +57,6 @@ GATEWAY_PLURALS = ("gatewayclasses", "gateways", *ROUTE_KINDS)
 ENVOY_GROUP, ENVOY_POLICIES = "gateway.envoyproxy.io", "clienttrafficpolicies"
 NGINX_GROUP, NGINX_PROXIES = "gateway.nginx.org", "nginxproxies"
 # The controller's default --targets-configmap.
-TARGETS_CONFIGMAP = "hairpin-proxy-targets"
 
 
 @dataclass(frozen=True)
@@ -114,8 +117,10 @@ async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
                  ) -> ClusterView:
     """Ask every question at once and assemble the answers (``target_map``: the parsed
     ``--target`` flags)."""
-    target_map = target_map or {}
     notes = _Notes()
+    s, policy, target_map = await _controller_settings(client, s, namespace, notes,
+                                                       policy=policy,
+                                                       target_map=target_map or {})
     sys_ns = s.configmap_namespace
 
     async def lst(path: str, params: Mapping[str, str] | None = None) -> list[JsonObj]:
@@ -163,7 +168,7 @@ async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
     t_classes = many("list IngressClasses",
                      resource_path("networking.k8s.io/v1", "ingressclasses"))
     t_table = get("read the targets table",
-                  resource_path("v1", "configmaps", namespace, TARGETS_CONFIGMAP))
+                  resource_path("v1", "configmaps", namespace, s.targets_configmap))
     t_gateway = asyncio.ensure_future(_read_gateway_api(client, s))
     t_envoy = asyncio.ensure_future(_read_policies(client, ENVOY_GROUP, ENVOY_POLICIES))
     t_nginx = asyncio.ensure_future(_read_policies(client, NGINX_GROUP, NGINX_PROXIES))
@@ -222,31 +227,28 @@ async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
         if why:
             notes.problems.append(f"list {plural}.{group}: {why}: the PROXY setting of the "
                                   "Gateways they configure is unknown")
-    slots = _table(table_cm, f"{namespace}/{TARGETS_CONFIGMAP}",
+    slots = _table(table_cm, f"{namespace}/{s.targets_configmap}",
                    "read the targets table" in notes.failed, notes)
     route_claims = routing.gateway_claims(gateway_read.objects, policy, s.gateway_class)
     managed: tuple[str, ...] | None = None
     targets: dict[str, f.HostTarget] | None = None
     planes: tuple[DataPlaneFacts, ...] | None = None
     if result is not None:
-        claims = [*routing.ingress_claims(result, ingresses or [], classes or []),
-                  *route_claims.claims]
+        snap = Snapshot(
+            PlanSettings(policy, namespace=namespace, proxy_service=s.proxy_service,
+                         target_map=target_map, cluster_domain=s.cluster_domain,
+                         target_server=s.target_server, max_targets=s.max_targets),
+            ingresses=ingresses or [], ingress_classes=classes or [],
+            gateway_classes=gateway_read.objects.classes,
+            gateways=gateway_read.objects.gateways, services=services or [],
+            configmaps=detection_cms, client_traffic_policies=policies,
+            nginx_proxies={_key_of(p): p for p in proxies})
+        claims = [*ingress_claims(result, snap), *route_claims.claims]
         managed = tuple(sorted({c.host for c in claims}))
         # Every data plane is found among the Services: without them each target would read
         # as "not found", a wrong answer rather than an unknown one.
         if services is not None:
-            facts_for_targets = TargetFacts(
-                services=services,
-                ingress_classes={str((c.get("metadata") or {}).get("name")): c
-                                 for c in classes or []},
-                gateways={_key_of(g): g for g in gateway_read.objects.gateways},
-                gateway_classes={str((c.get("metadata") or {}).get("name")): c
-                                 for c in gateway_read.objects.classes},
-                configmaps=detection_cms,
-                client_traffic_policies=policies,
-                nginx_proxies={_key_of(p): p for p in proxies},
-                cluster_domain=s.cluster_domain,
-                default_service=service_of_host(s.target_server, s.cluster_domain, services))
+            facts_for_targets = target_facts(snap)
             ours = routing.ProxyServices(
                 namespace=namespace, main=s.proxy_service,
                 main_found=proxy_found, main_addresses=service_addresses(proxy_svc),
@@ -258,6 +260,7 @@ async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
             targets, decided = routing.host_targets(
                 claims, facts_for_targets, target_map, slots, ours,
                 unreadable=routing.Unreadable(policies_refused, proxies_refused),
+                max_slots=s.max_targets,
                 settling=routing.Settling(
                     targets_table.decode_published(_data(table_cm, targets_table.PUBLISHED_KEY)),
                     s.target_settle, time.time()))
@@ -537,6 +540,38 @@ def data_planes(decided: Plan, facts: TargetFacts) -> tuple[DataPlaneFacts, ...]
                                   t.http_port, t.https_port, t.proxy, controller,
                                   hosts.get(key) or hosts.get(decided.fallbacks.get(key, key), "")))
     return tuple(out)
+
+
+async def _controller_settings(client: KubeClient, s: DoctorSettings, namespace: str,
+                               notes: _Notes, *, policy: HostPolicy,
+                               target_map: dict[str, MapEntry]
+                               ) -> tuple[DoctorSettings, HostPolicy, dict[str, MapEntry]]:
+    """The settings the controller really runs with, from its Deployment (doctor's own flags
+    when there is none, or it cannot be read: said among the problems)."""
+    if not s.controller_deployment:
+        return s, policy, target_map
+    where = f"Deployment {namespace}/{s.controller_deployment}"
+    try:
+        deployment = await client.get(resource_path("apps/v1", "deployments", namespace,
+                                                    s.controller_deployment))
+    except ApiError as exc:
+        notes.problems.append(f"read the controller's {where}: {_why(exc)}; its settings "
+                              "are taken from doctor's flags")
+        return s, policy, target_map
+    if deployment is None:
+        return s, policy, target_map
+    got = controller_settings(deployment)
+    if isinstance(got, str):
+        notes.problems.append(f"the controller's {where}: {got}; its settings are taken from "
+                              "doctor's flags")
+        return s, policy, target_map
+    effective = with_controller(s, got)
+    try:
+        return effective, policy_for(effective, namespace), parse_target_flags(effective.target)
+    except ValueError as exc:
+        notes.problems.append(f"the controller's {where}: {exc}; its settings are taken from "
+                              "doctor's flags")
+        return s, policy, target_map
 
 
 def policy_for(s: DoctorSettings, namespace: str) -> HostPolicy:

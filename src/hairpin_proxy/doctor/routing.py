@@ -9,14 +9,14 @@ goes, how the data plane was found, and who lost the host to whom.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from hairpin_proxy.claims import Claim, ObjectRef
 from hairpin_proxy.doctor.facts import HostTarget, LostClaim, TargetVerdict
 from hairpin_proxy.gateway.claims import RouteClaims, claims_of_objects
-from hairpin_proxy.policy import HostPolicy, PolicyResult, class_index
+from hairpin_proxy.policy import HostPolicy
 from hairpin_proxy.targets.discovery import (
     DataPlane,
     dataplane_of,
@@ -24,7 +24,7 @@ from hairpin_proxy.targets.discovery import (
     find_ingressclass_service,
 )
 from hairpin_proxy.targets.mapping import MapEntry
-from hairpin_proxy.targets.model import DEFAULT_KEY, ingress_target, parse_key, split_service
+from hairpin_proxy.targets.model import DEFAULT_KEY, parse_key, split_service
 from hairpin_proxy.targets.plan import Plan, plan
 from hairpin_proxy.targets.resolve import (
     ENVOY_GATEWAY,
@@ -38,9 +38,6 @@ from hairpin_proxy.targets.table import clock, settles_at
 
 JsonObj = Mapping[str, Any]
 
-# The controller's default for --max-targets.
-MAX_SLOTS = 32
-
 
 def _dict(value: object) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
@@ -51,28 +48,6 @@ def _str(value: object) -> str:
 
 
 # --------------------------------------------------------------------------- claims
-
-
-def ingress_claims(result: PolicyResult, ingresses: Iterable[JsonObj],
-                   ingress_classes: Iterable[JsonObj]) -> list[Claim]:
-    """One claim per (host, Ingress) the policy accepted."""
-    defaults = class_index(ingress_classes).defaults
-    by_origin: dict[str, JsonObj] = {}
-    for ing in ingresses:
-        meta = _dict(ing.get("metadata"))
-        by_origin[f"{_str(meta.get('namespace')) or 'default'}/{_str(meta.get('name'))}"] = ing
-    out: list[Claim] = []
-    for host, origins in result.sources.items():
-        for origin in origins:
-            found = by_origin.get(origin)
-            if found is None:
-                continue
-            meta = _dict(found.get("metadata"))
-            ns, _, name = origin.partition("/")
-            ref = ObjectRef("Ingress", ns, name, _str(meta.get("uid")))
-            out.append(Claim(host, ingress_target(found, defaults), ref,
-                             _str(meta.get("creationTimestamp"))))
-    return out
 
 
 @dataclass(frozen=True)
@@ -198,7 +173,7 @@ class Settling:
 def host_targets(claims: Sequence[Claim], facts: TargetFacts,
                  target_map: Mapping[str, MapEntry], table: Mapping[str, int] | None,
                  ours: ProxyServices, *, unreadable: Unreadable = Unreadable(),
-                 max_slots: int = MAX_SLOTS, settling: Settling | None = None
+                 max_slots: int = 32, settling: Settling | None = None
                  ) -> tuple[dict[str, HostTarget], Plan]:
     """Every claimed host's target, and the plan it comes from. ``table`` is the published
     targets table (key -> slot; None when unknown), which keeps slots stable as in the

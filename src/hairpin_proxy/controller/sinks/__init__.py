@@ -16,6 +16,7 @@ from typing import Protocol
 from hairpin_proxy import corefile
 from hairpin_proxy.controller.sinks.coredns import Groups
 from hairpin_proxy.kube.client import JsonObj
+from hairpin_proxy.plan.answers import answer_groups
 from hairpin_proxy.targets.plan import Plan
 
 
@@ -43,21 +44,8 @@ class Desired:
     plan: Plan | None = None
 
     def groups(self) -> Groups:
-        """The hosts by what they resolve to; hosts whose answer is empty get no rule (a name
-        is never sent nowhere)."""
-        if not self.routed:
-            return ((self.hosts, self.answers),) if self.hosts and self.answers else ()
-        default: list[str] = []
-        by_answers: dict[corefile.Answers, list[str]] = {}
-        for host in self.hosts:
-            answers = self.routed.get(host)
-            if answers is None:
-                default.append(host)
-            else:
-                by_answers.setdefault(answers, []).append(host)
-        out = [(tuple(default), self.answers)] if default and self.answers else []
-        out += [(tuple(hosts), answers) for answers, hosts in by_answers.items() if answers]
-        return tuple(out)
+        """The hosts by what they resolve to (plan.answer_groups)."""
+        return answer_groups(self.hosts, self.answers, self.routed)
 
     def entries(self) -> dict[str, tuple[str, ...]]:
         """Every host that has a rule → the addresses it resolves to."""

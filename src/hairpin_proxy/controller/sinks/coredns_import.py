@@ -25,10 +25,15 @@ class ImportSink:
     def where(self) -> str:
         return f"{self.namespace}/{self.name}[{self.key}]"
 
-    def mutate(self, groups: Groups) -> Mutate:
+    @staticmethod
+    def snippet(groups: Groups) -> str:
+        """The key's text for ``groups`` (also what ``render --import-snippet`` prints)."""
         groups = tuple((hosts, answers) for hosts, answers in groups if answers and hosts)
-        snippet = (corefile.import_snippet(groups[0][0], answers=groups[0][1])
-                   if len(groups) == 1 else corefile.import_snippet(groups))
+        return (corefile.import_snippet(groups[0][0], answers=groups[0][1])
+                if len(groups) == 1 else corefile.import_snippet(groups))
+
+    def mutate(self, groups: Groups) -> Mutate:
+        snippet = self.snippet(groups)
 
         def change(cm: JsonObj | None) -> JsonObj | None:
             if cm is None:

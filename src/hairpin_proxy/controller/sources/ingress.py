@@ -19,6 +19,7 @@ from hairpin_proxy.controller.sources import (
 )
 from hairpin_proxy.kube.client import JsonObj, resource_path
 from hairpin_proxy.kube.watch import Reflector
+from hairpin_proxy.plan.claims import ingress_origin
 from hairpin_proxy.policy import (
     INGRESS_GROUP,
     HostPolicy,
@@ -27,7 +28,6 @@ from hairpin_proxy.policy import (
 )
 from hairpin_proxy.policy_cache import PolicyCache
 from hairpin_proxy.slim import slim_ingress
-from hairpin_proxy.targets.model import ingress_target
 
 INGRESS_API = "networking.k8s.io/v1"
 
@@ -167,12 +167,8 @@ class IngressSource:
                 known = info.get(origin)
                 if known is None or known[0] != rv:
                     ns, _, name = origin.partition("/")
-                    obj = self.find(ns, name) or {}
-                    meta = obj.get("metadata") or {}
-                    known = info[origin] = (
-                        rv, ObjectRef("Ingress", ns, name, str(meta.get("uid") or ""),
-                                      INGRESS_GROUP),
-                        ingress_target(obj, defaults), str(meta.get("creationTimestamp") or ""))
+                    obj = self.find(ns, name) or {"metadata": {"namespace": ns, "name": name}}
+                    known = info[origin] = (rv, *ingress_origin(obj, defaults))
                 made.append(Claim(host, known[2], known[1], known[3]))
             fresh[host] = (names, rvs, tuple(made))
             out.extend(made)

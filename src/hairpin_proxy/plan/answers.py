@@ -1,0 +1,103 @@
+"""What each routed host answers with: its target's proxy Service ClusterIPs once the slot
+has settled, what the rules answer for it now while it settles, or nothing yet. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from hairpin_proxy import corefile
+from hairpin_proxy.targets import table
+from hairpin_proxy.targets.model import DEFAULT_KEY
+from hairpin_proxy.targets.plan import Plan
+
+# (hosts, what they resolve to): one per answer set that has hosts.
+Groups = tuple[tuple[tuple[str, ...], corefile.Answers], ...]
+
+
+@dataclass(frozen=True)
+class Pending:
+    """The hosts of one target waiting for its new slot: their rules are written at
+    ``rules_at`` (unix seconds), or, when ``rules_at`` is None, once the slot's Service
+    exists."""
+
+    slot: int
+    hosts: int
+    rules_at: float | None
+
+
+@dataclass
+class Routed:
+    """One pass's routing: the plan, and what each routed host answers with."""
+
+    plan: Plan
+    # Hosts not on the default target → their answers (those without any are left out).
+    answers: dict[str, corefile.Answers] = field(default_factory=dict)
+    # Hosts the pass must leave out for now (a new slot still settling, a Service not there).
+    waiting: set[str] = field(default_factory=set)
+    # Target key → its hosts waiting for a new slot (those keeping an older answer meanwhile
+    # included).
+    pending: dict[str, Pending] = field(default_factory=dict)
+    # Seconds until the earliest settling slot is due (None: none is settling).
+    wake_in: float | None = None
+
+    @property
+    def pending_hosts(self) -> int:
+        return sum(p.hosts for p in self.pending.values())
+
+
+def route_answers(p: Plan, *, slot_addresses: Mapping[int, Sequence[str]],
+                  published: Mapping[str, float], settle: float, now: float, dns_ttl: int,
+                  held_answers: Callable[[], Mapping[str, corefile.Answers]]) -> Routed:
+    """``slot_addresses``: slot → its ``hairpin-proxy-t<slot>`` Service's ClusterIPs (none
+    when the Service is not there); ``published``: when each key entered the published
+    table; ``held_answers`` (asked only when a slot is settling): what the rules answer now."""
+    routed = Routed(p)
+    held: Mapping[str, corefile.Answers] | None = None
+    waits: dict[str, list[str]] = {}
+    for host, key in p.routes.items():
+        if key == DEFAULT_KEY:
+            continue
+        addresses = slot_addresses.get(p.slots[key], ())
+        left = table.settles_at(published, key, settle, now) - now
+        if left <= 0 and addresses:
+            try:
+                routed.answers[host] = corefile.Answers.of(addresses, dns_ttl)
+                continue
+            except corefile.CorefileError:
+                pass  # not an address CoreDNS could answer with: the host waits
+        waits.setdefault(key, []).append(host)
+        if left > 0:
+            due = left + 0.05
+            routed.wake_in = due if routed.wake_in is None else min(routed.wake_in, due)
+        if held is None:
+            held = held_answers()
+        before = held.get(host)
+        if before:
+            # Still settling: the host keeps what it resolves to now.
+            routed.answers[host] = before
+        else:
+            routed.waiting.add(host)
+    for key, hosts in waits.items():
+        at = table.settles_at(published, key, settle, now)
+        routed.pending[key] = Pending(p.slots[key], len(hosts), at if at > now else None)
+    return routed
+
+
+def answer_groups(hosts: Sequence[str], default: corefile.Answers,
+                  routed: Mapping[str, corefile.Answers]) -> Groups:
+    """The hosts by what they resolve to; hosts whose answer is empty get no rule (a name is
+    never sent nowhere)."""
+    if not routed:
+        return ((tuple(hosts), default),) if hosts and default else ()
+    on_default: list[str] = []
+    by_answers: dict[corefile.Answers, list[str]] = {}
+    for host in hosts:
+        answers = routed.get(host)
+        if answers is None:
+            on_default.append(host)
+        else:
+            by_answers.setdefault(answers, []).append(host)
+    out = [(tuple(on_default), default)] if on_default and default else []
+    out += [(tuple(group), answers) for answers, group in by_answers.items() if answers]
+    return tuple(out)

@@ -1,0 +1,73 @@
+"""Every source's claims and refusals from the snapshot's objects. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from hairpin_proxy.claims import Claim, ObjectRef
+from hairpin_proxy.gateway.claims import claims_of_objects
+from hairpin_proxy.plan.snapshot import Snapshot
+from hairpin_proxy.policy import (
+    INGRESS_GROUP,
+    ClassIndex,
+    PolicyResult,
+    Rejection,
+    default_ingress_classes,
+    evaluate,
+    evaluate_ingress,
+    merge,
+)
+from hairpin_proxy.targets.model import ingress_target
+
+
+def ingress_origin(obj: Mapping[str, Any], defaults: frozenset[str]
+                   ) -> tuple[ObjectRef, str, str]:
+    """An Ingress as the origin of its claims: (its reference, the target key its class asks
+    for, its creation time)."""
+    meta = obj.get("metadata") or {}
+    ref = ObjectRef("Ingress", str(meta.get("namespace") or "default"), str(meta.get("name")),
+                    str(meta.get("uid") or ""), INGRESS_GROUP)
+    return ref, ingress_target(obj, defaults), str(meta.get("creationTimestamp") or "")
+
+
+def ingress_result(snap: Snapshot) -> PolicyResult:
+    """The Ingresses through the host policy; with the IngressClasses unknown (None), class
+    names are not held against the Ingresses."""
+    policy = snap.settings.policy
+    if snap.ingress_classes is None:
+        unknown = ClassIndex(frozenset(), None)
+        return merge(evaluate_ingress(i, policy, unknown) for i in snap.ingresses)
+    return evaluate(snap.ingresses, snap.ingress_classes, policy)
+
+
+def ingress_claims(result: PolicyResult, snap: Snapshot) -> tuple[Claim, ...]:
+    """``result``'s hosts as claims, one per Ingress that asks for each."""
+    defaults = default_ingress_classes(snap.ingress_classes or ())
+    by_name: dict[str, tuple[ObjectRef, str, str]] = {}
+    for obj in snap.ingresses:
+        origin = ingress_origin(obj, defaults)
+        by_name.setdefault(f"{origin[0].namespace}/{origin[0].name}", origin)
+    out: list[Claim] = []
+    for host, names in result.sources.items():
+        for name in names:
+            found = by_name.get(name)
+            if found is not None:  # an Ingress no longer listed claims nothing
+                out.append(Claim(host, found[1], found[0], found[2]))
+    return tuple(out)
+
+
+def source_claims(snap: Snapshot) -> tuple[tuple[Claim, ...], tuple[Rejection, ...],
+                                            PolicyResult]:
+    """Every claim and refusal of the Ingresses and (when on) the Gateway API routes."""
+    result = ingress_result(snap)
+    claims = ingress_claims(result, snap)
+    rejections = result.rejections
+    s = snap.settings
+    if s.gateway_api:
+        routes = claims_of_objects(snap.gateway_classes, snap.gateways, snap.routes,
+                                   wanted_classes=s.gateway_classes, policy=s.policy,
+                                   namespace_labels=snap.namespace_labels)
+        claims += routes.claims
+        rejections += tuple(Rejection.of(r.origin, r.host, r.reason) for r in routes.rejections)
+    return claims, rejections, result

@@ -1,0 +1,199 @@
+"""``plan``: a snapshot in, the desired state out. Pure.
+
+    objects ──▶ claims (host policy; Ingress classes, Gateway API routes) ──▶ targets.plan
+    (conflicts, data planes, slots) ──▶ answer sets (slot settling) ──▶ verification
+    ──▶ DesiredState (hosts and answer sets, slot table, refusals, metrics)
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hairpin_proxy import corefile
+from hairpin_proxy.claims import Claim
+from hairpin_proxy.controller.budget import (
+    AnswerSets,
+    Measure,
+    NodeLocalMeasure,
+    PublishedMeasure,
+    RulesMeasure,
+    Within,
+    limits_of,
+    within,
+)
+from hairpin_proxy.plan.answers import Groups, Routed, answer_groups, route_answers
+from hairpin_proxy.plan.claims import source_claims
+from hairpin_proxy.plan.snapshot import Rooms, Snapshot
+from hairpin_proxy.policy import Rejection
+from hairpin_proxy.targets import table
+from hairpin_proxy.targets.discovery import service_addresses, service_of_host
+from hairpin_proxy.targets.model import DEFAULT_KEY
+from hairpin_proxy.targets.plan import Plan
+from hairpin_proxy.targets.plan import plan as plan_targets
+from hairpin_proxy.targets.resolve import TargetFacts
+from hairpin_proxy.targets.slots import service_name
+from hairpin_proxy.verify.verdict import Verdict
+
+VERDICTS = ("verified", "ip-mode-proxy", "not-this-cluster", "unresolved", "pending",
+            "resolver-error")
+# The states a target's hosts can be in, as the metrics label them.
+TARGET_STATES = ("no-proxy", "proxy-unknown", "not-found")
+
+
+@dataclass(frozen=True)
+class DesiredState:
+    routed: Routed
+    # Every host that gets a rule, sorted.
+    hosts: tuple[str, ...]
+    # What the default target's hosts answer with (the proxy Service's ClusterIPs).
+    default_answers: corefile.Answers
+    claims: tuple[Claim, ...] = ()
+    # Every refusal with its object reference and reason (policy, routes).
+    refusals: tuple[Rejection, ...] = ()
+    # Hosts verification keeps out, with their verdict code.
+    unverified: Mapping[str, str] = field(default_factory=dict)
+    # Slot Services ("NAMESPACE/NAME") whose ClusterIPs the snapshot lacks.
+    missing_services: tuple[str, ...] = ()
+    # Gauge name → {label: value} (label "" for an unlabelled gauge).
+    metrics: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+
+    @property
+    def plan(self) -> Plan:
+        return self.routed.plan
+
+    def groups(self) -> Groups:
+        return answer_groups(self.hosts, self.default_answers, self.routed.answers)
+
+    def entries(self) -> dict[str, tuple[str, ...]]:
+        """Every host that has a rule → the addresses it resolves to."""
+        return {host: (*answers.ipv4, *answers.ipv6) for hosts, answers in self.groups()
+                for host in hosts}
+
+    def target_of(self, host: str) -> str | None:
+        return self.plan.routes.get(host)
+
+
+def _named(objs: Iterable[Mapping[str, Any]], namespaced: bool) -> dict[str, Mapping[str, Any]]:
+    out: dict[str, Mapping[str, Any]] = {}
+    for obj in objs:
+        meta = obj.get("metadata") or {}
+        name = str(meta.get("name"))
+        out[f"{meta.get('namespace')}/{name}" if namespaced else name] = obj
+    return out
+
+
+def target_facts(snap: Snapshot) -> TargetFacts:
+    """What the snapshot says about the data planes."""
+    s = snap.settings
+    services = list(snap.services)
+    return TargetFacts(
+        services=services, ingress_classes=_named(snap.ingress_classes or (), False),
+        gateways=_named(snap.gateways, True) if s.gateway_api else {},
+        gateway_classes=_named(snap.gateway_classes, False) if s.gateway_api else {},
+        configmaps=snap.configmaps, client_traffic_policies=snap.client_traffic_policies,
+        nginx_proxies=snap.nginx_proxies, cluster_domain=s.cluster_domain,
+        unreadable=snap.unreadable,
+        default_service=service_of_host(s.target_server, s.cluster_domain, services))
+
+
+def verified(hosts: Iterable[str], verdicts: Mapping[str, Verdict], held: Iterable[str]
+             ) -> tuple[tuple[str, ...], dict[str, str], Counter[str]]:
+    """The hosts whose public DNS leads to this cluster (or, not checked yet, that the rules
+    hold now: a restart neither withdraws nor adds before the first answer); the others with
+    their verdict code; the count per code."""
+    had = set(held)
+    kept: list[str] = []
+    out: dict[str, str] = {}
+    counts: Counter[str] = Counter()
+    for host in hosts:
+        verdict = verdicts.get(host)
+        code = verdict.code if verdict is not None else "pending"
+        counts[code] += 1
+        if (verdict is not None and verdict.redirect) or (code == "pending" and host in had):
+            kept.append(host)
+        else:
+            out[host] = code
+    return tuple(kept), out, counts
+
+
+def routing_metrics(routed: Routed) -> dict[str, dict[str, float]]:
+    """The gauges a plan implies: targets by state, hosts not routed by reason, conflicts."""
+    p = routed.plan
+    states = Counter(why.problem.removeprefix("target-") for why in p.unresolved.values())
+    states["relayed"] = len(p.targets)
+    reasons = Counter(why.problem.removeprefix("target-") for why in p.excluded.values())
+    reasons["settling"] = len(routed.waiting)
+    return {"targets": {k: float(states[k]) for k in (*TARGET_STATES, "relayed")},
+            "hosts_unrouted": {k: float(reasons[k]) for k in (*TARGET_STATES, "settling")},
+            "host_conflicts": {"": float(len(p.losers))}}
+
+
+def routable(routed: Routed) -> tuple[str, ...]:
+    """The plan's routes less the hosts still waiting for their target, sorted."""
+    return tuple(sorted(h for h in routed.plan.routes if h not in routed.waiting))
+
+
+def plan(snap: Snapshot) -> DesiredState:
+    s = snap.settings
+    claims, refusals, _ = source_claims(snap)
+    published = table.decode_published(
+        ((snap.targets_configmap or {}).get("data") or {}).get(table.PUBLISHED_KEY))
+    p = plan_targets(claims, target_facts(snap), s.target_map,
+                     slot_table(snap.targets_configmap)[0], s.max_targets)
+    services = _named(snap.services, True)
+    slot_svcs = {slot: f"{s.namespace}/{service_name(slot)}" for slot in p.slots.values()}
+    routed = route_answers(
+        p, slot_addresses={slot: service_addresses(services.get(name))
+                           for slot, name in slot_svcs.items()},
+        published=published, settle=s.settle, now=snap.now, dns_ttl=s.dns_ttl,
+        held_answers=lambda: snap.held)
+    hosts = routable(routed)
+    unverified: dict[str, str] = {}
+    metrics = routing_metrics(routed)
+    if s.verify_hosts:
+        hosts, unverified, counts = verified(hosts, snap.verdicts, snap.held)
+        metrics["verdicts"] = {code: float(counts[code]) for code in VERDICTS}
+    proxy = services.get(f"{s.namespace}/{s.proxy_service}")
+    default = corefile.Answers.of(service_addresses(proxy), s.dns_ttl)
+    if snap.rooms is not None:
+        got = fit_rooms(snap.rooms, s.rules_budget, hosts, routed=routed, claims=claims,
+                        default=default)
+        hosts, refusals = got.hosts, (*refusals, *got.rejections)
+        metrics["over_budget"] = {"": float(len(got.refused))}
+    metrics["hosts_rejected"] = {"": float(len(refusals))}
+    metrics["hosts_managed"] = {"": float(len(hosts))}
+    used = {p.slots[k] for h, k in p.routes.items() if k != DEFAULT_KEY}
+    missing = sorted(slot_svcs[slot] for slot in used if not service_addresses(
+        services.get(slot_svcs[slot])))
+    if proxy is None or not service_addresses(proxy):
+        missing.insert(0, f"{s.namespace}/{s.proxy_service}")
+    return DesiredState(routed, hosts, default, claims, tuple(refusals), unverified,
+                        tuple(missing), metrics)
+
+
+def fit_rooms(rooms: Rooms, budget: int, hosts: Sequence[str], *, routed: Routed,
+              claims: Sequence[Claim], default: corefile.Answers) -> Within:
+    """The hosts that fit the rules budget and every ConfigMap's room, measured in the
+    answer sets they are written with; the newest objects that do not are refused."""
+    measures: dict[str, Measure] = {"published": PublishedMeasure(),
+                                    "node-local": NodeLocalMeasure()}
+    limits = limits_of(budget, RulesMeasure(), rooms.rules, rooms.rules_where,
+                       [(what, measures[kind], room, where)
+                        for what, kind, room, where in rooms.others])
+    return within(hosts, routed.plan.origins, claims, AnswerSets(default, routed.answers),
+                  limits)
+
+
+def slot_table(cm: Mapping[str, Any] | None) -> tuple[dict[str, int], str]:
+    """The slot table the targets ConfigMap publishes (key → slot), and why it could not be
+    read ("" when it could; an unreadable table starts afresh)."""
+    raw = ((cm or {}).get("data") or {}).get(table.TABLE_KEY)
+    if not isinstance(raw, str):
+        return {}, ""
+    try:
+        return {e.key: e.slot for e in table.decode(raw)}, ""
+    except table.TableError as exc:
+        return {}, str(exc)

@@ -1,0 +1,82 @@
+"""What the plan reads: the objects of each kind the sources read (slimmed or whole: only the
+fields the sources read count), the settings that matter, the slot table, the verification
+verdicts and what the DNS rules hold now."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hairpin_proxy import corefile
+from hairpin_proxy.policy import HostPolicy
+from hairpin_proxy.targets.mapping import MapEntry
+from hairpin_proxy.verify.verdict import Verdict
+
+Obj = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class PlanSettings:
+    """The controller settings the plan depends on (settings.py has their docs)."""
+
+    policy: HostPolicy
+    # The proxy's namespace and Service (its ClusterIPs answer the default target's hosts).
+    namespace: str = "hairpin-proxy"
+    proxy_service: str = "hairpin-proxy"
+    target_map: Mapping[str, MapEntry] = field(default_factory=dict)
+    cluster_domain: str = "cluster.local"
+    target_server: str = ""
+    max_targets: int = 32
+    settle: float = 90.0
+    dns_ttl: int = 10
+    # --gateway-api auto (False: off) and --gateway-class.
+    gateway_api: bool = True
+    gateway_classes: tuple[str, ...] = ()
+    # --verify-hosts on: only hosts with a verdict that redirects (or held and pending) go.
+    verify_hosts: bool = False
+    rules_budget: int = 524288
+
+
+@dataclass(frozen=True)
+class Rooms:
+    """The bytes the rules and the published hosts may take: the room each ConfigMap they
+    are written to leaves (budget.py's ``corefile_room``, ``configmap_room``)."""
+
+    rules: int
+    # The rules' ConfigMap and key, as refusals name it.
+    rules_where: str
+    # (what, "published" or "node-local", bytes, the ConfigMap): the other destinations.
+    others: tuple[tuple[str, str, int, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    settings: PlanSettings
+    ingresses: Sequence[Obj] = ()
+    # None: unknown (offline inputs without IngressClasses), and class names are not checked.
+    ingress_classes: Sequence[Obj] | None = ()
+    gateway_classes: Sequence[Obj] = ()
+    gateways: Sequence[Obj] = ()
+    # (kind, object): HTTPRoute, GRPCRoute, TLSRoute, …
+    routes: Sequence[tuple[str, Obj]] = ()
+    # Namespace name → its labels (routes' allowedRoutes selectors read them).
+    namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    services: Sequence[Obj] = ()
+    # The implementations' settings objects: "NAMESPACE/NAME" → ConfigMap (ingress-nginx,
+    # cilium), Envoy Gateway ClientTrafficPolicies, NGINX Gateway Fabric NginxProxies.
+    configmaps: Mapping[str, Obj] = field(default_factory=dict)
+    client_traffic_policies: Sequence[Obj] = ()
+    nginx_proxies: Mapping[str, Obj] = field(default_factory=dict)
+    # Resources (plurals) served but not readable: their silence is unknown, not "none".
+    unreadable: frozenset[str] = frozenset()
+    # The targets ConfigMap as it is now (the slot table and when each slot was published).
+    targets_configmap: Obj | None = None
+    # What the DNS rules answer for each host now.
+    held: Mapping[str, corefile.Answers] = field(default_factory=dict)
+    # Host → verification verdict (read only with settings.verify_hosts).
+    verdicts: Mapping[str, Verdict] = field(default_factory=dict)
+    # Unix seconds: when the plan is made (slots settle against it).
+    now: float = 0.0
+    # The size limits (None: none is applied).
+    rooms: Rooms | None = None

@@ -1,0 +1,148 @@
+"""The pure plan (src/hairpin_proxy/plan): answer sets while a slot settles, the grouping of
+hosts by answer set, the verification rule, refusals with their object references, and what a
+snapshot lacks. End to end against the controller: tests/controller/test_plan_equivalence.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hairpin_proxy import corefile
+from hairpin_proxy.claims import ObjectRef
+from hairpin_proxy.plan import PlanSettings, answer_groups, plan, route_answers
+from hairpin_proxy.plan.core import verified
+from hairpin_proxy.plan.objects import snapshot_of
+from hairpin_proxy.policy import HostPolicy
+from hairpin_proxy.targets.plan import Plan
+from hairpin_proxy.verify.verdict import Code, Verdict
+
+CORPUS = Path(__file__).parent / "plan_corpus"
+A = corefile.Answers.of(["10.96.0.50"])
+B = corefile.Answers.of(["10.96.0.51"])
+SETTINGS = PlanSettings(HostPolicy(), settle=0.0,
+                        target_server="ingress-nginx-controller.ingress-nginx.svc.cluster.local")
+
+hosts_st = st.lists(st.sampled_from([f"h{i}.example.com" for i in range(12)]), unique=True)
+
+
+@given(hosts_st, st.dictionaries(st.sampled_from([f"h{i}.example.com" for i in range(12)]),
+                                 st.sampled_from([A, B, corefile.Answers()])),
+       st.sampled_from([A, corefile.Answers()]))
+def test_every_host_with_an_answer_is_in_exactly_one_group(
+        hosts: list[str], routed: dict[str, corefile.Answers],
+        default: corefile.Answers) -> None:
+    groups = answer_groups(hosts, default, routed)
+    grouped = [h for members, _ in groups for h in members]
+    assert len(grouped) == len(set(grouped))
+    answered = {h for h in hosts if (routed.get(h, default) if routed else default)}
+    assert set(grouped) == answered
+    for members, answers in groups:
+        assert answers
+        assert all((routed.get(h, default) if routed else default) == answers for h in members)
+
+
+def one_slot_plan() -> Plan:
+    return Plan(routes={"a.example.com": "ingressclass/x", "b.example.com": "ingressclass/x",
+                        "c.example.com": "default"},
+                slots={"ingressclass/x": 1})
+
+
+def test_a_settled_slot_answers_with_its_service() -> None:
+    routed = route_answers(one_slot_plan(), slot_addresses={1: ("10.96.0.51",)},
+                           published={"ingressclass/x": 100.0}, settle=90, now=200.0,
+                           dns_ttl=10, held_answers=dict)
+    assert routed.answers == {"a.example.com": B, "b.example.com": B}
+    assert (routed.waiting, routed.pending, routed.wake_in) == (set(), {}, None)
+
+
+def test_a_settling_slot_keeps_what_the_rules_hold_and_says_when() -> None:
+    routed = route_answers(one_slot_plan(), slot_addresses={1: ("10.96.0.51",)},
+                           published={"ingressclass/x": 150.0}, settle=90, now=200.0,
+                           dns_ttl=10, held_answers=lambda: {"a.example.com": A})
+    assert routed.answers == {"a.example.com": A}
+    assert routed.waiting == {"b.example.com"}
+    assert routed.pending["ingressclass/x"].rules_at == 240.0
+    assert routed.wake_in is not None and 40 < routed.wake_in < 41
+
+
+def test_a_slot_without_its_service_waits_for_it() -> None:
+    routed = route_answers(one_slot_plan(), slot_addresses={}, published={}, settle=0,
+                           now=200.0, dns_ttl=10, held_answers=dict)
+    assert routed.waiting == {"a.example.com", "b.example.com"}
+    assert routed.pending["ingressclass/x"].rules_at is None
+
+
+def test_verification_keeps_held_hosts_until_their_first_verdict() -> None:
+    verdicts = {"ok.example.com": Verdict("ok.example.com", Code.VERIFIED, ""),
+                "far.example.com": Verdict("far.example.com", Code.NOT_THIS_CLUSTER, "")}
+    kept, refused, counts = verified(
+        ["ok.example.com", "far.example.com", "held.example.com", "new.example.com"],
+        verdicts, ["held.example.com", "far.example.com"])
+    assert kept == ("ok.example.com", "held.example.com")
+    assert refused == {"far.example.com": "not-this-cluster", "new.example.com": "pending"}
+    assert counts["pending"] == 2
+
+
+def corpus(name: str) -> dict[str, Any]:
+    case: dict[str, Any] = yaml.safe_load((CORPUS / f"{name}.yaml").read_text())
+    return case
+
+
+def with_ips(objects: list[dict[str, Any]], ips: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The objects, with these Services ("NAMESPACE/NAME" → ClusterIP) given addresses."""
+    out = list(objects)
+    for where, ip in ips.items():
+        ns, name = where.split("/")
+        found = [o for o in out if o["kind"] == "Service"
+                 and (o["metadata"].get("namespace"), o["metadata"]["name"]) == (ns, name)]
+        if found:
+            found[0]["spec"].update(clusterIP=ip, clusterIPs=[ip])
+        else:
+            out.append({"apiVersion": "v1", "kind": "Service",
+                        "metadata": {"namespace": ns, "name": name},
+                        "spec": {"clusterIP": ip, "clusterIPs": [ip]}})
+    return out
+
+
+PLANES = {"ingress-nginx/ingress-nginx-controller": "10.96.1.1",
+          "ingress-internal/ingress-nginx-controller": "10.96.1.2",
+          "hairpin-proxy/hairpin-proxy": "10.96.0.50"}
+
+
+def test_a_slot_service_the_snapshot_lacks_is_named() -> None:
+    snap = snapshot_of(with_ips(corpus("04-two-classes")["objects"], PLANES), SETTINGS,
+                       targets_configmap="hairpin-proxy-targets")
+    desired = plan(snap)
+    assert desired.missing_services == ("hairpin-proxy/hairpin-proxy-t1",)
+    assert desired.target_of("wiki.example.com") == "ingressclass/nginx-internal"
+    # Until its Service is known, the slot's hosts get no rule; the others do.
+    assert desired.hosts == ("shop.example.com", "www.shop.example.com")
+    snap = snapshot_of(with_ips(corpus("04-two-classes")["objects"],
+                                {**PLANES, "hairpin-proxy/hairpin-proxy-t1": "10.96.0.51"}),
+                       SETTINGS, targets_configmap="hairpin-proxy-targets")
+    desired = plan(snap)
+    assert desired.missing_services == ()
+    assert desired.entries()["wiki.example.com"] == ("10.96.0.51",)
+    assert desired.metrics["targets"]["relayed"] == 1
+
+
+def test_refusals_carry_the_full_object_reference() -> None:
+    snap = snapshot_of(with_ips(corpus("20-wildcards-and-refusals")["objects"], PLANES),
+                       SETTINGS, targets_configmap="hairpin-proxy-targets")
+    refs = {r.ref for r in plan(snap).refusals}
+    assert refs == {ObjectRef("Ingress", "tenant", "sneaky", "", "networking.k8s.io")}
+
+
+def test_only_the_settings_objects_the_controller_reads_are_read() -> None:
+    other = {"apiVersion": "v1", "kind": "ConfigMap",
+             "metadata": {"namespace": "x", "name": "unrelated"}, "data": {}}
+    snap = snapshot_of([*corpus("01-nginx-alone")["objects"], other], SETTINGS,
+                       targets_configmap="hairpin-proxy-targets")
+    assert set(snap.configmaps) == {"ingress-nginx/ingress-nginx-controller"}
+    assert snap.targets_configmap is None
