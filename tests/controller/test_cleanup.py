@@ -16,6 +16,7 @@ from tests.controller.conftest import (
 from tests.corefiles import BY_NAME
 from tests.fakeapi.fixtures import configmap, ingress
 from tests.fakeapi.server import FakeApiServer
+from tests.waiting import PATIENCE
 
 Start = Callable[..., Controller]
 
@@ -29,12 +30,12 @@ def test_cleanup_restores_the_corefile_byte_for_byte(cluster: FakeApiServer,
     assert cluster.get("ConfigMap", NAMESPACE, "hairpin-proxy-hosts") is not None
     assert ctl.stop() == 0
     cleanup = start(command="cleanup")
-    assert cleanup.proc.wait(30) == 0, cleanup.log()
+    assert cleanup.proc.wait(PATIENCE) == 0, cleanup.log()
     assert corefile_text(cluster) == COREFILE
     assert cluster.get("ConfigMap", NAMESPACE, "hairpin-proxy-hosts") is None
     # Idempotent: a second run finds nothing to do and still succeeds.
     again = start(command="cleanup")
-    assert again.proc.wait(30) == 0, again.log()
+    assert again.proc.wait(PATIENCE) == 0, again.log()
     assert corefile_text(cluster) == COREFILE
 
 
@@ -49,7 +50,7 @@ def test_cleanup_in_import_mode_removes_only_our_key(cluster: FakeApiServer,
     ctl.wait_ready()
     assert ctl.stop() == 0
     cleanup = start("--mode", "coredns-import", command="cleanup")
-    assert cleanup.proc.wait(30) == 0, cleanup.log()
+    assert cleanup.proc.wait(PATIENCE) == 0, cleanup.log()
     cm = cluster.get("ConfigMap", "kube-system", "coredns-custom")
     assert cm is not None and cm["data"] == other
     assert corefile_text(cluster) == COREFILE
@@ -63,7 +64,7 @@ def test_cleanup_deletes_an_import_configmap_it_created(cluster: FakeApiServer,
     assert cluster.get("ConfigMap", "kube-system", "coredns-custom") is not None
     assert ctl.stop() == 0
     cleanup = start("--mode", "coredns-import", command="cleanup")
-    assert cleanup.proc.wait(30) == 0, cleanup.log()
+    assert cleanup.proc.wait(PATIENCE) == 0, cleanup.log()
     assert cluster.get("ConfigMap", "kube-system", "coredns-custom") is None
 
 
@@ -75,7 +76,7 @@ def test_cleanup_fails_clearly_and_changes_nothing(cluster: FakeApiServer,
     cm["data"]["Corefile"] = broken
     cluster.update(cm)
     cleanup = start(command="cleanup")
-    assert cleanup.proc.wait(30) == 1
+    assert cleanup.proc.wait(PATIENCE) == 1
     assert "cleanup failed" in cleanup.log()
     assert corefile_text(cluster) == broken
 
@@ -111,7 +112,7 @@ def test_cleanup_removes_the_node_local_dns_block_and_old_rules(cluster: FakeApi
     wait_until(lambda: "hairpin-proxy.invalid" in node_local(), what="node-local-dns block")
     assert ctl.stop() == 0
     cleanup = start(command="cleanup")
-    assert cleanup.proc.wait(30) == 0, cleanup.log()
+    assert cleanup.proc.wait(PATIENCE) == 0, cleanup.log()
     assert node_local() == NODE_LOCAL
     assert "hairpin" not in corefile_text(cluster)
     assert corefile.managed_hosts(corefile_text(cluster)) == ()
@@ -135,7 +136,7 @@ def test_cleanup_deletes_our_guard_policies_and_no_other(cluster: FakeApiServer,
     _guard_policy(cluster, "web", "managed", {"app.kubernetes.io/managed-by": "hairpin-proxy"})
     _guard_policy(cluster, "web", "plain", {})
     cleanup = start(command="cleanup")
-    assert cleanup.proc.wait(30) == 0, cleanup.log()
+    assert cleanup.proc.wait(PATIENCE) == 0, cleanup.log()
     assert [(p["metadata"]["namespace"], p["metadata"]["name"])
             for p in cluster.list("NetworkPolicy")] == [
         ("web", "lookalike"), ("web", "managed"), ("web", "plain")]
@@ -157,11 +158,11 @@ def test_cleanup_without_the_grant_to_list_policies_still_cleans_up(
     assert ctl.stop() == 0
     cluster.fail_requests(1, status=403, method="GET", path_re=r"/networkpolicies")
     cleanup = start(command="cleanup")
-    assert cleanup.proc.wait(30) == 0, cleanup.log()
+    assert cleanup.proc.wait(PATIENCE) == 0, cleanup.log()
     assert "cannot list NetworkPolicies" in cleanup.log()
     assert corefile_text(cluster) == COREFILE
     # --no-guard-policies (the cleanup Jobs): not asked at all.
     cluster.clear_requests()
     quiet = start("--no-guard-policies", command="cleanup")
-    assert quiet.proc.wait(30) == 0, quiet.log()
+    assert quiet.proc.wait(PATIENCE) == 0, quiet.log()
     assert not cluster.requests(path_re=r"/networkpolicies")

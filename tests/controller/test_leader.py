@@ -24,6 +24,7 @@ from hairpin_proxy.settings import ControllerSettings
 from tests.controller.conftest import NAMESPACE, Controller, corefile_text, wait_until
 from tests.fakeapi.fixtures import ingress
 from tests.fakeapi.server import RECORD, FakeApiServer, RequestRecord
+from tests.waiting import PATIENCE
 
 Start = Callable[..., Controller]
 LEASE = "hairpin-proxy-controller"
@@ -99,7 +100,7 @@ def test_only_the_leader_writes_and_a_killed_leader_is_replaced(cluster: FakeApi
     assert standby.metric("hairpin_controller_leader") == 0
 
     leader.proc.send_signal(signal.SIGKILL)
-    leader.proc.wait(10)
+    leader.proc.wait(PATIENCE)
     killed = time.monotonic()
     wait_until(lambda: holder(cluster) not in ("", first), timeout=30, what="takeover")
     took = time.monotonic() - killed

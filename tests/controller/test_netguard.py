@@ -15,6 +15,7 @@ from typing import Any
 from tests.controller.conftest import NAMESPACE, Controller, wait_until
 from tests.fakeapi.fixtures import configmap, ingress, ingress_class, service
 from tests.fakeapi.server import FakeApiServer
+from tests.waiting import PATIENCE
 
 Start = Callable[..., Controller]
 NGINX_NS = "ingress-nginx"
@@ -224,7 +225,7 @@ def test_a_refused_write_holds_back_nothing_else(cluster: FakeApiServer, start: 
 
 def test_a_bad_pod_cidr_is_refused_in_our_words(cluster: FakeApiServer, start: Start) -> None:
     ctl = start("--guard-data-planes", "--pod-cidr", "10.244.0.0/33")
-    assert ctl.proc.wait(30) == 2
+    assert ctl.proc.wait(PATIENCE) == 2
     log = ctl.log()
     assert "--pod-cidr '10.244.0.0/33' is not a CIDR" in log and "Traceback" not in log
 

@@ -30,7 +30,8 @@ from tests.controller.conftest import COREFILE, NAMESPACE, Controller, corefile_
 from tests.controller.test_netguard import POLICY, foreign, ingress_nginx, node
 from tests.fakeapi.fixtures import corefile_configmap, endpoint_slice, ingress
 from tests.fakeapi.server import FakeApiServer
-from tests.waiting import wait_until
+from tests.fakeapi.status import ApiError
+from tests.waiting import PATIENCE, wait_until
 
 Obj = dict[str, Any]
 MANIFEST = Path(__file__).resolve().parents[2] / "deploy" / "hairpin-proxy.yaml"
@@ -104,10 +105,15 @@ class Install:
                     self.api.patch("Pod", NAMESPACE, name, {"metadata": {"finalizers": None}})
 
     def delete_all(self, order: list[tuple[str, str | None, str]]) -> None:
-        """`kubectl delete -f`: one DELETE after the other, nothing waited for."""
+        """`kubectl delete -f`: one DELETE after the other, nothing waited for; one that finds
+        its object already gone (the namespace's deletion took it) is passed over, as kubectl
+        reports it and goes on."""
         for kind, ns, name in order:
-            if self.api.get(kind, ns, name) is not None:
+            try:
                 self.api.delete(kind, ns, name)
+            except ApiError as exc:
+                if exc.code != 404:
+                    raise
 
     def leftovers(self) -> list[str]:
         """What is still there of the install, of what the controller made, of its holds."""
@@ -197,7 +203,7 @@ def uninstalled(inst: Install, ctls: list[Controller]) -> None:
     gone(inst)
     assert corefile_text(inst.api) == COREFILE
     for ctl in ctls:
-        assert ctl.proc.wait(20) == 0, ctl.log()
+        assert ctl.proc.wait(PATIENCE) == 0, ctl.log()
         assert "could not withdraw" not in ctl.log()
 
 
@@ -260,13 +266,13 @@ def test_helm_order_with_the_pods_stopped_before_the_rest_goes(install: Install)
                what="the release binding collected")
     assert corefile_text(install.api) == COREFILE
     for ctl in ctls:
-        assert ctl.proc.wait(20) == 0
+        assert ctl.proc.wait(PATIENCE) == 0
 
 
 def test_scaling_to_zero_is_no_uninstall(install: Install) -> None:
     (ctl,) = running(install)
     install.api.delete("Pod", NAMESPACE, f"{REPLICA_SET}-0")
-    assert ctl.proc.wait(20) == 0
+    assert ctl.proc.wait(PATIENCE) == 0
     assert managed(install.api) == ("a.example.com", "b.example.com")
     role = install.api.get("Role", "kube-system", holds.COREDNS_ROLE)
     assert role is not None and holds.FINALIZER in role["metadata"]["finalizers"]
@@ -282,7 +288,7 @@ def test_the_namespace_alone_is_an_uninstall(install: Install) -> None:
     role = install.api.get("Role", "kube-system", holds.COREDNS_ROLE)
     assert role is not None and not role["metadata"].get("finalizers")
     assert install.api.get("RoleBinding", "kube-system", holds.WITHDRAWAL) is not None
-    assert ctls[0].proc.wait(20) == 0
+    assert ctls[0].proc.wait(PATIENCE) == 0
 
 
 def test_with_the_controller_gone_the_holds_wait_for_cleanup(install: Install,
@@ -290,7 +296,7 @@ def test_with_the_controller_gone_the_holds_wait_for_cleanup(install: Install,
     (ctl,) = running(install)
     # Scaled to zero before the uninstall: the pod goes, the rules stay.
     install.api.delete("Pod", NAMESPACE, f"{REPLICA_SET}-0")
-    assert ctl.proc.wait(20) == 0
+    assert ctl.proc.wait(PATIENCE) == 0
     install.delete_all(list(install.objects))
     wait_until(lambda: install.api.get("Deployment", NAMESPACE, "hairpin-proxy") is None,
                what="the proxy gone")
@@ -303,7 +309,7 @@ def test_with_the_controller_gone_the_holds_wait_for_cleanup(install: Install,
     # ... and `hairpin-proxy cleanup` with an administrator's kubeconfig does it.
     admin = install.api.write_kubeconfig(tmp_path / "admin.kubeconfig", namespace=NAMESPACE)
     cleanup = Controller(install.api, admin, tmp_path / "cleanup.log", command="cleanup")
-    assert cleanup.proc.wait(30) == 0, cleanup.log()
+    assert cleanup.proc.wait(PATIENCE) == 0, cleanup.log()
     gone(install)
     assert corefile_text(install.api) == COREFILE
 
@@ -324,7 +330,7 @@ def test_a_withdrawal_that_cannot_be_written_lets_go_in_time_with_an_event(
                 if e.get("reason") == "RulesNotWithdrawn"]
     assert event["type"] == "Warning" and "hairpin-proxy cleanup" in event["message"]
     assert event["involvedObject"]["name"] == "coredns"
-    assert ctl.proc.wait(20) == 0
+    assert ctl.proc.wait(PATIENCE) == 0
 
 
 def test_the_leader_killed_the_standby_withdraws_and_lets_go_after_its_lease(
@@ -333,14 +339,14 @@ def test_the_leader_killed_the_standby_withdraws_and_lets_go_after_its_lease(
     leader = next(c for c in ctls if c.metric("hairpin_controller_leader") == 1)
     standby = next(c for c in ctls if c is not leader)
     leader.proc.kill()  # no SIGTERM, no Lease released
-    leader.proc.wait(20)
+    leader.proc.wait(PATIENCE)
     install.delete_all(ORDERS["file order"](list(install.objects)))
     # The standby withdraws at once, and lets go only once the dead leader's Lease has lapsed
     # (--lease-duration 3): until then that leader might still be writing rules.
     wait_until(lambda: managed(install.api) == (), what="rules withdrawn")
     gone(install)
     assert corefile_text(install.api) == COREFILE
-    assert standby.proc.wait(20) == 0
+    assert standby.proc.wait(PATIENCE) == 0
 
 
 def test_without_the_grants_to_hold_the_rules_are_still_written(install: Install) -> None:
@@ -446,10 +452,10 @@ def test_helm_uninstall_the_hook_then_the_release(install: Install, tmp_path: Pa
     (ctl,) = guarded(install)
     wait_until(lambda: owned(install.api), what="owned")
     install.api.delete("Pod", NAMESPACE, f"{REPLICA_SET}-0")  # scaled to zero
-    assert ctl.proc.wait(20) == 0
+    assert ctl.proc.wait(PATIENCE) == 0
     admin = install.api.write_kubeconfig(tmp_path / "admin.kubeconfig", namespace=NAMESPACE)
     hook = Controller(install.api, admin, tmp_path / "hook.log", *hook_args, command="cleanup")
-    assert hook.proc.wait(30) == 0, hook.log()
+    assert hook.proc.wait(PATIENCE) == 0, hook.log()
     assert corefile_text(install.api) == COREFILE
     assert (guard_policy(install.api) is None) == (hook_args[-1] == "--guard-policies")
     helm = [o for o in install.objects if o[0] != "Namespace"]
@@ -466,13 +472,13 @@ def test_with_the_controller_gone_the_collector_removes_them(install: Install,
     (ctl,) = guarded(install)
     wait_until(lambda: owned(install.api), what="owned")
     install.api.delete("Pod", NAMESPACE, f"{REPLICA_SET}-0")
-    assert ctl.proc.wait(20) == 0
+    assert ctl.proc.wait(PATIENCE) == 0
     install.delete_all(list(install.objects))
     # No controller runs: the garbage collector alone removes them.
     wait_until(lambda: guard_policy(install.api) is None, what="collected")
     admin = install.api.write_kubeconfig(tmp_path / "admin.kubeconfig", namespace=NAMESPACE)
     cleanup = Controller(install.api, admin, tmp_path / "cleanup.log", command="cleanup")
-    assert cleanup.proc.wait(30) == 0, cleanup.log()
+    assert cleanup.proc.wait(PATIENCE) == 0, cleanup.log()
     gone(install)
     untouched(install.api, theirs)
 
@@ -490,7 +496,7 @@ def test_unowned_policies_are_removed_by_an_administrators_cleanup(install: Inst
     wait_until(lambda: "data-plane guard policies made without an owner" in ctl.log(),
                what="told")
     install.api.delete("Pod", NAMESPACE, f"{REPLICA_SET}-0")
-    assert ctl.proc.wait(20) == 0
+    assert ctl.proc.wait(PATIENCE) == 0
     assert ctl.log().count("made without an owner") == 1
     install.delete_all(list(install.objects))
     wait_until(lambda: install.api.get("Deployment", NAMESPACE, "hairpin-proxy") is None,
@@ -500,7 +506,7 @@ def test_unowned_policies_are_removed_by_an_administrators_cleanup(install: Inst
     assert guard_policy(install.api) is not None
     admin = install.api.write_kubeconfig(tmp_path / "admin.kubeconfig", namespace=NAMESPACE)
     cleanup = Controller(install.api, admin, tmp_path / "cleanup.log", command="cleanup")
-    assert cleanup.proc.wait(30) == 0, cleanup.log()
+    assert cleanup.proc.wait(PATIENCE) == 0, cleanup.log()
     assert "deleted a data-plane guard NetworkPolicy" in cleanup.log()
     gone(install)
     untouched(install.api, theirs)
@@ -514,7 +520,7 @@ def test_turning_the_guard_off_removes_its_policies(install: Install) -> None:
     (ctl,) = guarded(install)
     wait_until(lambda: owned(install.api), what="owned")
     install.api.delete("Pod", NAMESPACE, f"{REPLICA_SET}-0")
-    assert ctl.proc.wait(20) == 0
+    assert ctl.proc.wait(PATIENCE) == 0
     again = install.start()
     again.wait_ready()
     for kind in ("ClusterRoleBinding", "ClusterRole"):

@@ -73,7 +73,7 @@ from tests.deploy.test_rbac_calls import (
 )
 from tests.fakeapi.fixtures import deployment
 from tests.fakeapi.server import FakeApiServer
-from tests.waiting import wait_until
+from tests.waiting import PATIENCE, wait_until
 
 SCRIPT = REPO / "scripts" / "gen_helm_chart.py"
 HOOK_SA = "hairpin-proxy-uninstall"
@@ -628,7 +628,7 @@ def _hook_cleanup_calls(controller: list[Doc], hook_docs: list[Doc], corefile_te
         cleanup = Controller(api, kubeconfig, work / "cleanup.log",
                              *_args(hook_docs, "Job", "hairpin-proxy-cleanup"),
                              command="cleanup")
-        assert cleanup.proc.wait(30) == 0, cleanup.log()
+        assert cleanup.proc.wait(PATIENCE) == 0, cleanup.log()
         cleanup.stop()
         for kind, name in (("ConfigMap", "hairpin-proxy-hosts"),
                            ("ConfigMap", "hairpin-proxy-targets"),

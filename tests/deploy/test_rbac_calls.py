@@ -56,7 +56,7 @@ from tests.fakeapi.fixtures import (
     service,
 )
 from tests.fakeapi.server import FakeApiServer, RequestRecord
-from tests.waiting import wait_until
+from tests.waiting import PATIENCE, wait_until
 
 SA = "hairpin-proxy-controller"
 
@@ -349,7 +349,7 @@ def _default_run(renders: dict[str, list[Doc]], work: Path) -> list[Run]:
         cleanup = Controller(api, kubeconfig, work / "cleanup.log",
                              *_args(renders["cleanup/default"], "Job", "hairpin-proxy-cleanup"),
                              command="cleanup")
-        assert cleanup.proc.wait(30) == 0, cleanup.log()
+        assert cleanup.proc.wait(PATIENCE) == 0, cleanup.log()
         cleanup.stop()
         coredns = api.get("ConfigMap", "kube-system", "coredns")
         assert coredns is not None
@@ -397,7 +397,7 @@ def _import_run(renders: dict[str, list[Doc]], work: Path) -> list[Run]:
         job = renders["cleanup/coredns-import"]
         cleanup = Controller(api, kubeconfig, work / "cleanup-import.log",
                              *_args(job, "Job", "hairpin-proxy-cleanup"), command="cleanup")
-        assert cleanup.proc.wait(30) == 0, cleanup.log()
+        assert cleanup.proc.wait(PATIENCE) == 0, cleanup.log()
         cleanup.stop()
         assert api.get("ConfigMap", "kube-system", "coredns-custom") is None  # ours, emptied
         cleanup_calls = _split(api.requests())
@@ -440,7 +440,7 @@ def _guard_run(renders: dict[str, list[Doc]], work: Path) -> list[Run]:
                 if a != "--no-guard-policies"]
         cleanup = Controller(api, kubeconfig, work / "cleanup-guard.log", *args,
                              command="cleanup")
-        assert cleanup.proc.wait(30) == 0, cleanup.log()
+        assert cleanup.proc.wait(PATIENCE) == 0, cleanup.log()
         cleanup.stop()
         assert api.get(*POLICY) is None
         return [Run("guard", "components/guard-data-planes", *guard_calls),

@@ -13,6 +13,7 @@ import pytest
 from hairpin_proxy.admin import bind_stream
 from tests.peers import free_port, has_ipv6_loopback
 from tests.relay.helpers import Upstream, closed_promptly, connect, echo, recv_all, run_relay
+from tests.waiting import PATIENCE
 
 pytestmark = [pytest.mark.skipif(not has_ipv6_loopback(), reason="no IPv6 loopback here"),
               # The wildcard binds ([::], 0.0.0.0) stay inside a namespace of the test's own.
@@ -69,7 +70,7 @@ def test_the_default_address_serves_both_families_and_names_ipv4_clients_as_ipv4
             s.sendall(b"x")
             assert closed_promptly(s)
         relay.terminate()
-        relay.proc.wait(30)
+        relay.proc.wait(PATIENCE)
     four, six = up.headers
     assert (four.family, four.source, four.destination) == ("TCP4", v4, ("127.0.0.1", port))
     assert (six.family, six.source, six.destination) == ("TCP6", v6, ("::1", port))

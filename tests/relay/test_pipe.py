@@ -39,6 +39,7 @@ from tests.relay.helpers import (
     settled_fd_count,
     wait_until,
 )
+from tests.waiting import PATIENCE
 
 pytestmark = [pytest.mark.parametrize("loop", LOOPS), pytest.mark.usefixtures("data_path")]
 
@@ -381,7 +382,7 @@ def test_sigterm_drains_in_flight_and_refuses_new(tmp_path: Path, loop: str) -> 
         n, digest = drain_hash(s, first)
         s.close()
         assert (n, digest) == (size, want)
-        assert relay.proc.wait(30) == 0
+        assert relay.proc.wait(PATIENCE) == 0
 
 
 def test_sigterm_closes_what_outlives_the_grace_period(tmp_path: Path, loop: str) -> None:
@@ -391,7 +392,7 @@ def test_sigterm_closes_what_outlives_the_grace_period(tmp_path: Path, loop: str
         assert s.recv(1) == b"x"
         started = time.monotonic()
         relay.terminate()
-        assert relay.proc.wait(30) == 0
+        assert relay.proc.wait(PATIENCE) == 0
         assert 0.9 <= elapsed(started) < 15
         assert closed_promptly(s)
     assert any(r.get("cause") == "shutdown" for r in relay.log_records())

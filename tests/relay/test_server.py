@@ -14,6 +14,7 @@ import pytest
 from hairpin_proxy.relay.resolve import Address, Resolver
 from tests.peers import free_port
 from tests.relay.helpers import Upstream, connect, echo, recv_all, relay_in_thread, run_relay
+from tests.waiting import PATIENCE
 
 
 def test_round_robin_over_several_addresses_skipping_one_that_refuses() -> None:
@@ -121,7 +122,7 @@ def test_text_logs_carry_the_cause(tmp_path: Path) -> None:
         with connect(relay.ports[0]) as s:
             s.recv(1)
         relay.terminate()
-        relay.proc.wait(30)
+        relay.proc.wait(PATIENCE)
     lines = [line for line in relay.log_text().splitlines() if "WARNING" in line
              and "cause=" in line]
     assert len(lines) == 1
@@ -137,7 +138,7 @@ def test_default_start_raises_the_open_file_limit_and_warns_of_nothing(tmp_path:
     with run_relay(tmp_path, ["127.0.0.1:{port}=127.0.0.1:1"], "--log-format", "text") as relay:
         limits = Path(f"/proc/{relay.pid}/limits").read_text()
         relay.terminate()
-        relay.proc.wait(30)
+        relay.proc.wait(PATIENCE)
     soft, hard = next(line.split()[3:5] for line in limits.splitlines()
                       if line.startswith("Max open files"))
     assert soft == hard

@@ -21,6 +21,7 @@ from hairpin_proxy.relay.targets import (
 )
 from hairpin_proxy.targets.slots import listen_ports
 from tests.relay.helpers import Upstream, connect, echo, recv_all, run_relay, wait_until
+from tests.waiting import PATIENCE
 
 
 def slot(**changes: Any) -> dict[str, Any]:
@@ -242,7 +243,7 @@ def test_listeners_follow_the_table_while_a_long_connection_stays_up(tmp_path: P
                                         listener=first_listener) == 0, 30, "the end")
         assert table_errors(relay, "malformed") == 1
         relay.terminate()
-        relay.proc.wait(30)
+        relay.proc.wait(PATIENCE)
     refusals = [r for r in relay.log_records() if "targets table refused" in r.get("msg", "")]
     assert len(refusals) == 1 and refusals[0]["reason"] == "malformed"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from hairpin_proxy.relay import limits
 from tests.peers import free_port
 from tests.relay.helpers import Relay, Upstream, connect, echo, recv_all, run_relay
-from tests.waiting import wait_until
+from tests.waiting import PATIENCE, wait_until
 
 ROUNDS = 40  # connections per check: all on one of two workers has odds of 2 in 2**40
 
@@ -92,7 +92,7 @@ def test_sigterm_drains_every_worker_then_exits_zero(tmp_path: Path) -> None:
             held.sendall(b"during")
             assert held.recv(6) == b"during"
             assert relay.proc.poll() is None
-        assert relay.proc.wait(60) == 0
+        assert relay.proc.wait(PATIENCE) == 0
         assert not any(Path(f"/proc/{pid}").exists() for pid in pids)
 
 
