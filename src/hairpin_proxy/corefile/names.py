@@ -1,4 +1,15 @@
-"""Host names as the Corefile rules may carry them, checked as hostile input."""
+"""Host names as the Corefile rules may carry them, checked as hostile input.
+
+Three forms, and the one place that tells them apart:
+
+- a plain name, ``shop.example.com``;
+- ``*.example.com``: exactly ONE label not starting with ``_`` in front of the domain, as an
+  Ingress wildcard (and a DNS or certificate wildcard) means;
+- ``**.example.com``: ONE OR MORE such labels, as a Gateway API wildcard means (a Gateway
+  serves ``a.b.example.com`` under its ``*.example.com``). The Gateway API source writes its
+  wildcards so (``any_depth``); nobody else can, as no Ingress or route may hold a ``**``
+  label, and people are shown the ``*.`` spelling they wrote (``written``).
+"""
 
 from __future__ import annotations
 
@@ -11,13 +22,53 @@ _FORBIDDEN_IN_NAME = re.compile(r"[\s{}\"'`#;\\\x00-\x1f\x7f-\x9f]")
 # Exactly the hosts check_host accepts, checked in one step; a miss goes to check_host for
 # the reason.
 _LABEL = r"[^\s{}\"'`#;\\\x00-\x1f\x7f-\x9f.*]+"
-_VALID_HOST = rf"(?:\*\.)?{_LABEL}(?:\.{_LABEL})*"
+_VALID_HOST = rf"(?:\*\*?\.)?{_LABEL}(?:\.{_LABEL})*"
 # Hosts joined by "\n": thousands checked in one call (the joined text must hold no other
 # "\n", so that no host can smuggle one in).
 _VALID_HOSTS = re.compile(rf"{_VALID_HOST}(?:\n{_VALID_HOST})*")
 
 
 MAX_HOST = 253
+ONE_LABEL = "*."
+ANY_DEPTH = "**."
+
+
+def wildcard_base(host: str) -> str | None:
+    """The domain under a wildcard host of either form; None for a plain name."""
+    if host.startswith(ONE_LABEL):
+        return host[2:]
+    if host.startswith(ANY_DEPTH):
+        return host[3:]
+    return None
+
+
+def is_any_depth(host: str) -> bool:
+    return host.startswith(ANY_DEPTH)
+
+
+def any_depth(host: str) -> str:
+    """``host`` as a Gateway API name: its ``*.`` wildcard covering any depth."""
+    return "*" + host if host.startswith(ONE_LABEL) else host
+
+
+def written(host: str) -> str:
+    """``host`` as its object spells it (both wildcard forms are ``*.`` there)."""
+    return host[1:] if host.startswith(ANY_DEPTH) else host
+
+
+def covers(rule: str, name: str) -> bool:
+    """Whether the DNS rule for the host ``rule`` answers a query for ``name`` (no trailing
+    dot), as the regexes of ``rules`` match: case-insensitive, and no label a wildcard stands
+    for starts with ``_``."""
+    rule, name = rule.lower(), name.lower().rstrip(".")
+    base = wildcard_base(rule)
+    if base is None:
+        return rule == name
+    if not name.endswith("." + base):
+        return False
+    labels = name[:-len(base) - 1].split(".")
+    return (len(labels) == 1 or rule.startswith(ANY_DEPTH)) \
+        and all(label and not label.startswith("_") for label in labels)
 
 
 def check_name(value: str, what: str) -> None:
@@ -34,9 +85,10 @@ def check_host(host: str) -> None:
     labels = host.split(".")
     if any(label == "" for label in labels):
         raise CorefileError(f"host {host!r} has an empty label (leading, trailing or double dot)")
-    if any("*" in label for label in labels[1:]) or (labels[0] != "*" and "*" in labels[0]):
-        raise CorefileError(f"host {host!r}: '*' may only be the whole first label")
-    if labels[0] == "*" and len(labels) < 2:
+    if any("*" in label for label in labels[1:]) \
+            or (labels[0] not in ("*", "**") and "*" in labels[0]):
+        raise CorefileError(f"host {host!r}: '*' (or '**') may only be the whole first label")
+    if labels[0] in ("*", "**") and len(labels) < 2:
         raise CorefileError(f"host {host!r}: a wildcard needs a domain after '*.'")
     if len(host) > MAX_HOST:
         raise CorefileError(f"host {host[:40]!r}... is longer than {MAX_HOST} characters")
@@ -85,8 +137,9 @@ def all_valid(joined: str, count: int) -> bool:
                     or "\n\n" in joined)
     return (not adjacent and joined.count("\n") == count - 1
             and not joined.startswith((".", "\n")) and not joined.endswith((".", "\n"))
-            # A "*" only as the whole first label: each one opens a line and a dot follows.
-            and joined.count("*") == joined.count("\n*.") + joined.startswith("*."))
+            # A "*" (or "**") only as the whole first label: each opens a line, a dot follows.
+            and joined.count("*") == joined.count("\n*.") + joined.startswith("*.")
+            + 2 * (joined.count("\n**.") + joined.startswith("**.")))
 
 
 # Escape ASCII punctuation only: RE2 (CoreDNS) rejects a backslash before anything else.
