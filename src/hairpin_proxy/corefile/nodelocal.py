@@ -45,7 +45,7 @@ from hairpin_proxy.corefile.editor import (
     _splice,
     _whole_lines,
 )
-from hairpin_proxy.corefile.names import checked_hosts
+from hairpin_proxy.corefile.names import checked_hosts, wildcard_base
 from hairpin_proxy.corefile.parser import parse
 from hairpin_proxy.corefile.queries import _NAME, _expanded
 from hairpin_proxy.corefile.rules import BEGIN_MARKER, END_MARKER, MARKER_PREFIXES
@@ -118,7 +118,8 @@ def _zones(cf: Corefile, hosts: Sequence[str], domain: str) -> list[str]:
              for z in map(_zone_of, b.addresses) if z is not None}
     zones: set[str] = set()
     for host in hosts:
-        zone = host.lower().removeprefix("*.")
+        zone = host.lower()
+        zone = wildcard_base(zone) or zone
         # Only a plain DNS name is a safe key; a zone defined twice makes CoreDNS refuse the
         # whole Corefile; the cluster zones go to the cluster DNS already.
         if (_NAME.fullmatch(zone) and zone not in taken and zone != OUR_ZONE

@@ -21,6 +21,7 @@ from hairpin_proxy.controller.sinks.nodelocal import (
     reconciler_of,
 )
 from hairpin_proxy.controller.sinks.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
+from hairpin_proxy.corefile.names import wildcard_base
 from hairpin_proxy.doctor import facts as f
 from hairpin_proxy.doctor import routing
 from hairpin_proxy.doctor.facts import DataPlaneFacts
@@ -520,7 +521,7 @@ def data_planes(decided: Plan, facts: TargetFacts) -> tuple[DataPlaneFacts, ...]
               f"{(svc.get('metadata') or {}).get('name')}": svc for svc in facts.services}
     hosts: dict[str, str] = {}
     for host, key in sorted(decided.routes.items()):
-        if not host.startswith("*."):
+        if wildcard_base(host) is None:
             hosts.setdefault(key, host)
     out = []
     for key, t in sorted({**decided.targets, **decided.shared}.items()):

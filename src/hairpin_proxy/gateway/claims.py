@@ -1,5 +1,9 @@
 """Gateway API routes as host claims: the route's names, for its Gateway's target, filtered by
-the same host policy as Ingress hosts. Pure."""
+the same host policy as Ingress hosts. Pure.
+
+A wildcard name is claimed as ``**.domain``: a Gateway serves every depth under its
+``*.domain`` (one or more labels), so the DNS rule must redirect them all, where an Ingress's
+``*.domain`` stands for one label only (``corefile.names``)."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hairpin_proxy.claims import Claim, ObjectRef
+from hairpin_proxy.corefile.names import any_depth
 from hairpin_proxy.gateway.model import (
     GROUP,
     Gateway,
@@ -104,5 +109,5 @@ def route_claims(routes: Iterable[Route], gateways: Iterable[Gateway],
                 if name is None:
                     rejections.append(RouteRejection(origin, host, reason or "refused"))
                     continue
-                claims.append(Claim(name, target, origin, meta.created))
+                claims.append(Claim(any_depth(name), target, origin, meta.created))
     return RouteClaims(tuple(claims), tuple(rejections), tuple(notes))

@@ -35,6 +35,7 @@ import enum
 import sys
 from collections.abc import Sequence
 
+from hairpin_proxy.corefile.names import wildcard_base
 from hairpin_proxy.verify.lb import LbAddress, LbIndex, canonical_ip, canonical_name
 
 __all__ = [
@@ -159,9 +160,8 @@ def normalize_host(host: str) -> str:
 def probe_name(host: str) -> str:
     """The name to resolve for ``host``: itself, or ``PROBE_LABEL`` under a wildcard."""
     host = normalize_host(host)
-    if host.startswith("*."):
-        return f"{PROBE_LABEL}.{host[2:]}"
-    return host
+    base = wildcard_base(host)
+    return host if base is None else f"{PROBE_LABEL}.{base}"
 
 
 def pending(host: str) -> Verdict:
