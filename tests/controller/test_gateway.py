@@ -5,6 +5,7 @@ Ingresses, data planes that expect no PROXY header, and the settle delay of a ne
 from __future__ import annotations
 
 import copy
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -307,3 +308,62 @@ def test_tls_routes_in_the_version_the_cluster_serves(cluster: FakeApiServer,
                and r.get("resource") == "tlsroutes.gateway.networking.k8s.io"
                and r.get("version") == "gateway.networking.k8s.io/v1alpha3"
                for r in ctl.records())
+
+
+def _answer(text: str, name: str) -> tuple[str, ...] | None:
+    """The A answer CoreDNS gives ``name`` from our stanzas of the root block, in file order
+    (the first stanza whose regex matches answers); None when it goes on upstream."""
+    for d in corefile.parse(text).root_blocks(53)[0].directives:
+        if d.name != "template" or d.args[1] != "A":
+            continue
+        inner = [i for b in d.blocks for i in b.directives]
+        if any(re.search(rx, name.lower() + ".") for i in inner if i.name == "match"
+               for rx in i.args):
+            return tuple(rr.split()[-1].rstrip('"') for i in inner if i.name == "answer"
+                         for rr in i.args)
+    return None
+
+
+def test_a_gateway_wildcard_redirects_every_depth_and_conflicts_as_written(
+        cluster: FakeApiServer, start: Start) -> None:
+    proxy_with_selector(cluster)
+    # An older Ingress holds "*.example.com" (one label, the Ingress meaning): the route's
+    # "*.example.com" listener is the same name and loses it, told as the route wrote it.
+    cluster.create(ingress("team", "wild", tls_hosts=["*.example.com"]))
+    time.sleep(1.1)
+    envoy_gateway(cluster)
+    cluster.create(accepted(route("HTTPRoute", "shop", "web", parent="public",
+                                  parent_namespace="web")))
+    cluster.create(ingress("team", "deep", tls_hosts=["deep.x.example.com"]))
+    ctl = start(*QUICK)
+    ctl.wait_ready()
+    wait_until(lambda: answers(cluster).get("*.example.com") == corefile.Answers.of(
+        [PROXY_IP]), what="the older Ingress keeps the wildcard")
+    assert "**.example.com" not in answers(cluster)
+    wait_until(lambda: events(cluster, "HostClaimedElsewhere", "shop"),
+               what="Event on the losing route")
+    (event,) = events(cluster, "HostClaimedElsewhere", "shop")
+    assert event["involvedObject"]["kind"] == "HTTPRoute"
+    assert "host '*.example.com'" in event["message"] and "**" not in event["message"]
+    text = corefile_text(cluster)
+    assert _answer(text, "a.example.com") == (PROXY_IP,)
+    assert _answer(text, "a.b.example.com") is None  # the Ingress wildcard: one label
+
+    # The Ingress goes: the Gateway's wildcard takes every depth under example.com, to its
+    # own target; the exact Ingress host under it keeps its own answer, and no "_" label at
+    # any depth is caught.
+    cluster.delete("Ingress", "team", "wild")
+    wait_until(lambda: on_slot(cluster, "**.example.com"), what="the any-depth wildcard")
+    ip = slot_ip(cluster)
+    text = corefile_text(cluster)
+    for name in ("a.example.com", "a.b.example.com", "x.y.z.example.com",
+                 "other.x.example.com"):
+        assert _answer(text, name) == (ip,), name
+    assert _answer(text, "deep.x.example.com") == (PROXY_IP,)
+    for name in ("example.com", "_acme-challenge.example.com",
+                 "_acme-challenge.x.example.com", "a._tcp.example.com"):
+        assert _answer(text, name) is None, name
+    # The node agents cannot hold a wildcard: published with its address, never as a line
+    # of the hosts file.
+    assert "**.example.com" not in published(cluster).get("hosts", "")
+    assert ctl.ready()
