@@ -13,6 +13,7 @@ from typing import Any
 
 from hairpin_proxy.claims import Claim, ObjectRef
 from hairpin_proxy.corefile.names import any_depth
+from hairpin_proxy.gateway.listenersets import ListenerSet, parse_listener_set
 from hairpin_proxy.gateway.model import (
     GROUP,
     Gateway,
@@ -51,7 +52,8 @@ def served_classes(classes: Iterable[GatewayClass], wanted: Collection[str]
 def claims_of_objects(classes: Iterable[Any], gateways: Iterable[Any],
                       routes: Iterable[tuple[str, Any]], *, wanted_classes: Collection[str],
                       policy: HostPolicy,
-                      namespace_labels: Mapping[str, Mapping[str, str]]) -> RouteClaims:
+                      namespace_labels: Mapping[str, Mapping[str, str]],
+                      listener_sets: Iterable[Any] = ()) -> RouteClaims:
     """``route_claims`` over the objects as the API lists them (routes paired with their
     kind), for the served classes among ``classes``: each object is parsed first, and one that
     cannot be read is named in the notes, beside the Gateways' own notes, while the rest go on.
@@ -80,16 +82,27 @@ def claims_of_objects(classes: Iterable[Any], gateways: Iterable[Any],
             notes.append(str(route))
         else:
             parsed_routes.append(route)
+    parsed_sets: list[ListenerSet] = []
+    for obj in listener_sets:
+        ls = parse_listener_set(obj)
+        if isinstance(ls, Malformed):
+            notes.append(str(ls))
+        else:
+            parsed_sets.append(ls)
     got = route_claims(parsed_routes, parsed_gateways,
-                       served_classes(parsed_classes, wanted_classes), policy, namespace_labels)
+                       served_classes(parsed_classes, wanted_classes), policy, namespace_labels,
+                       listener_sets=parsed_sets)
     return RouteClaims(got.claims, got.rejections, (*notes, *got.notes))
 
 
 def route_claims(routes: Iterable[Route], gateways: Iterable[Gateway],
                  classes: Mapping[str, GatewayClass], policy: HostPolicy,
-                 namespace_labels: Mapping[str, Mapping[str, str]]) -> RouteClaims:
-    """Claims of every route on the Gateways of ``classes`` (the served ones)."""
+                 namespace_labels: Mapping[str, Mapping[str, str]], *,
+                 listener_sets: Iterable[ListenerSet] = ()) -> RouteClaims:
+    """Claims of every route on the Gateways of ``classes`` (the served ones), directly or
+    through the ``listener_sets`` attached to them."""
     index = index_gateways([g for g in gateways if g.class_name in classes])
+    sets = {(ls.meta.namespace, ls.meta.name): ls for ls in listener_sets}
     controllers = {c.controller_name for c in classes.values()}
     claims: list[Claim] = []
     rejections: list[RouteRejection] = []
@@ -100,7 +113,7 @@ def route_claims(routes: Iterable[Route], gateways: Iterable[Gateway],
                 or meta.namespace in policy.exclude_namespaces:
             continue
         by_gateway, route_notes = route_hosts(route, index, classes, controllers,
-                                              namespace_labels)
+                                              namespace_labels, listener_sets=sets)
         notes += route_notes
         origin = ObjectRef(route.kind, meta.namespace, meta.name, meta.uid, GROUP)
         for target, hosts in by_gateway.items():
