@@ -20,7 +20,7 @@ from tests.controller.conftest import (
     corefile_text,
     wait_until,
 )
-from tests.fakeapi.crds import ENVOY_CLIENT_TRAFFIC_POLICY
+from tests.fakeapi.crds import ENVOY_CLIENT_TRAFFIC_POLICY, LISTENER_SET
 from tests.fakeapi.fixtures import gateway, gateway_class, ingress, route, service
 from tests.fakeapi.server import FakeApiServer
 
@@ -366,4 +366,69 @@ def test_a_gateway_wildcard_redirects_every_depth_and_conflicts_as_written(
     # The node agents cannot hold a wildcard: published with its address, never as a line
     # of the hosts file.
     assert "**.example.com" not in published(cluster).get("hosts", "")
+    assert ctl.ready()
+
+
+def test_routes_on_a_listener_set_reach_its_gateway_while_the_crd_is_served(
+        cluster: FakeApiServer, start: Start) -> None:
+    proxy_with_selector(cluster)
+    ctl = start(*QUICK)
+    ctl.wait_ready()
+    envoy_gateway(cluster)  # Gateway API 1.4: no ListenerSet yet
+    gw = cluster.get("Gateway", "web", "public")
+    assert gw is not None
+    gw["spec"]["allowedListeners"] = {"namespaces": {"from": "All"}}
+    cluster.update(gw)
+    # An Ingress and an HTTPRoute of the same namespace and name: the route's Events must
+    # not land on the Ingress.
+    cluster.create(ingress("shop", "web", tls_hosts=["site.example.com"]))
+    parent = {"group": "gateway.networking.k8s.io", "kind": "ListenerSet", "name": "extra",
+              "namespace": "shop"}
+    obj = route("HTTPRoute", "shop", "web", hostnames=["ls.example.com", "web.cluster.local"])
+    obj["spec"]["parentRefs"] = [parent]
+    obj["status"] = {"parents": [{
+        "parentRef": parent, "controllerName": ENVOY,
+        "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
+                        "message": "", "observedGeneration": 1,
+                        "lastTransitionTime": "2026-01-01T00:00:00Z"}]}]}
+    cluster.create(obj)
+    wait_until(lambda: "site.example.com" in answers(cluster), what="the Ingress's host")
+    assert "ls.example.com" not in answers(cluster)
+
+    # The ListenerSet CRD (the upstream definition) is installed at run time, and the
+    # ListenerSet the route names is accepted on the Gateway.
+    cluster.install(LISTENER_SET)
+    cluster.create({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "ListenerSet",
+        "metadata": {"namespace": "shop", "name": "extra"},
+        "spec": {"parentRef": {"name": "public", "namespace": "web"},
+                 "listeners": [{"name": "shop", "port": 80, "protocol": "HTTP",
+                                "allowedRoutes": {"namespaces": {"from": "Same"}}}]},
+        "status": {"conditions": [{"type": "Accepted", "status": "True",
+                                   "reason": "Accepted", "message": "",
+                                   "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
+    wait_until(lambda: on_slot(cluster, "ls.example.com"),
+               what="the ListenerSet's route host on its Gateway's target")
+    wait_until(lambda: events(cluster, "HostRejected", "shop"), what="Event on the route")
+    rejected = events(cluster, "HostRejected", "shop")
+    assert {e["involvedObject"]["kind"] for e in rejected} == {"HTTPRoute"}
+    assert all(e["involvedObject"]["apiVersion"] == "gateway.networking.k8s.io/v1"
+               for e in rejected)
+    assert any("web.cluster.local" in e["message"] for e in rejected)
+
+    # The Gateway stops allowing ListenerSets: the host goes; allowed again, it is back.
+    gw = cluster.get("Gateway", "web", "public") or {}
+    gw["spec"]["allowedListeners"] = {"namespaces": {"from": "Same"}}
+    cluster.update(gw)
+    wait_until(lambda: "ls.example.com" not in answers(cluster),
+               what="host withdrawn (ListenerSet no longer allowed)")
+    gw["spec"]["allowedListeners"] = {"namespaces": {"from": "All"}}
+    cluster.update(gw)
+    wait_until(lambda: on_slot(cluster, "ls.example.com"), what="host back")
+
+    # The CRD is removed: its ListenerSets go, and with them the route's host.
+    cluster.uninstall_crd("gateway.networking.k8s.io", "listenersets")
+    wait_until(lambda: "ls.example.com" not in answers(cluster),
+               what="host withdrawn (ListenerSet CRD removed)")
+    assert "site.example.com" in answers(cluster)
     assert ctl.ready()
