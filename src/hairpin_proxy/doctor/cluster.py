@@ -50,7 +50,7 @@ GATEWAY_GROUP = "gateway.networking.k8s.io"
 CILIUM_INGRESS = "cilium.io/ingress-controller"
 # Route kinds by plural, as the Gateway API names them.
 ROUTE_KINDS = {"httproutes": "HTTPRoute", "grpcroutes": "GRPCRoute", "tlsroutes": "TLSRoute"}
-GATEWAY_PLURALS = ("gatewayclasses", "gateways", *ROUTE_KINDS)
+GATEWAY_PLURALS = ("gatewayclasses", "gateways", "listenersets", *ROUTE_KINDS)
 ENVOY_GROUP, ENVOY_POLICIES = "gateway.envoyproxy.io", "clienttrafficpolicies"
 NGINX_GROUP, NGINX_PROXIES = "gateway.nginx.org", "nginxproxies"
 # The controller's default --targets-configmap.
@@ -377,7 +377,7 @@ async def _read_gateway_api(client: KubeClient, s: DoctorSettings) -> _GatewayRe
     objects = routing.GatewayObjects(
         classes=items("gatewayclasses"), gateways=items("gateways"),
         routes=[(kind, obj) for plural, kind in ROUTE_KINDS.items() for obj in items(plural)],
-        namespace_labels=labels)
+        namespace_labels=labels, listener_sets=items("listenersets"))
     state = "served (" + ", ".join(f"{p} {served[p].split('/', 1)[1]}" for p in plurals) + ")"
     problem = ""
     if refused:
