@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Sequence
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
@@ -205,6 +206,17 @@ def test_each_name_gets_its_own_groups_answer(groups: Groups) -> None:
     again = apply(migrated, groups)
     check_groups_per_root(again, groups)
     assert strip_ours(again) == strip_ours(migrated)
+
+
+@settings(max_examples=80, deadline=None)
+@given(groups=partitions(max_groups=5, max_hosts=16))
+def test_both_ways_of_finding_hosts_under_any_depth_wildcards_agree(groups: Groups) -> None:
+    # Few any-depth wildcards are matched against the exact hosts by substring search, many
+    # by a walk over each host's labels: the same layout either way.
+    with mock.patch.object(rules, "_FEW_DOMAINS", 0):
+        walked = apply(KUBEADM, groups)
+    assert walked == apply(KUBEADM, groups)
+    check_dns(walked, groups)
 
 
 @PROPERTY
