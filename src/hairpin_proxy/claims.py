@@ -8,7 +8,7 @@ and name, the order the Gateway API prescribes for conflicts between routes. Sev
 of one host for the SAME target agree; they all stay listed as origins of the host.
 
 A wildcard is one host whichever source claims it: an Ingress's ``*.example.com`` (one label)
-and a route's ``**.example.com`` (any depth, see ``corefile.names``) conflict as the same name
+and a route's ``**.example.com`` (any depth, see ``wildcards``) conflict as the same name
 written twice would. When the winning target's claims hold both, the host is the any-depth
 one: that data plane serves the deeper names too.
 """

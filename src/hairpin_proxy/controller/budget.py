@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from hairpin_proxy import corefile
 from hairpin_proxy.claims import Claim, ObjectRef, origin_key
 from hairpin_proxy.controller.metrics import ControllerMetrics
-from hairpin_proxy.corefile.names import wildcard_base
 from hairpin_proxy.kube.client import JsonObj
 from hairpin_proxy.policy import Rejection
+from hairpin_proxy.wildcards import wildcard_base
 
 log = logging.getLogger("hairpin_proxy.controller")
 

@@ -45,7 +45,7 @@ from hairpin_proxy.corefile.editor import (
     _splice,
     _whole_lines,
 )
-from hairpin_proxy.corefile.names import checked_hosts, wildcard_base
+from hairpin_proxy.corefile.names import checked_hosts
 from hairpin_proxy.corefile.parser import parse
 from hairpin_proxy.corefile.queries import _NAME, _expanded
 from hairpin_proxy.corefile.rules import BEGIN_MARKER, END_MARKER, MARKER_PREFIXES
@@ -57,6 +57,7 @@ from hairpin_proxy.corefile.syntax import (
     Directive,
     ServerBlock,
 )
+from hairpin_proxy.wildcards import wildcard_base
 
 OUR_ZONE = "hairpin-proxy.invalid"
 OUR_KEY = f"{OUR_ZONE}:{DEFAULT_DNS_PORT}"

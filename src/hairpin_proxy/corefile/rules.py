@@ -2,12 +2,13 @@ r"""Our rule format: ``template`` stanzas answering A and AAAA for the managed n
 
 Two stanzas, one per query type, each matching every managed name with (at most) three
 anchored, case-insensitive regexes: one alternation of the exact names, one of the domains of
-``*.`` wildcards behind a single leading label (Ingress), one of the domains of ``**.`` wildcards
-behind one or more (Gateway API; see ``names``). No label a wildcard stands for may start with
-``_``, at any depth. A matching A query is answered with the proxy Service's IPv4
-addresses, a matching AAAA query with its IPv6 addresses, or with an empty NOERROR answer
-(NODATA) when the Service has none, so a dual-stack client never goes around the proxy. Every
-other query type, and every other name, falls through to the rest of the plugin chain::
+``*.`` wildcards behind a single leading label (Ingress), one of the domains of ``**.``
+wildcards behind one or more (Gateway API; see ``hairpin_proxy.wildcards``). No label a
+wildcard stands for may start with ``_``, at any depth. A matching A query is answered with
+the proxy Service's IPv4 addresses, a matching AAAA query with its IPv6 addresses, or with an
+empty NOERROR answer (NODATA) when the Service has none, so a dual-stack client never goes
+around the proxy. Every other query type, and every other name, falls through to the rest of
+the plugin chain::
 
     template IN A {
         match (?i)^(?P<hairpin_proxy>a\.example\.com|b\.example\.com)\.$
@@ -37,14 +38,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from hairpin_proxy.corefile.names import (
-    ANY_DEPTH,
-    ONE_LABEL,
-    checked_hosts,
-    regex_escape,
-    wildcard_base,
-)
+from hairpin_proxy.corefile.names import checked_hosts, regex_escape
 from hairpin_proxy.corefile.syntax import CorefileError, Directive
+from hairpin_proxy.wildcards import ANY_DEPTH, ONE_LABEL, wildcard_base
 
 BEGIN_MARKER = "# BEGIN hairpin-proxy (managed; do not edit)"
 END_MARKER = "# END hairpin-proxy"

@@ -21,7 +21,6 @@ from hairpin_proxy.controller.sinks.nodelocal import (
     reconciler_of,
 )
 from hairpin_proxy.controller.sinks.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
-from hairpin_proxy.corefile.names import wildcard_base
 from hairpin_proxy.doctor import facts as f
 from hairpin_proxy.doctor import routing
 from hairpin_proxy.doctor.facts import DataPlaneFacts
@@ -41,6 +40,7 @@ from hairpin_proxy.targets.resolve import (
 )
 from hairpin_proxy.targets.slots import slot_of_service_name
 from hairpin_proxy.verify.lb import LbIndex, lb_addresses
+from hairpin_proxy.wildcards import wildcard_base
 
 T = TypeVar("T")
 

@@ -20,7 +20,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
-from hairpin_proxy.corefile.names import wildcard_base
 from hairpin_proxy.doctor import facts as f
 from hairpin_proxy.doctor.facts import DataPlaneFacts, PortProbe
 from hairpin_proxy.doctor.forged import start_checks
@@ -31,6 +30,7 @@ from hairpin_proxy.doctor.verdict import verdict as host_verdict
 from hairpin_proxy.logs import setup_logging
 from hairpin_proxy.settings import DoctorSettings, usage_error
 from hairpin_proxy.targets.mapping import MapEntry, TargetFlagError, parse_target_flags
+from hairpin_proxy.wildcards import wildcard_base
 
 if TYPE_CHECKING:
     from hairpin_proxy.verify import LbIndex

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from hairpin_proxy.corefile.names import covers
+from hairpin_proxy.wildcards import covers
 
 # What one probe connection saw.
 Outcome = Literal["http", "empty", "reset", "refused", "timeout", "unreachable", "tls-error",

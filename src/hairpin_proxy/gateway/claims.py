@@ -3,7 +3,7 @@ the same host policy as Ingress hosts. Pure.
 
 A wildcard name is claimed as ``**.domain``: a Gateway serves every depth under its
 ``*.domain`` (one or more labels), so the DNS rule must redirect them all, where an Ingress's
-``*.domain`` stands for one label only (``corefile.names``)."""
+``*.domain`` stands for one label only (``wildcards``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from hairpin_proxy.claims import Claim, ObjectRef
-from hairpin_proxy.corefile.names import any_depth
 from hairpin_proxy.gateway.listenersets import ListenerSet, parse_listener_set
 from hairpin_proxy.gateway.model import (
     GROUP,
@@ -26,6 +25,7 @@ from hairpin_proxy.gateway.model import (
 )
 from hairpin_proxy.gateway.routes import index_gateways, route_hosts
 from hairpin_proxy.policy import HostPolicy, check_host
+from hairpin_proxy.wildcards import any_depth
 
 
 @dataclass(frozen=True)

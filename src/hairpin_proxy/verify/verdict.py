@@ -35,8 +35,8 @@ import enum
 import sys
 from collections.abc import Sequence
 
-from hairpin_proxy.corefile.names import wildcard_base
 from hairpin_proxy.verify.lb import LbAddress, LbIndex, canonical_ip, canonical_name
+from hairpin_proxy.wildcards import wildcard_base
 
 __all__ = [
     "NO_PUBLIC_DNS",
