@@ -363,6 +363,14 @@ def test_a_gateway_wildcard_redirects_every_depth_and_conflicts_as_written(
     for name in ("example.com", "_acme-challenge.example.com",
                  "_acme-challenge.x.example.com", "a._tcp.example.com"):
         assert _answer(text, name) is None, name
+    # The rules budget measures the any-depth form's own regex frame: exactly the bytes of
+    # the answer sets written.
+    groups: dict[corefile.Answers, list[str]] = {}
+    for host, got in answers(cluster).items():
+        groups.setdefault(got, []).append(host)
+    wait_until(lambda: ctl.metric("hairpin_controller_rules_bytes")
+               == corefile.rules_bytes([(hs, a) for a, hs in groups.items()]),
+               what="rules bytes measured")
     # The node agents cannot hold a wildcard: published with its address, never as a line
     # of the hosts file.
     assert "**.example.com" not in published(cluster).get("hosts", "")
