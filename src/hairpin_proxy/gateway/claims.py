@@ -7,9 +7,9 @@ A wildcard name is claimed as ``**.domain``: a Gateway serves every depth under 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from hairpin_proxy.claims import Claim, ObjectRef
 from hairpin_proxy.gateway.listenersets import ListenerSet, parse_listener_set
@@ -26,6 +26,8 @@ from hairpin_proxy.gateway.model import (
 from hairpin_proxy.gateway.routes import index_gateways, route_hosts
 from hairpin_proxy.policy import HostPolicy, check_host
 from hairpin_proxy.wildcards import any_depth
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,19 @@ def served_classes(classes: Iterable[GatewayClass], wanted: Collection[str]
     return {c.name: c for c in classes if not wanted or c.name in wanted}
 
 
+def _parse_all(objs: Iterable[Any], parse: Callable[[Any], T | Malformed],
+               notes: list[str]) -> list[T]:
+    """The objects ``parse`` reads; one it cannot is named in ``notes``."""
+    out: list[T] = []
+    for obj in objs:
+        parsed = parse(obj)
+        if isinstance(parsed, Malformed):
+            notes.append(str(parsed))
+        else:
+            out.append(parsed)
+    return out
+
+
 def claims_of_objects(classes: Iterable[Any], gateways: Iterable[Any],
                       routes: Iterable[tuple[str, Any]], *, wanted_classes: Collection[str],
                       policy: HostPolicy,
@@ -59,36 +74,14 @@ def claims_of_objects(classes: Iterable[Any], gateways: Iterable[Any],
     cannot be read is named in the notes, beside the Gateways' own notes, while the rest go on.
     """
     notes: list[str] = []
-    parsed_classes: list[GatewayClass] = []
-    for obj in classes:
-        parsed_class = parse_gateway_class(obj)
-        if isinstance(parsed_class, Malformed):
-            notes.append(str(parsed_class))
-        else:
-            parsed_classes.append(parsed_class)
+    parsed_classes = _parse_all(classes, parse_gateway_class, notes)
     parsed_gateways: list[Gateway] = []
-    for obj in gateways:
-        gateway = parse_gateway(obj)
-        if isinstance(gateway, Malformed):
-            notes.append(str(gateway))
-            continue
+    for gateway in _parse_all(gateways, parse_gateway, notes):
         parsed_gateways.append(gateway)
         notes.extend(f"Gateway {gateway.meta.namespace}/{gateway.meta.name}: {note}"
                      for note in gateway.notes)
-    parsed_routes: list[Route] = []
-    for kind, obj in routes:
-        route = parse_route(obj, kind)
-        if isinstance(route, Malformed):
-            notes.append(str(route))
-        else:
-            parsed_routes.append(route)
-    parsed_sets: list[ListenerSet] = []
-    for obj in listener_sets:
-        ls = parse_listener_set(obj)
-        if isinstance(ls, Malformed):
-            notes.append(str(ls))
-        else:
-            parsed_sets.append(ls)
+    parsed_routes = _parse_all(routes, lambda pair: parse_route(pair[1], pair[0]), notes)
+    parsed_sets = _parse_all(listener_sets, parse_listener_set, notes)
     got = route_claims(parsed_routes, parsed_gateways,
                        served_classes(parsed_classes, wanted_classes), policy, namespace_labels,
                        listener_sets=parsed_sets)

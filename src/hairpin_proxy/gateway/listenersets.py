@@ -39,11 +39,11 @@ from hairpin_proxy.gateway.model import (
     _condition,
     _dict,
     _list,
-    _listener,
     _meta,
     _parent_ref,
     _str,
     _where,
+    listeners_of,
 )
 
 KIND = "ListenerSet"
@@ -93,12 +93,7 @@ def parse_listener_set(obj: Any) -> ListenerSet | Malformed:
         spec = _dict(obj.get("spec"), "spec")
         parent = _parent_ref(spec.get("parentRef"), "spec.parentRef", meta.namespace)
         notes: list[str] = []
-        listeners: list[Listener] = []
-        for i, raw in enumerate(_list(spec.get("listeners"), "spec.listeners", MAX_LISTENERS)):
-            try:
-                listeners.append(_listener(raw, i, notes))
-            except _Bad as bad:
-                notes.append(f"{bad}; that listener is ignored")
+        listeners = listeners_of(spec, notes)
         conditions: list[Condition] = []
         refused: frozenset[str] = frozenset()
         status = obj.get("status")
@@ -112,7 +107,7 @@ def parse_listener_set(obj: Any) -> ListenerSet | Malformed:
             except _Bad as bad:
                 notes.append(f"{bad}; the status is ignored")
                 conditions, refused = [], frozenset()
-        return ListenerSet(meta=meta, parent=parent, listeners=tuple(listeners),
+        return ListenerSet(meta=meta, parent=parent, listeners=listeners,
                            conditions=tuple(conditions), refused=refused, notes=tuple(notes))
     except _Bad as bad:
         return Malformed(KIND, *_where(obj), str(bad))

@@ -351,6 +351,18 @@ def _allowed_listeners(raw: Any, notes: list[str]) -> tuple[str, LabelSelector |
         return "None", None
 
 
+def listeners_of(spec: dict[str, Any], notes: list[str]) -> tuple[Listener, ...]:
+    """``spec.listeners`` of a Gateway or ListenerSet; a listener that cannot be read is
+    dropped with a note."""
+    listeners: list[Listener] = []
+    for i, raw in enumerate(_list(spec.get("listeners"), "spec.listeners", MAX_LISTENERS)):
+        try:
+            listeners.append(_listener(raw, i, notes))
+        except _Bad as bad:
+            notes.append(f"{bad}; that listener is ignored")
+    return tuple(listeners)
+
+
 def parse_gateway(obj: Any) -> Gateway | Malformed:
     """A Gateway; listeners that cannot be read are dropped with a note."""
     try:
@@ -359,14 +371,9 @@ def parse_gateway(obj: Any) -> Gateway | Malformed:
         spec = _dict(obj.get("spec"), "spec")
         class_name = _str(spec.get("gatewayClassName"), "spec.gatewayClassName")
         notes: list[str] = []
-        listeners: list[Listener] = []
-        for i, raw in enumerate(_list(spec.get("listeners"), "spec.listeners", MAX_LISTENERS)):
-            try:
-                listeners.append(_listener(raw, i, notes))
-            except _Bad as bad:
-                notes.append(f"{bad}; that listener is ignored")
+        listeners = listeners_of(spec, notes)
         origin, selector = _allowed_listeners(spec.get("allowedListeners"), notes)
-        return Gateway(meta=meta, class_name=class_name, listeners=tuple(listeners),
+        return Gateway(meta=meta, class_name=class_name, listeners=listeners,
                        notes=tuple(notes), listeners_from=origin, listeners_selector=selector)
     except _Bad as bad:
         return Malformed("Gateway", *_where(obj), str(bad))
