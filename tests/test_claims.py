@@ -122,7 +122,7 @@ def test_object_ref_text() -> None:
 
 CLAIM = st.builds(
     claim,
-    host=st.sampled_from(["a.example.com", "b.example.com", "*.example.com"]),
+    host=st.sampled_from(["a.example.com", "b.example.com", "*.example.com", "**.example.com"]),
     target=st.sampled_from(["default", "ingressclass/nginx", "gateway/infra/gw"]),
     kind=st.sampled_from(["Ingress", "HTTPRoute", "TLSRoute"]),
     namespace=st.sampled_from(["a", "b"]),
@@ -147,19 +147,28 @@ def test_any_order_gives_the_same_result(claims: list[Claim], rnd: random.Random
 @given(st.lists(CLAIM, max_size=12))
 def test_partition(claims: list[Claim]) -> None:
     winners, losers, origins = resolve(claims)
-    assert set(winners) == set(origins) == {c.host for c in claims}
+
+    def name(host: str) -> str:
+        # An Ingress's "*.d" and a route's "**.d" are one name to decide on.
+        return host.removeprefix("*") if host.startswith("**.") else host
+    assert set(winners) == set(origins)
+    assert {name(h) for h in winners} == {name(c.host) for c in claims}
+    assert len(winners) == len({name(h) for h in winners})
     listed = {c for group in origins.values() for c in group} | {loser for loser, _ in losers}
     # Every distinct claim is exactly once either an origin of its host or a loser.
     assert listed == set(claims)
     assert sum(len(g) for g in origins.values()) + len(losers) == len(set(claims))
     for host, winner in winners.items():
-        mine = [c for c in claims if c.host == host]
+        mine = [c for c in claims if name(c.host) == name(host)]
         assert winner == min(mine, key=age_key)
+        # Any depth exactly when a claim of the winning target asks for it.
+        assert host.startswith("**.") == any(c.host.startswith("**.") for c in origins[host])
         assert origins[host][0] == winner
         assert all(c.target == winner.target for c in origins[host])
         assert list(origins[host]) == sorted(origins[host], key=age_key)
+    by_name = {name(h): w for h, w in winners.items()}
     for loser, winner in losers:
-        assert winners[loser.host] == winner
+        assert by_name[name(loser.host)] == winner
         assert loser.target != winner.target
         assert age_key(winner) < age_key(loser)
 
@@ -185,3 +194,16 @@ def test_a_refusal_names_its_object() -> None:
     plain = Rejection("shop", "web", "", "why")
     assert plain.ref == ObjectRef("Ingress", "shop", "web", group="networking.k8s.io")
     assert str(plain) == "shop/web: why"
+
+
+def test_a_wildcard_is_one_name_whichever_source_claims_it() -> None:
+    ingress = claim("*.example.com", "ingressclass/nginx", created="2023-01-01T00:00:00Z")
+    route = claim("**.example.com", "gateway/infra/gw", kind="HTTPRoute",
+                  created="2024-01-01T00:00:00Z")
+    winners, losers, _ = resolve([route, ingress])
+    assert winners == {"*.example.com": ingress} and losers == [(route, ingress)]
+    # The same target: they agree, and the data plane serves every depth.
+    same = claim("**.example.com", "ingressclass/nginx", kind="HTTPRoute")
+    winners, losers, origins = resolve([same, ingress])
+    assert winners == {"**.example.com": ingress} and losers == []
+    assert origins["**.example.com"] == (ingress, same)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Sequence
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
@@ -77,13 +78,22 @@ def answer(text: str, qtype: str, name: str, dns_port: int = 53) -> tuple[str, .
 
 
 def wanted_answer(groups: Groups, qtype: str, name: str) -> tuple[str, ...] | None:
-    """What a name should resolve to: its exact host's group, else the group of the wildcard
-    whose domain is right under its first label (not starting with "_"), else nothing."""
-    name = name.lower().removesuffix(".")
-    label, _, domain = name.partition(".")
-    for wanted in (name, "*." + domain if label and not label.startswith("_") else None):
+    """What a name should resolve to: the group of its most specific host. That is its exact
+    host, else the one-label wildcard of the domain right under its first label, else the
+    any-depth wildcard of the nearest domain above it; a wildcard never stands for a label
+    starting with "_"."""
+    labels = name.lower().removesuffix(".").split(".")
+    wanted = [".".join(labels)]
+    for i in range(1, len(labels)):
+        if not labels[i - 1] or labels[i - 1].startswith("_"):
+            break
+        domain = ".".join(labels[i:])
+        wanted += ["*." + domain] if i == 1 else []
+        wanted.append("**." + domain)
+    # The one-label wildcard before the any-depth one of the same domain.
+    for host in wanted:
         for hosts, answers in groups:
-            if wanted in {h.lower() for h in hosts}:
+            if host in {h.lower() for h in hosts}:
                 return answers.ipv4 if qtype == "A" else answers.ipv6
     return None
 
@@ -92,9 +102,9 @@ def probes(groups: Groups) -> list[str]:
     names = ["nothing.example.invalid."]
     for hosts, _ in groups:
         for h in hosts:
-            base = h.removeprefix("*.")
+            base = h.removeprefix("*").removeprefix("*.")
             names += [f"{base}.", f"x.{base}.", f"_acme.{base}.", f"a.b.{base}.",
-                      f"{h.upper().replace('*', 'w')}."]
+                      f"a._b.{base}.", f"{h.upper().replace('*', 'w')}."]
     return names
 
 
@@ -115,7 +125,7 @@ def mapping(groups: Groups) -> dict[str, Answers]:
 DOMAIN = st.sampled_from(["example.com", "apps.example.com", "b.example.org", "svc.test"])
 LABEL = st.sampled_from(["a", "b", "web", "x-1", "_acme", "apps", "w", "b.c"])
 HOST = st.one_of(st.builds(lambda lab, d: f"{lab}.{d}", LABEL, DOMAIN),
-                 DOMAIN.map(lambda d: "*." + d), DOMAIN)
+                 DOMAIN.map(lambda d: "*." + d), DOMAIN.map(lambda d: "**." + d), DOMAIN)
 
 
 @st.composite
@@ -196,6 +206,17 @@ def test_each_name_gets_its_own_groups_answer(groups: Groups) -> None:
     again = apply(migrated, groups)
     check_groups_per_root(again, groups)
     assert strip_ours(again) == strip_ours(migrated)
+
+
+@settings(max_examples=80, deadline=None)
+@given(groups=partitions(max_groups=5, max_hosts=16))
+def test_both_ways_of_finding_hosts_under_any_depth_wildcards_agree(groups: Groups) -> None:
+    # Few any-depth wildcards are matched against the exact hosts by substring search, many
+    # by a walk over each host's labels: the same layout either way.
+    with mock.patch.object(rules, "_FEW_DOMAINS", 0):
+        walked = apply(KUBEADM, groups)
+    assert walked == apply(KUBEADM, groups)
+    check_dns(walked, groups)
 
 
 @PROPERTY

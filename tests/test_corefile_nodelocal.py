@@ -116,6 +116,13 @@ def our_blocks(text: str) -> list[tuple[str, ...]]:
             if any(k.startswith("hairpin-proxy.invalid") for k in b.keys)]
 
 
+def test_a_gateway_wildcard_domain_is_a_zone_like_an_ingress_wildcard() -> None:
+    # "**.gw.example.com" (any depth) forwards its domain, as "*.apps.example.com" does: the
+    # zone takes every depth under it either way.
+    assert nodelocal_zones(UPSTREAM, ["**.gw.example.com", "*.apps.example.com"]) == (
+        "apps.example.com", "gw.example.com")
+
+
 # --- layouts -----------------------------------------------------------------------------------
 
 

@@ -33,6 +33,7 @@ from tests.corefiles import BY_NAME, SAMPLES, Sample
 KEY = "hairpin-proxy.override"
 PREFIX = "(?i)^(?P<hairpin_proxy>"
 WILD_PREFIX = PREFIX + r"[^._][^.]*\.(?:"
+DEEP_PREFIX = PREFIX + r"(?:[^._][^.]*\.)+(?:"
 
 
 def regexes(hosts: list[str]) -> list[re.Pattern[str]]:
@@ -51,6 +52,11 @@ def test_regex_text_for_a_small_host_set() -> None:
     assert match_regexes(["*.apps.example.com", "a.example.com", "b-1.example.com"]) == [
         r"(?i)^(?P<hairpin_proxy>a\.example\.com|b-1\.example\.com)\.$",
         r"(?i)^(?P<hairpin_proxy>[^._][^.]*\.(?:apps\.example\.com))\.$",
+    ]
+    assert match_regexes(["**.gw.example.com", "*.apps.example.com", "a.example.com"]) == [
+        r"(?i)^(?P<hairpin_proxy>a\.example\.com)\.$",
+        r"(?i)^(?P<hairpin_proxy>[^._][^.]*\.(?:apps\.example\.com))\.$",
+        r"(?i)^(?P<hairpin_proxy>(?:[^._][^.]*\.)+(?:gw\.example\.com))\.$",
     ]
     assert match_regexes(["a.b"]) == [r"(?i)^(?P<hairpin_proxy>a\.b)\.$"]
     assert match_regexes(["*.b"]) == [r"(?i)^(?P<hairpin_proxy>[^._][^.]*\.(?:b))\.$"]
@@ -83,6 +89,26 @@ def test_regexes_match_exactly_the_hosts(name: str, expected: bool) -> None:
     assert matches(["a.example.com", "*.apps.example.com"], name) is expected
 
 
+@pytest.mark.parametrize(("name", "expected"), [
+    ("x.gw.example.com.", True),
+    ("a.b.gw.example.com.", True),  # a Gateway API wildcard: one or more labels
+    ("A.b.C.d.GW.example.com.", True),
+    ("gw.example.com.", False),  # never the domain itself
+    ("_acme-challenge.gw.example.com.", False),  # "_" labels at any depth stay upstream
+    ("_acme-challenge.x.gw.example.com.", False),
+    ("x._tcp.gw.example.com.", False),
+    ("x.y._z.gw.example.com.", False),
+    (".x.gw.example.com.", False),
+    ("x..gw.example.com.", False),
+    ("x.gwXexample.com.", False),
+    ("x.gw.example.com.x.", False),
+    ("x.gw.example.com", False),
+])
+def test_any_depth_regexes_match_every_depth_but_no_service_label(name: str,
+                                                                  expected: bool) -> None:
+    assert matches(["**.gw.example.com"], name) is expected
+
+
 def test_every_regex_is_anchored_case_insensitive_and_named() -> None:
     for rx in match_regexes(["*.a.example", "b.example", "*.c.example", "d.example"]):
         assert rx.startswith(PREFIX)
@@ -96,14 +122,16 @@ def test_every_regex_is_anchored_case_insensitive_and_named() -> None:
 _LABEL_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789-_ABC|()[]+?$^!%&,/:<=>@~ü\u00e9\u4e2d"
 LABEL = st.text(_LABEL_CHARS, min_size=1, max_size=12).filter(lambda s: "*" not in s)
 NAME = st.lists(LABEL, min_size=1, max_size=4).map(".".join)
-HOST = st.one_of(NAME, NAME.map(lambda n: "*." + n))
+HOST = st.one_of(NAME, NAME.map(lambda n: "*." + n), NAME.map(lambda n: "**." + n))
 
 
-def _body(rx: str) -> tuple[bool, str]:
-    if rx.startswith(WILD_PREFIX):
-        return True, rx[len(WILD_PREFIX):-len(r"))\.$")]
+def _body(rx: str) -> tuple[str, str]:
+    """(the host form's prefix, the alternatives) of one regex."""
+    for prefix, opening in (("**.", DEEP_PREFIX), ("*.", WILD_PREFIX)):
+        if rx.startswith(opening):
+            return prefix, rx[len(opening):-len(r"))\.$")]
     assert rx.startswith(PREFIX)
-    return False, rx[len(PREFIX):-len(r")\.$")]
+    return "", rx[len(PREFIX):-len(r")\.$")]
 
 
 def _alternatives(body: str) -> list[str]:
@@ -114,10 +142,19 @@ def expected_match(hosts: list[str], name: str) -> bool:
     """Whether a query for ``name`` (no trailing dot) is one of ours: a host, or one label not
     starting with "_" under a wildcard's domain. Case-insensitive."""
     name = name.lower()
-    exact = {h.lower() for h in hosts if not h.startswith("*.")}
+    exact = {h.lower() for h in hosts if not h.startswith("*")}
     domains = {h[2:].lower() for h in hosts if h.startswith("*.")}
+    deep = {h[3:].lower() for h in hosts if h.startswith("**.")}
     first, _, rest = name.partition(".")
-    return name in exact or (bool(first) and not first.startswith("_") and rest in domains)
+    if name in exact or (bool(first) and not first.startswith("_") and rest in domains):
+        return True
+    labels = name.split(".")
+    for i in range(1, len(labels)):
+        if not labels[i - 1] or labels[i - 1].startswith("_"):
+            return False
+        if ".".join(labels[i:]) in deep:
+            return True
+    return False
 
 
 @settings(max_examples=200, deadline=None)
@@ -129,19 +166,22 @@ def test_regex_semantics_property(hosts: list[str], probe: str, label: str) -> N
         assert not re.search(r"(?<!\\)\.", body)
     names = [probe, f"{label}.{probe}"]
     for h in hosts:
-        domain = h.removeprefix("*.")
+        domain = h.removeprefix("*").removeprefix("*.")
         names += [h, domain, f"{label}.{domain}", f"x.{label}.{domain}",
-                  f"_acme-challenge.{domain}", f"{label}{domain}"]
+                  f"_acme-challenge.{domain}", f"{label}{domain}",
+                  f"{label}._x.{domain}", f"{label}.{label}.{label}.{domain}"]
     for name in names:
         for variant in (name, name.upper(), name.lower()):
             # CoreDNS asks with the trailing dot; without it nothing matches.
             assert matches(hosts, variant + ".") is expected_match(hosts, variant), variant
             assert not matches(hosts, variant)
     for h in hosts:
-        if not h.startswith("*."):
-            assert matches(hosts, h + ".")
-        else:
+        if h.startswith("**."):
+            assert matches(hosts, "x.y." + h[3:] + ".")
+        elif h.startswith("*."):
             assert matches(hosts, "x." + h[2:] + ".")
+        else:
+            assert matches(hosts, h + ".")
 
 
 @settings(max_examples=50, deadline=None)
@@ -163,8 +203,9 @@ def test_regexes_use_only_what_re2_accepts(hosts: list[str]) -> None:
 
 # Long hosts (each up to 253 characters) in quantity, so that the regexes are split.
 LONG_LABEL = st.text("abcdefghijklmnopqrstuvwxyz0123456789-ü", min_size=40, max_size=60)
-LONG_HOST = st.builds(lambda labels, wild: ("*." if wild else "") + ".".join(labels),
-                      st.lists(LONG_LABEL, min_size=1, max_size=3), st.booleans())
+LONG_HOST = st.builds(lambda labels, form: form + ".".join(labels),
+                      st.lists(LONG_LABEL, min_size=1, max_size=3),
+                      st.sampled_from(["", "*.", "**."]))
 
 
 @settings(max_examples=30, deadline=None)
@@ -175,8 +216,8 @@ def test_chunks_stay_under_the_limit_and_cover_exactly_the_hosts(hosts: list[str
     assert all(len(rx.encode("utf-8")) <= rules.MAX_REGEX for rx in rxs)
     found: list[str] = []
     for rx in rxs:
-        wild, body = _body(rx)
-        found += [("*." if wild else "") + alt for alt in _alternatives(body)]
+        form, body = _body(rx)
+        found += [form + alt for alt in _alternatives(body)]
     assert sorted(found) == sorted(hosts)  # every host once, nothing else
     assert rules.MAX_REGEX <= 10_000  # CoreDNS 1.14 refuses longer ones
 
@@ -201,7 +242,7 @@ def test_non_ascii_hosts_are_chunked_by_bytes() -> None:
 
 
 def test_hosts_of_regex_reads_back_only_what_we_write() -> None:
-    hosts = ["*.apps.example.com", "a.example.com", "b|c.example.com"]
+    hosts = ["**.gw.example.com", "*.apps.example.com", "a.example.com", "b|c.example.com"]
     for rx in match_regexes(hosts):
         got = rules.hosts_of_regex(rx)
         assert got is not None and set(got) <= set(hosts)
@@ -210,6 +251,8 @@ def test_hosts_of_regex_reads_back_only_what_we_write() -> None:
                     r"^(?P<hairpin_proxy>a\.example\.com)\.$",  # not case-insensitive
                     r"(?i)^(?P<hairpin_proxy>a.example.com)\.$",  # unescaped dots
                     r"(?i)^(?P<hairpin_proxy>[^.]+\.(?:example\.com))\.$",
+                    r"(?i)^(?P<hairpin_proxy>(?:[^.]+\.)+(?:example\.com))\.$",
+                    r"(?i)^(?P<hairpin_proxy>(?:[^._][^.]*\.)+(?:\*\.example\.com))\.$",
                     ".*"]:
         assert rules.hosts_of_regex(foreign) is None, foreign
 

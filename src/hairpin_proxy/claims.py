@@ -6,6 +6,11 @@ rule, and the answer must not depend on the order objects arrived in (or every c
 restart could move a name): the OLDEST origin wins, by creationTimestamp, then kind, namespace
 and name, the order the Gateway API prescribes for conflicts between routes. Several claims
 of one host for the SAME target agree; they all stay listed as origins of the host.
+
+A wildcard is one host whichever source claims it: an Ingress's ``*.example.com`` (one label)
+and a route's ``**.example.com`` (any depth, see ``wildcards``) conflict as the same name
+written twice would. When the winning target's claims hold both, the host is the any-depth
+one: that data plane serves the deeper names too.
 """
 
 from __future__ import annotations
@@ -96,25 +101,29 @@ def resolve(claims: Iterable[Claim], rename: Mapping[str, str] | None = None) ->
             return c.target
     by_host: dict[str, list[Claim]] = {}
     for claim in claims:
-        same = by_host.get(claim.host)
+        # "**.d" and "*.d" are one name to decide on ("*.d"); others are themselves.
+        key = claim.host[1:] if claim.host.startswith("**.") else claim.host
+        same = by_host.get(key)
         if same is None:
-            by_host[claim.host] = [claim]
+            by_host[key] = [claim]
         else:
             same.append(claim)
     winners: dict[str, Claim] = {}
     losers: list[tuple[Claim, Claim]] = []
     origins: dict[str, tuple[Claim, ...]] = {}
-    for host in sorted(by_host):
-        found = by_host[host]
+    for key in sorted(by_host):
+        found = by_host[key]
         if len(found) == 1:
             # Most hosts have one claim: nothing to order (a pass plans tens of thousands).
-            winners[host] = found[0]
-            origins[host] = (found[0],)
+            winners[found[0].host] = found[0]
+            origins[found[0].host] = (found[0],)
             continue
         ordered = sorted(set(found), key=age_key)
         first = ordered[0]
         won = target(first)
+        agree = tuple(c for c in ordered if target(c) == won)
+        host = "*" + key if any(c.host != key for c in agree) else key
         winners[host] = first
-        origins[host] = tuple(c for c in ordered if target(c) == won)
+        origins[host] = agree
         losers.extend((c, first) for c in ordered if target(c) != won)
     return Resolution(winners, losers, origins)

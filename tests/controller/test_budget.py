@@ -40,11 +40,13 @@ from tests.targets.test_resolve import svc
 LABEL = st.text(alphabet=st.sampled_from("ab-_z09.é+()\u00e9\u4e2d\x80"), min_size=0,
                 max_size=12)
 HOST = st.one_of(LABEL, LABEL.map(lambda s: f"{s}.example.com"),
-                 LABEL.map(lambda s: f"*.{s}.example.com"))
+                 LABEL.map(lambda s: f"*.{s}.example.com"),
+                 LABEL.map(lambda s: f"**.{s}.example.com"))
 # Names as the policy lets them through (rules_bytes of answer sets checks them).
 GOOD_LABEL = st.from_regex(r"[a-z0-9_]([a-z0-9-]{0,10}[a-z0-9])?", fullmatch=True)
 GOOD_HOST = st.one_of(GOOD_LABEL.map(lambda s: f"{s}.example.com"),
                       GOOD_LABEL.map(lambda s: f"*.{s}.example.com"),
+                      GOOD_LABEL.map(lambda s: f"**.{s}.example.com"),
                       st.tuples(GOOD_LABEL, GOOD_LABEL).map(lambda t: f"{t[0]}.{t[1]}.org"))
 # A pass: hosts added and hosts taken away (by index into the current ones).
 STEP = st.tuples(st.lists(GOOD_HOST, max_size=8), st.lists(st.integers(0, 1000), max_size=8))

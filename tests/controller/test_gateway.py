@@ -5,6 +5,7 @@ Ingresses, data planes that expect no PROXY header, and the settle delay of a ne
 from __future__ import annotations
 
 import copy
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -19,7 +20,7 @@ from tests.controller.conftest import (
     corefile_text,
     wait_until,
 )
-from tests.fakeapi.crds import ENVOY_CLIENT_TRAFFIC_POLICY
+from tests.fakeapi.crds import ENVOY_CLIENT_TRAFFIC_POLICY, LISTENER_SET
 from tests.fakeapi.fixtures import gateway, gateway_class, ingress, route, service
 from tests.fakeapi.server import FakeApiServer
 
@@ -307,3 +308,135 @@ def test_tls_routes_in_the_version_the_cluster_serves(cluster: FakeApiServer,
                and r.get("resource") == "tlsroutes.gateway.networking.k8s.io"
                and r.get("version") == "gateway.networking.k8s.io/v1alpha3"
                for r in ctl.records())
+
+
+def _answer(text: str, name: str) -> tuple[str, ...] | None:
+    """The A answer CoreDNS gives ``name`` from our stanzas of the root block, in file order
+    (the first stanza whose regex matches answers); None when it goes on upstream."""
+    for d in corefile.parse(text).root_blocks(53)[0].directives:
+        if d.name != "template" or d.args[1] != "A":
+            continue
+        inner = [i for b in d.blocks for i in b.directives]
+        if any(re.search(rx, name.lower() + ".") for i in inner if i.name == "match"
+               for rx in i.args):
+            return tuple(rr.split()[-1].rstrip('"') for i in inner if i.name == "answer"
+                         for rr in i.args)
+    return None
+
+
+def test_a_gateway_wildcard_redirects_every_depth_and_conflicts_as_written(
+        cluster: FakeApiServer, start: Start) -> None:
+    proxy_with_selector(cluster)
+    # An older Ingress holds "*.example.com" (one label, the Ingress meaning): the route's
+    # "*.example.com" listener is the same name and loses it, told as the route wrote it.
+    cluster.create(ingress("team", "wild", tls_hosts=["*.example.com"]))
+    time.sleep(1.1)
+    envoy_gateway(cluster)
+    cluster.create(accepted(route("HTTPRoute", "shop", "web", parent="public",
+                                  parent_namespace="web")))
+    cluster.create(ingress("team", "deep", tls_hosts=["deep.x.example.com"]))
+    ctl = start(*QUICK)
+    ctl.wait_ready()
+    wait_until(lambda: answers(cluster).get("*.example.com") == corefile.Answers.of(
+        [PROXY_IP]), what="the older Ingress keeps the wildcard")
+    assert "**.example.com" not in answers(cluster)
+    wait_until(lambda: events(cluster, "HostClaimedElsewhere", "shop"),
+               what="Event on the losing route")
+    (event,) = events(cluster, "HostClaimedElsewhere", "shop")
+    assert event["involvedObject"]["kind"] == "HTTPRoute"
+    assert "host '*.example.com'" in event["message"] and "**" not in event["message"]
+    text = corefile_text(cluster)
+    assert _answer(text, "a.example.com") == (PROXY_IP,)
+    assert _answer(text, "a.b.example.com") is None  # the Ingress wildcard: one label
+
+    # The Ingress goes: the Gateway's wildcard takes every depth under example.com, to its
+    # own target; the exact Ingress host under it keeps its own answer, and no "_" label at
+    # any depth is caught.
+    cluster.delete("Ingress", "team", "wild")
+    wait_until(lambda: on_slot(cluster, "**.example.com"), what="the any-depth wildcard")
+    ip = slot_ip(cluster)
+    text = corefile_text(cluster)
+    for name in ("a.example.com", "a.b.example.com", "x.y.z.example.com",
+                 "other.x.example.com"):
+        assert _answer(text, name) == (ip,), name
+    assert _answer(text, "deep.x.example.com") == (PROXY_IP,)
+    for name in ("example.com", "_acme-challenge.example.com",
+                 "_acme-challenge.x.example.com", "a._tcp.example.com"):
+        assert _answer(text, name) is None, name
+    # The rules budget measures the any-depth form's own regex frame: exactly the bytes of
+    # the answer sets written.
+    groups: dict[corefile.Answers, list[str]] = {}
+    for host, got in answers(cluster).items():
+        groups.setdefault(got, []).append(host)
+    wait_until(lambda: ctl.metric("hairpin_controller_rules_bytes")
+               == corefile.rules_bytes([(hs, a) for a, hs in groups.items()]),
+               what="rules bytes measured")
+    # The node agents cannot hold a wildcard: published with its address, never as a line
+    # of the hosts file.
+    assert "**.example.com" not in published(cluster).get("hosts", "")
+    assert ctl.ready()
+
+
+def test_routes_on_a_listener_set_reach_its_gateway_while_the_crd_is_served(
+        cluster: FakeApiServer, start: Start) -> None:
+    proxy_with_selector(cluster)
+    ctl = start(*QUICK)
+    ctl.wait_ready()
+    envoy_gateway(cluster)  # Gateway API 1.4: no ListenerSet yet
+    gw = cluster.get("Gateway", "web", "public")
+    assert gw is not None
+    gw["spec"]["allowedListeners"] = {"namespaces": {"from": "All"}}
+    cluster.update(gw)
+    # An Ingress and an HTTPRoute of the same namespace and name: the route's Events must
+    # not land on the Ingress.
+    cluster.create(ingress("shop", "web", tls_hosts=["site.example.com"]))
+    parent = {"group": "gateway.networking.k8s.io", "kind": "ListenerSet", "name": "extra",
+              "namespace": "shop"}
+    obj = route("HTTPRoute", "shop", "web", hostnames=["ls.example.com", "web.cluster.local"])
+    obj["spec"]["parentRefs"] = [parent]
+    obj["status"] = {"parents": [{
+        "parentRef": parent, "controllerName": ENVOY,
+        "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
+                        "message": "", "observedGeneration": 1,
+                        "lastTransitionTime": "2026-01-01T00:00:00Z"}]}]}
+    cluster.create(obj)
+    wait_until(lambda: "site.example.com" in answers(cluster), what="the Ingress's host")
+    assert "ls.example.com" not in answers(cluster)
+
+    # The ListenerSet CRD (the upstream definition) is installed at run time, and the
+    # ListenerSet the route names is accepted on the Gateway.
+    cluster.install(LISTENER_SET)
+    cluster.create({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "ListenerSet",
+        "metadata": {"namespace": "shop", "name": "extra"},
+        "spec": {"parentRef": {"name": "public", "namespace": "web"},
+                 "listeners": [{"name": "shop", "port": 80, "protocol": "HTTP",
+                                "allowedRoutes": {"namespaces": {"from": "Same"}}}]},
+        "status": {"conditions": [{"type": "Accepted", "status": "True",
+                                   "reason": "Accepted", "message": "",
+                                   "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
+    wait_until(lambda: on_slot(cluster, "ls.example.com"),
+               what="the ListenerSet's route host on its Gateway's target")
+    wait_until(lambda: events(cluster, "HostRejected", "shop"), what="Event on the route")
+    rejected = events(cluster, "HostRejected", "shop")
+    assert {e["involvedObject"]["kind"] for e in rejected} == {"HTTPRoute"}
+    assert all(e["involvedObject"]["apiVersion"] == "gateway.networking.k8s.io/v1"
+               for e in rejected)
+    assert any("web.cluster.local" in e["message"] for e in rejected)
+
+    # The Gateway stops allowing ListenerSets: the host goes; allowed again, it is back.
+    gw = cluster.get("Gateway", "web", "public") or {}
+    gw["spec"]["allowedListeners"] = {"namespaces": {"from": "Same"}}
+    cluster.update(gw)
+    wait_until(lambda: "ls.example.com" not in answers(cluster),
+               what="host withdrawn (ListenerSet no longer allowed)")
+    gw["spec"]["allowedListeners"] = {"namespaces": {"from": "All"}}
+    cluster.update(gw)
+    wait_until(lambda: on_slot(cluster, "ls.example.com"), what="host back")
+
+    # The CRD is removed: its ListenerSets go, and with them the route's host.
+    cluster.uninstall_crd("gateway.networking.k8s.io", "listenersets")
+    wait_until(lambda: "ls.example.com" not in answers(cluster),
+               what="host withdrawn (ListenerSet CRD removed)")
+    assert "site.example.com" in answers(cluster)
+    assert ctl.ready()

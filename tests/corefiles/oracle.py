@@ -124,29 +124,58 @@ def expected_set(hosts: Sequence[str], answers: corefile.Answers, indent: str, u
 Groups = Sequence[tuple[Sequence[str], corefile.Answers]]
 
 
+def _covers(rule: str, name: str) -> bool:
+    """Whether the rule for ``rule`` matches ``name``: a ``*.`` wildcard one label, a ``**.``
+    wildcard one or more, none of them starting with "_"."""
+    stars, _, base = rule.partition(".") if rule.startswith("*") else ("", "", rule)
+    if not stars:
+        return rule == name
+    if not name.endswith("." + base):
+        return False
+    labels = name[:-len(base) - 1].split(".")
+    return (len(labels) == 1 or stars == "**") and not any(
+        not label or label.startswith("_") for label in labels)
+
+
+def _sample(host: str) -> str:
+    """A name ``host`` matches and no less specific host of another form does not."""
+    # A label no test host holds: the sample of a wildcard is never an exact host itself.
+    label = "q7-sample"
+    if host.startswith("**."):
+        return host.replace("**", f"{label}.{label}", 1)
+    return host.replace("*", label, 1)
+
+
+def _before(a: str, b: str) -> bool:
+    """Whether ``a`` is more specific than ``b`` where they overlap."""
+    return _covers(b, _sample(a)) and not _covers(a, _sample(b))
+
+
 def expected_pairs(groups: Groups) -> list[tuple[list[str], corefile.Answers]]:
     """The stanza pairs the tests expect for several answer sets, in order: groups with equal
     answers together, ordered by their addresses then TTL; each group's hosts in one pair,
-    except its wildcards that also match an exact host of another group (a one-label name
-    directly under the wildcard's domain, not starting with "_"), which come in a pair of
-    their own after all the others, so that the exact host's stanza is found first."""
+    except wildcards that also match what a more specific host of another group matches:
+    each host's rank is one more than the highest of those (0 with none), and the pairs come
+    rank by rank, so that the more specific host's stanza is always found first."""
     merged: dict[corefile.Answers, set[str]] = {}
     for hosts, answers in groups:
         if hosts:
             merged.setdefault(answers, set()).update(hosts)
     ordered = sorted(merged.items(), key=lambda kv: (kv[0].ipv4, kv[0].ipv6, kv[0].ttl))
-    exact = {h.lower(): a for a, hosts in ordered for h in hosts if not h.startswith("*.")}
+    owner = {h.lower(): a for a, hosts in ordered for h in hosts}
+    ranks: dict[str, int] = {}
 
-    def shadows(wildcard: str, answers: corefile.Answers) -> bool:
-        domain = wildcard[2:].lower()
-        return any(name.split(".", 1)[1:] == [domain] and not name.startswith("_")
-                   and owner != answers for name, owner in exact.items())
+    def rank(host: str) -> int:
+        if host not in ranks:
+            ranks[host] = 1 + max((rank(other) for other in owner
+                                   if owner[other] != owner[host] and _before(other, host)),
+                                  default=-1)
+        return ranks[host]
 
-    first = [(sorted(h for h in hosts if not (h.startswith("*.") and shadows(h, a))), a)
-             for a, hosts in ordered]
-    later = [(sorted(h for h in hosts if h.startswith("*.") and shadows(h, a)), a)
-             for a, hosts in ordered]
-    return [(hosts, a) for hosts, a in first + later if hosts]
+    out = []
+    for level in range(1 + max(map(rank, owner), default=0)):
+        out += [(sorted(h for h in hosts if rank(h.lower()) == level), a) for a, hosts in ordered]
+    return [(hosts, a) for hosts, a in out if hosts]
 
 
 def expected_groups_set(groups: Groups, indent: str, unit: str, nl: str) -> str:

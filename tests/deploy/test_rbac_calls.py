@@ -258,9 +258,9 @@ ENVOY = "gateway.envoyproxy.io/gatewayclass-controller"
 
 
 def _gateway_api(api: FakeApiServer) -> None:
-    """Every CRD the controller reads (TLSRoute is in the experimental channel of 1.4) and an
-    Envoy Gateway route: its target gets a slot and a proxy Service."""
-    api.install_gateway_api("1.4", "experimental")
+    """Every CRD the controller reads (ListenerSet is standard from 1.5 on) and an Envoy
+    Gateway route: its target gets a slot and a proxy Service."""
+    api.install_gateway_api("1.6", "experimental")
     api.install(ENVOY_CLIENT_TRAFFIC_POLICY, NGINX_PROXY)
     # Read where the IngressRoute source is on (the k3s overlay): both of Traefik's groups.
     api.install(TRAEFIK_INGRESSROUTE, TRAEFIK_INGRESSROUTE_LEGACY)

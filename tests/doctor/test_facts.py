@@ -140,6 +140,11 @@ def test_ingress_hosts_and_status() -> None:
     ("a.example.com", ["*.example.com"], True),
     ("x.a.example.com", ["*.example.com"], False),
     ("example.com", ["*.example.com"], False),
+    ("_acme-challenge.example.com", ["*.example.com"], False),
+    ("x.a.example.com", ["**.example.com"], True),
+    ("a.example.com", ["**.example.com"], True),
+    ("example.com", ["**.example.com"], False),
+    ("_acme-challenge.x.example.com", ["**.example.com"], False),
     ("b.example.com", ["a.example.com"], False),
     ("a.example.com", [], False),
 ])

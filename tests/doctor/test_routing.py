@@ -68,6 +68,32 @@ def test_unreadable_gateway_objects_are_named() -> None:
     assert any("HTTPRoute web/shop" in n and "not accepted" in n for n in got.notes), got.notes
 
 
+def test_routes_on_listener_sets_are_read_as_the_controller_reads_them() -> None:
+    gw = gateway("web", "public", "eg")
+    gw["spec"]["allowedListeners"] = {"namespaces": {"from": "All"}}
+    ls = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "ListenerSet",
+          "metadata": {"namespace": "shop", "name": "extra"},
+          "spec": {"parentRef": {"name": "public", "namespace": "web"},
+                   "listeners": [{"name": "l", "port": 80, "protocol": "HTTP",
+                                  "hostname": "*.shop.example.com"}]},
+          "status": {"conditions": [{"type": "Accepted", "status": "True"}]}}
+    parent = {"group": "gateway.networking.k8s.io", "kind": "ListenerSet", "name": "extra",
+              "namespace": "shop"}
+    r = route("HTTPRoute", "shop", "web")
+    r["spec"]["parentRefs"] = [parent]
+    r["status"] = {"parents": [{"parentRef": parent, "controllerName": "example.net/eg",
+                                "conditions": [{"type": "Accepted", "status": "True"}]}]}
+    objects = routing.GatewayObjects(classes=[gateway_class("eg", "example.net/eg")],
+                                     gateways=[gw], routes=[("HTTPRoute", r)],
+                                     namespace_labels={}, listener_sets=[ls])
+    got = routing.gateway_claims(objects, HostPolicy(), ())
+    assert [(c.host, c.target) for c in got.claims] == [("**.shop.example.com",
+                                                         "gateway/web/public")]
+    assert routing.gateway_claims(routing.GatewayObjects(
+        classes=objects.classes, gateways=[gw], routes=objects.routes, namespace_labels={}),
+        HostPolicy(), ()).claims == ()
+
+
 def ours() -> routing.ProxyServices:
     return routing.ProxyServices("hairpin-proxy", "hairpin-proxy", True, ("10.0.0.1",),
                                  {"hairpin-proxy-t1": ("10.0.0.11",)})

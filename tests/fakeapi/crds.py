@@ -16,17 +16,48 @@ Gateway API (gateway.networking.k8s.io), as published in the release manifests
 (1) v1alpha2 and v1alpha3 are listed in both channels but served, with a deprecation
 warning, only in experimental.
 
-Every Gateway API kind has the status subresource except ReferenceGrant. The experimental
-channel has more kinds (TCPRoute, UDPRoute, BackendTLSPolicy, ListenerSet, ...) that are not
-modelled here.
+Every Gateway API kind has the status subresource except ReferenceGrant. ListenerSet
+(`listenersets`, v1 only) is in the standard channel from 1.5 on: its definition is the
+upstream one, vendored with its version and provenance in tests/deploy/crds/ and read by
+`from_definition` (before 1.5 the experimental channel had `XListenerSet` in another group,
+not modelled). The experimental channel has more kinds (TCPRoute, UDPRoute, BackendTLSPolicy,
+...) that are not modelled here.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from tests.fakeapi.resources import CrdSpec, CrdVersion
+
+VENDORED = Path(__file__).resolve().parents[1] / "deploy" / "crds"
+
+
+def from_definition(crd: dict[str, Any]) -> CrdSpec:
+    """What the fake serves of a CustomResourceDefinition object (apiextensions.k8s.io/v1)."""
+    spec, names = crd["spec"], crd["spec"]["names"]
+    versions = tuple(CrdVersion(v["name"], served=bool(v.get("served")),
+                                storage=bool(v.get("storage")),
+                                status="status" in (v.get("subresources") or {}),
+                                deprecation_warning=str(v.get("deprecationWarning") or ""))
+                     for v in spec["versions"])
+    return CrdSpec(spec["group"], names["plural"], names["kind"], versions,
+                   namespaced=spec["scope"] == "Namespaced",
+                   singular=names.get("singular", ""),
+                   short_names=tuple(names.get("shortNames") or ()),
+                   categories=tuple(names.get("categories") or ()))
+
+
+def vendored(name: str) -> dict[str, Any]:
+    """A vendored definition document of tests/deploy/crds (``<group>_<plural>``)."""
+    doc: dict[str, Any] = json.loads((VENDORED / f"{name}.json").read_text())
+    return doc
+
+
+# The upstream standard-channel definition (the version is in the vendored file).
+LISTENER_SET = from_definition(vendored("gateway.networking.k8s.io_listenersets")["definition"])
 
 GATEWAY_GROUP = "gateway.networking.k8s.io"
 RELEASES = ("1.2", "1.3", "1.4", "1.5", "1.6")
@@ -85,6 +116,8 @@ def gateway_api(release: str = "1.4", channel: str = "standard") -> list[CrdSpec
     tls = _tls_route(release, channel)
     if tls is not None:
         out.append(tls)
+    if minor >= 5:
+        out.append(LISTENER_SET)
     return out
 
 
@@ -102,32 +135,17 @@ NGINX_PROXY = CrdSpec(
     categories=("nginx-gateway-fabric",))
 
 
-# Upstream CustomResourceDefinitions stored next to the other vendored ones (provenance in
-# tests/deploy/crds/README.md).
-STORED_CRDS = Path(__file__).resolve().parent.parent / "deploy" / "crds"
 
-
-def from_manifest(path: Path | str) -> CrdSpec:
-    """The CrdSpec of a stored CustomResourceDefinition (JSON): what a real API server
-    takes from it (names, scope, each version's served/storage flags, status subresource,
-    deprecation warning)."""
-    crd = json.loads((STORED_CRDS / path).read_text())
-    spec, names = crd["spec"], crd["spec"]["names"]
-    versions = tuple(CrdVersion(
-        v["name"], served=bool(v.get("served")), storage=bool(v.get("storage")),
-        status="status" in (v.get("subresources") or {}),
-        deprecation_warning=v.get("deprecationWarning", "")) for v in spec["versions"])
-    return CrdSpec(spec["group"], names["plural"], names["kind"], versions,
-                   namespaced=spec["scope"] == "Namespaced",
-                   singular=names.get("singular", ""),
-                   short_names=tuple(names.get("shortNames") or ()),
-                   categories=tuple(names.get("categories") or ()))
+def from_manifest(name: str) -> CrdSpec:
+    """The CrdSpec of a stored CustomResourceDefinition (a file of tests/deploy/crds that
+    holds the definition itself)."""
+    return from_definition(json.loads((VENDORED / name).read_text()))
 
 
 # Traefik's IngressRoute, in the group Traefik reads since v2.10 and in the one before.
 TRAEFIK_INGRESSROUTE = from_manifest("traefik.io_ingressroutes.json")
 TRAEFIK_INGRESSROUTE_LEGACY = from_manifest("traefik.containo.us_ingressroutes.json")
 
-__all__ = ["ENVOY_CLIENT_TRAFFIC_POLICY", "GATEWAY_GROUP", "NGINX_PROXY", "RELEASES",
-           "STORED_CRDS", "TRAEFIK_INGRESSROUTE", "TRAEFIK_INGRESSROUTE_LEGACY",
-           "from_manifest", "gateway_api"]
+__all__ = ["ENVOY_CLIENT_TRAFFIC_POLICY", "GATEWAY_GROUP", "LISTENER_SET", "NGINX_PROXY",
+           "RELEASES", "TRAEFIK_INGRESSROUTE", "TRAEFIK_INGRESSROUTE_LEGACY", "VENDORED",
+           "from_definition", "from_manifest", "gateway_api", "vendored"]

@@ -128,4 +128,16 @@ SAMPLES = {
                  kinds=[{"kind": "TLSRoute"}])]),
     "class": gateway_class(),
     "route": route(hostnames=["a.example.com"], parents=[ref(sectionName="a", port=80)]),
+    "listenerset": {
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "ListenerSet",
+        "metadata": {"name": "extra", "namespace": "shop", "uid": "uid-ls",
+                     "creationTimestamp": "2024-02-02T00:00:00Z", "generation": 1},
+        "spec": {"parentRef": {"name": "gw", "namespace": "infra"},
+                 "listeners": [listener("c", hostname="*.shop.example.com")]},
+        "status": {"conditions": [{"type": "Accepted", "status": "True",
+                                   "observedGeneration": 1}],
+                   "listeners": [{"name": "c", "conditions": [
+                       {"type": "Conflicted", "status": "False"}]}]}},
 }
+SAMPLES["gateway"]["spec"]["allowedListeners"] = {"namespaces": {
+    "from": "Selector", "selector": {"matchLabels": {"team": "shop"}}}}

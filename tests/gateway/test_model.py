@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hairpin_proxy.gateway.listenersets import ListenerSet, parse_listener_set
 from hairpin_proxy.gateway.model import (
     Condition,
     Gateway,
@@ -268,7 +269,8 @@ def test_label_selector(labels: dict[str, str], expected: bool) -> None:
 # --- never raises --------------------------------------------------------------------------
 
 PARSERS: dict[str, Callable[[Any], object]] = {
-    "gateway": parse_gateway, "class": parse_gateway_class, "route": parse_route}
+    "gateway": parse_gateway, "class": parse_gateway_class, "route": parse_route,
+    "listenerset": parse_listener_set}
 
 
 @settings(max_examples=300, deadline=None)
@@ -277,7 +279,7 @@ def test_any_corruption_never_raises(which: str, data: st.DataObject, garbage: A
     sample = SAMPLES[which]
     path = data.draw(st.sampled_from(paths(sample)))
     parsed = PARSERS[which](replace(sample, path, garbage))
-    assert isinstance(parsed, Gateway | GatewayClass | Route | Malformed)
+    assert isinstance(parsed, Gateway | GatewayClass | Route | ListenerSet | Malformed)
     if isinstance(parsed, Malformed):
         assert parsed.reason and str(parsed)
 
@@ -285,8 +287,9 @@ def test_any_corruption_never_raises(which: str, data: st.DataObject, garbage: A
 @settings(max_examples=200, deadline=None)
 @given(JSON, st.sampled_from([None, "HTTPRoute", "Bogus"]))
 def test_arbitrary_json_never_raises(value: Any, kind: str | None) -> None:
-    for parsed in (parse_gateway(value), parse_gateway_class(value), parse_route(value, kind)):
-        assert isinstance(parsed, Gateway | GatewayClass | Route | Malformed)
+    for parsed in (parse_gateway(value), parse_gateway_class(value), parse_route(value, kind),
+                   parse_listener_set(value)):
+        assert isinstance(parsed, Gateway | GatewayClass | Route | ListenerSet | Malformed)
 
 
 def test_null_means_the_default() -> None:

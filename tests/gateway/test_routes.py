@@ -147,8 +147,8 @@ def test_missing_gateway_and_other_parents() -> None:
     assert got == {KEY: ("a.example.com",)}
     assert len(notes) == 3
     assert "Gateway infra/gone: no such Gateway" in notes[0]
-    assert "Service infra/svc: only Gateways are followed" in notes[1]
-    assert "ListenerSet infra/ls: only Gateways" in notes[2]
+    assert "Service infra/svc: only Gateways and ListenerSets are followed" in notes[1]
+    assert "ListenerSet infra/ls: no such ListenerSet" in notes[2]
 
 
 LISTENERS = [

@@ -10,10 +10,12 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hairpin_proxy.gateway.listenersets import parse_listener_set
 from hairpin_proxy.gateway.model import parse_gateway, parse_gateway_class, parse_route
 from hairpin_proxy.gateway.slim import (
     slim_gateway,
     slim_gateway_class,
+    slim_listener_set,
     slim_namespace,
     slim_route,
 )
@@ -85,7 +87,8 @@ def test_slim_does_not_touch_its_input() -> None:
 SLIMS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], object]]] = {
     "gateway": (slim_gateway, parse_gateway),
     "class": (slim_gateway_class, parse_gateway_class),
-    "route": (slim_route, parse_route)}
+    "route": (slim_route, parse_route),
+    "listenerset": (slim_listener_set, parse_listener_set)}
 
 
 @settings(max_examples=400, deadline=None)

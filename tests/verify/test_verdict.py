@@ -153,6 +153,7 @@ def test_lb_change_re_evaluates_last_answers() -> None:
 
 def test_wildcard_probe() -> None:
     assert probe_name("*.Example.com.") == f"{PROBE_LABEL}.example.com"
+    assert probe_name("**.gw.example.com") == f"{PROBE_LABEL}.gw.example.com"
     assert probe_name("app.example.com") == "app.example.com"
     queried = probe_name("*.example.com")
     v = decide("*.example.com", ans(queried, "203.0.113.10"), LB, None, 0.0)

@@ -23,6 +23,7 @@ from hairpin_proxy.claims import Claim, ObjectRef, origin_key
 from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.kube.client import JsonObj
 from hairpin_proxy.policy import Rejection
+from hairpin_proxy.wildcards import wildcard_base
 
 log = logging.getLogger("hairpin_proxy.controller")
 
@@ -39,16 +40,26 @@ SLACK_SHARE = 50  # 1 in 50 bytes of the room
 # if it had one, so the measure never shrinks when the proxy Service loses its address).
 _STAND_IN = corefile.Answers(("192.0.2.1",))
 
+# Whether an answer set holds (exact, one-label ``*.``, any-depth ``**.``) hosts: each form
+# has its own regex, so its own frame.
+Shape = tuple[bool, bool, bool]
+_NONE: Shape = (False, False, False)
+
+
+def _form(host: str) -> int:
+    """0 for an exact host, 1 for ``*.``, 2 for ``**.`` (an index into a Shape)."""
+    return 0 if not host.startswith("*") else 2 if host.startswith("**.") else 1
+
 
 class Measure:
     """Bytes of one destination: ``host`` (a host's own), ``per_host`` (what each host of an
     answer set adds for its addresses) and ``frame`` (an answer set's fixed bytes, given
-    whether it holds exact and wildcard hosts). Memoised: a pass measures tens of thousands
-    of hosts, the same ones as the last pass but a few."""
+    its ``Shape``: whether it holds exact, ``*.`` and ``**.`` hosts). Memoised: a pass
+    measures tens of thousands of hosts, the same ones as the last pass but a few."""
 
     def __init__(self) -> None:
         self._hosts: dict[str, int] = {}
-        self._frames: dict[tuple[corefile.Answers, bool, bool], int] = {}
+        self._frames: dict[tuple[corefile.Answers, Shape], int] = {}
 
     def host(self, host: str) -> int:
         size = self._hosts.get(host)
@@ -70,13 +81,13 @@ class Measure:
             present = set(hosts)
             self._hosts = {h: n for h, n in self._hosts.items() if h in present}
 
-    def frame(self, answers: corefile.Answers, exact: bool, wild: bool) -> int:
-        key = (answers, exact, wild)
+    def frame(self, answers: corefile.Answers, shape: Shape) -> int:
+        key = (answers, shape)
         size = self._frames.get(key)
         if size is None:
             if len(self._frames) > 4096:
                 self._frames.clear()
-            size = self._frames[key] = self._frame(answers or _STAND_IN, exact, wild)
+            size = self._frames[key] = self._frame(answers or _STAND_IN, shape)
         return size
 
     def _learn(self, hosts: list[str]) -> None:
@@ -88,7 +99,7 @@ class Measure:
     def per_host(self, answers: corefile.Answers) -> int:
         return 0
 
-    def _frame(self, answers: corefile.Answers, exact: bool, wild: bool) -> int:
+    def _frame(self, answers: corefile.Answers, shape: Shape) -> int:
         return 0
 
 
@@ -102,8 +113,9 @@ class RulesMeasure(Measure):
     def _host(self, host: str) -> int:
         return corefile.host_rules_bytes((host,))[0]
 
-    def _frame(self, answers: corefile.Answers, exact: bool, wild: bool) -> int:
-        probe = [h for h, on in (("a.invalid", exact), ("*.a.invalid", wild)) if on]
+    def _frame(self, answers: corefile.Answers, shape: Shape) -> int:
+        probe = [h for h, on in zip(("a.invalid", "*.a.invalid", "**.a.invalid"), shape,
+                                    strict=True) if on]
         if not probe:
             return 0
         return corefile.rules_bytes([(probe, answers)]) - corefile.rules_bytes(probe)
@@ -114,15 +126,16 @@ class NodeLocalMeasure(Measure):
     block's key."""
 
     def _host(self, host: str) -> int:
-        return len(host.removeprefix("*.").encode()) + len(":53 ")
+        return len((wildcard_base(host) or host).encode()) + len(":53 ")
 
     def hosts(self, hosts: Sequence[str]) -> int:
         joined = "\n".join(hosts)
         if not joined.isascii():
             return super().hosts(hosts)
         # C string methods: a pass measures every host.
-        wild = ("\n" + joined).count("\n*.")
-        return len(joined) + 1 - len(hosts) - 2 * wild + len(":53 ") * len(hosts) \
+        lines = "\n" + joined
+        wild, deep = lines.count("\n*."), lines.count("\n**.")
+        return len(joined) + 1 - len(hosts) - 2 * wild - 3 * deep + len(":53 ") * len(hosts) \
             if hosts else 0
 
 
@@ -172,8 +185,8 @@ class AnswerSets:
     def of(self, host: str) -> corefile.Answers:
         return self.routed.get(host, self.default)
 
-    def count(self, hosts: Sequence[str]) -> dict[corefile.Answers, tuple[int, int]]:
-        """Answer set → (exact hosts, wildcard hosts) among the distinct ``hosts``. Python
+    def count(self, hosts: Sequence[str]) -> dict[corefile.Answers, tuple[int, int, int]]:
+        """Answer set → (exact, ``*.`` and ``**.`` hosts) among the distinct ``hosts``. Python
         work only for the routed hosts: the default set is counted by C string methods."""
         routed = self.routed
         if not routed:
@@ -185,14 +198,17 @@ class AnswerSets:
             mine = [h for h in hosts if h in routed]
         counts: dict[corefile.Answers, list[int]] = {}
         for h in mine:
-            counts.setdefault(routed[h], [0, 0])[h.startswith("*.")] += 1
+            counts.setdefault(routed[h], [0, 0, 0])[_form(h)] += 1
         rest = len(hosts) - len(mine)
         if rest:
-            wild = ("\n" + "\n".join(hosts)).count("\n*.") - sum(w for _, w in counts.values())
-            own = counts.setdefault(self.default, [0, 0])
-            own[0] += rest - wild
+            lines = "\n" + "\n".join(hosts)
+            wild = lines.count("\n*.") - sum(c[1] for c in counts.values())
+            deep = lines.count("\n**.") - sum(c[2] for c in counts.values())
+            own = counts.setdefault(self.default, [0, 0, 0])
+            own[0] += rest - wild - deep
             own[1] += wild
-        return {answers: (exact, wild) for answers, (exact, wild) in counts.items()}
+            own[2] += deep
+        return {answers: (c[0], c[1], c[2]) for answers, c in counts.items()}
 
 
 @dataclass
@@ -201,47 +217,48 @@ class _Tally:
     sets: AnswerSets
     kept: set[str] = field(default_factory=set)
     sizes: list[int] = field(default_factory=list)
-    # answer set → (has exact hosts, has wildcard hosts) among the kept.
-    shapes: dict[corefile.Answers, tuple[bool, bool]] = field(default_factory=dict)
+    # answer set → its Shape among the kept.
+    shapes: dict[corefile.Answers, Shape] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.sizes = [0] * len(self.limits)
 
-    def grown(self, new: Sequence[str]
-              ) -> tuple[list[int], dict[corefile.Answers, tuple[bool, bool]]]:
+    def grown(self, new: Sequence[str]) -> tuple[list[int], dict[corefile.Answers, Shape]]:
         """The sizes with ``new`` (distinct hosts not kept yet) kept too, and the shapes of
         the answer sets they join."""
         counts = self.sets.count(new)
-        shapes: dict[corefile.Answers, tuple[bool, bool]] = {}
-        for answers, (exact, wild) in counts.items():
-            was = self.shapes.get(answers, (False, False))
-            shapes[answers] = (was[0] or exact > 0, was[1] or wild > 0)
+        shapes: dict[corefile.Answers, Shape] = {}
+        for answers, (exact, wild, deep) in counts.items():
+            was = self.shapes.get(answers, _NONE)
+            shapes[answers] = (was[0] or exact > 0, was[1] or wild > 0, was[2] or deep > 0)
         sizes: list[int] = []
         for limit, before in zip(self.limits, self.sizes, strict=True):
             m = limit.measure
             size = before + m.hosts(new)
-            for answers, (exact, wild) in counts.items():
-                was = self.shapes.get(answers, (False, False))
-                size += (m.frame(answers, *shapes[answers]) - m.frame(answers, *was)
-                         + (exact + wild) * m.per_host(answers))
+            for answers, found in counts.items():
+                was = self.shapes.get(answers, _NONE)
+                size += (m.frame(answers, shapes[answers]) - m.frame(answers, was)
+                         + sum(found) * m.per_host(answers))
             sizes.append(size)
         return sizes, shapes
 
     def one_by_one(self, new: Sequence[str]
-                   ) -> tuple[list[int], dict[corefile.Answers, tuple[bool, bool]]]:
+                   ) -> tuple[list[int], dict[corefile.Answers, Shape]]:
         """``grown`` for a few hosts (most objects have one or two): host by host, without
         the set-up that pays off for thousands."""
         sizes = list(self.sizes)
-        shapes: dict[corefile.Answers, tuple[bool, bool]] = {}
+        shapes: dict[corefile.Answers, Shape] = {}
         measures = [limit.measure for limit in self.limits]
         for h in new:
             answers = self.sets.of(h)
-            wild = h.startswith("*.")
-            was = shapes.get(answers) or self.shapes.get(answers, (False, False))
-            if not was[wild]:
-                now = shapes[answers] = (was[0], True) if wild else (True, was[1])
+            form = _form(h)
+            was = shapes.get(answers) or self.shapes.get(answers, _NONE)
+            if not was[form]:
+                grew = [*was]
+                grew[form] = True
+                now = shapes[answers] = (grew[0], grew[1], grew[2])
                 for i, m in enumerate(measures):
-                    sizes[i] += m.frame(answers, *now) - m.frame(answers, *was)
+                    sizes[i] += m.frame(answers, now) - m.frame(answers, was)
             for i, m in enumerate(measures):
                 sizes[i] += m.host(h) + m.per_host(answers)
         return sizes, shapes

@@ -13,6 +13,7 @@ from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.kube.client import JsonObj
 from hairpin_proxy.kube.events import EventRecorder
 from hairpin_proxy.policy import Rejection
+from hairpin_proxy.wildcards import written
 
 log = logging.getLogger("hairpin_proxy.controller")
 
@@ -67,7 +68,8 @@ class Reports:
                                           "reason": reason, "detail": message})
         involved = self.find(origin)
         if involved is not None:
-            self.event(involved, reason, f"host {host!r}: {message}", event_type)
+            # As the object writes it: "**.d" (any depth) is a route's "*.d".
+            self.event(involved, reason, f"host {written(host)!r}: {message}", event_type)
 
     def rejections(self, rejections: Sequence[Rejection]) -> None:
         """A log line and a HostRejected Event per refused host (or object), at most once per

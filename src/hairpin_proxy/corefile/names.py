@@ -1,4 +1,5 @@
-"""Host names as the Corefile rules may carry them, checked as hostile input."""
+"""Host names as the Corefile rules may carry them, checked as hostile input. The three forms
+(plain, ``*.`` one label, ``**.`` any depth) are defined in ``hairpin_proxy.wildcards``."""
 
 from __future__ import annotations
 
@@ -11,15 +12,13 @@ _FORBIDDEN_IN_NAME = re.compile(r"[\s{}\"'`#;\\\x00-\x1f\x7f-\x9f]")
 # Exactly the hosts check_host accepts, checked in one step; a miss goes to check_host for
 # the reason.
 _LABEL = r"[^\s{}\"'`#;\\\x00-\x1f\x7f-\x9f.*]+"
-_VALID_HOST = rf"(?:\*\.)?{_LABEL}(?:\.{_LABEL})*"
+_VALID_HOST = rf"(?:\*\*?\.)?{_LABEL}(?:\.{_LABEL})*"
 # Hosts joined by "\n": thousands checked in one call (the joined text must hold no other
 # "\n", so that no host can smuggle one in).
 _VALID_HOSTS = re.compile(rf"{_VALID_HOST}(?:\n{_VALID_HOST})*")
 
 
 MAX_HOST = 253
-
-
 def check_name(value: str, what: str) -> None:
     if not isinstance(value, str) or not value:
         raise CorefileError(f"{what} must be a non-empty string, got {value!r}")
@@ -34,9 +33,10 @@ def check_host(host: str) -> None:
     labels = host.split(".")
     if any(label == "" for label in labels):
         raise CorefileError(f"host {host!r} has an empty label (leading, trailing or double dot)")
-    if any("*" in label for label in labels[1:]) or (labels[0] != "*" and "*" in labels[0]):
-        raise CorefileError(f"host {host!r}: '*' may only be the whole first label")
-    if labels[0] == "*" and len(labels) < 2:
+    if any("*" in label for label in labels[1:]) \
+            or (labels[0] not in ("*", "**") and "*" in labels[0]):
+        raise CorefileError(f"host {host!r}: '*' (or '**') may only be the whole first label")
+    if labels[0] in ("*", "**") and len(labels) < 2:
         raise CorefileError(f"host {host!r}: a wildcard needs a domain after '*.'")
     if len(host) > MAX_HOST:
         raise CorefileError(f"host {host[:40]!r}... is longer than {MAX_HOST} characters")
@@ -85,8 +85,9 @@ def all_valid(joined: str, count: int) -> bool:
                     or "\n\n" in joined)
     return (not adjacent and joined.count("\n") == count - 1
             and not joined.startswith((".", "\n")) and not joined.endswith((".", "\n"))
-            # A "*" only as the whole first label: each one opens a line and a dot follows.
-            and joined.count("*") == joined.count("\n*.") + joined.startswith("*."))
+            # A "*" (or "**") only as the whole first label: each opens a line, a dot follows.
+            and joined.count("*") == joined.count("\n*.") + joined.startswith("*.")
+            + 2 * (joined.count("\n**.") + joined.startswith("**.")))
 
 
 # Escape ASCII punctuation only: RE2 (CoreDNS) rejects a backslash before anything else.

@@ -57,6 +57,7 @@ from hairpin_proxy.corefile.syntax import (
     Directive,
     ServerBlock,
 )
+from hairpin_proxy.wildcards import wildcard_base
 
 OUR_ZONE = "hairpin-proxy.invalid"
 OUR_KEY = f"{OUR_ZONE}:{DEFAULT_DNS_PORT}"
@@ -118,7 +119,8 @@ def _zones(cf: Corefile, hosts: Sequence[str], domain: str) -> list[str]:
              for z in map(_zone_of, b.addresses) if z is not None}
     zones: set[str] = set()
     for host in hosts:
-        zone = host.lower().removeprefix("*.")
+        zone = host.lower()
+        zone = wildcard_base(zone) or zone
         # Only a plain DNS name is a safe key; a zone defined twice makes CoreDNS refuse the
         # whole Corefile; the cluster zones go to the cluster DNS already.
         if (_NAME.fullmatch(zone) and zone not in taken and zone != OUR_ZONE

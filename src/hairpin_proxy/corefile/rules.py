@@ -1,15 +1,19 @@
 r"""Our rule format: ``template`` stanzas answering A and AAAA for the managed names.
 
-Two stanzas, one per query type, each matching every managed name with (at most) two anchored,
-case-insensitive regexes: one alternation of the exact names, one of the wildcard domains
-behind a single leading label. A matching A query is answered with the proxy Service's IPv4
-addresses, a matching AAAA query with its IPv6 addresses, or with an empty NOERROR answer
-(NODATA) when the Service has none, so a dual-stack client never goes around the proxy. Every
-other query type, and every other name, falls through to the rest of the plugin chain::
+Two stanzas, one per query type, each matching every managed name with (at most) three
+anchored, case-insensitive regexes: one alternation of the exact names, one of the domains of
+``*.`` wildcards behind a single leading label (Ingress), one of the domains of ``**.``
+wildcards behind one or more (Gateway API; see ``hairpin_proxy.wildcards``). No label a
+wildcard stands for may start with ``_``, at any depth. A matching A query is answered with
+the proxy Service's IPv4 addresses, a matching AAAA query with its IPv6 addresses, or with an
+empty NOERROR answer (NODATA) when the Service has none, so a dual-stack client never goes
+around the proxy. Every other query type, and every other name, falls through to the rest of
+the plugin chain::
 
     template IN A {
         match (?i)^(?P<hairpin_proxy>a\.example\.com|b\.example\.com)\.$
         match (?i)^(?P<hairpin_proxy>[^._][^.]*\.(?:apps\.example\.com))\.$
+        match (?i)^(?P<hairpin_proxy>(?:[^._][^.]*\.)+(?:gw\.example\.com))\.$
         answer "{{ .Name }} 10 IN A 10.96.0.20"
         fallthrough
     }
@@ -36,6 +40,7 @@ from typing import cast
 
 from hairpin_proxy.corefile.names import checked_hosts, regex_escape
 from hairpin_proxy.corefile.syntax import CorefileError, Directive
+from hairpin_proxy.wildcards import ANY_DEPTH, ONE_LABEL, wildcard_base
 
 BEGIN_MARKER = "# BEGIN hairpin-proxy (managed; do not edit)"
 END_MARKER = "# END hairpin-proxy"
@@ -52,6 +57,9 @@ _CLOSE = r")\.$"
 _ONE_LABEL = r"[^._][^.]*\."
 _WILD_OPEN = f"{_OPEN}{_ONE_LABEL}(?:"
 _WILD_CLOSE = ")" + _CLOSE
+# One or more such labels: a Gateway API wildcard serves every depth under its domain, and a
+# "_" label anywhere (x._tcp.example.com) is still a service label, not a host.
+_DEEP_OPEN = f"{_OPEN}(?:{_ONE_LABEL})+(?:"
 
 # CoreDNS (1.14 and later) refuses a regex longer than 10,000 bytes (Go's len, so UTF-8 bytes,
 # not characters): many names are spread over several regexes, each at most MAX_REGEX bytes.
@@ -164,14 +172,33 @@ def wildcard_regexes(hosts: Sequence[str]) -> list[str]:
     return _chunked(_WILD_OPEN, _escaped([h[2:] for h in hosts]), _WILD_CLOSE)
 
 
+def deep_regexes(hosts: Sequence[str]) -> list[str]:
+    """Anchored regexes matching one or more labels in front of each ``**.domain``."""
+    return _chunked(_DEEP_OPEN, _escaped([h[3:] for h in hosts]), _WILD_CLOSE)
+
+
 def split_hosts(hosts: Sequence[str]) -> tuple[Sequence[str], Sequence[str]]:
-    """(exact hosts, wildcard hosts) of sorted hosts: the wildcards sort together."""
-    lo, hi = bisect_left(hosts, "*."), bisect_left(hosts, "*/")
-    return [*hosts[:lo], *hosts[hi:]], hosts[lo:hi]
+    """(exact hosts, wildcard hosts of both forms) of sorted hosts."""
+    exact, one, deep = split_forms(hosts)
+    return exact, [*deep, *one]
+
+
+def split_forms(hosts: Sequence[str]) -> tuple[Sequence[str], Sequence[str], Sequence[str]]:
+    """(exact, ``*.`` and ``**.`` hosts) of sorted hosts: each wildcard form sorts together."""
+    lo, hi = bisect_left(hosts, ONE_LABEL), bisect_left(hosts, "*/")
+    dlo, dhi = bisect_left(hosts, ANY_DEPTH, 0, lo), bisect_left(hosts, "**/", 0, lo)
+    if dlo == dhi:
+        return [*hosts[:lo], *hosts[hi:]], hosts[lo:hi], ()
+    return [*hosts[:dlo], *hosts[dhi:lo], *hosts[hi:]], hosts[lo:hi], hosts[dlo:dhi]
+
+
+def _base(host: str) -> str:
+    base = wildcard_base(host)
+    return host if base is None else base
 
 
 def _host_bytes(hosts: Iterable[str]) -> int:
-    bases = [h[2:] if h.startswith("*.") else h for h in hosts]
+    bases = list(map(_base, hosts))
     escaped = _escaped(bases)
     size = sum(map(len, escaped)) if all(map(str.isascii, escaped)) else \
         sum(len(e.encode()) for e in escaped)
@@ -182,7 +209,7 @@ def host_rules_bytes(hosts: Sequence[str]) -> list[int]:
     """What each of ``hosts`` adds to ``rules_bytes``: a host's share depends on that host
     alone, so ``sum(host_rules_bytes(hosts)) == rules_bytes(hosts)`` for any host names, and
     a caller may keep the shares of hosts it has seen."""
-    bases = [h[2:] if h.startswith("*.") else h for h in hosts]
+    bases = list(map(_base, hosts))
     if any(_SEP in b for b in bases):
         # Split apart by the joining character: such a name counts as several.
         return [_host_bytes((h,)) for h in hosts]
@@ -215,17 +242,18 @@ _MATCH_LINE = len("        match ") + 1
 def _fixed_bytes(group: RuleSet) -> int:
     """The bytes of a group's stanza pair that do not depend on its host names: template
     headers, answers, ``fallthrough``, braces, and the frame of one regex of each kind."""
-    exact, wild = split_hosts(group.hosts)
+    exact, one, deep = split_forms(group.hosts)
     frames = (len(_OPEN) + len(_CLOSE) + _MATCH_LINE if exact else 0) + \
-        (len(_WILD_OPEN) + len(_WILD_CLOSE) + _MATCH_LINE if wild else 0)
+        (len(_WILD_OPEN) + len(_WILD_CLOSE) + _MATCH_LINE if one else 0) + \
+        (len(_DEEP_OPEN) + len(_WILD_CLOSE) + _MATCH_LINE if deep else 0)
     body = stanzas((), group.answers, "    ", "    ", "\n")
     return len(body.encode()) + 2 * frames
 
 
 def match_regexes(hosts: Sequence[str]) -> list[str]:
     """The regexes of one stanza for sorted, checked hosts."""
-    exact, wild = split_hosts(hosts)
-    return exact_regexes(exact) + wildcard_regexes(wild)
+    exact, one, deep = split_forms(hosts)
+    return exact_regexes(exact) + wildcard_regexes(one) + deep_regexes(deep)
 
 
 def render(groups: Sequence[RuleSet], indent: str, unit: str, nl: str) -> str:
@@ -319,37 +347,108 @@ def answer_sets(groups: Iterable[tuple[Iterable[str], Answers]]) -> tuple[RuleSe
     return tuple(out)
 
 
+# Up to this many any-depth wildcards, the exact hosts under them are found by substring
+# searches in C (a pass over the names per domain); beyond it, by one walk over the names.
+_FEW_DOMAINS = 8
+
+
+def _tail(name: str) -> str:
+    """The last two labels of ``name`` (all of it with fewer)."""
+    return name[name.rfind(".", 0, max(0, name.rfind("."))) + 1:]
+
+
 def layout(groups: Sequence[RuleSet]) -> list[RuleSet]:
     """The stanza pairs to write, in order, for groups made by ``answer_sets``.
 
     All ``template`` stanzas of a server block are one handler that tries them in file order
     and answers from the first whose regex matches, so order decides only where two groups
-    match one name. Exact hosts never overlap (a host is in one group), nor do two one-label
-    wildcards of different domains; but ``*.example.com`` in one group matches
-    ``a.example.com`` of another. The exact name must win, so such a wildcard goes into a
-    second pair of its group's stanzas, after every other pair. Each group otherwise keeps
-    one pair (exact and wildcard regexes together), and one group is exactly one pair.
+    match one name, and there the more specific host must win. Exact hosts never overlap (a
+    host is in one group), nor do two one-label wildcards of different domains; but
+    ``*.example.com`` in one group matches ``a.example.com`` of another, and
+    ``**.example.com`` matches names of ``a.b.example.com``, ``*.b.example.com``,
+    ``*.example.com`` and ``**.b.example.com`` of others. Each host gets a rank: 0, or one
+    more than the highest rank of the more specific hosts of other groups it overlaps; the
+    pairs are written rank by rank, each group's hosts of one rank in one pair. Without
+    overlaps every group is one pair, and one group is exactly one pair.
     """
     if len(groups) < 2:
         return [g for g in groups if g.hosts]
-    # Domains directly above an exact host our one-label wildcard regex would match
-    # (a first label starting with "_" it does not), with the groups holding such hosts.
-    under: dict[str, set[int]] = {}
-    for k, group in enumerate(groups):
-        exact, _ = split_hosts(group.hosts)
+    forms = [split_forms(g.hosts) for g in groups]
+    one_at = {h[2:].lower(): k for k, (_, one, _) in enumerate(forms) for h in one}
+    deep_at = {h[3:].lower(): k for k, (_, _, deep) in enumerate(forms) for h in deep}
+    # Lower-cased wildcard → its rank, where above 0.
+    rank: dict[str, int] = {}
+
+    def above(k: int, name: str, level: int) -> None:
+        # The any-depth wildcards of other groups whose regex also matches what ``name``
+        # matches: over the domain after each of its labels, up to one starting with "_".
+        # (Called with "*.d" for a one-label wildcard, and with "d" for "**.d".)
+        pos = 0
+        while (dot := name.find(".", pos)) >= 0 and name[pos] != "_":
+            owner = deep_at.get(domain := name[dot + 1:])
+            if owner is not None and owner != k and rank.get(key := "**." + domain, 0) <= level:
+                rank[key] = level + 1
+            pos = dot + 1
+
+    for k, (exact, _, _) in enumerate(forms):
         for host in exact:
-            label, dot, domain = host.partition(".")
-            if dot and not label.startswith("_"):
-                under.setdefault(domain.lower(), set()).add(k)
-    first: list[RuleSet] = []
-    later: list[RuleSet] = []
-    for k, group in enumerate(groups):
-        _, wild = split_hosts(group.hosts)
-        shadowing = {h for h in wild if under.get(h[2:].lower(), set()) - {k}}
-        first.append(RuleSet(tuple(h for h in group.hosts if h not in shadowing),
-                             group.answers))
-        later.append(RuleSet(tuple(h for h in group.hosts if h in shadowing), group.answers))
-    return [g for g in (*first, *later) if g.hosts]
+            label, dot, domain = host.lower().partition(".")
+            if dot and not label.startswith("_") and one_at.get(domain, k) != k:
+                rank["*." + domain] = 1
+    if deep_at and len(deep_at) <= _FEW_DOMAINS:
+        _exact_under_deep(forms, deep_at, rank)
+    elif deep_at:
+        # A host can only lie under a domain whose last two labels it shares: most exact
+        # hosts are passed over with a slice and a set lookup instead of a walk.
+        tails = None if any("." not in d for d in deep_at) else {_tail(d) for d in deep_at}
+        for k, (exact, _, _) in enumerate(forms):
+            for host in exact:
+                name = host.lower()
+                if tails is None or _tail(name) in tails:
+                    above(k, name, 0)
+    if deep_at:
+        for k, (_, one, _) in enumerate(forms):
+            for host in one:
+                above(k, host.lower(), rank.get(host.lower(), 0))
+        # The deeper domains first: their ranks are final before the wider ones read them.
+        for domain in sorted(deep_at, key=lambda d: -d.count(".")):
+            above(deep_at[domain], domain, rank.get("**." + domain, 0))
+    if not rank:
+        return [g for g in groups if g.hosts]
+    # Only wildcards have a rank above 0: a group without one is written whole at rank 0
+    # without looking at its (maybe 10,000) exact hosts.
+    ranked = [{h: lv for h in (*one, *deep) if (lv := rank.get(h.lower(), 0))}
+              for _, one, deep in forms]
+    out: list[RuleSet] = []
+    for level in range(max(rank.values()) + 1):
+        for g, mine in zip(groups, ranked, strict=True):
+            if not level:
+                hs = tuple(h for h in g.hosts if h not in mine) if mine else g.hosts
+            else:
+                hs = tuple(h for h in g.hosts if mine.get(h) == level) if mine else ()
+            if hs:
+                out.append(RuleSet(hs, g.answers))
+    return out
+
+
+def _exact_under_deep(forms: Sequence[tuple[Sequence[str], Sequence[str], Sequence[str]]],
+                      deep_at: dict[str, int], rank: dict[str, int]) -> None:
+    """Rank 1 for each ``**.d`` over an exact host of another group (a name under ``d`` whose
+    labels in front of it do not start with "_"): one substring search per domain and group
+    in the joined names, not a Python step per host."""
+    joined = ["\n" + "\n".join(exact).lower() + "\n" if exact else "" for exact, _, _ in forms]
+    for domain, owner in deep_at.items():
+        needle = "." + domain + "\n"
+        for k, text in enumerate(joined):
+            if k == owner or not text:
+                continue
+            at = text.find(needle)
+            while at >= 0:
+                start = text.rfind("\n", 0, at) + 1
+                if not any(label.startswith("_") for label in text[start:at].split(".")):
+                    rank["**." + domain] = max(rank.get("**." + domain, 0), 1)
+                    break
+                at = text.find(needle, at + 1)
 
 
 # --- recognising our rules -------------------------------------------------------------------
@@ -372,24 +471,24 @@ def _alternatives(body: str) -> list[str] | None:
 
 def hosts_of_regex(regex: str) -> list[str] | None:
     """The hosts of a regex as ``match_regexes`` writes it; None for any other regex."""
-    if regex.startswith(_WILD_OPEN) and regex.endswith(_WILD_CLOSE):
-        domains = _alternatives(regex[len(_WILD_OPEN):-len(_WILD_CLOSE)])
-        hosts = None if domains is None else ["*." + d for d in domains]
-    elif regex.startswith(_OPEN) and regex.endswith(_CLOSE):
-        hosts = _alternatives(regex[len(_OPEN):-len(_CLOSE)])
-    else:
+    prefix = ""
+    opening, closing = _OPEN, _CLOSE
+    for form, start in ((ANY_DEPTH, _DEEP_OPEN), (ONE_LABEL, _WILD_OPEN)):
+        if regex.startswith(start) and regex.endswith(_WILD_CLOSE):
+            prefix, opening, closing = form, start, _WILD_CLOSE
+            break
+    if not regex.startswith(opening) or not regex.endswith(closing):
         return None
+    body = _alternatives(regex[len(opening):-len(closing)])
+    hosts = None if body is None else [prefix + d for d in body]
     # Only what we would write back the same way counts as read: sorted, distinct, escaped
     # exactly so, and within the size of one regex.
     if (hosts is None or len(regex.encode()) > MAX_REGEX
             or any(map(operator.ge, hosts, itertools.islice(hosts, 1, None)))):
         return None
-    wild = regex.startswith(_WILD_OPEN)
-    opening, closing = (_WILD_OPEN, _WILD_CLOSE) if wild else (_OPEN, _CLOSE)
-    if opening + "|".join(_escaped([h[2:] for h in hosts] if wild else hosts)) + closing \
-            != regex:
+    if opening + "|".join(_escaped([h[len(prefix):] for h in hosts])) + closing != regex:
         return None
-    if any(h.startswith("*.") != wild for h in hosts):
+    if any(wildcard_base(h[len(prefix):]) is not None for h in hosts):
         return None
     return hosts
 

@@ -44,6 +44,7 @@ from hairpin_proxy.targets.resolve import (
 )
 from hairpin_proxy.targets.slots import slot_of_service_name
 from hairpin_proxy.verify.lb import LbIndex, lb_addresses
+from hairpin_proxy.wildcards import wildcard_base
 
 T = TypeVar("T")
 
@@ -53,7 +54,7 @@ GATEWAY_GROUP = "gateway.networking.k8s.io"
 CILIUM_INGRESS = "cilium.io/ingress-controller"
 # Route kinds by plural, as the Gateway API names them.
 ROUTE_KINDS = {"httproutes": "HTTPRoute", "grpcroutes": "GRPCRoute", "tlsroutes": "TLSRoute"}
-GATEWAY_PLURALS = ("gatewayclasses", "gateways", *ROUTE_KINDS)
+GATEWAY_PLURALS = ("gatewayclasses", "gateways", "listenersets", *ROUTE_KINDS)
 ENVOY_GROUP, ENVOY_POLICIES = "gateway.envoyproxy.io", "clienttrafficpolicies"
 NGINX_GROUP, NGINX_PROXIES = "gateway.nginx.org", "nginxproxies"
 # The controller's default --targets-configmap.
@@ -379,7 +380,7 @@ async def _read_gateway_api(client: KubeClient, s: DoctorSettings) -> _GatewayRe
     objects = routing.GatewayObjects(
         classes=items("gatewayclasses"), gateways=items("gateways"),
         routes=[(kind, obj) for plural, kind in ROUTE_KINDS.items() for obj in items(plural)],
-        namespace_labels=labels)
+        namespace_labels=labels, listener_sets=items("listenersets"))
     state = "served (" + ", ".join(f"{p} {served[p].split('/', 1)[1]}" for p in plurals) + ")"
     problem = ""
     if refused:
@@ -523,7 +524,7 @@ def data_planes(decided: Plan, facts: TargetFacts) -> tuple[DataPlaneFacts, ...]
               f"{(svc.get('metadata') or {}).get('name')}": svc for svc in facts.services}
     hosts: dict[str, str] = {}
     for host, key in sorted(decided.routes.items()):
-        if not host.startswith("*."):
+        if wildcard_base(host) is None:
             hosts.setdefault(key, host)
     out = []
     for key, t in sorted({**decided.targets, **decided.shared}.items()):

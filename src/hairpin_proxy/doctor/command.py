@@ -30,6 +30,7 @@ from hairpin_proxy.doctor.verdict import verdict as host_verdict
 from hairpin_proxy.logs import setup_logging
 from hairpin_proxy.settings import DoctorSettings, usage_error
 from hairpin_proxy.targets.mapping import MapEntry, TargetFlagError, parse_target_flags
+from hairpin_proxy.wildcards import wildcard_base
 
 if TYPE_CHECKING:
     from hairpin_proxy.verify import LbIndex
@@ -139,7 +140,8 @@ def _proxy_addresses(target: f.HostTarget | None, c: f.ClusterFacts | None
 
 
 def _probe_name(host: str) -> str:
-    return f"{WILDCARD_LABEL}.{host[2:]}" if host.startswith("*.") else host
+    base = wildcard_base(host)
+    return host if base is None else f"{WILDCARD_LABEL}.{base}"
 
 
 def _match_lb(host: str, addresses: tuple[str, ...], kinds: tuple[f.AddressKind, ...],
@@ -175,7 +177,7 @@ def _hosts(s: DoctorSettings, cluster: _Cluster) -> tuple[tuple[str, ...], tuple
         raise UsageError("no HOST given, and the hosts the controller would manage are unknown "
                          f"({cluster.note or 'Ingresses could not be listed'})")
     for h in hosts:
-        if h.startswith("*."):
+        if wildcard_base(h) is not None:
             notes.append(f"{h}: probed as {_probe_name(h)}")
     return hosts, tuple(notes)
 

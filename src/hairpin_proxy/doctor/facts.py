@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from hairpin_proxy.wildcards import covers
+
 # What one probe connection saw.
 Outcome = Literal["http", "empty", "reset", "refused", "timeout", "unreachable", "tls-error",
                   "garbage", "error"]
@@ -375,17 +377,9 @@ def ingress_hosts_and_status(ingress: Mapping[str, Any]) -> tuple[tuple[str, ...
 
 def rule_covers(host: str, rule_hosts: Sequence[str]) -> bool:
     """Whether the DNS rule for one of ``rule_hosts`` applies to ``host`` (a ``*.`` wildcard
-    covers exactly one more label, as the generated regex does)."""
+    covers exactly one more label, a ``**.`` one any number, as the generated regexes do)."""
     name = host.lower().rstrip(".")
-    for rule in rule_hosts:
-        r = rule.lower().rstrip(".")
-        if r == name:
-            return True
-        if r.startswith("*."):
-            label, _, rest = name.partition(".")
-            if label and rest == r[2:]:
-                return True
-    return False
+    return any(r.lower().rstrip(".") == name or covers(r, name) for r in rule_hosts)
 
 
 def zone_covers(host: str, zones: Iterable[str]) -> bool:

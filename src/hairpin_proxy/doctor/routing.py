@@ -57,6 +57,7 @@ class GatewayObjects:
     gateways: Sequence[JsonObj] = ()
     routes: Sequence[tuple[str, JsonObj]] = ()
     namespace_labels: Mapping[str, Mapping[str, str]] | None = None
+    listener_sets: Sequence[JsonObj] = ()
 
 
 def gateway_claims(objects: GatewayObjects, policy: HostPolicy,
@@ -65,7 +66,8 @@ def gateway_claims(objects: GatewayObjects, policy: HostPolicy,
     that cannot be read are named in the notes."""
     got = claims_of_objects(objects.classes, objects.gateways, objects.routes,
                             wanted_classes=wanted_classes, policy=policy,
-                            namespace_labels=objects.namespace_labels or {})
+                            namespace_labels=objects.namespace_labels or {},
+                            listener_sets=objects.listener_sets)
     rejected = [f"{r.origin}: host {r.host} refused: {r.reason}" for r in got.rejections]
     return RouteClaims(got.claims, got.rejections, (*got.notes, *rejected))
 

@@ -1,13 +1,18 @@
 """Gateway API routes as host claims: the route's names, for its Gateway's target, filtered by
-the same host policy as Ingress hosts. Pure."""
+the same host policy as Ingress hosts. Pure.
+
+A wildcard name is claimed as ``**.domain``: a Gateway serves every depth under its
+``*.domain`` (one or more labels), so the DNS rule must redirect them all, where an Ingress's
+``*.domain`` stands for one label only (``wildcards``)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from hairpin_proxy.claims import Claim, ObjectRef
+from hairpin_proxy.gateway.listenersets import ListenerSet, parse_listener_set
 from hairpin_proxy.gateway.model import (
     GROUP,
     Gateway,
@@ -20,6 +25,9 @@ from hairpin_proxy.gateway.model import (
 )
 from hairpin_proxy.gateway.routes import index_gateways, route_hosts
 from hairpin_proxy.policy import HostPolicy, check_host
+from hairpin_proxy.wildcards import any_depth
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -43,48 +51,51 @@ def served_classes(classes: Iterable[GatewayClass], wanted: Collection[str]
     return {c.name: c for c in classes if not wanted or c.name in wanted}
 
 
+def _parse_all(objs: Iterable[Any], parse: Callable[[Any], T | Malformed],
+               notes: list[str]) -> list[T]:
+    """The objects ``parse`` reads; one it cannot is named in ``notes``."""
+    out: list[T] = []
+    for obj in objs:
+        parsed = parse(obj)
+        if isinstance(parsed, Malformed):
+            notes.append(str(parsed))
+        else:
+            out.append(parsed)
+    return out
+
+
 def claims_of_objects(classes: Iterable[Any], gateways: Iterable[Any],
                       routes: Iterable[tuple[str, Any]], *, wanted_classes: Collection[str],
                       policy: HostPolicy,
-                      namespace_labels: Mapping[str, Mapping[str, str]]) -> RouteClaims:
+                      namespace_labels: Mapping[str, Mapping[str, str]],
+                      listener_sets: Iterable[Any] = ()) -> RouteClaims:
     """``route_claims`` over the objects as the API lists them (routes paired with their
     kind), for the served classes among ``classes``: each object is parsed first, and one that
     cannot be read is named in the notes, beside the Gateways' own notes, while the rest go on.
     """
     notes: list[str] = []
-    parsed_classes: list[GatewayClass] = []
-    for obj in classes:
-        parsed_class = parse_gateway_class(obj)
-        if isinstance(parsed_class, Malformed):
-            notes.append(str(parsed_class))
-        else:
-            parsed_classes.append(parsed_class)
+    parsed_classes = _parse_all(classes, parse_gateway_class, notes)
     parsed_gateways: list[Gateway] = []
-    for obj in gateways:
-        gateway = parse_gateway(obj)
-        if isinstance(gateway, Malformed):
-            notes.append(str(gateway))
-            continue
+    for gateway in _parse_all(gateways, parse_gateway, notes):
         parsed_gateways.append(gateway)
         notes.extend(f"Gateway {gateway.meta.namespace}/{gateway.meta.name}: {note}"
                      for note in gateway.notes)
-    parsed_routes: list[Route] = []
-    for kind, obj in routes:
-        route = parse_route(obj, kind)
-        if isinstance(route, Malformed):
-            notes.append(str(route))
-        else:
-            parsed_routes.append(route)
+    parsed_routes = _parse_all(routes, lambda pair: parse_route(pair[1], pair[0]), notes)
+    parsed_sets = _parse_all(listener_sets, parse_listener_set, notes)
     got = route_claims(parsed_routes, parsed_gateways,
-                       served_classes(parsed_classes, wanted_classes), policy, namespace_labels)
+                       served_classes(parsed_classes, wanted_classes), policy, namespace_labels,
+                       listener_sets=parsed_sets)
     return RouteClaims(got.claims, got.rejections, (*notes, *got.notes))
 
 
 def route_claims(routes: Iterable[Route], gateways: Iterable[Gateway],
                  classes: Mapping[str, GatewayClass], policy: HostPolicy,
-                 namespace_labels: Mapping[str, Mapping[str, str]]) -> RouteClaims:
-    """Claims of every route on the Gateways of ``classes`` (the served ones)."""
+                 namespace_labels: Mapping[str, Mapping[str, str]], *,
+                 listener_sets: Iterable[ListenerSet] = ()) -> RouteClaims:
+    """Claims of every route on the Gateways of ``classes`` (the served ones), directly or
+    through the ``listener_sets`` attached to them."""
     index = index_gateways([g for g in gateways if g.class_name in classes])
+    sets = {(ls.meta.namespace, ls.meta.name): ls for ls in listener_sets}
     controllers = {c.controller_name for c in classes.values()}
     claims: list[Claim] = []
     rejections: list[RouteRejection] = []
@@ -95,7 +106,7 @@ def route_claims(routes: Iterable[Route], gateways: Iterable[Gateway],
                 or meta.namespace in policy.exclude_namespaces:
             continue
         by_gateway, route_notes = route_hosts(route, index, classes, controllers,
-                                              namespace_labels)
+                                              namespace_labels, listener_sets=sets)
         notes += route_notes
         origin = ObjectRef(route.kind, meta.namespace, meta.name, meta.uid, GROUP)
         for target, hosts in by_gateway.items():
@@ -104,5 +115,5 @@ def route_claims(routes: Iterable[Route], gateways: Iterable[Gateway],
                 if name is None:
                     rejections.append(RouteRejection(origin, host, reason or "refused"))
                     continue
-                claims.append(Claim(name, target, origin, meta.created))
+                claims.append(Claim(any_depth(name), target, origin, meta.created))
     return RouteClaims(tuple(claims), tuple(rejections), tuple(notes))

@@ -121,6 +121,9 @@ class Gateway:
     listeners: tuple[Listener, ...]
     # Parts dropped while parsing, in words.
     notes: tuple[str, ...] = field(default=(), compare=False)
+    # spec.allowedListeners.namespaces: which ListenerSets may attach ("None": none).
+    listeners_from: str = "None"
+    listeners_selector: LabelSelector | None = None
 
     @property
     def key(self) -> str:
@@ -330,6 +333,36 @@ def _listener(raw: Any, i: int, notes: list[str]) -> Listener:
                     namespaces_from=origin, selector=selector, kinds=tuple(kinds))
 
 
+def _allowed_listeners(raw: Any, notes: list[str]) -> tuple[str, LabelSelector | None]:
+    """``spec.allowedListeners.namespaces`` (from, selector); anything unreadable allows
+    no ListenerSet."""
+    try:
+        spaces = _dict(_dict(raw or {}, "spec.allowedListeners").get("namespaces") or {},
+                       "spec.allowedListeners.namespaces")
+        origin = _get(spaces, "from", "None")
+        if origin not in NAMESPACES_FROM:
+            raise _Bad(f"spec.allowedListeners.namespaces.from must be one of "
+                       f"{', '.join(NAMESPACES_FROM)}, got {show(origin)}")
+        if origin != "Selector":
+            return origin, None
+        return origin, _selector(spaces.get("selector"))
+    except _Bad as bad:
+        notes.append(f"{bad}; no ListenerSet may attach")
+        return "None", None
+
+
+def listeners_of(spec: dict[str, Any], notes: list[str]) -> tuple[Listener, ...]:
+    """``spec.listeners`` of a Gateway or ListenerSet; a listener that cannot be read is
+    dropped with a note."""
+    listeners: list[Listener] = []
+    for i, raw in enumerate(_list(spec.get("listeners"), "spec.listeners", MAX_LISTENERS)):
+        try:
+            listeners.append(_listener(raw, i, notes))
+        except _Bad as bad:
+            notes.append(f"{bad}; that listener is ignored")
+    return tuple(listeners)
+
+
 def parse_gateway(obj: Any) -> Gateway | Malformed:
     """A Gateway; listeners that cannot be read are dropped with a note."""
     try:
@@ -338,14 +371,10 @@ def parse_gateway(obj: Any) -> Gateway | Malformed:
         spec = _dict(obj.get("spec"), "spec")
         class_name = _str(spec.get("gatewayClassName"), "spec.gatewayClassName")
         notes: list[str] = []
-        listeners: list[Listener] = []
-        for i, raw in enumerate(_list(spec.get("listeners"), "spec.listeners", MAX_LISTENERS)):
-            try:
-                listeners.append(_listener(raw, i, notes))
-            except _Bad as bad:
-                notes.append(f"{bad}; that listener is ignored")
-        return Gateway(meta=meta, class_name=class_name, listeners=tuple(listeners),
-                       notes=tuple(notes))
+        listeners = listeners_of(spec, notes)
+        origin, selector = _allowed_listeners(spec.get("allowedListeners"), notes)
+        return Gateway(meta=meta, class_name=class_name, listeners=listeners,
+                       notes=tuple(notes), listeners_from=origin, listeners_selector=selector)
     except _Bad as bad:
         return Malformed("Gateway", *_where(obj), str(bad))
 

@@ -5,7 +5,8 @@ A route's names are never taken from the route alone: the Gateway API defines th
 route actually attaches to. We only trust attachments the Gateway's own controller confirmed:
 
 1. the parentRef points at a Gateway (group ``gateway.networking.k8s.io``, kind ``Gateway``)
-   that exists, whose GatewayClass exists and is run by a controller we serve;
+   that exists, or at a ListenerSet attached to one (``listenersets``), whose GatewayClass
+   exists and is run by a controller we serve;
 2. the route's ``status.parents`` has an entry for exactly that parentRef, written by that
    class's controller, with condition ``Accepted`` ``True``;
 3. then the listeners it attaches to are recomputed: the ones ``sectionName`` and ``port`` pick
@@ -28,6 +29,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 
 from hairpin_proxy.gateway import hostnames
+from hairpin_proxy.gateway.listenersets import KIND as LISTENER_SET
+from hairpin_proxy.gateway.listenersets import ListenerSet, attachment
 from hairpin_proxy.gateway.model import (
     GROUP,
     Gateway,
@@ -46,6 +49,7 @@ PROTOCOLS: Mapping[str, frozenset[str]] = {
 }
 
 GatewayIndex = Mapping[tuple[str, str], Gateway]
+ListenerSetIndex = Mapping[tuple[str, str], ListenerSet]
 
 
 def index_gateways(gateways: Collection[Gateway]) -> dict[tuple[str, str], Gateway]:
@@ -53,9 +57,10 @@ def index_gateways(gateways: Collection[Gateway]) -> dict[tuple[str, str], Gatew
     return {(g.meta.namespace, g.meta.name): g for g in gateways}
 
 
-def refusal(route: Route, gateway: Gateway, listener: Listener,
+def refusal(route: Route, gateway: Gateway | ListenerSet, listener: Listener,
             namespace_labels: Mapping[str, Mapping[str, str]]) -> str | None:
-    """Why ``listener`` does not take ``route`` (hostnames aside), or None when it does."""
+    """Why ``listener`` (of ``gateway``, or of a ListenerSet: "Same" is its namespace) does
+    not take ``route`` (hostnames aside), or None when it does."""
     allowed = PROTOCOLS.get(route.kind, frozenset())
     if listener.protocol not in allowed:
         return f"protocol {listener.protocol} does not carry {route.kind}"
@@ -99,23 +104,46 @@ def _acceptance(route: Route, ref: ParentRef, controller: str) -> str | None:
     return None
 
 
+def _parent(ref: ParentRef, gateways: GatewayIndex, listener_sets: ListenerSetIndex,
+            namespace_labels: Mapping[str, Mapping[str, str]], *, notes: list[str],
+            where: str) -> tuple[Gateway, Gateway | ListenerSet, tuple[Listener, ...]] | str:
+    """(the Gateway whose data plane serves ``ref``, the object holding its listeners, the
+    listeners) for a parentRef, or why it is not followed."""
+    if (ref.group, ref.kind) == (GROUP, "Gateway"):
+        gateway = gateways.get((ref.namespace, ref.name))
+        return "no such Gateway" if gateway is None else (gateway, gateway, gateway.listeners)
+    if (ref.group, ref.kind) != (GROUP, LISTENER_SET):
+        return "only Gateways and ListenerSets are followed; ignored"
+    ls = listener_sets.get((ref.namespace, ref.name))
+    if ls is None:
+        return "no such ListenerSet"
+    got = attachment(ls, gateways, namespace_labels)
+    if isinstance(got, str):
+        return f"not attached: {got}"
+    gateway, listeners, ls_notes = got
+    notes.extend(f"{where}: {note}" for note in ls_notes)
+    return gateway, ls, listeners
+
+
 def route_hosts(route: Route, gateways: GatewayIndex, classes: Mapping[str, GatewayClass],
                 served_controllers: Collection[str],
-                namespace_labels: Mapping[str, Mapping[str, str]],
+                namespace_labels: Mapping[str, Mapping[str, str]], *,
+                listener_sets: ListenerSetIndex | None = None,
                 ) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]]:
     """The names ``route`` gets, by target key ``gateway/NS/NAME`` (sorted, wildcards kept;
-    gateways that give it none are absent), and notes in words on what was left out and why."""
+    gateways that give it none are absent), and notes in words on what was left out and why.
+    A route on a ListenerSet (``listener_sets``, by namespace and name) gets its names for
+    the ListenerSet's Gateway."""
     notes = [f"{route}: {note}" for note in route.notes]
     found: dict[str, set[str]] = {}
     for ref in route.parent_refs:
         where = f"{route}: parent {ref}"
-        if (ref.group, ref.kind) != (GROUP, "Gateway"):
-            notes.append(f"{where}: only Gateways are followed; ignored")
+        parent = _parent(ref, gateways, listener_sets or {}, namespace_labels, notes=notes,
+                         where=where)
+        if isinstance(parent, str):
+            notes.append(f"{where}: {parent}")
             continue
-        gateway = gateways.get((ref.namespace, ref.name))
-        if gateway is None:
-            notes.append(f"{where}: no such Gateway")
-            continue
+        gateway, holder, listeners = parent
         cls = classes.get(gateway.class_name)
         if cls is None:
             notes.append(f"{where}: its GatewayClass {gateway.class_name} does not exist")
@@ -135,26 +163,41 @@ def route_hosts(route: Route, gateways: GatewayIndex, classes: Mapping[str, Gate
                 and cond.observed_generation < route.meta.generation:
             notes.append(f"{where}: accepted at generation {cond.observed_generation}, the "
                          f"route is at {route.meta.generation}; using its current hostnames")
-        refused: list[str] = []
-        attached = 0
-        for listener in gateway.listeners:
-            if not _picked(ref, listener):
-                continue
-            reason = refusal(route, gateway, listener, namespace_labels)
-            names = () if reason is not None \
-                else hostnames.intersect_all(listener.hostname, route.hostnames)
-            if reason is None and not names:
-                reason = f"hostname {listener.hostname} matches none of the route's hostnames"
-            if reason is not None:
-                refused.append(f"listener {listener.name}: {reason}")
-                continue
-            attached += 1
-            if names == (hostnames.ANY,):
-                notes.append(f"{where}: listener {listener.name} has no hostname and the route "
-                             "no hostnames, so every name matches and none can be derived")
-                continue
+        names, attach_notes = _attach(route, ref, holder, listeners,
+                                      namespace_labels=namespace_labels, where=where)
+        notes += attach_notes
+        if names:
             found.setdefault(gateway.key, set()).update(names)
-        if not attached:
-            detail = "; ".join(refused) if refused else "no listener matches its sectionName/port"
-            notes.append(f"{where}: accepted, but no listener takes it here: {detail}")
     return {key: tuple(sorted(names)) for key, names in sorted(found.items())}, tuple(notes)
+
+
+def _attach(route: Route, ref: ParentRef, holder: Gateway | ListenerSet,
+            listeners: tuple[Listener, ...], *,
+            namespace_labels: Mapping[str, Mapping[str, str]], where: str,
+            ) -> tuple[set[str], list[str]]:
+    """The names the listeners ``ref`` picks give ``route``, and notes."""
+    names: set[str] = set()
+    notes: list[str] = []
+    refused: list[str] = []
+    attached = 0
+    for listener in listeners:
+        if not _picked(ref, listener):
+            continue
+        reason = refusal(route, holder, listener, namespace_labels)
+        got = () if reason is not None \
+            else hostnames.intersect_all(listener.hostname, route.hostnames)
+        if reason is None and not got:
+            reason = f"hostname {listener.hostname} matches none of the route's hostnames"
+        if reason is not None:
+            refused.append(f"listener {listener.name}: {reason}")
+            continue
+        attached += 1
+        if got == (hostnames.ANY,):
+            notes.append(f"{where}: listener {listener.name} has no hostname and the route "
+                         "no hostnames, so every name matches and none can be derived")
+            continue
+        names.update(got)
+    if not attached:
+        detail = "; ".join(refused) if refused else "no listener matches its sectionName/port"
+        notes.append(f"{where}: accepted, but no listener takes it here: {detail}")
+    return names, notes

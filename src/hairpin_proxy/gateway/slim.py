@@ -55,7 +55,7 @@ def _listener(src: Any) -> Any:
 def slim_gateway(obj: JsonObj) -> JsonObj:
     out = _head(obj)
     if "spec" in obj:
-        spec = _pick(obj["spec"], ("gatewayClassName", "listeners"))
+        spec = _pick(obj["spec"], ("gatewayClassName", "listeners", "allowedListeners"))
         if isinstance(spec, dict) and "listeners" in spec:
             spec["listeners"] = _each(spec["listeners"], _listener)
         out["spec"] = spec
@@ -92,6 +92,40 @@ def slim_route(obj: JsonObj) -> JsonObj:
         status = _pick(obj["status"], ("parents",))
         if isinstance(status, dict) and "parents" in status:
             status["parents"] = _each(status["parents"], _parent_status)
+        out["status"] = status
+    return out
+
+
+def _conditions(src: Any) -> Any:
+    return _each(src, lambda c: _pick(c, ("type", "status", "observedGeneration", "reason")))
+
+
+def _listener_status(src: Any) -> Any:
+    out = _pick(src, ("name", "conditions"))
+    if isinstance(out, dict) and "conditions" in out:
+        out["conditions"] = _conditions(out["conditions"])
+    return out
+
+
+def slim_listener_set(obj: JsonObj) -> JsonObj:
+    """A ListenerSet: its parent Gateway, listeners, and the conditions saying whether it and
+    each listener were accepted."""
+    out = _head(obj)
+    if "spec" in obj:
+        spec = _pick(obj["spec"], ("parentRef", "listeners"))
+        if isinstance(spec, dict):
+            if "parentRef" in spec:
+                spec["parentRef"] = _pick(spec["parentRef"], _REF)
+            if "listeners" in spec:
+                spec["listeners"] = _each(spec["listeners"], _listener)
+        out["spec"] = spec
+    if "status" in obj:
+        status = _pick(obj["status"], ("conditions", "listeners"))
+        if isinstance(status, dict):
+            if "conditions" in status:
+                status["conditions"] = _conditions(status["conditions"])
+            if "listeners" in status:
+                status["listeners"] = _each(status["listeners"], _listener_status)
         out["status"] = status
     return out
 

@@ -36,6 +36,7 @@ import sys
 from collections.abc import Sequence
 
 from hairpin_proxy.verify.lb import LbAddress, LbIndex, canonical_ip, canonical_name
+from hairpin_proxy.wildcards import wildcard_base
 
 __all__ = [
     "NO_PUBLIC_DNS",
@@ -159,9 +160,8 @@ def normalize_host(host: str) -> str:
 def probe_name(host: str) -> str:
     """The name to resolve for ``host``: itself, or ``PROBE_LABEL`` under a wildcard."""
     host = normalize_host(host)
-    if host.startswith("*."):
-        return f"{PROBE_LABEL}.{host[2:]}"
-    return host
+    base = wildcard_base(host)
+    return host if base is None else f"{PROBE_LABEL}.{base}"
 
 
 def pending(host: str) -> Verdict:

@@ -1,7 +1,7 @@
-"""The Gateway API source: GatewayClasses, Gateways and routes (HTTPRoute, GRPCRoute, TLSRoute),
-watched only while the cluster serves them, plus the implementations' own objects that say
-whether a Gateway expects the PROXY protocol (Envoy Gateway's ClientTrafficPolicies, NGINX
-Gateway Fabric's NginxProxies).
+"""The Gateway API source: GatewayClasses, Gateways, ListenerSets and routes (HTTPRoute,
+GRPCRoute, TLSRoute), watched only while the cluster serves them, plus the implementations' own
+objects that say whether a Gateway expects the PROXY protocol (Envoy Gateway's
+ClientTrafficPolicies, NGINX Gateway Fabric's NginxProxies).
 
 Custom resources come and go: every ``--api-discovery-interval`` the served versions are looked
 up again, watches start for resources that appeared (in their preferred version) and stop for
@@ -21,7 +21,13 @@ from typing import TYPE_CHECKING, Any
 from hairpin_proxy.claims import ObjectRef
 from hairpin_proxy.controller.sources import MakeReflector, Source, SourceClaims, same_object
 from hairpin_proxy.gateway.claims import RouteClaims, claims_of_objects
-from hairpin_proxy.gateway.slim import slim_gateway, slim_gateway_class, slim_namespace, slim_route
+from hairpin_proxy.gateway.slim import (
+    slim_gateway,
+    slim_gateway_class,
+    slim_listener_set,
+    slim_namespace,
+    slim_route,
+)
 from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
 from hairpin_proxy.kube.discovery import served
 from hairpin_proxy.kube.watch import Reflector
@@ -86,6 +92,8 @@ class _Wanted:
 WANTED = (
     _Wanted(GATEWAY_GROUP, "gatewayclasses", _slim_gateway_class),
     _Wanted(GATEWAY_GROUP, "gateways", _slim_gateway),
+    # Standard channel since Gateway API v1.5: more listeners for a Gateway that allows them.
+    _Wanted(GATEWAY_GROUP, "listenersets", slim_listener_set),
     *(_Wanted(GATEWAY_GROUP, plural, slim_route) for plural in ROUTE_KINDS),
     _Wanted("gateway.envoyproxy.io", "clienttrafficpolicies", _slim_policy),
     _Wanted("gateway.nginx.org", "nginxproxies", _slim_policy),
@@ -253,7 +261,8 @@ class GatewaySource:
             w.objects(GATEWAY_GROUP, "gatewayclasses"), w.objects(GATEWAY_GROUP, "gateways"),
             [(kind, obj) for plural, kind in ROUTE_KINDS.items()
              for obj in w.objects(GATEWAY_GROUP, plural)],
-            wanted_classes=self.gateway_classes, policy=policy, namespace_labels=labels)
+            wanted_classes=self.gateway_classes, policy=policy, namespace_labels=labels,
+            listener_sets=w.objects(GATEWAY_GROUP, "listenersets"))
         for note in result.notes:
             self._note(note)
         self._memo = (key, result)
