@@ -82,11 +82,12 @@ def origin_key(origin: ObjectRef, created: str
     return (_instant(created), o.kind, o.namespace, o.name, o.uid, o.group)
 
 
-def age_key(claim: Claim) -> tuple[tuple[tuple[int, str], str, str, str, str, str], str, str]:
-    """Oldest first; uid, target and the timestamp's spelling only break ties between
-    otherwise identical origins, so the order is total and the result does not depend on
-    input order."""
-    return (origin_key(claim.origin, claim.created), claim.target, claim.created)
+def age_key(claim: Claim) -> tuple[tuple[tuple[int, str], str, str, str, str, str], str, str,
+                                   str]:
+    """Oldest first; uid, target, the timestamp's spelling and the host's form (``*.d`` or
+    ``**.d``, one name to decide on) only break ties between otherwise identical origins, so
+    the order is total and the result does not depend on input order."""
+    return (origin_key(claim.origin, claim.created), claim.target, claim.created, claim.host)
 
 
 def resolve(claims: Iterable[Claim], rename: Mapping[str, str] | None = None) -> Resolution:
