@@ -85,10 +85,6 @@ log = logging.getLogger("hairpin_proxy.controller")
 
 
 
-class _Done(Exception):
-    """The pass has nothing more to write."""
-
-
 def identity() -> str:
     """Pod name plus a random suffix, so a restarted pod is a new candidate."""
     host = os.environ.get("HOSTNAME") or socket.gethostname()
@@ -99,70 +95,90 @@ class Controller:
     def __init__(self, settings: ControllerSettings, client: KubeClient, namespace: str,
                  metrics: ControllerMetrics) -> None:
         s = settings
-        self.settings = s
-        self.client = client
-        self.namespace = namespace
-        self.metrics = metrics
+        self.settings, self.client, self.namespace, self.metrics = s, client, namespace, metrics
         self.identity = identity()
         self.target = s.legacy_target or default_target(s.cluster_domain, s.proxy_service,
-                                                                namespace)
+                                                        namespace)
         self.policy = HostPolicy.from_settings(s, self.target)
         # Grows whenever the policy changes (the Corefile's served zones), so that the
         # source knows when its last result no longer holds.
         self._policy_gen = 0
         self.dirty = asyncio.Event()
+        self._wakeup: asyncio.TimerHandle | None = None
+        self._origin_names: dict[ObjectRef, str] = {}
+        self.synced_once = False
+        # Each step builds its parts from those of the steps above it.
+        self._wire_edits()         # the pure edits of the ConfigMaps, the removal guard
+        self._wire_leadership()    # Events, the Lease, background tasks, fenced writes
+        self._wire_sources()       # where hosts come from, every Service, routing
+        self._wire_watches()       # the single objects read and written; readiness's caches
+        self._wire_reports()       # Events on objects, reverts, the targets table
+        self._wire_verification()  # the hosts' own answers (--verify-hosts)
+        self._wire_limits()        # held drops, the rules budget, the uninstall's withdrawal
+        self._wire_rules()         # the Corefile's facts, warnings, the DNS rules' writers
+        self._wire_sinks()         # every destination, in the order a pass writes them
+
+    # ------------------------------------------------------------------ wiring
+
+    def _reflector(self, path: str, kind: str, name: str | None = None,
+                   labels: str | None = None,
+                   transform: Callable[[JsonObj], JsonObj] | None = None) -> Reflector:
+        params = {"fieldSelector": f"metadata.name={name}"} if name else {}
+        if labels:
+            params["labelSelector"] = labels
+        made = Reflector(self.client, path, kind=kind, params=params, on_change=self.dirty.set,
+                         silence_timeout=self.settings.watch_timeout,
+                         on_restart=self._watch_restarted, transform=transform)
+        if name:
+            made.on_change = lambda: self._one_changed(made)
+        return made
+
+    def _wire_edits(self) -> None:
+        s = self.settings
         self.corefile_sink = CorednsSink(s.configmap_namespace, s.configmap_name,
                                          s.configmap_key, self.target, s.dns_port)
         self.import_sink = ImportSink(s.configmap_namespace, s.import_configmap_name,
                                       s.import_key, self.target)
-        self.published = PublishedSink(namespace, s.publish_configmap)
+        self.published = PublishedSink(self.namespace, s.publish_configmap)
         self.guard = RemovalGuard(s.mass_removal_fraction, s.mass_removal_grace,
                                   s.allow_mass_removal)
+
+    def _wire_leadership(self) -> None:
+        s, client = self.settings, self.client
         self.events = EventRecorder(client, instance=self.identity, interval=s.event_interval)
         self.elector: LeaderElector | None = None
         if s.leader_elect:
             self.elector = LeaderElector(
-                client, namespace=namespace, name=s.lease_name, identity=self.identity,
+                client, namespace=self.namespace, name=s.lease_name, identity=self.identity,
                 lease_duration=s.lease_duration, renew_deadline=s.renew_deadline,
                 retry_period=s.retry_period, on_change=self._leader_changed)
         else:
-            metrics.leader.set(1)
+            self.metrics.leader.set(1)
         self.background = Background()
         # Every replica writes the withdrawal of an uninstall: it must not wait for a Lease
         # that may be going with our namespace.
         self.tracker = WriteTracker(client, lambda: self.is_leader() or self.uninstalling(),
-                                    metrics.conflicts.inc)
+                                    self.metrics.conflicts.inc)
 
-        def reflector(path: str, kind: str, name: str | None = None,
-                      labels: str | None = None,
-                      transform: Callable[[JsonObj], JsonObj] | None = None) -> Reflector:
-            params = {"fieldSelector": f"metadata.name={name}"} if name else {}
-            if labels:
-                params["labelSelector"] = labels
-            made = Reflector(client, path, kind=kind, params=params, on_change=self.dirty.set,
-                             silence_timeout=s.watch_timeout, on_restart=self._watch_restarted,
-                             transform=transform)
-            if name:
-                made.on_change = lambda: self._one_changed(made)
-            return made
-
+    def _wire_sources(self) -> None:
+        s = self.settings
         # Where hosts come from, one registration each (hairpin_proxy.registry); their
         # claims meet in the plan.
-        built = build_sources(SourceContext(s, client, reflector, self.policy, metrics,
-                                            self.dirty.set))
+        built = build_sources(SourceContext(s, self.client, self._reflector, self.policy,
+                                            self.metrics, self.dirty.set))
         self.sources: list[Source] = list(built.values())
-        self.source = built["ingress"]
-        assert isinstance(self.source, IngressSource)
+        ingress = built["ingress"]
+        assert isinstance(ingress, IngressSource)
+        self.source = ingress
         gateway = built.get("gateway")
         self.gateway: GatewaySource | None = gateway if isinstance(gateway, GatewaySource) \
             else None
         # Every Service of the cluster: data planes are found among them, host verification
         # reads the load balancers' addresses, and our per-target Services are among them.
-        self.services = reflector(resource_path("v1", "services"), "services",
-                                  transform=slim_any_service)
-        self._wakeup: asyncio.TimerHandle | None = None
-        self._origin_names: dict[ObjectRef, str] = {}
-        self.routing = Routing(reflector, namespace, target_map=parse_target_flags(s.target),
+        self.services = self._reflector(resource_path("v1", "services"), "services",
+                                        transform=slim_any_service)
+        self.routing = Routing(self._reflector, self.namespace,
+                               target_map=parse_target_flags(s.target),
                                services=self.services, ingress=self.source,
                                gateway=self.gateway, cluster_domain=s.cluster_domain,
                                max_targets=s.max_targets, settle=s.target_settle,
@@ -170,6 +186,9 @@ class Controller:
                                wake_in=self._wake_in, target_server=s.target_server,
                                registered=[x for x in self.sources
                                            if isinstance(x, RegisteredSource)])
+
+    def _wire_watches(self) -> None:
+        s, namespace, reflector = self.settings, self.namespace, self._reflector
         # The ConfigMaps we edit keep their managedFields: they name who reverted us.
         self.coredns = reflector(resource_path("v1", "configmaps", s.configmap_namespace),
                                  "coredns-configmap", s.configmap_name, transform=as_is)
@@ -186,78 +205,100 @@ class Controller:
                                        namespace)
         self.node_local = [reflector(resource_path("v1", "configmaps", ns), f"configmap {name}",
                                      name, transform=as_is) for ns, name in NODE_LOCAL_CANDIDATES]
+        # The caches readiness waits for.
         self.reflectors = [*(r for src in self.sources for r in src.reflectors), self.coredns,
                            self.service, self.published_cm, self.slices, self.own_namespace,
                            self.services, *self.routing.reflectors]
-        self.reports = Reports(self.events, metrics, self.background, s.event_interval,
-                               self._involved)
-        self.reverts = RevertWatch(RevertPolicy(s.repair_backoff, s.repair_backoff_max,
-                                                s.revert_limit, s.revert_window),
-                                   metrics, self.reports, self._wake_in)
-        self.targets_writer = TargetsWriter(client, self.tracker, metrics, namespace=namespace,
-                                            configmap=s.targets_configmap,
-                                            table_cm=self.routing.table_cm,
-                                            services=self.services, proxy_service=self.service,
-                                            proxy_service_name=s.proxy_service)
-        self.verification: Verification | None = None
-        if s.verify_hosts == "on":
-            checker = HostChecker(make_resolver(s.verify_resolver), interval=s.verify_interval,
-                                  on_change=self.dirty.set)
-            self.verification = Verification(checker, self.services, self.source, metrics,
-                                             self.reports, wake=self.dirty.set)
         if s.node_local_dns == "auto":
             self.reflectors += self.node_local
         if s.mode == "coredns-import":
             self.reflectors.append(self.import_cm)
-        self.synced_once = False
-        self.held = HeldDrops(self.guard, metrics, self.dirty.set)
-        self.budget = RulesBudget(s.rules_budget, metrics)
+
+    def _wire_reports(self) -> None:
+        s = self.settings
+        self.reports = Reports(self.events, self.metrics, self.background, s.event_interval,
+                               self._involved)
+        self.reverts = RevertWatch(RevertPolicy(s.repair_backoff, s.repair_backoff_max,
+                                                s.revert_limit, s.revert_window),
+                                   self.metrics, self.reports, self._wake_in)
+        self.targets_writer = TargetsWriter(self.client, self.tracker, self.metrics,
+                                            namespace=self.namespace,
+                                            configmap=s.targets_configmap,
+                                            table_cm=self.routing.table_cm,
+                                            services=self.services, proxy_service=self.service,
+                                            proxy_service_name=s.proxy_service)
+
+    def _wire_verification(self) -> None:
+        s = self.settings
+        self.verification: Verification | None = None
+        if s.verify_hosts == "on":
+            checker = HostChecker(make_resolver(s.verify_resolver), interval=s.verify_interval,
+                                  on_change=self.dirty.set)
+            self.verification = Verification(checker, self.services, self.source, self.metrics,
+                                             self.reports, wake=self.dirty.set)
+
+    def _wire_limits(self) -> None:
+        s, namespace = self.settings, self.namespace
+        self.held = HeldDrops(self.guard, self.metrics, self.dirty.set)
+        self.budget = RulesBudget(s.rules_budget, self.metrics)
         self.withdrawal = Withdrawal(s, namespace, service=self.service, slices=self.slices,
                                      own_namespace=self.own_namespace, coredns=self.coredns,
-                                     metrics=metrics, reports=self.reports, wake=self.dirty.set)
+                                     metrics=self.metrics, reports=self.reports,
+                                     wake=self.dirty.set)
         # The objects held for the uninstall's withdrawal (controller/holds.py), watched so
         # that their deletion is noticed; not needed for readiness (an older RBAC may not
         # grant reading them).
         uninstall = self.withdrawal.uninstall
-        uninstall.account = reflector(resource_path("v1", "serviceaccounts", namespace),
-                                      "held-serviceaccount", holds.SERVICE_ACCOUNT)
-        uninstall.role = reflector(resource_path(holds.RBAC, "roles", s.configmap_namespace),
-                                   "held-role", holds.COREDNS_ROLE)
+        uninstall.account = self._reflector(resource_path("v1", "serviceaccounts", namespace),
+                                            "held-serviceaccount", holds.SERVICE_ACCOUNT)
+        uninstall.role = self._reflector(
+            resource_path(holds.RBAC, "roles", s.configmap_namespace), "held-role",
+            holds.COREDNS_ROLE)
         self.held_reflectors = [uninstall.account, uninstall.role]
-        self.facts = CorefileFacts(self.corefile_sink, metrics, self.reports,
+
+    def _wire_rules(self) -> None:
+        s = self.settings
+        self.facts = CorefileFacts(self.corefile_sink, self.metrics, self.reports,
                                    self._served_zones)
-        self.preflight = Preflight(s, client, self.coredns, self.corefile_sink, metrics,
-                                   services=self.services)
+        self.preflight = Preflight(s, self.client, self.coredns, self.corefile_sink,
+                                   self.metrics, services=self.services)
         self.rules = self._rules_sink()
         self.node_local_writer = NodeLocalWriter(self.node_local, s.cluster_domain,
-                                                 self.tracker, metrics, self.reports,
-                                                 reconcilers=Reconcilers(client),
+                                                 self.tracker, self.metrics, self.reports,
+                                                 reconcilers=Reconcilers(self.client),
                                                  reverts=self.reverts)
+
+    def _wire_sinks(self) -> None:
+        s = self.settings
         # In the order a pass writes them: the targets the proxies serve (the DNS rules answer
         # with their Services), the DNS rules, then what follows the rules.
         self.sinks: list[Sink] = [self.targets_writer, self.rules]
         if s.node_local_dns == "auto":
             self.sinks.append(self.node_local_writer)
-        self.netguard: DataPlaneGuard | None = None
-        self.side_reflectors: list[Reflector] = []
-        if s.guard_data_planes:
-            self.netguard = DataPlaneGuard(
-                client, self.tracker, metrics, self.reports, namespace=namespace,
-                services=self.services, proxy_service=self.withdrawal.proxy_service,
-                nodes=reflector(resource_path("v1", "nodes"), "nodes", transform=slim_node),
-                policies=reflector(GUARD_POLICIES, "guard-networkpolicies",
-                                   labels=GUARD_SELECTOR),
-                owner=reflector(resource_path("rbac.authorization.k8s.io/v1", "clusterroles"),
-                                "guard-clusterrole", name=GUARD_OWNER),
-                pod_cidrs=parse_cidrs(s.pod_cidr), wake_in=self._wake_in)
-            # Not among the caches readiness waits for: a guard whose RBAC is missing must
-            # not hold back the DNS rules (the sink waits for them on its own).
-            self.side_reflectors += self.netguard.reflectors
+        self.netguard = self._netguard()
+        # Not among the caches readiness waits for: a guard whose RBAC is missing must
+        # not hold back the DNS rules (the sink waits for them on its own).
+        self.side_reflectors: list[Reflector] = \
+            list(self.netguard.reflectors) if self.netguard is not None else []
+        if self.netguard is not None:
             # Before the published hosts, which stop a pass while uninstalling.
             self.sinks.append(self.netguard)
-        self.sinks.append(PublishedWriter(self.published, self.tracker, metrics,
+        self.sinks.append(PublishedWriter(self.published, self.tracker, self.metrics,
                                           configmap=self.published_cm, service=self.service,
-                                          service_key=f"{namespace}/{s.proxy_service}"))
+                                          service_key=f"{self.namespace}/{s.proxy_service}"))
+
+    def _netguard(self) -> DataPlaneGuard | None:
+        s, reflector = self.settings, self._reflector
+        if not s.guard_data_planes:
+            return None
+        return DataPlaneGuard(
+            self.client, self.tracker, self.metrics, self.reports, namespace=self.namespace,
+            services=self.services, proxy_service=self.withdrawal.proxy_service,
+            nodes=reflector(resource_path("v1", "nodes"), "nodes", transform=slim_node),
+            policies=reflector(GUARD_POLICIES, "guard-networkpolicies", labels=GUARD_SELECTOR),
+            owner=reflector(resource_path("rbac.authorization.k8s.io/v1", "clusterroles"),
+                            "guard-clusterrole", name=GUARD_OWNER),
+            pod_cidrs=parse_cidrs(s.pod_cidr), wake_in=self._wake_in)
 
     def _rules_sink(self) -> RulesSink:
         s = self.settings
@@ -434,72 +475,93 @@ class Controller:
         s = self.settings
         coredns_cm = self.tracker.current(self.coredns, s.configmap_namespace, s.configmap_name)
         self.facts.learn(coredns_cm)
-        # Uninstalling is a race with the namespace's deletion (our service account goes with
-        # it): the withdrawal is written before anything else is computed.
-        result = PolicyResult((), (), {}, ())
-        routed: Routed | None = None
-        claims: list[Claim] = []
-        if not self.withdrawal.uninstalling:
-            gathered = [await src.claims(self.policy, self._policy_gen) for src in self.sources]
-            claims = [c for g in gathered for c in g.claims]
-            rules = self.rules
-
-            def held_answers() -> Mapping[str, corefile.Answers]:
-                return rules.held_answers(coredns_cm)
-            routed = self.routing.route(claims, self.targets_writer.current(), held_answers)
-            self._report_routing(routed)
-            result = self._routed_result(routed, [r for g in gathered for r in g.rejections])
+        result, routed, claims = await self._route(coredns_cm)
         self.metrics.hosts_rejected.set(len(result.rejections))
         self.reports.rejections(result.rejections)
         try:
-            answers, withdrawn = self.withdrawal.answers()
-            self.withdrawal.set_reason(withdrawn)
-            held = await self.rules.read(coredns_cm)
-            wanted = await self._verified(result, held.hosts, routed)
-            if routed is not None:
-                wanted = self._fit(wanted, routed, claims, answers=answers, held=held,
-                                   rejected=len(result.rejections))
-            hosts = () if withdrawn else self.held.hosts(wanted, held.hosts)
-            desired = Desired(hosts, answers, held,
-                              routed=routed.answers if routed is not None else {},
-                              plan=routed.plan if routed is not None else None)
-            if hosts and not self.withdrawal.uninstalling:
-                # Before any rule exists: what its withdrawal on uninstall will need.
-                await self.withdrawal.uninstall.hold(self.client)
-            for sink in self.sinks:
-                if self.withdrawal.uninstalling and not sink.during_uninstall:
-                    # Our namespace, and what lives there, is going away: nothing can be
-                    # created there any more, and the DNS rules are already gone.
-                    raise _Done
-                await sink.write(desired)
-        except _Done:
-            pass
+            hosts = await self._write(coredns_cm, result, routed, claims)
         except NotLeading:
             return self._not_leading()
         except corefile.CorefileError as exc:
-            # Never write what we cannot parse; the next change to the ConfigMap retries.
-            self.metrics.parse_errors.inc()
-            self.metrics.reconciles.labels("corefile_error").inc()
-            log.error("cannot edit the Corefile; leaving it alone",
-                      extra={"configmap": self.corefile_sink.where, "error": str(exc)})
-            if s.mode == "coredns" and coredns_cm is not None:
-                # Someone's edit, not an object's: told on the ConfigMap (rate-limited).
-                self.reports.event({"apiVersion": "v1", "kind": "ConfigMap", **coredns_cm},
-                                   "CorefileNotEdited", f"hairpin-proxy leaves every rule as "
-                                   f"it is until the Corefile can be edited: {exc}", "Warning")
-            return await self._uninstall_end(withdrawn=False)
+            return await self._corefile_refused(exc, coredns_cm)
         except SinkError as exc:
             self.metrics.reconciles.labels("target_missing").inc()
             log.error("cannot write the rules", extra={"error": str(exc)})
             return await self._uninstall_end(withdrawn=False)
         except ApiError as exc:
-            self.tracker.forget_writes()
-            self.metrics.reconciles.labels("error").inc()
-            # An unreachable server is said once per outage by the client.
-            (log.debug if exc.reason == "Unreachable" else log.warning)(
-                "reconcile failed; will retry", extra={"error": str(exc)})
-            await self._uninstall_end(withdrawn=False)
-            return False
+            return await self._api_failed(exc)
+        return await self._written(hosts, result, routed, started)
+
+    async def _route(self, coredns_cm: JsonObj | None
+                     ) -> tuple[PolicyResult, Routed | None, list[Claim]]:
+        """Every source's claims, routed by the plan (nothing while uninstalling)."""
+        # Uninstalling is a race with the namespace's deletion (our service account goes with
+        # it): the withdrawal is written before anything else is computed.
+        if self.withdrawal.uninstalling:
+            return PolicyResult((), (), {}, ()), None, []
+        gathered = [await src.claims(self.policy, self._policy_gen) for src in self.sources]
+        claims = [c for g in gathered for c in g.claims]
+        rules = self.rules
+
+        def held_answers() -> Mapping[str, corefile.Answers]:
+            return rules.held_answers(coredns_cm)
+        routed = self.routing.route(claims, self.targets_writer.current(), held_answers)
+        self._report_routing(routed)
+        result = self._routed_result(routed, [r for g in gathered for r in g.rejections])
+        return result, routed, claims
+
+    async def _write(self, coredns_cm: JsonObj | None, result: PolicyResult,
+                     routed: Routed | None, claims: list[Claim]) -> tuple[str, ...]:
+        """The pass's hosts through verification, the limits and the guard, written to every
+        sink; the hosts written."""
+        answers, withdrawn = self.withdrawal.answers()
+        self.withdrawal.set_reason(withdrawn)
+        held = await self.rules.read(coredns_cm)
+        wanted = await self._verified(result, held.hosts, routed)
+        if routed is not None:
+            wanted = self._fit(wanted, routed, claims, answers=answers, held=held,
+                               rejected=len(result.rejections))
+        hosts = () if withdrawn else self.held.hosts(wanted, held.hosts)
+        desired = Desired(hosts, answers, held,
+                          routed=routed.answers if routed is not None else {},
+                          plan=routed.plan if routed is not None else None)
+        if hosts and not self.withdrawal.uninstalling:
+            # Before any rule exists: what its withdrawal on uninstall will need.
+            await self.withdrawal.uninstall.hold(self.client)
+        for sink in self.sinks:
+            if self.withdrawal.uninstalling and not sink.during_uninstall:
+                # Our namespace, and what lives there, is going away: nothing can be
+                # created there any more, and the DNS rules are already gone.
+                break
+            await sink.write(desired)
+        return hosts
+
+    async def _corefile_refused(self, exc: corefile.CorefileError,
+                                coredns_cm: JsonObj | None) -> bool:
+        # Never write what we cannot parse; the next change to the ConfigMap retries.
+        self.metrics.parse_errors.inc()
+        self.metrics.reconciles.labels("corefile_error").inc()
+        log.error("cannot edit the Corefile; leaving it alone",
+                  extra={"configmap": self.corefile_sink.where, "error": str(exc)})
+        if self.settings.mode == "coredns" and coredns_cm is not None:
+            # Someone's edit, not an object's: told on the ConfigMap (rate-limited).
+            self.reports.event({"apiVersion": "v1", "kind": "ConfigMap", **coredns_cm},
+                               "CorefileNotEdited", f"hairpin-proxy leaves every rule as "
+                               f"it is until the Corefile can be edited: {exc}", "Warning")
+        return await self._uninstall_end(withdrawn=False)
+
+    async def _api_failed(self, exc: ApiError) -> bool:
+        self.tracker.forget_writes()
+        self.metrics.reconciles.labels("error").inc()
+        # An unreachable server is said once per outage by the client.
+        (log.debug if exc.reason == "Unreachable" else log.warning)(
+            "reconcile failed; will retry", extra={"error": str(exc)})
+        await self._uninstall_end(withdrawn=False)
+        return False
+
+    async def _written(self, hosts: tuple[str, ...], result: PolicyResult,
+                       routed: Routed | None, started: float) -> bool:
+        """A pass that wrote what it meant to: its metrics, and what follows the first."""
         self.metrics.reconciles.labels("ok").inc()
         self.metrics.hosts_managed.set(len(hosts))
         self.metrics.last_sync.set(time.time())
