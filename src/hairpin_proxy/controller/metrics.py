@@ -11,6 +11,14 @@ from hairpin_proxy.metrics import Registry
 class ControllerMetrics:
     def __init__(self, registry: Registry) -> None:
         p = "hairpin_controller_"
+        self._passes(registry, p)
+        self._outcome(registry, p)
+        self._edits(registry, p)
+        self._limits(registry, p)
+        self._routing(registry, p)
+
+    def _passes(self, registry: Registry, p: str) -> None:
+        """Passes, writes, conflicts and watches."""
         self.reconciles = registry.counter(p + "reconciles_total", "Reconcile passes by result.",
                                            ("result",))
         self.writes = registry.counter(
@@ -23,6 +31,9 @@ class ControllerMetrics:
         self.watch_restarts = registry.counter(p + "watch_restarts_total",
                                                "Watches re-established, by kind and reason.",
                                                ("kind", "reason"))
+
+    def _outcome(self, registry: Registry, p: str) -> None:
+        """The passes' outcome, the Lease, warnings, Events and API requests."""
         self.hosts_managed = registry.gauge(p + "hosts_managed", "Hosts in the managed rules.")
         self.hosts_rejected = registry.gauge(p + "hosts_rejected",
                                              "Ingress hosts refused by the policy.")
@@ -47,6 +58,9 @@ class ControllerMetrics:
         self.withdrawn = registry.gauge(p + "rules_withdrawn",
                                         "1 while every rule is withdrawn (proxy Service missing "
                                         "or without ready endpoints, or uninstalling).")
+
+    def _edits(self, registry: Registry, p: str) -> None:
+        """The ConfigMaps we edit: what others do to them."""
         self.strays = registry.gauge(p + "stray_rules",
                                      "Rules of ours found outside the root server blocks "
                                      "(reported, never edited).")
@@ -64,6 +78,9 @@ class ControllerMetrics:
                                                 "--repair-backoff-max).", ("configmap",))
         self.throttled = registry.counter(p + "writes_throttled_total",
                                           "Passes held back by --write-interval.")
+
+    def _limits(self, registry: Registry, p: str) -> None:
+        """The rules budget, verification and the host policy's work."""
         self.rules_bytes = registry.gauge(p + "rules_bytes",
                                           "Bytes the managed hosts take in our rules (the "
                                           "budget is --rules-budget).")
@@ -89,6 +106,8 @@ class ControllerMetrics:
                                             "changed ones; all of them after an IngressClass "
                                             "default change).")
 
+    def _routing(self, registry: Registry, p: str) -> None:
+        """Targets and the hosts they leave out."""
         self.targets = registry.gauge(p + "targets",
                                       "Data planes named by the hosts' claims, by state "
                                       "(relayed, no-proxy, proxy-unknown, not-found).",

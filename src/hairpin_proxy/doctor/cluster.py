@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from hairpin_proxy import corefile
+from hairpin_proxy.claims import Claim
 from hairpin_proxy.controller.revert_policy import reverter
 from hairpin_proxy.controller.sinks.coredns import SinkError
 from hairpin_proxy.controller.sinks.nodelocal import (
@@ -122,18 +123,99 @@ async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
     s, policy, target_map = await _controller_settings(client, s, namespace, notes,
                                                        policy=policy,
                                                        target_map=target_map or {})
-    sys_ns = s.configmap_namespace
+    said = await _ask(_Asker(client, notes), s, namespace, target_map)
+    proxy_found = None if "read the proxy Service" in notes.failed \
+        else said.proxy_svc is not None
+    if proxy_found is False:
+        notes.problems.append(f"Service {namespace}/{s.proxy_service} not found: hairpin-proxy "
+                              "is not installed there (see --namespace / --proxy-service)")
+    rule_hosts, reload = _rules_in_effect(said, s, notes)
+    image = await _coredns_image(client, said.deployments, s.configmap_namespace, notes)
+    result: PolicyResult | None = None
+    if said.ingresses is not None and said.classes is not None:
+        result = evaluate(said.ingresses, said.classes, policy)
+    _note_unread(said, notes)
+    slots = _table(said.table_cm, f"{namespace}/{s.targets_configmap}",
+                   "read the targets table" in notes.failed, notes)
+    route_claims = routing.gateway_claims(said.gateway.objects, policy, s.gateway_class)
+    routed = _Routed(None, None, None) if result is None else _route(
+        said, s, namespace, policy, target_map, result=result, route_claims=route_claims.claims,
+        slots=slots, proxy_found=proxy_found)
+    facts = f.ClusterFacts(
+        lb_services=_lb_services(said.services),
+        proxy_service_found=proxy_found,
+        proxy_addresses=service_addresses(said.proxy_svc),
+        proxy_ready_endpoints=None if said.slices is None or said.proxy_svc is None
+        else f.ready_endpoints(said.slices),
+        rule_hosts=rule_hosts,
+        reload_plugin=reload,
+        node_local_dns=_node_local_dns(said.nld, said.daemonsets, notes),
+        node_local_configmap=said.node_local.where,
+        node_local_reconciled=said.node_local.reconciled,
+        node_local_zones=said.node_local.zones,
+        node_local_reverted_by=said.node_local.reverted_by,
+        coredns_image=image,
+        coredns_version=None if image is None else f.image_version(image),
+        ingress_addresses=_ingress_addresses(said.ingresses),
+        problems=tuple(notes.problems),
+        host_targets=routed.targets,
+        gateway_api=said.gateway.state,
+        target_slots=slots,
+        gateway_notes=route_claims.notes,
+        data_planes=routed.planes,
+    )
+    lb = None if said.services is None or said.ingresses is None \
+        else lb_addresses(said.services, said.ingresses)
+    return ClusterView(facts, routed.managed, lb)
 
-    async def lst(path: str, params: Mapping[str, str] | None = None) -> list[JsonObj]:
-        return (await client.list(path, params))[0]
 
-    def get(what: str, path: str) -> asyncio.Task[JsonObj | None]:
-        return asyncio.ensure_future(notes.ask(what, lambda: client.get(path)))
+class _Asker:
+    """One question to the API server each, started at once; a refusal is noted."""
 
-    def many(what: str, path: str, selector: str = "") -> asyncio.Task[list[JsonObj] | None]:
-        params = {"labelSelector": selector} if selector else None
-        return asyncio.ensure_future(notes.ask(what, lambda: lst(path, params)))
+    def __init__(self, client: KubeClient, notes: _Notes) -> None:
+        self.client, self.notes = client, notes
 
+    async def _list(self, path: str, params: Mapping[str, str] | None = None) -> list[JsonObj]:
+        return (await self.client.list(path, params))[0]
+
+    def get(self, what: str, path: str) -> asyncio.Task[JsonObj | None]:
+        return asyncio.ensure_future(self.notes.ask(what, lambda: self.client.get(path)))
+
+    def many(self, what: str, path: str, selector: str = "", field: str = ""
+             ) -> asyncio.Task[list[JsonObj] | None]:
+        params = {"labelSelector": selector} if selector else \
+            {"fieldSelector": field} if field else None
+        return asyncio.ensure_future(self.notes.ask(what, lambda: self._list(path, params)))
+
+
+@dataclass(frozen=True)
+class _Said:
+    """What the cluster answered (None: not read)."""
+    services: list[JsonObj] | None
+    proxy_svc: JsonObj | None
+    slices: list[JsonObj] | None
+    cm: JsonObj | None
+    import_cm: JsonObj | None
+    nld: JsonObj | None
+    daemonsets: list[JsonObj] | None
+    deployments: list[JsonObj] | None
+    ingresses: list[JsonObj] | None
+    classes: list[JsonObj] | None
+    node_local: _NodeLocal
+    table_cm: JsonObj | None
+    gateway: _GatewayRead
+    # Envoy Gateway's ClientTrafficPolicies and NGINX Gateway Fabric's NginxProxies, each
+    # with why they could not be listed ("" when they were).
+    policies: tuple[list[JsonObj], str]
+    proxies: tuple[list[JsonObj], str]
+    # The ConfigMaps PROXY detection reads, by "namespace/name".
+    detection_cms: dict[str, JsonObj]
+
+
+async def _ask(ask: _Asker, s: DoctorSettings, namespace: str,
+               target_map: dict[str, MapEntry]) -> _Said:
+    """Every question the doctor asks, all at once."""
+    sys_ns, client, get, many = s.configmap_namespace, ask.client, ask.get, ask.many
     t_services = many("list Services", resource_path("v1", "services"))
     t_proxy = get("read the proxy Service",
                   resource_path("v1", "services", namespace, s.proxy_service))
@@ -157,10 +239,9 @@ async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
     t_addon = many("look for the addon manager in kube-system",
                    resource_path("v1", "pods", "kube-system"), ADDON_MANAGER_SELECTOR)
     t_version = get("read the API server's version", "/version")
-    t_reverts = asyncio.ensure_future(notes.ask(
-        "list the controller's revert Events in kube-system",
-        lambda: lst(resource_path("v1", "events", "kube-system"),
-                    {"fieldSelector": "reason=ConfigMapReverted"})))
+    t_reverts = many("list the controller's revert Events in kube-system",
+                     resource_path("v1", "events", "kube-system"),
+                     field="reason=ConfigMapReverted")
     t_daemonsets = many("list DaemonSets in kube-system",
                         resource_path("apps/v1", "daemonsets", "kube-system"))
     t_deployments = many("list the CoreDNS Deployments",
@@ -178,9 +259,9 @@ async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
     nld, daemonsets, deployments = await t_nld, await t_daemonsets, await t_deployments
     ingresses, classes = await t_ingresses, await t_classes
     node_local = await _node_local_configmap(
-        t_nl_cms, notes, await t_addon or [], await t_version, await t_reverts)
+        t_nl_cms, ask.notes, await t_addon or [], await t_version, await t_reverts)
     table_cm, gateway_read = await t_table, await t_gateway
-    (policies, policies_refused), (proxies, proxies_refused) = await t_envoy, await t_nginx
+    policies, proxies = await t_envoy, await t_nginx
     # PROXY detection reads a few ConfigMaps by name; which ones depends on the answers above.
     asked_cms = [(ns, name, get(f"read ConfigMap {ns}/{name}",
                                 resource_path("v1", "configmaps", ns, name)))
@@ -189,14 +270,21 @@ async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
                                                        target_map)]
     detection_cms = {f"{ns}/{name}": cm for ns, name, task in asked_cms
                      if (cm := await task) is not None}
+    return _Said(services, proxy_svc, slices, cm, import_cm, nld, daemonsets, deployments,
+                 ingresses, classes, node_local, table_cm, gateway_read, policies, proxies,
+                 detection_cms)
 
-    lb_services = None
-    if services is not None:
-        lb_services = tuple(x for x in (f.lb_service(svc) for svc in services) if x is not None)
-    proxy_found = None if "read the proxy Service" in notes.failed else proxy_svc is not None
-    if proxy_found is False:
-        notes.problems.append(f"Service {namespace}/{s.proxy_service} not found: hairpin-proxy "
-                              "is not installed there (see --namespace / --proxy-service)")
+
+def _lb_services(services: list[JsonObj] | None) -> tuple[f.LbService, ...] | None:
+    if services is None:
+        return None
+    return tuple(x for x in (f.lb_service(svc) for svc in services) if x is not None)
+
+
+def _rules_in_effect(said: _Said, s: DoctorSettings, notes: _Notes
+                     ) -> tuple[tuple[str, ...] | None, bool | None]:
+    """The CoreDNS ConfigMap's rules in effect, and whether it has ``reload``."""
+    sys_ns, cm = s.configmap_namespace, said.cm
     text = _data(cm, s.configmap_key)
     if cm is not None and text is None:
         notes.problems.append(f"ConfigMap {sys_ns}/{s.configmap_name} has no "
@@ -204,93 +292,86 @@ async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
     elif cm is None and "read the CoreDNS ConfigMap" not in notes.failed:
         notes.problems.append(f"ConfigMap {sys_ns}/{s.configmap_name} not found "
                               "(see --configmap-namespace / --configmap-name)")
-    rule_hosts, reload = _rules(text, _data(import_cm, s.import_key), mode=s.mode,
-                                key=s.import_key, dns_port=s.dns_port, notes=notes)
-    image = None
+    return _rules(text, _data(said.import_cm, s.import_key), mode=s.mode,
+                  key=s.import_key, dns_port=s.dns_port, notes=notes)
+
+
+async def _coredns_image(client: KubeClient, deployments: list[JsonObj] | None, sys_ns: str,
+                         notes: _Notes) -> str | None:
     if deployments:
-        image = f.coredns_image(deployments[0])
-    elif deployments is not None:
-        fallback = await notes.ask("read the coredns Deployment", lambda: client.get(
-            resource_path("apps/v1", "deployments", sys_ns, "coredns")))
-        image = None if fallback is None else f.coredns_image(fallback)
+        return f.coredns_image(deployments[0])
+    if deployments is None:
+        return None
+    fallback = await notes.ask("read the coredns Deployment", lambda: client.get(
+        resource_path("apps/v1", "deployments", sys_ns, "coredns")))
+    return None if fallback is None else f.coredns_image(fallback)
+
+
+def _ingress_addresses(ingresses: list[JsonObj] | None) -> dict[str, tuple[str, ...]]:
     addresses: dict[str, tuple[str, ...]] = {}
     for ing in ingresses or []:
         hosts, status = f.ingress_hosts_and_status(ing)
         for h in hosts:
             addresses[h] = tuple(dict.fromkeys(addresses.get(h, ()) + status))
-    result: PolicyResult | None = None
-    if ingresses is not None and classes is not None:
-        result = evaluate(ingresses, classes, policy)
-    if gateway_read.problem:
-        notes.problems.append(gateway_read.problem)
-    for group, plural, why in ((ENVOY_GROUP, ENVOY_POLICIES, policies_refused),
-                               (NGINX_GROUP, NGINX_PROXIES, proxies_refused)):
+    return addresses
+
+
+def _note_unread(said: _Said, notes: _Notes) -> None:
+    """What of the Gateway API and of the data planes' settings could not be read."""
+    if said.gateway.problem:
+        notes.problems.append(said.gateway.problem)
+    for group, plural, why in ((ENVOY_GROUP, ENVOY_POLICIES, said.policies[1]),
+                               (NGINX_GROUP, NGINX_PROXIES, said.proxies[1])):
         if why:
             notes.problems.append(f"list {plural}.{group}: {why}: the PROXY setting of the "
                                   "Gateways they configure is unknown")
-    slots = _table(table_cm, f"{namespace}/{s.targets_configmap}",
-                   "read the targets table" in notes.failed, notes)
-    route_claims = routing.gateway_claims(gateway_read.objects, policy, s.gateway_class)
-    managed: tuple[str, ...] | None = None
-    targets: dict[str, f.HostTarget] | None = None
-    planes: tuple[DataPlaneFacts, ...] | None = None
-    if result is not None:
-        snap = Snapshot(
-            PlanSettings(policy, namespace=namespace, proxy_service=s.proxy_service,
-                         target_map=target_map, cluster_domain=s.cluster_domain,
-                         target_server=s.target_server, max_targets=s.max_targets),
-            ingresses=ingresses or [], ingress_classes=classes or [],
-            gateway_classes=gateway_read.objects.classes,
-            gateways=gateway_read.objects.gateways, services=services or [],
-            configmaps=detection_cms, client_traffic_policies=policies,
-            nginx_proxies={_key_of(p): p for p in proxies})
-        claims = [*ingress_claims(result, snap), *route_claims.claims]
-        managed = tuple(sorted({c.host for c in claims}))
-        # Every data plane is found among the Services: without them each target would read
-        # as "not found", a wrong answer rather than an unknown one.
-        if services is not None:
-            facts_for_targets = target_facts(snap)
-            ours = routing.ProxyServices(
-                namespace=namespace, main=s.proxy_service,
-                main_found=proxy_found, main_addresses=service_addresses(proxy_svc),
-                by_name={str((svc.get("metadata") or {}).get("name")): service_addresses(svc)
-                         for svc in services
-                         if (svc.get("metadata") or {}).get("namespace") == namespace
-                         and slot_of_service_name(
-                             str((svc.get("metadata") or {}).get("name"))) is not None})
-            targets, decided = routing.host_targets(
-                claims, facts_for_targets, target_map, slots, ours,
-                unreadable=routing.Unreadable(policies_refused, proxies_refused),
-                max_slots=s.max_targets,
-                settling=routing.Settling(
-                    targets_table.decode_published(_data(table_cm, targets_table.PUBLISHED_KEY)),
-                    s.target_settle, time.time()))
-            planes = data_planes(decided, facts_for_targets)
-    facts = f.ClusterFacts(
-        lb_services=lb_services,
-        proxy_service_found=proxy_found,
-        proxy_addresses=service_addresses(proxy_svc),
-        proxy_ready_endpoints=None if slices is None or proxy_svc is None
-        else f.ready_endpoints(slices),
-        rule_hosts=rule_hosts,
-        reload_plugin=reload,
-        node_local_dns=_node_local_dns(nld, daemonsets, notes),
-        node_local_configmap=node_local.where,
-        node_local_reconciled=node_local.reconciled,
-        node_local_zones=node_local.zones,
-        node_local_reverted_by=node_local.reverted_by,
-        coredns_image=image,
-        coredns_version=None if image is None else f.image_version(image),
-        ingress_addresses=addresses,
-        problems=tuple(notes.problems),
-        host_targets=targets,
-        gateway_api=gateway_read.state,
-        target_slots=slots,
-        gateway_notes=route_claims.notes,
-        data_planes=planes,
-    )
-    lb = None if services is None or ingresses is None else lb_addresses(services, ingresses)
-    return ClusterView(facts, managed, lb)
+
+
+@dataclass(frozen=True)
+class _Routed:
+    managed: tuple[str, ...] | None
+    targets: dict[str, f.HostTarget] | None
+    planes: tuple[DataPlaneFacts, ...] | None
+
+
+def _route(said: _Said, s: DoctorSettings, namespace: str, policy: HostPolicy,
+           target_map: dict[str, MapEntry], *, result: PolicyResult,
+           route_claims: Sequence[Claim], slots: dict[str, int] | None,
+           proxy_found: bool | None) -> _Routed:
+    """The hosts the controller would manage, and where each would go, as its plan says."""
+    services, proxy_svc = said.services, said.proxy_svc
+    snap = Snapshot(
+        PlanSettings(policy, namespace=namespace, proxy_service=s.proxy_service,
+                     target_map=target_map, cluster_domain=s.cluster_domain,
+                     target_server=s.target_server, max_targets=s.max_targets),
+        ingresses=said.ingresses or [], ingress_classes=said.classes or [],
+        gateway_classes=said.gateway.objects.classes,
+        gateways=said.gateway.objects.gateways, services=services or [],
+        configmaps=said.detection_cms, client_traffic_policies=said.policies[0],
+        nginx_proxies={_key_of(p): p for p in said.proxies[0]})
+    claims = [*ingress_claims(result, snap), *route_claims]
+    managed = tuple(sorted({c.host for c in claims}))
+    # Every data plane is found among the Services: without them each target would read
+    # as "not found", a wrong answer rather than an unknown one.
+    if services is None:
+        return _Routed(managed, None, None)
+    facts_for_targets = target_facts(snap)
+    ours = routing.ProxyServices(
+        namespace=namespace, main=s.proxy_service,
+        main_found=proxy_found, main_addresses=service_addresses(proxy_svc),
+        by_name={str((svc.get("metadata") or {}).get("name")): service_addresses(svc)
+                 for svc in services
+                 if (svc.get("metadata") or {}).get("namespace") == namespace
+                 and slot_of_service_name(
+                     str((svc.get("metadata") or {}).get("name"))) is not None})
+    targets, decided = routing.host_targets(
+        claims, facts_for_targets, target_map, slots, ours,
+        unreadable=routing.Unreadable(said.policies[1], said.proxies[1]),
+        max_slots=s.max_targets,
+        settling=routing.Settling(
+            targets_table.decode_published(_data(said.table_cm, targets_table.PUBLISHED_KEY)),
+            s.target_settle, time.time()))
+    return _Routed(managed, targets, data_planes(decided, facts_for_targets))
 
 
 async def _served(client: KubeClient, group: str, plurals: tuple[str, ...]
