@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
@@ -246,12 +246,8 @@ def _forged_planes(s: DoctorSettings, c: f.ClusterFacts | None, api_note: str
     return c.data_planes, ""
 
 
-def diagnose(s: DoctorSettings, progress: Progress | None = None) -> Report:
-    """Gather every fact and decide every verdict within ``budget(s.timeout)`` seconds
-    (raises UsageError)."""
-    started = time.monotonic()
-    end = started + budget(s.timeout)
-    show = progress.show if progress is not None else (lambda text: None)
+def _checked_flags(s: DoctorSettings) -> tuple[dict[str, tuple[str, ...]], dict[str, MapEntry]]:
+    """``--resolve`` and ``--target`` parsed, every other flag checked (raises UsageError)."""
     if not (0 <= s.port <= 65535 and 0 <= s.tls_port <= 65535):
         raise UsageError("--port and --tls-port must be between 0 and 65535")
     if not s.timeout > 0:
@@ -270,13 +266,21 @@ def diagnose(s: DoctorSettings, progress: Progress | None = None) -> Report:
             parse_servers(s.verify_resolver)
         except ValueError as exc:
             raise UsageError(f"--verify-resolver: {exc}") from None
+    return overrides, target_map
+
+
+def diagnose(s: DoctorSettings, progress: Progress | None = None) -> Report:
+    """Gather every fact and decide every verdict within ``budget(s.timeout)`` seconds
+    (raises UsageError)."""
+    started = time.monotonic()
+    end = started + budget(s.timeout)
+    show = progress.show if progress is not None else (lambda text: None)
+    overrides, target_map = _checked_flags(s)
     if s.api:
         show("asking the API")
     cluster = _ask_cluster(s, min(api_limit(s.timeout), end - time.monotonic()), target_map)
     hosts, notes = _hosts(s, cluster)
     c = cluster.facts
-    targets = (c.host_targets if c else None) or {}
-    lb_index = f.lb_address_index(c.lb_services or ()) if c else {}
     ports = [(p, tls) for p, tls in ((s.port, False), (s.tls_port, True)) if p]
     planes, forged_note = _forged_planes(s, c, cluster.note)
     # One more for the host verification, which runs its own event loop.
@@ -284,49 +288,15 @@ def diagnose(s: DoctorSettings, progress: Progress | None = None) -> Report:
     # Daemon threads: past the deadline the report goes out and the process exits while a
     # lookup or a connection may still be running in one of them.
     pool = DaemonPool(workers, "doctor")
-    total = len(hosts)
     try:
         forging = start_checks(planes, timeout=s.timeout, pool=pool, deadline=end)
         verifying = _start_verification(s, cluster, hosts, pool, end)
-        # The lookups leave one probe timeout for the probes.
-        lookups = [start_resolve(_probe_name(h), overrides, s.timeout, pool,
-                                 deadline=end - s.timeout) for h in hosts]
-        resolutions = []
-        pending = []
-        for i, (h, wait) in enumerate(zip(hosts, lookups, strict=True)):
-            show(f"resolving {i}/{total} hosts")
-            res = wait()
-            resolutions.append(res)
-            # Each host's probes start as soon as its answer is in.
-            started_probes: dict[bool, Callable[[], PortProbe]] = {}
-            if res.addresses:
-                first = res.addresses[0]  # the address a client tries first
-                for port, over_tls in ports:
-                    started_probes[over_tls] = start_probe(
-                        first, port, host=_probe_name(h), tls=over_tls, timeout=s.timeout,
-                        pool=pool, deadline=end)
-            pending.append(started_probes)
-        reports = []
-        for i, (h, res, probes) in enumerate(zip(hosts, resolutions, pending, strict=True)):
-            show(f"probing {i}/{total} hosts")
-            http_probe = probes[False]() if False in probes else None
-            tls_probe = probes[True]() if True in probes else None
-            reports.append((h, res, http_probe, tls_probe))
-        show(f"probing {total}/{total} hosts, checking public DNS")
+        reports = _probed(s, hosts, overrides, ports, pool=pool, end=end, show=show)
+        show(f"probing {len(hosts)}/{len(hosts)} hosts, checking public DNS")
         checks = verifying()
         if s.verify_hosts == "on":
             notes = (*notes, *_no_public_dns(checks))
-        out = []
-        for (h, res, http_probe, tls_probe), check in zip(reports, checks, strict=True):
-            target = targets.get(h)
-            proxy_addrs = (*s.proxy_address, *_proxy_addresses(target, c))
-            kinds = tuple(f.classify_address(a, lb_index, proxy_addrs) for a in res.addresses)
-            facts = f.HostFacts(h, res, kinds, http_probe, tls_probe,
-                                _match_lb(h, res.addresses, kinds, c), c, check, target)
-            v = host_verdict(facts)
-            log.debug("host checked", extra={"host": h, "verdict": v.code,
-                                             "verification": check.code if check else None})
-            out.append(HostReport(facts, v))
+        out = _host_reports(s, c, reports, checks)
         forged = tuple(forging())
     finally:
         # Lookups and probes that outlived the deadline must not hold the report back.
@@ -336,6 +306,60 @@ def diagnose(s: DoctorSettings, progress: Progress | None = None) -> Report:
     log.debug("doctor done", extra={"seconds": round(time.monotonic() - started, 3),
                                     "deadline": round(end - started, 3)})
     return Report(tuple(out), c, cluster.note, notes, forged=forged, forged_note=forged_note)
+
+
+_Probed = tuple[str, f.Resolution, PortProbe | None, PortProbe | None]
+
+
+def _probed(s: DoctorSettings, hosts: Sequence[str], overrides: Mapping[str, tuple[str, ...]],
+            ports: list[tuple[int, bool]], *, pool: DaemonPool, end: float,
+            show: Callable[[str], None]) -> list[_Probed]:
+    """Each host resolved, then probed on the address a client tries first."""
+    total = len(hosts)
+    # The lookups leave one probe timeout for the probes.
+    lookups = [start_resolve(_probe_name(h), overrides, s.timeout, pool,
+                             deadline=end - s.timeout) for h in hosts]
+    resolutions = []
+    pending = []
+    for i, (h, wait) in enumerate(zip(hosts, lookups, strict=True)):
+        show(f"resolving {i}/{total} hosts")
+        res = wait()
+        resolutions.append(res)
+        # Each host's probes start as soon as its answer is in.
+        started_probes: dict[bool, Callable[[], PortProbe]] = {}
+        if res.addresses:
+            first = res.addresses[0]  # the address a client tries first
+            for port, over_tls in ports:
+                started_probes[over_tls] = start_probe(
+                    first, port, host=_probe_name(h), tls=over_tls, timeout=s.timeout,
+                    pool=pool, deadline=end)
+        pending.append(started_probes)
+    reports = []
+    for i, (h, res, probes) in enumerate(zip(hosts, resolutions, pending, strict=True)):
+        show(f"probing {i}/{total} hosts")
+        http_probe = probes[False]() if False in probes else None
+        tls_probe = probes[True]() if True in probes else None
+        reports.append((h, res, http_probe, tls_probe))
+    return reports
+
+
+def _host_reports(s: DoctorSettings, c: f.ClusterFacts | None, reports: list[_Probed],
+                  checks: Sequence[f.Verification | None]) -> list[HostReport]:
+    """Each host's facts and verdict."""
+    targets = (c.host_targets if c else None) or {}
+    lb_index = f.lb_address_index(c.lb_services or ()) if c else {}
+    out = []
+    for (h, res, http_probe, tls_probe), check in zip(reports, checks, strict=True):
+        target = targets.get(h)
+        proxy_addrs = (*s.proxy_address, *_proxy_addresses(target, c))
+        kinds = tuple(f.classify_address(a, lb_index, proxy_addrs) for a in res.addresses)
+        facts = f.HostFacts(h, res, kinds, http_probe, tls_probe,
+                            _match_lb(h, res.addresses, kinds, c), c, check, target)
+        v = host_verdict(facts)
+        log.debug("host checked", extra={"host": h, "verdict": v.code,
+                                         "verification": check.code if check else None})
+        out.append(HostReport(facts, v))
+    return out
 
 
 def run(settings: DoctorSettings) -> int:
