@@ -107,22 +107,23 @@ class Controller:
         self._wakeup: asyncio.TimerHandle | None = None
         self._origin_names: dict[ObjectRef, str] = {}
         self.synced_once = False
-        # Each step builds its parts from those of the steps above it.
-        self._wire_edits()         # the pure edits of the ConfigMaps, the removal guard
-        self._wire_leadership()    # Events, the Lease, background tasks, fenced writes
-        self._wire_sources()       # where hosts come from, every Service, routing
-        self._wire_watches()       # the single objects read and written; readiness's caches
-        self._wire_reports()       # Events on objects, reverts, the targets table
-        self._wire_verification()  # the hosts' own answers (--verify-hosts)
-        self._wire_limits()        # held drops, the rules budget, the uninstall's withdrawal
-        self._wire_rules()         # the Corefile's facts, warnings, the DNS rules' writers
-        self._wire_sinks()         # every destination, in the order a pass writes them
+        # In order: each step builds its parts from those of the steps above it.
+        self._wire_edits()
+        self._wire_leadership()
+        self._wire_sources()
+        self._wire_watches()
+        self._wire_reports()
+        self._wire_verification()
+        self._wire_limits()
+        self._wire_rules()
+        self._wire_sinks()
 
     # ------------------------------------------------------------------ wiring
 
     def _reflector(self, path: str, kind: str, name: str | None = None,
                    labels: str | None = None,
                    transform: Callable[[JsonObj], JsonObj] | None = None) -> Reflector:
+        """A cache of ``path`` (one object when ``name`` is given) whose changes wake a pass."""
         params = {"fieldSelector": f"metadata.name={name}"} if name else {}
         if labels:
             params["labelSelector"] = labels
@@ -134,6 +135,7 @@ class Controller:
         return made
 
     def _wire_edits(self) -> None:
+        """The pure edits of the ConfigMaps, the removal guard."""
         s = self.settings
         self.corefile_sink = CorednsSink(s.configmap_namespace, s.configmap_name,
                                          s.configmap_key, self.target, s.dns_port)
@@ -144,6 +146,7 @@ class Controller:
                                   s.allow_mass_removal)
 
     def _wire_leadership(self) -> None:
+        """Events, the Lease, background tasks, fenced writes."""
         s, client = self.settings, self.client
         self.events = EventRecorder(client, instance=self.identity, interval=s.event_interval)
         self.elector: LeaderElector | None = None
@@ -161,6 +164,7 @@ class Controller:
                                     self.metrics.conflicts.inc)
 
     def _wire_sources(self) -> None:
+        """Where hosts come from, every Service, routing."""
         s = self.settings
         # Where hosts come from, one registration each (hairpin_proxy.registry); their
         # claims meet in the plan.
@@ -188,6 +192,7 @@ class Controller:
                                            if isinstance(x, RegisteredSource)])
 
     def _wire_watches(self) -> None:
+        """The single objects read and written; readiness's caches."""
         s, namespace, reflector = self.settings, self.namespace, self._reflector
         # The ConfigMaps we edit keep their managedFields: they name who reverted us.
         self.coredns = reflector(resource_path("v1", "configmaps", s.configmap_namespace),
@@ -215,6 +220,7 @@ class Controller:
             self.reflectors.append(self.import_cm)
 
     def _wire_reports(self) -> None:
+        """Events on objects, reverts, the targets table."""
         s = self.settings
         self.reports = Reports(self.events, self.metrics, self.background, s.event_interval,
                                self._involved)
@@ -229,6 +235,7 @@ class Controller:
                                             proxy_service_name=s.proxy_service)
 
     def _wire_verification(self) -> None:
+        """The hosts' own answers (--verify-hosts)."""
         s = self.settings
         self.verification: Verification | None = None
         if s.verify_hosts == "on":
@@ -238,6 +245,7 @@ class Controller:
                                              self.reports, wake=self.dirty.set)
 
     def _wire_limits(self) -> None:
+        """Held drops, the rules budget, the uninstall's withdrawal."""
         s, namespace = self.settings, self.namespace
         self.held = HeldDrops(self.guard, self.metrics, self.dirty.set)
         self.budget = RulesBudget(s.rules_budget, self.metrics)
@@ -257,6 +265,7 @@ class Controller:
         self.held_reflectors = [uninstall.account, uninstall.role]
 
     def _wire_rules(self) -> None:
+        """The Corefile's facts, warnings, the DNS rules' writers."""
         s = self.settings
         self.facts = CorefileFacts(self.corefile_sink, self.metrics, self.reports,
                                    self._served_zones)
@@ -269,6 +278,7 @@ class Controller:
                                                  reverts=self.reverts)
 
     def _wire_sinks(self) -> None:
+        """Every destination, in the order a pass writes them."""
         s = self.settings
         # In the order a pass writes them: the targets the proxies serve (the DNS rules answer
         # with their Services), the DNS rules, then what follows the rules.
