@@ -35,6 +35,7 @@ from hairpin_proxy.plan.objects import snapshot_of
 from hairpin_proxy.plan.snapshot import Rooms
 from hairpin_proxy.policy import HostPolicy, PolicyResult, default_target
 from hairpin_proxy.published import KEYS as PUBLISHED_KEYS
+from hairpin_proxy.registry import turned_on
 from hairpin_proxy.settings import RenderSettings, usage_error
 from hairpin_proxy.targets.mapping import parse_target_flags
 from hairpin_proxy.targets.table import TABLE_KEY
@@ -181,7 +182,7 @@ def snapshot(s: RenderSettings, objects: Sequence[dict[str, Any]], ips: Sequence
         target_map=target_map, cluster_domain=s.cluster_domain, target_server=s.target_server,
         max_targets=s.max_targets, settle=0.0, dns_ttl=s.dns_ttl,
         gateway_api=s.gateway_api == "auto", gateway_classes=s.gateway_class,
-        rules_budget=s.rules_budget)
+        rules_budget=s.rules_budget, sources_on=turned_on(s))
     objs = list(objects)
     if ips:
         main = (s.namespace, s.proxy_service)
