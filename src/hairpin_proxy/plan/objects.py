@@ -94,6 +94,13 @@ def _sorted(objs: list[Mapping[str, Any]], settings: PlanSettings
     return fields, registered, extra
 
 
+def registered_of(objects: Iterable[Mapping[str, Any]], settings: PlanSettings
+                  ) -> tuple[dict[str, dict[str, list[Obj]]], dict[str, list[Obj]]]:
+    """The snapshot's ``registered`` and ``extra_facts`` from ``objects``."""
+    _, registered, extra = _sorted(list(objects), settings)
+    return registered, extra
+
+
 def snapshot_of(objects: Iterable[Mapping[str, Any]], settings: PlanSettings, *,
                 targets_configmap: str, now: float = 0.0,
                 classes_known: bool | None = None) -> Snapshot:
