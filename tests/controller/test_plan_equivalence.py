@@ -291,3 +291,34 @@ def test_doctor_says_when_the_deployment_cannot_be_read(cluster: FakeApiServer,
     problems = asyncio.run(ask())
     assert any("Deployment hairpin-proxy/hairpin-proxy-controller: its flags cannot be read"
                in p and "taken from doctor's flags" in p for p in problems), problems
+
+
+MANIFEST = Path(__file__).resolve().parents[2] / "deploy" / "hairpin-proxy.yaml"
+RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+
+
+def test_doctor_says_when_a_registered_source_cannot_be_listed(
+        cluster: FakeApiServer, tmp_path: Path) -> None:
+    """With the controller's service account of the default install (the IngressRoutes'
+    RBAC is an opt-in component), doctor asked for IngressRoutes says it may not list them
+    and claims none of their hosts, rather than reading the silence as none."""
+    for doc in yaml.safe_load_all(MANIFEST.read_text()):
+        if doc and doc["kind"] in RBAC_KINDS:
+            cluster.create(doc)
+    case = load(CORPUS / "27-traefik-ingressroute.yaml")
+    setup(cluster, case)
+    token = cluster.service_account_token(NAMESPACE, "hairpin-proxy-controller")
+    config = cluster.write_kubeconfig(tmp_path / "sa.kubeconfig", token=token)
+    s = _settings(DoctorSettings, "doctor", ["--namespace", NAMESPACE, *case["args"]])
+
+    async def ask() -> tuple[tuple[str, ...], tuple[str, ...] | None]:
+        client = KubeClient.from_cluster(load_kubeconfig(config), timeout=10)
+        try:
+            view = await gather(client, s, NAMESPACE, policy_for(s, NAMESPACE), {})
+        finally:
+            await client.close()
+        return view.facts.problems, view.managed
+    problems, managed = asyncio.run(ask())
+    assert any(p.startswith("could not list ingressroutes.traefik.io, deployments.apps (403")
+               and "are unknown" in p for p in problems), problems
+    assert managed is not None and "shop.example.com" not in managed
