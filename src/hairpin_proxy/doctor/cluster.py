@@ -31,7 +31,7 @@ from hairpin_proxy.plan.claims import ingress_claims, registered_claims
 from hairpin_proxy.plan.core import target_facts
 from hairpin_proxy.plan.objects import registered_of
 from hairpin_proxy.policy import HostPolicy, PolicyResult, default_target, evaluate
-from hairpin_proxy.registry import REGISTRATIONS, Resource, turned_on
+from hairpin_proxy.registry import GATEWAY, REGISTRATIONS, Resource, turned_on
 from hairpin_proxy.settings import DoctorSettings
 from hairpin_proxy.targets import table as targets_table
 from hairpin_proxy.targets.discovery import NAME_LABEL, service_addresses
@@ -54,9 +54,10 @@ T = TypeVar("T")
 GATEWAY_GROUP = "gateway.networking.k8s.io"
 # The IngressClass controller whose PROXY setting lives in cilium-config.
 CILIUM_INGRESS = "cilium.io/ingress-controller"
-# Route kinds by plural, as the Gateway API names them.
-ROUTE_KINDS = {"httproutes": "HTTPRoute", "grpcroutes": "GRPCRoute", "tlsroutes": "TLSRoute"}
-GATEWAY_PLURALS = ("gatewayclasses", "gateways", "listenersets", *ROUTE_KINDS)
+# The Gateway API source's kinds, as its registration names them: route kinds by plural, and
+# every plural of the group in the registry's order.
+ROUTE_KINDS = {r.plural: r.kind for r in GATEWAY.resources if r.plural in GATEWAY.claiming}
+GATEWAY_PLURALS = tuple(r.plural for r in GATEWAY.resources if r.group == GATEWAY_GROUP)
 ENVOY_GROUP, ENVOY_POLICIES = "gateway.envoyproxy.io", "clienttrafficpolicies"
 NGINX_GROUP, NGINX_PROXIES = "gateway.nginx.org", "nginxproxies"
 # The controller's default --targets-configmap.
