@@ -5,6 +5,7 @@ snapshot lacks. End to end against the controller: tests/controller/test_plan_eq
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -146,3 +147,43 @@ def test_only_the_settings_objects_the_controller_reads_are_read() -> None:
                        targets_configmap="hairpin-proxy-targets")
     assert set(snap.configmaps) == {"ingress-nginx/ingress-nginx-controller"}
     assert snap.targets_configmap is None
+
+
+def test_every_kind_a_built_in_registration_reads_has_its_place_in_the_snapshot() -> None:
+    """The registry is the one list of kinds: a kind added there that the snapshot has no
+    field for would be silently dropped by render and doctor."""
+    from hairpin_proxy.plan.objects import _FIELDS
+    from hairpin_proxy.registry import REGISTRATIONS
+    for reg in REGISTRATIONS:
+        if reg.claims_of is None:
+            for r in reg.resources:
+                assert r.kind == "ConfigMap" or r.plural in _FIELDS, (reg.name, r.plural)
+
+
+def _route(group: str, name: str, host: str) -> dict[str, Any]:
+    return {"apiVersion": f"{group}/v1alpha1", "kind": "IngressRoute",
+            "metadata": {"namespace": "shop", "name": name, "uid": f"uid-{name}"},
+            "spec": {"routes": [{"kind": "Rule", "match": f"Host(`{host}`)"}], "tls": {}}}
+
+
+def test_ingressroutes_are_read_only_when_their_source_is_on() -> None:
+    objs = [*corpus("27-traefik-ingressroute")["objects"],
+            _route("traefik.containo.us", "old", "old.example.com"),
+            {"apiVersion": "apps/v1", "kind": "Deployment",
+             "metadata": {"namespace": "kube-system", "name": "other"}}]
+    off = snapshot_of(objs, SETTINGS, targets_configmap="hairpin-proxy-targets")
+    assert off.registered == {} and off.extra_facts == {}
+    assert "shop.example.com" not in {c.host for c in plan(off).claims}
+    on = snapshot_of(objs, dataclasses.replace(SETTINGS, sources_on=frozenset(
+        {"ingress", "gateway", "traefik-ingressroute"})), targets_configmap="t")
+    groups = on.registered["traefik-ingressroute"]
+    assert [o["metadata"]["name"] for o in groups["traefik.io"]] == ["shop"]
+    assert [o["metadata"]["name"] for o in groups["traefik.containo.us"]] == ["old"]
+    # Only the Deployment the registration names, slimmed as the controller slims it.
+    [deployment] = on.extra_facts["traefik-ingressroute/deployments"]
+    assert deployment["metadata"]["name"] == "traefik" and "labels" not in deployment["metadata"]
+    # traefik.io is served (it has objects): the legacy group's routes are not read.
+    claims = {c.host: c for c in plan(on).claims}
+    assert set(claims) == {"shop.example.com", "www.shop.example.com"}
+    assert claims["shop.example.com"].origin == ObjectRef(
+        "IngressRoute", "shop", "shop", "", "traefik.io")

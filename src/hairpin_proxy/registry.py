@@ -134,5 +134,12 @@ CORE_RULES: Final = frozenset({
     ("", "namespaces", "list", ""), ("", "namespaces", "watch", "")})
 
 
+def turned_on(settings: object) -> frozenset[str]:
+    """The registrations a command's settings turn on: those whose setting is "auto", and
+    those without a setting."""
+    return frozenset(r.name for r in REGISTRATIONS
+                     if not r.setting or getattr(settings, r.setting, "off") == "auto")
+
+
 def by_name(name: str) -> Registration:
     return next(r for r in REGISTRATIONS if r.name == name)

@@ -35,9 +35,10 @@ from hairpin_proxy.plan.objects import snapshot_of
 from hairpin_proxy.plan.snapshot import Rooms
 from hairpin_proxy.policy import HostPolicy, PolicyResult, default_target
 from hairpin_proxy.published import KEYS as PUBLISHED_KEYS
+from hairpin_proxy.registry import turned_on
 from hairpin_proxy.settings import RenderSettings, usage_error
 from hairpin_proxy.targets.mapping import parse_target_flags
-from hairpin_proxy.targets.table import TABLE_KEY
+from hairpin_proxy.targets.table import PUBLISHED_KEY, TABLE_KEY
 
 log = logging.getLogger("hairpin_proxy.render")
 
@@ -181,7 +182,7 @@ def snapshot(s: RenderSettings, objects: Sequence[dict[str, Any]], ips: Sequence
         target_map=target_map, cluster_domain=s.cluster_domain, target_server=s.target_server,
         max_targets=s.max_targets, settle=0.0, dns_ttl=s.dns_ttl,
         gateway_api=s.gateway_api == "auto", gateway_classes=s.gateway_class,
-        rules_budget=s.rules_budget)
+        rules_budget=s.rules_budget, sources_on=turned_on(s))
     objs = list(objects)
     if ips:
         main = (s.namespace, s.proxy_service)
@@ -191,7 +192,13 @@ def snapshot(s: RenderSettings, objects: Sequence[dict[str, Any]], ips: Sequence
                      "metadata": {"namespace": main[0], "name": main[1]},
                      "spec": {"clusterIP": ips[0], "clusterIPs": list(ips)}})
     snap = snapshot_of(objs, settings, targets_configmap=s.targets_configmap)
-    return dataclasses.replace(snap, rooms=limits)
+    table_cm = snap.targets_configmap
+    if table_cm is not None:
+        # When each slot was published is left out: with it, a slot published after the
+        # snapshot's time would read as settling, and its hosts would get no rule.
+        table_cm = {**table_cm, "data": {k: v for k, v in (table_cm.get("data") or {}).items()
+                                         if k != PUBLISHED_KEY}}
+    return dataclasses.replace(snap, rooms=limits, targets_configmap=table_cm)
 
 
 def _targets_yaml(s: RenderSettings, snap: Snapshot, desired: DesiredState) -> str:

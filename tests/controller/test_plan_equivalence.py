@@ -41,7 +41,7 @@ from hairpin_proxy.settings import (
 from hairpin_proxy.targets.mapping import parse_target_flags
 from hairpin_proxy.targets.table import TABLE_KEY
 from tests.controller.conftest import COREFILE, NAMESPACE, NODE_LOCAL, Controller
-from tests.fakeapi.crds import ENVOY_CLIENT_TRAFFIC_POLICY
+from tests.fakeapi.crds import ENVOY_CLIENT_TRAFFIC_POLICY, TRAEFIK_INGRESSROUTE
 from tests.fakeapi.fixtures import deployment
 from tests.fakeapi.server import FakeApiServer
 from tests.waiting import wait_until
@@ -60,8 +60,10 @@ def load(path: Path) -> dict[str, Any]:
 
 def setup(api: FakeApiServer, case: dict[str, Any]) -> None:
     if case.get("gateway_api"):
-        api.install_gateway_api("1.4", "standard")
+        api.install_gateway_api(str(case.get("gateway_api_release", "1.4")), "standard")
         api.install(ENVOY_CLIENT_TRAFFIC_POLICY)
+    if case.get("traefik"):
+        api.install(TRAEFIK_INGRESSROUTE)
     if case.get("proxy_ips"):
         svc = api.get("Service", NAMESPACE, "hairpin-proxy")
         assert svc is not None
@@ -212,11 +214,12 @@ def test_render_prints_what_the_controller_writes(cluster: FakeApiServer, start:
 
     def same() -> bool:
         # The controller's writes settle (a slot's Service, then its hosts' rules): wait
-        # for both sides to agree, and say what differs when they never do.
+        # for both sides to agree, and say what differs when they never do. A case that
+        # names the rules it ends with waits for them (both sides agree before them too).
         wrote = written(cluster, mode)
         got = rendered(tmp_path, case, inputs(cluster, case), mode)
         last[:] = [(wrote, got)]
-        return wrote == got
+        return wrote == got and all(m in wrote["rules"] for m in case.get("rules_hold", ()))
 
     try:
         wait_until(same, 60, f"render == controller for {path.stem}", interval=0.2)
@@ -225,7 +228,10 @@ def test_render_prints_what_the_controller_writes(cluster: FakeApiServer, start:
         assert wrote == got
         raise
     # doctor, asking the same cluster, reads each host as the plan decides it.
-    assert doctor_verdicts(kubeconfig, case) == plan_verdicts(case, inputs(cluster, case))
+    verdicts = plan_verdicts(case, inputs(cluster, case))
+    assert doctor_verdicts(kubeconfig, case) == verdicts
+    if "verdicts" in case:
+        assert verdicts == {h: tuple(v) for h, v in case["verdicts"].items()}
 
 
 def test_the_corpus_covers_what_the_issue_names() -> None:
@@ -285,3 +291,34 @@ def test_doctor_says_when_the_deployment_cannot_be_read(cluster: FakeApiServer,
     problems = asyncio.run(ask())
     assert any("Deployment hairpin-proxy/hairpin-proxy-controller: its flags cannot be read"
                in p and "taken from doctor's flags" in p for p in problems), problems
+
+
+MANIFEST = Path(__file__).resolve().parents[2] / "deploy" / "hairpin-proxy.yaml"
+RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+
+
+def test_doctor_says_when_a_registered_source_cannot_be_listed(
+        cluster: FakeApiServer, tmp_path: Path) -> None:
+    """With the controller's service account of the default install (the IngressRoutes'
+    RBAC is an opt-in component), doctor asked for IngressRoutes says it may not list them
+    and claims none of their hosts, rather than reading the silence as none."""
+    for doc in yaml.safe_load_all(MANIFEST.read_text()):
+        if doc and doc["kind"] in RBAC_KINDS:
+            cluster.create(doc)
+    case = load(CORPUS / "27-traefik-ingressroute.yaml")
+    setup(cluster, case)
+    token = cluster.service_account_token(NAMESPACE, "hairpin-proxy-controller")
+    config = cluster.write_kubeconfig(tmp_path / "sa.kubeconfig", token=token)
+    s = _settings(DoctorSettings, "doctor", ["--namespace", NAMESPACE, *case["args"]])
+
+    async def ask() -> tuple[tuple[str, ...], tuple[str, ...] | None]:
+        client = KubeClient.from_cluster(load_kubeconfig(config), timeout=10)
+        try:
+            view = await gather(client, s, NAMESPACE, policy_for(s, NAMESPACE), {})
+        finally:
+            await client.close()
+        return view.facts.problems, view.managed
+    problems, managed = asyncio.run(ask())
+    assert any(p.startswith("could not list ingressroutes.traefik.io, deployments.apps (403")
+               and "are unknown" in p for p in problems), problems
+    assert managed is not None and "shop.example.com" not in managed

@@ -28,9 +28,11 @@ from hairpin_proxy.doctor.deployed import controller_settings, with_controller
 from hairpin_proxy.doctor.facts import DataPlaneFacts
 from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
 from hairpin_proxy.plan import PlanSettings, Snapshot
-from hairpin_proxy.plan.claims import ingress_claims
+from hairpin_proxy.plan.claims import ingress_claims, registered_claims
 from hairpin_proxy.plan.core import target_facts
+from hairpin_proxy.plan.objects import registered_of
 from hairpin_proxy.policy import HostPolicy, PolicyResult, default_target, evaluate
+from hairpin_proxy.registry import GATEWAY, REGISTRATIONS, Resource, turned_on
 from hairpin_proxy.settings import DoctorSettings
 from hairpin_proxy.targets import table as targets_table
 from hairpin_proxy.targets.discovery import NAME_LABEL, service_addresses
@@ -53,9 +55,10 @@ T = TypeVar("T")
 GATEWAY_GROUP = "gateway.networking.k8s.io"
 # The IngressClass controller whose PROXY setting lives in cilium-config.
 CILIUM_INGRESS = "cilium.io/ingress-controller"
-# Route kinds by plural, as the Gateway API names them.
-ROUTE_KINDS = {"httproutes": "HTTPRoute", "grpcroutes": "GRPCRoute", "tlsroutes": "TLSRoute"}
-GATEWAY_PLURALS = ("gatewayclasses", "gateways", "listenersets", *ROUTE_KINDS)
+# The Gateway API source's kinds, as its registration names them: route kinds by plural, and
+# every plural of the group in the registry's order.
+ROUTE_KINDS = {r.plural: r.kind for r in GATEWAY.resources if r.plural in GATEWAY.claiming}
+GATEWAY_PLURALS = tuple(r.plural for r in GATEWAY.resources if r.group == GATEWAY_GROUP)
 ENVOY_GROUP, ENVOY_POLICIES = "gateway.envoyproxy.io", "clienttrafficpolicies"
 NGINX_GROUP, NGINX_PROXIES = "gateway.nginx.org", "nginxproxies"
 # The controller's default --targets-configmap.
@@ -138,6 +141,8 @@ async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
     slots = _table(said.table_cm, f"{namespace}/{s.targets_configmap}",
                    "read the targets table" in notes.failed, notes)
     route_claims = routing.gateway_claims(said.gateway.objects, policy, s.gateway_class)
+    if said.registered.problem:
+        notes.problems.append(said.registered.problem)
     routed = _Routed(None, None, None) if result is None else _route(
         said, s, namespace, policy, target_map, result=result, route_claims=route_claims.claims,
         slots=slots, proxy_found=proxy_found)
@@ -210,6 +215,8 @@ class _Said:
     proxies: tuple[list[JsonObj], str]
     # The ConfigMaps PROXY detection reads, by "namespace/name".
     detection_cms: dict[str, JsonObj]
+    # The objects of the registered sources that are turned on.
+    registered: _RegisteredRead
 
 
 async def _ask(ask: _Asker, s: DoctorSettings, namespace: str,
@@ -254,6 +261,7 @@ async def _ask(ask: _Asker, s: DoctorSettings, namespace: str,
     t_gateway = asyncio.ensure_future(_read_gateway_api(client, s))
     t_envoy = asyncio.ensure_future(_read_policies(client, ENVOY_GROUP, ENVOY_POLICIES))
     t_nginx = asyncio.ensure_future(_read_policies(client, NGINX_GROUP, NGINX_PROXIES))
+    t_registered = asyncio.ensure_future(_read_registered(client, s))
     services, proxy_svc, slices, cm = await t_services, await t_proxy, await t_slices, await t_cm
     import_cm = None if t_import is None else await t_import
     nld, daemonsets, deployments = await t_nld, await t_daemonsets, await t_deployments
@@ -272,7 +280,7 @@ async def _ask(ask: _Asker, s: DoctorSettings, namespace: str,
                      if (cm := await task) is not None}
     return _Said(services, proxy_svc, slices, cm, import_cm, nld, daemonsets, deployments,
                  ingresses, classes, node_local, table_cm, gateway_read, policies, proxies,
-                 detection_cms)
+                 detection_cms, await t_registered)
 
 
 def _lb_services(services: list[JsonObj] | None) -> tuple[f.LbService, ...] | None:
@@ -340,16 +348,22 @@ def _route(said: _Said, s: DoctorSettings, namespace: str, policy: HostPolicy,
            proxy_found: bool | None) -> _Routed:
     """The hosts the controller would manage, and where each would go, as its plan says."""
     services, proxy_svc = said.services, said.proxy_svc
+    plan_settings = PlanSettings(
+        policy, namespace=namespace, proxy_service=s.proxy_service, target_map=target_map,
+        cluster_domain=s.cluster_domain, target_server=s.target_server,
+        max_targets=s.max_targets, sources_on=turned_on(s))
+    registered, extra = registered_of(said.registered.objects, plan_settings)
+    for name, group in said.registered.served:
+        registered.setdefault(name, {}).setdefault(group, [])
     snap = Snapshot(
-        PlanSettings(policy, namespace=namespace, proxy_service=s.proxy_service,
-                     target_map=target_map, cluster_domain=s.cluster_domain,
-                     target_server=s.target_server, max_targets=s.max_targets),
-        ingresses=said.ingresses or [], ingress_classes=said.classes or [],
+        plan_settings, ingresses=said.ingresses or [], ingress_classes=said.classes or [],
         gateway_classes=said.gateway.objects.classes,
         gateways=said.gateway.objects.gateways, services=services or [],
+        listener_sets=said.gateway.objects.listener_sets,
+        registered=registered, extra_facts=extra, unreadable=said.registered.unreadable,
         configmaps=said.detection_cms, client_traffic_policies=said.policies[0],
         nginx_proxies={_key_of(p): p for p in said.proxies[0]})
-    claims = [*ingress_claims(result, snap), *route_claims]
+    claims = [*ingress_claims(result, snap), *route_claims, *registered_claims(snap)[0]]
     managed = tuple(sorted({c.host for c in claims}))
     # Every data plane is found among the Services: without them each target would read
     # as "not found", a wrong answer rather than an unknown one.
@@ -469,6 +483,62 @@ async def _read_gateway_api(client: KubeClient, s: DoctorSettings) -> _GatewayRe
         problem = (f"Gateway API: could not list {parts}: the hosts of those routes, and "
                    "what they would win or lose, are unknown")
     return _GatewayRead(objects, state, problem)
+
+
+@dataclass(frozen=True)
+class _RegisteredRead:
+    """The objects of the registered sources with claims of their own (registry)."""
+    objects: tuple[JsonObj, ...] = ()
+    # (registration, API group) of each claiming resource the API serves: served and empty
+    # is "none", as the controller reads it (the preferred group is chosen among these).
+    served: tuple[tuple[str, str], ...] = ()
+    # Plurals whose list was refused: what they would say is unknown.
+    unreadable: frozenset[str] = frozenset()
+    problem: str = ""
+
+
+async def _list_resource(client: KubeClient, r: Resource) -> tuple[str, list[JsonObj]] | None:
+    """(group/version, items with their apiVersion and kind) of one registered resource: a
+    custom resource at its preferred served version (None: not served), a built-in one by
+    the names the registration reads."""
+    if r.crd:
+        found = await _served(client, r.group, (r.plural,))
+        if not found or r.plural not in found:
+            return None
+        gv = found[r.plural]
+        items = (await client.list(resource_path(gv, r.plural)))[0]
+    else:
+        gv = f"{r.group}/{r.versions[0]}" if r.group else r.versions[0]
+        items = [o for n in r.names for o in (await client.list(
+            resource_path(gv, r.plural), {"fieldSelector": f"metadata.name={n}"}))[0]]
+    return gv, [{**o, "apiVersion": gv, "kind": r.kind} for o in items]
+
+
+async def _read_registered(client: KubeClient, s: DoctorSettings) -> _RegisteredRead:
+    """What the registered sources that ``s`` turns on read, as the controller reads it."""
+    objects: list[JsonObj] = []
+    served: list[tuple[str, str]] = []
+    refused: dict[str, list[str]] = {}
+    for reg in REGISTRATIONS:
+        if reg.claims_of is None or reg.name not in turned_on(s):
+            continue
+        for r in reg.resources:
+            try:
+                got = await _list_resource(client, r)
+            except ApiError as exc:
+                refused.setdefault(_why(exc), []).append(f"{r.plural}.{r.group or 'core'}")
+                continue
+            if got is not None:
+                objects += got[1]
+                if r.plural in reg.claiming:
+                    served.append((reg.name, r.group))
+    problem = ""
+    if refused:
+        parts = "; ".join(f"{', '.join(names)} ({why})" for why, names in refused.items())
+        problem = f"could not list {parts}: the hosts or data planes they tell of are unknown"
+    return _RegisteredRead(tuple(objects), tuple(served),
+                           frozenset(n.split(".", 1)[0] for names in refused.values()
+                                     for n in names), problem)
 
 
 async def _read_policies(client: KubeClient, group: str, plural: str

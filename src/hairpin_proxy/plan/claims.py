@@ -18,6 +18,7 @@ from hairpin_proxy.policy import (
     evaluate_ingress,
     merge,
 )
+from hairpin_proxy.registry import by_name
 from hairpin_proxy.targets.model import ingress_target
 
 
@@ -57,9 +58,23 @@ def ingress_claims(result: PolicyResult, snap: Snapshot) -> tuple[Claim, ...]:
     return tuple(out)
 
 
+def registered_claims(snap: Snapshot) -> tuple[tuple[Claim, ...], tuple[Rejection, ...]]:
+    """The claims and refusals of the registered sources with claims of their own."""
+    claims: tuple[Claim, ...] = ()
+    rejections: tuple[Rejection, ...] = ()
+    for name, objects in snap.registered.items():
+        claims_of = by_name(name).claims_of
+        if claims_of is not None:
+            got = claims_of(objects, snap.settings.policy)
+            claims += got.claims
+            rejections += got.rejections
+    return claims, rejections
+
+
 def source_claims(snap: Snapshot) -> tuple[tuple[Claim, ...], tuple[Rejection, ...],
                                             PolicyResult]:
-    """Every claim and refusal of the Ingresses and (when on) the Gateway API routes."""
+    """Every claim and refusal of the Ingresses, (when on) the Gateway API routes and the
+    registered sources."""
     result = ingress_result(snap)
     claims = ingress_claims(result, snap)
     rejections = result.rejections
@@ -67,7 +82,9 @@ def source_claims(snap: Snapshot) -> tuple[tuple[Claim, ...], tuple[Rejection, .
     if s.gateway_api:
         routes = claims_of_objects(snap.gateway_classes, snap.gateways, snap.routes,
                                    wanted_classes=s.gateway_classes, policy=s.policy,
-                                   namespace_labels=snap.namespace_labels)
+                                   namespace_labels=snap.namespace_labels,
+                                   listener_sets=snap.listener_sets)
         claims += routes.claims
         rejections += tuple(Rejection.of(r.origin, r.host, r.reason) for r in routes.rejections)
-    return claims, rejections, result
+    more, refused = registered_claims(snap)
+    return claims + more, rejections + refused, result

@@ -95,7 +95,7 @@ def target_facts(snap: Snapshot) -> TargetFacts:
         gateway_classes=_named(snap.gateway_classes, False) if s.gateway_api else {},
         configmaps=snap.configmaps, client_traffic_policies=snap.client_traffic_policies,
         nginx_proxies=snap.nginx_proxies, cluster_domain=s.cluster_domain,
-        unreadable=snap.unreadable,
+        unreadable=snap.unreadable, extra=snap.extra_facts,
         default_service=service_of_host(s.target_server, s.cluster_domain, services))
 
 

@@ -36,6 +36,9 @@ class PlanSettings:
     # --verify-hosts on: only hosts with a verdict that redirects (or held and pending) go.
     verify_hosts: bool = False
     rules_budget: int = 524288
+    # The registrations whose objects are read (registry.turned_on: those whose setting is
+    # "auto", and those without one), by name.
+    sources_on: frozenset[str] = frozenset({"ingress", "gateway"})
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,12 @@ class Snapshot:
     gateways: Sequence[Obj] = ()
     # (kind, object): HTTPRoute, GRPCRoute, TLSRoute, …
     routes: Sequence[tuple[str, Obj]] = ()
+    listener_sets: Sequence[Obj] = ()
+    # Registered sources with claims of their own (registry ``claims_of``): registration
+    # name → API group (served) → its claiming objects, slimmed as the controller slims them.
+    registered: Mapping[str, Mapping[str, Sequence[Obj]]] = field(default_factory=dict)
+    # Their facts for data-plane discovery: "<registration>/<plural>" → objects.
+    extra_facts: Mapping[str, Sequence[Obj]] = field(default_factory=dict)
     # Namespace name → its labels (routes' allowedRoutes selectors read them).
     namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     services: Sequence[Obj] = ()
