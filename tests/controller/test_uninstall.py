@@ -291,6 +291,26 @@ def test_the_namespace_alone_is_an_uninstall(install: Install) -> None:
     assert ctls[0].proc.wait(PATIENCE) == 0
 
 
+def test_a_sigterm_that_cannot_read_whether_it_is_an_uninstall_lets_the_watches_tell(
+        install: Install) -> None:
+    """The uninstall took our RBAC before it marked anything we can still read, then our pod
+    got SIGTERM: the reads on SIGTERM are refused, so the controller cannot tell a rollout
+    from an uninstall. It waits for the watches it opened before (an API server does not
+    authorize an open watch again), which then tell the namespace is going: the rules are
+    withdrawn all the same."""
+    (ctl,) = running(install)
+    rbac = [o for o in install.objects
+            if o[0] in ("ClusterRole", "ClusterRoleBinding")
+            or (o[0] in ("Role", "RoleBinding") and o[1] == NAMESPACE)]
+    assert rbac
+    install.delete_all(rbac)
+    install.api.delete("Pod", NAMESPACE, f"{REPLICA_SET}-0")
+    wait_until(lambda: "could not read whether this is an uninstall" in ctl.log(),
+               what="the controller watching for an uninstall")
+    install.delete_all(list(install.objects))
+    uninstalled(install, [ctl])
+
+
 def test_with_the_controller_gone_the_holds_wait_for_cleanup(install: Install,
                                                              tmp_path: Path) -> None:
     (ctl,) = running(install)

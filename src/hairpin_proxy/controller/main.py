@@ -38,6 +38,9 @@ MANAGED_SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
 
 # Two pod ports each: 1,000 targets take ports 20002-22001.
 MAX_TARGETS = 1000
+# Seconds a SIGTERM whose reads were refused waits for the watches to tell an uninstall:
+# inside the pod's grace period (30 s by default), short enough not to slow a rollout much.
+UNSURE_WAIT = 10.0
 
 
 def _settings_error(s: ControllerSettings) -> str:
@@ -140,14 +143,33 @@ async def _finish_uninstall(ctl: Controller, client: KubeClient, namespace: str)
     --uninstall-timeout."""
     w = ctl.withdrawal
     pod = ctl.identity.rpartition("_")[0]
-    if not w.uninstalling and await w.uninstall.confirm(client, namespace, pod):
-        w.begin("our namespace, Deployment, ServiceAccount or CoreDNS Role is being deleted")
+    if not w.uninstalling:
+        said = await w.uninstall.confirm(client, namespace, pod)
+        if said:
+            w.begin("our namespace, Deployment, ServiceAccount or CoreDNS Role is being "
+                    "deleted")
+        elif said is None:
+            await _watch_for_uninstall(ctl)
     if not w.uninstalling:
         return
     ctl.dirty.set()
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(w.uninstall.left() + 1.0):
             await w.uninstall.released.wait()
+
+
+async def _watch_for_uninstall(ctl: Controller) -> None:
+    """SIGTERM with our reads refused: an uninstall may have taken our RBAC before it marked
+    anything we can still read. The watches opened before keep telling (an API server does
+    not authorize an open watch again), so let them, for a bounded time, before exiting."""
+    w = ctl.withdrawal
+    log.info("stopping: could not read whether this is an uninstall; watching for it",
+             extra={"seconds": UNSURE_WAIT})
+    deadline = asyncio.get_running_loop().time() + min(UNSURE_WAIT,
+                                                       ctl.settings.uninstall_timeout)
+    while not w.uninstalling and asyncio.get_running_loop().time() < deadline:
+        w.check_uninstall()
+        await asyncio.sleep(0.1)
 
 
 def _setup_logging(level: str, fmt: str) -> None:

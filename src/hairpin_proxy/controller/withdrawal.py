@@ -7,7 +7,6 @@ then get their public answers again until the proxy is back.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -249,27 +248,35 @@ class Uninstall:
         await holds.release(client, self.place)
         self.released.set()
 
-    async def confirm(self, client: KubeClient, namespace: str, pod: str) -> bool:
-        """On SIGTERM, before the watches may have told: read whether this is an uninstall
-        (best effort: whatever cannot be read counts as not deleting). Besides the namespace
-        and the held objects, our Deployment: deleted, its ReplicaSet goes before our pod
-        (garbage collection), while a rollout or a scale-down keeps it; ``helm uninstall``
-        deletes Deployments before RBAC and ServiceAccounts."""
+    async def confirm(self, client: KubeClient, namespace: str, pod: str) -> bool | None:
+        """On SIGTERM, before the watches may have told: read whether this is an uninstall.
+        Besides the namespace and the held objects, our Deployment: deleted, its ReplicaSet
+        goes before our pod (garbage collection), while a rollout or a scale-down keeps it;
+        ``helm uninstall`` deletes Deployments before RBAC and ServiceAccounts. None when it
+        cannot tell: something was refused (an uninstall deletes our RBAC too) and nothing
+        read says deleting."""
         found: list[JsonObj | None] = []
+        refused = False
         for path in (self.place.account, self.place.role):
-            with contextlib.suppress(ApiError):
+            try:
                 found.append(await client.get(path))
-        with contextlib.suppress(ApiError):
+            except ApiError:
+                refused = True
+        try:
             listed, _ = await client.list(resource_path("v1", "namespaces"),
                                           {"fieldSelector": f"metadata.name={namespace}"})
             found += listed
+        except ApiError:
+            refused = True
         if holds.deleting(found):
             return True
-        with contextlib.suppress(ApiError):
+        try:
             me = await client.get(resource_path("v1", "pods", namespace, pod))
             for ref in ((me or {}).get("metadata") or {}).get("ownerReferences") or ():
                 if ref.get("kind") == "ReplicaSet":
                     rs = await client.get(resource_path("apps/v1", "replicasets", namespace,
                                                         str(ref.get("name"))))
-                    return holds.owner_gone(ref, rs)
-        return False
+                    return holds.owner_gone(ref, rs) or (None if refused else False)
+        except ApiError:
+            refused = True
+        return None if refused else False
