@@ -26,12 +26,13 @@ from hairpin_proxy.doctor import facts as f
 from hairpin_proxy.doctor import routing
 from hairpin_proxy.doctor.deployed import controller_settings, with_controller
 from hairpin_proxy.doctor.facts import DataPlaneFacts
+from hairpin_proxy.ingress.policy import evaluate
 from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
 from hairpin_proxy.plan import PlanSettings, Snapshot
 from hairpin_proxy.plan.claims import ingress_claims, registered_claims
 from hairpin_proxy.plan.core import target_facts
 from hairpin_proxy.plan.objects import registered_of
-from hairpin_proxy.policy import HostPolicy, PolicyResult, default_target, evaluate
+from hairpin_proxy.policy import HostPolicy, PolicyResult, default_target
 from hairpin_proxy.registry import GATEWAY, REGISTRATIONS, Resource, turned_on
 from hairpin_proxy.settings import DoctorSettings
 from hairpin_proxy.targets import table as targets_table
