@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from publicsuffixlist import PublicSuffixList
 
-from hairpin_proxy.policy import HostPolicy, check_host, default_target
+from hairpin_proxy.policy import HostPolicy, check_host, proxy_service_fqdn
 from hairpin_proxy.settings import PolicySettings
 
 POLICY = HostPolicy()
@@ -164,7 +164,7 @@ def test_rejected_hosts_carry_the_reason(host: object, reason: str) -> None:
 
 
 def test_custom_cluster_domain_and_target() -> None:
-    policy = HostPolicy(cluster_domain="K8s.Example.com.", target="proxy.example.org.")
+    policy = HostPolicy(cluster_domain="K8s.Example.com.", proxy_fqdn="proxy.example.org.")
     assert check_host("a.k8s.example.com", policy) == (
         None, "at or under the cluster domain k8s.example.com")
     assert check_host("proxy.example.org", policy) == (None, "the proxy's own target name")
@@ -211,10 +211,11 @@ def test_hosts_from_must_be_known() -> None:
         HostPolicy(cluster_domain=".")
 
 
-def test_default_target() -> None:
-    assert default_target("cluster.local") == "hairpin-proxy.hairpin-proxy.svc.cluster.local."
-    assert default_target("Corp.Internal.", "proxy", "infra") == "proxy.infra.svc.corp.internal."
-    assert HostPolicy().target == default_target("cluster.local")
+def test_proxy_service_fqdn() -> None:
+    assert proxy_service_fqdn("cluster.local") == "hairpin-proxy.hairpin-proxy.svc.cluster.local."
+    assert proxy_service_fqdn("Corp.Internal.", "proxy", "infra") \
+        == "proxy.infra.svc.corp.internal."
+    assert HostPolicy().proxy_fqdn == proxy_service_fqdn("cluster.local")
 
 
 def test_from_settings_maps_every_field() -> None:
@@ -225,11 +226,11 @@ def test_from_settings_maps_every_field() -> None:
     assert policy == HostPolicy(hosts_from="all", ingress_classes=("nginx",),
                                 include_namespaces=("a",), exclude_namespaces=("b",),
                                 domains=("example.com",), cluster_domain="corp.internal",
-                                target="hairpin-proxy.hairpin-proxy.svc.corp.internal.",
+                                proxy_fqdn="hairpin-proxy.hairpin-proxy.svc.corp.internal.",
                                 max_hosts_per_ingress=7)
     assert policy.max_hosts_per_ingress == 7
     assert HostPolicy.from_settings(PolicySettings(), "").max_hosts_per_ingress == 100
-    assert HostPolicy.from_settings(s, "x.example.org.").target == "x.example.org."
+    assert HostPolicy.from_settings(s, "x.example.org.").proxy_fqdn == "x.example.org."
 
 
 # --------------------------------------------------------------------------- properties
@@ -267,7 +268,7 @@ def reference_valid(host: str) -> bool:
 @given(host_like)
 @settings(max_examples=600)
 def test_check_host_agrees_with_a_reference_and_always_gives_a_reason(host: str) -> None:
-    policy = HostPolicy(cluster_domain="never.test", target="proxy.never.test.")
+    policy = HostPolicy(cluster_domain="never.test", proxy_fqdn="proxy.never.test.")
     name, reason = check_host(host, policy)
     assert (name is None) != (reason is None)
     bare = host.lower().removesuffix(".").removeprefix("*.")
@@ -293,6 +294,6 @@ def test_accepted_names_are_fixed_points(host: str) -> None:
 
 
 def test_a_wildcard_covering_several_protected_names_names_the_target_first() -> None:
-    policy = HostPolicy(cluster_domain="k8s.example.com", target="proxy.example.com.")
+    policy = HostPolicy(cluster_domain="k8s.example.com", proxy_fqdn="proxy.example.com.")
     assert check_host("*.example.com", policy) == (
         None, "wildcard covers the proxy's own target name")

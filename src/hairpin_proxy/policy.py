@@ -69,7 +69,7 @@ def _norm_domain(value: str) -> str:
     return value.strip().lower().strip(".")
 
 
-def default_target(cluster_domain: str, service: str = "hairpin-proxy",
+def proxy_service_fqdn(cluster_domain: str, service: str = "hairpin-proxy",
                    namespace: str = "hairpin-proxy") -> str:
     """The proxy Service's fully qualified name, with a trailing dot."""
     return f"{service}.{namespace}.svc.{_norm_domain(cluster_domain)}."
@@ -83,7 +83,7 @@ class HostPolicy:
     exclude_namespaces: tuple[str, ...] = ()
     domains: tuple[str, ...] = ()
     cluster_domain: str = "cluster.local"
-    target: str = "hairpin-proxy.hairpin-proxy.svc.cluster.local."
+    proxy_fqdn: str = "hairpin-proxy.hairpin-proxy.svc.cluster.local."
     # Zones the cluster's DNS already answers itself (read from the Corefile): never ours.
     served_zones: tuple[str, ...] = ()
     # An Ingress asking for more distinct hosts than this is refused as a whole; 0: no limit.
@@ -92,7 +92,7 @@ class HostPolicy:
     # sources' evaluators (``ingress.policy``) read them too.
     _zones: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _dotted_zones: tuple[str, ...] = field(init=False, repr=False, compare=False)
-    _target: str = field(init=False, repr=False, compare=False)
+    _proxy_fqdn: str = field(init=False, repr=False, compare=False)
     _protected: frozenset[str] = field(init=False, repr=False, compare=False)
     _protected_order: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _domains: frozenset[str] = field(init=False, repr=False, compare=False)
@@ -124,13 +124,13 @@ class HostPolicy:
         zones = tuple(dict.fromkeys(
             (cluster, *(z for z in (DEFAULT_CLUSTER_DOMAIN,) if z != cluster), *RESERVED_ZONES,
              *(z for z in map(_norm_domain, self.served_zones) if z))))
-        target = _norm_domain(self.target)
-        protected = tuple(z for z in (target, *zones) if z)
+        proxy_fqdn = _norm_domain(self.proxy_fqdn)
+        protected = tuple(z for z in (proxy_fqdn, *zones) if z)
         suffixes = _rule_sets()
         derived = {
             "_zones": zones,
             "_dotted_zones": tuple("." + z for z in zones),
-            "_target": target,
+            "_proxy_fqdn": proxy_fqdn,
             "_protected": frozenset(protected),
             "_protected_order": protected,
             "_domains": frozenset(domains),
@@ -145,8 +145,8 @@ class HostPolicy:
             object.__setattr__(self, key, value)
 
     @classmethod
-    def from_settings(cls, s: PolicySettings, target: str) -> HostPolicy:
-        """The policy for a command's settings; an empty ``target`` means the default one."""
+    def from_settings(cls, s: PolicySettings, proxy_fqdn: str) -> HostPolicy:
+        """The policy for a command's settings; an empty ``proxy_fqdn`` means the default one."""
         return cls(
             hosts_from=s.hosts_from,
             ingress_classes=tuple(s.ingress_class),
@@ -154,7 +154,7 @@ class HostPolicy:
             exclude_namespaces=tuple(s.exclude_namespace),
             domains=tuple(s.domain),
             cluster_domain=s.cluster_domain,
-            target=target or default_target(s.cluster_domain),
+            proxy_fqdn=proxy_fqdn or proxy_service_fqdn(s.cluster_domain),
             max_hosts_per_ingress=s.max_hosts_per_ingress,
         )
 
@@ -401,7 +401,8 @@ def verdict_of_str(host: str, policy: HostPolicy) -> Verdict:
         # "*.base" matches exactly one more label: refuse if that covers a protected name.
         for protected in policy._protected_order:
             if protected.partition(".")[2] == base:
-                what = "the proxy's own target name" if protected == policy._target else protected
+                what = "the proxy's own target name" if protected == policy._proxy_fqdn \
+                    else protected
                 return None, f"wildcard covers {what}", False
         if is_public_suffix(base):
             return None, f"wildcard covers a whole public suffix ({base})", False
@@ -420,7 +421,7 @@ def verdict_of_str(host: str, policy: HostPolicy) -> Verdict:
 
 
 def _protected_reason(name: str, policy: HostPolicy) -> str:
-    if name == policy._target:
+    if name == policy._proxy_fqdn:
         return "the proxy's own target name"
     zone = next(z for z in policy._zones if name == z or name.endswith("." + z))
     if zone in (policy._zones[0], DEFAULT_CLUSTER_DOMAIN):
