@@ -35,7 +35,9 @@ from hairpin_proxy.plan.objects import registered_of, snapshot_of
 from hairpin_proxy.policy import HostPolicy, PolicyResult, proxy_service_fqdn
 from hairpin_proxy.registry import (
     GATEWAY,
+    INGRESS,
     REGISTRATIONS,
+    Registration,
     Resource,
     settings_objects,
     turned_on,
@@ -199,6 +201,12 @@ class _Asker:
         return asyncio.ensure_future(self.notes.ask(what, lambda: self._list(path, params)))
 
 
+def _path(reg: Registration, plural: str) -> str:
+    """The list path of a built-in resource a registration reads, at its first version."""
+    r = next(r for r in reg.resources if r.plural == plural)
+    return resource_path(f"{r.group}/{r.versions[0]}" if r.group else r.versions[0], plural)
+
+
 @dataclass(frozen=True)
 class _Said:
     """What the cluster answered (None: not read)."""
@@ -257,9 +265,8 @@ async def _ask(ask: _Asker, s: DoctorSettings, namespace: str,
                         resource_path("apps/v1", "daemonsets", "kube-system"))
     t_deployments = many("list the CoreDNS Deployments",
                          resource_path("apps/v1", "deployments", sys_ns), "k8s-app=kube-dns")
-    t_ingresses = many("list Ingresses", resource_path("networking.k8s.io/v1", "ingresses"))
-    t_classes = many("list IngressClasses",
-                     resource_path("networking.k8s.io/v1", "ingressclasses"))
+    t_ingresses = many("list Ingresses", _path(INGRESS, "ingresses"))
+    t_classes = many("list IngressClasses", _path(INGRESS, "ingressclasses"))
     t_table = get("read the targets table",
                   resource_path("v1", "configmaps", namespace, s.targets_configmap))
     t_gateway = asyncio.ensure_future(_read_gateway_api(client, s))
