@@ -20,7 +20,7 @@ import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from hairpin_proxy import proxyproto
 from hairpin_proxy.addresses import format_hostport
@@ -34,6 +34,10 @@ HostPort = tuple[str, int]
 Encoder = Callable[[HostPort | None, HostPort | None], bytes]
 
 ENCODERS: dict[str, Encoder] = {"v1": proxyproto.encode_v1, "v2": proxyproto.encode_v2}
+VERSIONS: dict[str, Literal[1, 2]] = {"v1": 1, "v2": 2}
+# Header encoders kept per listener, one per destination its headers name: a listener bound
+# to one address has one; a wildcard one has one per local address clients reach it on.
+MAX_TEMPLATES = 64
 
 _MAPPED = "::ffff:"
 
@@ -183,6 +187,9 @@ class Listener:
     socket_buffer: int = 0
     limit_log: RateLimit = field(default_factory=lambda: RateLimit(1.0))
     encode: Encoder = field(init=False)
+    # Per destination, the encoder with everything but the source built once.
+    templates: dict[HostPort | None, Callable[[HostPort | None], bytes]] = field(
+        init=False, default_factory=dict)
     # The target's one address when it is an IP literal: connects then skip the resolver.
     address: Address | None = field(init=False)
 
@@ -295,7 +302,13 @@ class Listener:
     def header(self, source: HostPort | None, destination: HostPort | None) -> bytes | None:
         """The PROXY header, or None (counted and logged) for addresses it cannot carry."""
         try:
-            return self.encode(source, destination)
+            template = self.templates.get(destination)
+            if template is None:
+                if len(self.templates) >= MAX_TEMPLATES:
+                    return self.encode(source, destination)
+                template = self.templates[destination] = proxyproto.encoder_to(
+                    VERSIONS[self.spec.version], destination)
+            return template(source)
         except ValueError as exc:  # never expected from addresses the kernel gave
             self.error("connect_error", f"cannot encode a PROXY header: {exc}", source)
             return None
