@@ -26,6 +26,7 @@ timeout, how an ending is counted and logged, timeouts) is made in ``listener.py
 
 from __future__ import annotations
 
+import _socket
 import asyncio
 import errno
 import logging
@@ -79,6 +80,10 @@ _ACCEPT_SKIP = {errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.ENETDOWN, e
                 errno.ENETUNREACH}
 
 Handler = Callable[[int], None]
+# The sockets of relayed connections are the C type itself, not ``socket.socket``: that
+# subclass adds a Python ``__init__`` and ``close`` (and two attributes) to each of them, for
+# a makefile() the relay never calls. Measured per connection in benchmarks-analysis.md.
+Sock = _socket.socket
 
 
 class Poller:
@@ -97,7 +102,7 @@ class Poller:
         self.epoll = select.epoll()
         self.handlers: dict[int, Handler] = {}
         self.dispatching = False
-        self.closing: list[socket.socket] = []
+        self.closing: list[Sock] = []
         # One read buffer for every connection: a read is sent on before the next one.
         self.view = memoryview(bytearray(READ_SIZE))
         loop.add_reader(self.epoll.fileno(), self.dispatch)
@@ -110,7 +115,7 @@ class Poller:
         if self.handlers.pop(fd, None) is not None:
             self.epoll.unregister(fd)
 
-    def release(self, sock: socket.socket) -> None:
+    def release(self, sock: Sock) -> None:
         """Stop reporting on ``sock`` and close it (after the current batch, if in one)."""
         self.handlers.pop(sock.fileno(), None)
         if self.dispatching:
@@ -190,7 +195,7 @@ class Acceptor:
                 log.warning("cannot accept a connection: %s", exc.strerror or exc,
                             extra={"listener": listener.spec.name, "cause": "accept_error"})
                 return
-            start(poller, listener, socket.socket(family, socket.SOCK_STREAM, 0, fd), addr, local)
+            start(poller, listener, Sock(family, socket.SOCK_STREAM, 0, fd), addr, local)
 
     def _rest(self, exc: OSError) -> None:
         # Level-triggered, the queue would be reported again at once: spinning, not waiting.
@@ -211,7 +216,7 @@ class Acceptor:
             self.sock.close()
 
 
-def start(poller: Poller, listener: Listener, client: socket.socket, addr: Any,
+def start(poller: Poller, listener: Listener, client: Sock, addr: Any,
           local: HostPort | None) -> None:
     """A client just accepted: refuse it over the limit, else connect upstream for it."""
     peer = hostport(addr)
@@ -243,7 +248,7 @@ class Peer:
     __slots__ = ("eof", "hup", "nbytes", "pending", "pipe", "piped", "read", "role", "shut",
                  "sock", "total", "write")
 
-    def __init__(self, role: str, sock: socket.socket, total: CounterChild, *,
+    def __init__(self, role: str, sock: Sock, total: CounterChild, *,
                  read: bool, write: bool) -> None:
         self.role = role
         self.sock = sock
@@ -266,7 +271,7 @@ class RelayedConnection:
                  "idle_since", "listener", "peername", "poller", "sockname", "task", "thorough",
                  "timer", "unblocked", "upstream")
 
-    def __init__(self, poller: Poller, listener: Listener, client: socket.socket,
+    def __init__(self, poller: Poller, listener: Listener, client: Sock,
                  peername: HostPort | None, sockname: HostPort | None, *, now: float) -> None:
         self.poller = poller
         self.listener = listener
@@ -298,7 +303,7 @@ class RelayedConnection:
         upstream = self.upstream
         return self.client.eof or (upstream is not None and upstream.eof)
 
-    def _upstream(self, sock: socket.socket) -> Peer:
+    def _upstream(self, sock: Sock) -> Peer:
         self.upstream = Peer("upstream", sock, self.listener.stats.bytes_down, read=False,
                              write=True)
         return self.upstream
@@ -309,7 +314,7 @@ class RelayedConnection:
         """Start a non-blocking connect to an address (on loopback usually done at once)."""
         self.addr = addr
         try:
-            sock = socket.socket(addr[0], socket.SOCK_STREAM | socket.SOCK_NONBLOCK)
+            sock = Sock(addr[0], socket.SOCK_STREAM | socket.SOCK_NONBLOCK)
         except OSError as exc:
             self._connect_failed(exc)
             return
@@ -696,7 +701,7 @@ class RelayedConnection:
                           upstream.nbytes if upstream is not None else 0)
 
 
-def _pending_error(sock: socket.socket, fallback: int | None) -> OSError:
+def _pending_error(sock: Sock, fallback: int | None) -> OSError:
     """The error the kernel holds for ``sock`` (as a reset would leave it), else ``fallback``.
 
     A call such as ``shutdown`` on a socket already reset fails with ENOTCONN, which says

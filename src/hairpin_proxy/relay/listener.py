@@ -10,6 +10,7 @@ connection, per ending, or per sweep.
 
 from __future__ import annotations
 
+import _socket
 import asyncio
 import contextlib
 import errno
@@ -344,14 +345,14 @@ class Listener:
 _LINGER_ZERO = struct.pack("ii", 1, 0)
 
 
-def reset_on_close(sock: socket.socket | None) -> None:
+def reset_on_close(sock: _socket.socket | None) -> None:
     """Make closing ``sock`` send a reset rather than a FIN (to pass a reset on)."""
     if sock is not None:
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_ZERO)
 
 
-def size_buffers(sock: socket.socket, size: int) -> None:
+def size_buffers(sock: _socket.socket, size: int) -> None:
     """Cap a socket's kernel send and receive buffers (``size`` 0: leave them autotuned)."""
     if size:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)
