@@ -230,11 +230,15 @@ def start(poller: Poller, listener: Listener, client: Sock, addr: Any,
             client.close()
             return
     loop = poller.loop
-    conn = RelayedConnection(poller, listener, client, peer, local, now=loop.time())
+    now = loop.time()
+    conn = RelayedConnection(poller, listener, client, peer, local, now=now)
     listener.opened(conn, peer)
     try:
-        if listener.address is not None:
-            conn.connect_to(listener.address)
+        addr = listener.address
+        if addr is None:
+            addr = listener.cached_address(now)
+        if addr is not None:
+            conn.connect_to(addr)
         else:
             conn.task = loop.create_task(conn.resolve_and_connect())
     except Exception:

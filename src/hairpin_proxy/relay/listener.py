@@ -280,6 +280,16 @@ class Listener:
         """Loop time by which resolution and connect together must have succeeded."""
         return accepted_at + self.connect_timeout
 
+    def cached_address(self, now: float) -> Address | None:
+        """The target's one address when the resolver has it cached at loop time ``now``:
+        the connection then connects to it at once, as to an IP literal, with the same
+        timeout and error causes. None (resolve and connect through the resolver) when
+        nothing is cached or the name has several addresses, which the resolver takes in
+        turn and fails over between."""
+        spec = self.spec
+        addrs = self.resolver.cached(spec.target_host, spec.target_port, now)
+        return addrs[0] if addrs is not None and len(addrs) == 1 else None
+
     async def connect(self) -> socket.socket:
         """A connected socket to the target (resolved, round robin, within the connect
         timeout), or ConnectError with the cause it is counted under."""
