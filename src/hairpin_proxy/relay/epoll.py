@@ -35,7 +35,6 @@ import select
 import socket
 import sys
 from collections.abc import Callable
-from typing import Any
 
 from hairpin_proxy.metrics import CounterChild
 from hairpin_proxy.relay.listener import (
@@ -180,6 +179,9 @@ class Acceptor:
         # (interleaved pairs); the socket object is built here the same way.
         accept = self.sock._accept  # type: ignore[attr-defined]  # -> (fd, address)
         family = self.sock.family
+        # An IPv4 socket's accept gives (host, port) as headers, logs and the per-source cap
+        # want it; only IPv6 addresses need hostport's unmapping and zone removal.
+        plain = family == socket.AF_INET
         poller, listener, local = self.poller, self.listener, self.local
         for _ in range(ACCEPT_BATCH):
             try:
@@ -195,7 +197,8 @@ class Acceptor:
                 log.warning("cannot accept a connection: %s", exc.strerror or exc,
                             extra={"listener": listener.spec.name, "cause": "accept_error"})
                 return
-            start(poller, listener, Sock(family, socket.SOCK_STREAM, 0, fd), addr, local)
+            start(poller, listener, Sock(family, socket.SOCK_STREAM, 0, fd),
+                  addr if plain else hostport(addr), local)
 
     def _rest(self, exc: OSError) -> None:
         # Level-triggered, the queue would be reported again at once: spinning, not waiting.
@@ -216,10 +219,10 @@ class Acceptor:
             self.sock.close()
 
 
-def start(poller: Poller, listener: Listener, client: Sock, addr: Any,
+def start(poller: Poller, listener: Listener, client: Sock, peer: HostPort | None,
           local: HostPort | None) -> None:
-    """A client just accepted: refuse it over the limit, else connect upstream for it."""
-    peer = hostport(addr)
+    """A client just accepted from ``peer``: refuse it over the limit, else connect upstream
+    for it."""
     if not listener.admit(peer[0] if listener.live.per_source and peer else None):
         client.close()
         return
