@@ -296,8 +296,18 @@ def test_encoder_to_a_fixed_destination_equals_the_full_encoder(
         sources: list[tuple[object, ...] | None]) -> None:
     full = encode_v1 if version == 1 else encode_v2
     encode = encoder_to(version, destination)  # type: ignore[arg-type]
-    for source in sources:  # one encoder serves many connections
+    for source in sources + sources:  # one encoder serves many connections, some again
         assert _outcome(encode, source) == _outcome(full, source, destination)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_encoder_to_stays_equal_past_its_memo_of_source_addresses(version: int) -> None:
+    full = encode_v1 if version == 1 else encode_v2
+    destination = ("10.0.0.1", 443)
+    encode = encoder_to(version, destination)  # type: ignore[arg-type]
+    sources = [(f"10.1.{i // 256}.{i % 256}", 1000 + i) for i in range(2500)]
+    for source in sources + sources[:10]:  # the first ones again, after the memo started over
+        assert encode(source) == full(source, destination)
 
 
 # --- encoder specifics ------------------------------------------------------------------------

@@ -8,6 +8,7 @@ same rules (and the same canonical output) as the C library's inet_pton/inet_nto
 from __future__ import annotations
 
 import re
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -422,8 +423,9 @@ def encoder_to(version: Literal[1, 2], destination: Endpoint | None
                ) -> Callable[[Endpoint | None], bytes]:
     """``encode_v1``/``encode_v2`` (no TLVs) with ``destination`` fixed, for a relay listener
     whose every header names the same one: what depends on it alone (the fixed part of its
-    family, its address, its port) is built here once, and each call adds only the source.
-    Returns what the full encoder returns, and raises what it raises, for every source.
+    family, its address, its port) is built here once, the part up to the ports once per
+    source address (a bounded memo), and each call adds only the ports. Returns what the
+    full encoder returns, and raises what it raises, for every source.
     """
     full = encode_v1 if version == 1 else encode_v2
     if destination is None:
@@ -441,21 +443,32 @@ def encoder_to(version: Literal[1, 2], destination: Endpoint | None
     return _v2_to(d4, dp, d_port)
 
 
+# Source addresses whose header beginning an encoder keeps (a relay sees the same few clients
+# again and again); past this many it starts over.
+_PREFIXES_MAX = 1024
+_PORTS = struct.Struct("!HH").pack
+
+
 def _v1_to(d4: bool, d_txt: str, d_port: int) -> Callable[[Endpoint | None], bytes]:
     head = "PROXY TCP4 " if d4 else "PROXY TCP6 "
-    middle = f" {d_txt} "
     end = f" {d_port}\r\n"
+    prefixes: dict[str, bytes] = {}  # source text -> the line up to its port
 
     def encode(source: Endpoint | None) -> bytes:
         if source is None:
             return _V1_UNKNOWN
         s_ip, s_port = source[0], source[1]
         _check_port(s_port)
-        s4, sp = _classify(s_ip)
-        if s4 != d4:
-            return _V1_UNKNOWN
-        s_txt = (s_ip if ":" not in s_ip else _ntop4(sp)) if s4 else _ntop6(sp)
-        return f"{head}{s_txt}{middle}{s_port}{end}".encode("ascii")
+        prefix = prefixes.get(s_ip)
+        if prefix is None:
+            s4, sp = _classify(s_ip)
+            if s4 != d4:
+                return _V1_UNKNOWN
+            s_txt = (s_ip if ":" not in s_ip else _ntop4(sp)) if s4 else _ntop6(sp)
+            if len(prefixes) >= _PREFIXES_MAX:
+                prefixes.clear()
+            prefix = prefixes[s_ip] = f"{head}{s_txt} {d_txt} ".encode("ascii")
+        return prefix + f"{s_port}{end}".encode("ascii")
 
     return encode
 
@@ -463,16 +476,22 @@ def _v1_to(d4: bool, d_txt: str, d_port: int) -> Callable[[Endpoint | None], byt
 def _v2_to(d4: bool, dp: bytes, d_port: int) -> Callable[[Endpoint | None], bytes]:
     unspec = encode_v2(None, None)
     head = _V2_TCP4 if d4 else _V2_TCP6
-    tail = bytes((d_port >> 8, d_port & 0xFF))
+    prefixes: dict[str, bytes] = {}  # source text -> the header up to the ports
 
     def encode(source: Endpoint | None) -> bytes:
         if source is None:
             return unspec
+        s_ip = source[0]
         s_port = _check_port(source[1])
-        s4, sp = _classify(source[0])
-        if s4 != d4:
-            return unspec
-        return head + sp + dp + bytes((s_port >> 8, s_port & 0xFF)) + tail
+        prefix = prefixes.get(s_ip)
+        if prefix is None:
+            s4, sp = _classify(s_ip)
+            if s4 != d4:
+                return unspec
+            if len(prefixes) >= _PREFIXES_MAX:
+                prefixes.clear()
+            prefix = prefixes[s_ip] = head + sp + dp
+        return prefix + _PORTS(s_port, d_port)
 
     return encode
 
