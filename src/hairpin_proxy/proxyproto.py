@@ -445,7 +445,7 @@ def encoder_to(version: Literal[1, 2], destination: Endpoint | None
 
 # Source addresses whose header beginning an encoder keeps (a relay sees the same few clients
 # again and again); past this many it starts over.
-_PREFIXES_MAX = 1024
+_PREFIXES_MAX = 256
 _PORTS = struct.Struct("!HH").pack
 
 

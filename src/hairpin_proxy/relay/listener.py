@@ -38,7 +38,7 @@ ENCODERS: dict[str, Encoder] = {"v1": proxyproto.encode_v1, "v2": proxyproto.enc
 VERSIONS: dict[str, Literal[1, 2]] = {"v1": 1, "v2": 2}
 # Header encoders kept per listener, one per destination its headers name: a listener bound
 # to one address has one; a wildcard one has one per local address clients reach it on.
-MAX_TEMPLATES = 64
+MAX_TEMPLATES = 16
 
 _MAPPED = "::ffff:"
 
