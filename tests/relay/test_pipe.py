@@ -18,6 +18,7 @@ import pytest
 
 from hairpin_proxy import proxyproto
 from hairpin_proxy.relay.limits import IDLE_PIPES
+from hairpin_proxy.relay.listener import MAX_TEMPLATES
 from tests.peers import free_port
 from tests.relay.helpers import (
     LOOPS,
@@ -79,6 +80,27 @@ def test_per_listener_version_and_dual_stack_wildcard(tmp_path: Path, loop: str)
                 header = up.headers[-1]
                 assert (header.version, header.family) == (2, family)
                 assert header.source == s.getsockname()[:2]
+                assert header.destination == (host, port)
+
+
+@pytest.mark.usefixtures("own_network")  # binds a wildcard address
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_a_wildcard_listener_names_every_local_address_past_the_encoders_it_keeps(
+        tmp_path: Path, version: str, loop: str) -> None:
+    # One header encoder is kept per destination, up to MAX_TEMPLATES; past it the full
+    # encoder serves, and the headers stay the same.
+    port = free_port("127.0.0.1")
+    hosts = [f"127.0.0.{i}" for i in range(1, MAX_TEMPLATES + 5)]
+    with Upstream(echo) as up, run_relay(
+            tmp_path, [f"0.0.0.0:{port}=127.0.0.1:{up.port}/{version}"], loop=loop):
+        for host in hosts + hosts[:2]:
+            with connect(port, host) as s:
+                s.sendall(b"x")
+                s.shutdown(socket.SHUT_WR)
+                assert recv_all(s) == b"x"
+                header = up.headers[-1]
+                assert (header.version, header.family) == (int(version[1]), "TCP4")
+                assert header.source == s.getsockname()
                 assert header.destination == (host, port)
 
 
