@@ -12,6 +12,7 @@ import pytest
 
 from hairpin_proxy.relay.resolve import Address, ConnectError, Resolver
 from tests.relay.helpers import black_hole
+from tests.waiting import until
 
 T = TypeVar("T")
 
@@ -187,7 +188,7 @@ def test_open_skips_a_silent_address_and_tells_the_protocol_only_of_success(loop
         took = asyncio.get_running_loop().time() - started
         peer: str = transport.get_extra_info("peername")[0]
         transport.close()
-        await asyncio.sleep(0.05)
+        await until(lambda: proto.lost, what="the protocol told of the close")
         return peer, took
 
     try:
