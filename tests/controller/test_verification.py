@@ -106,10 +106,6 @@ def test_a_resolver_outage_keeps_verified_hosts_and_adds_none(
     assert ctl.proc.poll() is None
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "defect: after a restart a host the rules hold whose first check fails with a resolver "
-    "error is withdrawn (plan.core.verified keeps only 'pending' held hosts, not "
-    "'resolver-error' ones); the test slept 2 s, just less than the first check took"))
 def test_a_restart_during_a_resolver_outage_withdraws_nothing(
         cluster: FakeApiServer, start: Start, dns: Dnsmasq) -> None:
     with_lb(cluster)
