@@ -332,7 +332,8 @@ class ProxySettings(LogSettings):
         "auto", "Move a stream's bytes socket to pipe to socket with splice(2), never through "
                 "the proxy's memory; auto: where the kernel allows it (probed at start), off: "
                 "copy every byte.")
-    splice_threshold: int = opt(262144, "Bytes a direction of a connection moves by copying "
+    splice_threshold: int = opt(262144, "Bytes a direction of a connection moves by copying, "
+                                        "in a run of reads of 16 KiB or more (a stream), "
                                         "before it splices the rest (0: all but the PROXY "
                                         "header and what came with it).")
     grace_period: float = opt(25.0, "Seconds to drain connections after SIGTERM.")

@@ -199,6 +199,26 @@ def test_only_a_direction_past_the_threshold_takes_a_pipe_and_pipes_are_reused(
                             direction="downstream") == 64 * 1024 + 16 * MIB
 
 
+def test_a_keep_alive_of_small_answers_copies_however_much_it_moves(tmp_path: Path) -> None:
+    """The threshold counts a run of large reads (a stream), not every byte: a connection of
+    many small exchanges moves far past it and never takes a pipe."""
+    with Upstream(echo) as up, run_relay(tmp_path, [to(up)], "--splice-threshold",
+                                         str(64 * 1024)) as relay:
+        settled_fd_count(relay)
+        baseline = relay.pipe_count()
+        with connect(relay.ports[0], timeout=60) as s:
+            for i in range(1500):  # 150 KB each way, one small exchange at a time
+                message = (b"%06d" % i) * 16 + b"\n" * 4
+                s.sendall(message)
+                got = b""
+                while len(got) < len(message):
+                    got += s.recv(len(message) - len(got))
+                assert got == message
+            assert relay.pipe_count() == baseline
+        echo_stream(relay.ports[0], 4 * MIB, 7)  # whereas a stream does
+        assert relay.pipe_count() > baseline
+
+
 def test_splice_off_copies_every_byte_and_says_so(tmp_path: Path) -> None:
     with Upstream(echo) as up, run_relay(tmp_path, [to(up)], "--splice", "off",
                                          "--splice-threshold", "0") as relay:

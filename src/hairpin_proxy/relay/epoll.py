@@ -13,7 +13,8 @@ gives the loop back after a few reads and is resumed by it. Flow control: a dire
 most one read that its receiver has not taken, and reads nothing more from its source until
 that is sent.
 
-A direction that has moved ``--splice-threshold`` bytes moves the rest through a pipe with
+A direction that has moved ``--splice-threshold`` bytes in a run of large reads (a stream, not
+the many small answers of a keep-alive connection) moves the rest through a pipe with
 ``splice(2)`` (``_splice``; the pool and the why in ``splice.py``): the same flow control with
 the pipe as the one unsent read, except that a short splice does not prove a socket empty (a
 pipe fills by slots, not bytes), so a spliced direction reads on to EAGAIN; and a splice that
@@ -54,6 +55,9 @@ READ_SIZE = 256 * 1024
 # Reads per direction before other connections, timers and the admin endpoint get a turn;
 # a fast bulk stream would otherwise keep the loop for as long as it lasts.
 READS_PER_TURN = 16
+# A read at least this large continues a direction's run towards the splice threshold; a
+# smaller one ends it. Splicing small answers saves nothing and costs a pipe's extra calls.
+STREAM_READ = 16 * 1024
 ACCEPT_BATCH = 64  # accepts per report, so that one busy listener cannot starve the rest
 ACCEPT_RETRY = 1.0  # seconds a listener rests after the process ran out of descriptors
 
@@ -253,7 +257,7 @@ class Peer:
     connected to for it): our socket to it and what it has done so far."""
 
     __slots__ = ("eof", "hup", "nbytes", "pending", "pipe", "piped", "read", "role", "shut",
-                 "sock", "total", "write")
+                 "sock", "streak", "total", "write")
 
     def __init__(self, role: str, sock: Sock, total: CounterChild, *,
                  read: bool, write: bool) -> None:
@@ -269,6 +273,7 @@ class Peer:
         self.pipe: Pipe | None = None  # the pipe its direction splices through, if it does
         self.piped = 0  # bytes for this socket in that pipe (never with ``pending``)
         self.nbytes = 0  # bytes read from it
+        self.streak = 0  # bytes of its current run of reads of STREAM_READ or more
 
 
 class RelayedConnection:
@@ -488,7 +493,7 @@ class RelayedConnection:
 
     def _move(self, src: Peer, dst: Peer) -> None:
         """Move what ``src`` sends to ``dst`` until one of them has to wait."""
-        if (dst.pipe is not None or (src.nbytes >= self.poller.splice_at and src.read
+        if (dst.pipe is not None or (src.streak >= self.poller.splice_at and src.read
                                      and self.connected and not dst.pending
                                      and not src.eof and not self.thorough)
                 ) and self._splice(src, dst):
@@ -545,6 +550,7 @@ class RelayedConnection:
                 continue
             src.nbytes += n
             src.total.value += n
+            src.streak = src.streak + n if n >= STREAM_READ else 0
             if n < READ_SIZE and not self.thorough:
                 if src.hup:
                     src.eof = True  # the FIN came after everything just read
@@ -639,6 +645,7 @@ class RelayedConnection:
                 continue
             src.nbytes += n
             src.total.value += n
+            src.streak = src.streak + n if n >= STREAM_READ else 0
             dst.piped = n
         return True
 
