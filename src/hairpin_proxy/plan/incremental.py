@@ -1,0 +1,317 @@
+"""``Planner``: ``plan`` kept up to date at the cost of the change. Pure (no I/O); one caller
+at a time.
+
+Each pass takes a whole ``Snapshot`` and returns what ``plan(snapshot)`` returns (the claims
+and refusals as the same collections, in another order: nothing reads their order). Between
+passes it keeps, per object, the claims and refusals it made (an object is unchanged while
+the snapshot holds the very same one: caches replace objects, never edit them), and per
+name the decision among its claims. A pass then
+
+1. finds the new and gone objects by identity, and re-claims only those (every object of a
+   kind again when what they are read against changes: the policy, the IngressClasses, the
+   Gateways and their classes, ListenerSets or namespaces' labels);
+2. re-decides only the names whose claims changed, and routes only those hosts, unless a
+   target's outcome changed (another fallback, resolution or slot: every host again);
+3. shares the rest with ``plan``: answer sets, verification, the size limits, metrics.
+
+Precondition, as the API guarantees for a cluster's objects: no two objects of one kind share
+a namespace and name.
+"""
+
+from __future__ import annotations
+
+import bisect
+import operator
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from hairpin_proxy.claims import Claim, Decision, ObjectRef, decide, renamer, resolve_key
+from hairpin_proxy.controller.budget import Measure
+from hairpin_proxy.gateway.claims import claims_of_objects
+from hairpin_proxy.plan.claims import ingress_origin, registered_claims
+from hairpin_proxy.plan.core import (
+    DesiredState,
+    desired,
+    new_measures,
+    slot_table,
+    target_facts,
+)
+from hairpin_proxy.plan.snapshot import Obj, Snapshot
+from hairpin_proxy.policy import (
+    ClassIndex,
+    Rejection,
+    class_index,
+    default_ingress_classes,
+    evaluate_ingress,
+)
+from hairpin_proxy.targets.model import DEFAULT_KEY, Target
+from hairpin_proxy.targets.plan import Plan, final_key, key_outcomes
+from hairpin_proxy.targets.resolve import TargetFacts, Unresolved
+
+Made = tuple[tuple[Claim, ...], tuple[Rejection, ...]]
+_NONE: Made = ((), ())
+
+
+def same_items(a: Sequence[Any] | None, b: Sequence[Any] | None) -> bool:
+    """Whether two sequences hold the very same objects, in order."""
+    if a is b:
+        return True
+    if a is None or b is None or len(a) != len(b):
+        return False
+    return all(map(operator.is_, a, b))
+
+
+def ingress_made(obj: Obj, index: ClassIndex, defaults: frozenset[str], snap: Snapshot
+                 ) -> Made:
+    """One Ingress's claims and refusals, as ``plan.claims`` makes them for it."""
+    result = evaluate_ingress(obj, snap.settings.policy, index)
+    ref, target, created = ingress_origin(obj, defaults)
+    if not result.hosts or result.origin != f"{ref.namespace}/{ref.name}":
+        # A name shortened for display names no Ingress: it claims nothing (as plan.claims).
+        return (), result.rejections
+    return (tuple(Claim(h, target, ref, created) for h in dict.fromkeys(result.hosts)),
+            result.rejections)
+
+
+def route_made(kind: str, obj: Obj, snap: Snapshot) -> Made:
+    """One Gateway API route's claims and refusals."""
+    s = snap.settings
+    got = claims_of_objects(snap.gateway_classes, snap.gateways, [(kind, obj)],
+                            wanted_classes=s.gateway_classes, policy=s.policy,
+                            namespace_labels=snap.namespace_labels,
+                            listener_sets=snap.listener_sets)
+    return got.claims, tuple(Rejection.of(r.origin, r.host, r.reason) for r in got.rejections)
+
+
+class _PerObject:
+    """Claims and refusals per object of one kind, re-made for new objects only while the
+    context they are read against stays the same."""
+
+    def __init__(self) -> None:
+        self.context: tuple[Any, ...] | None = None
+        self.made: dict[int, tuple[Any, Made]] = {}
+
+    def update(self, context: tuple[Any, ...], objs: Iterable[Any], key: Any, make: Any,
+               added: list[Claim], removed: list[Claim]) -> None:
+        """``key(item)`` is the object of an item of ``objs``; ``make(item)`` its claims."""
+        if context != self.context:
+            for _, (claims, _r) in self.made.values():
+                removed.extend(claims)
+            self.made, self.context = {}, context
+        now = {id(key(item)): item for item in objs}
+        made = self.made
+        for gone in made.keys() - now.keys():
+            removed.extend(made.pop(gone)[1][0])
+        for new in now.keys() - made.keys():
+            item = now[new]
+            got = make(item)
+            made[new] = (item, got)
+            added.extend(got[0])
+
+    def claims(self) -> list[Claim]:
+        return [c for _, (claims, _r) in self.made.values() for c in claims]
+
+    def refusals(self) -> list[Rejection]:
+        return [r for _, (_c, refused) in self.made.values() if refused for r in refused]
+
+
+class _Hosts:
+    """targets.plan's per-name work, kept: the claims of each name, its decision, the route
+    (or exclusion) of its host."""
+
+    def __init__(self) -> None:
+        self.by_key: dict[str, list[Claim]] = {}
+        self.asked: Counter[str] = Counter()
+        self.decided: dict[str, Decision] = {}
+        self.routes: dict[str, str] = {}
+        self.origins: dict[str, tuple[ObjectRef, ...]] = {}
+        self.excluded: dict[str, Unresolved] = {}
+        self.sorted: list[str] = []
+        self.losing: set[str] = set()
+
+    def change(self, added: Iterable[Claim], removed: Iterable[Claim]) -> set[str]:
+        """The names whose claims changed."""
+        touched: set[str] = set()
+        for c in removed:
+            key = resolve_key(c)
+            found = self.by_key[key]
+            found.remove(c)
+            if not found:
+                del self.by_key[key]
+            self.asked[c.target] -= 1
+            if not self.asked[c.target]:
+                del self.asked[c.target]
+            touched.add(key)
+        for c in added:
+            key = resolve_key(c)
+            self.by_key.setdefault(key, []).append(c)
+            self.asked[c.target] += 1
+            touched.add(key)
+        return touched
+
+    def route(self, keys: Iterable[str], outcome: tuple[Any, ...], *, full: bool) -> None:
+        fallbacks, unresolved, slots, max_slots = outcome
+        target = renamer(fallbacks)
+        if full:
+            self.decided.clear()
+            self.routes.clear()
+            self.origins.clear()
+            self.excluded.clear()
+            self.losing.clear()
+        changed: set[str] = set()
+        for key in keys:
+            old = self.decided.pop(key, None)
+            if old is not None:
+                self._forget(old[0])
+                changed.add(old[0])
+            self.losing.discard(key)
+            found = self.by_key.get(key)
+            if not found:
+                continue
+            got = self.decided[key] = decide(key, found, target)
+            host, winner, agree, lost = got
+            changed.add(host)
+            if lost:
+                self.losing.add(key)
+            self.origins[host] = tuple(c.origin for c in agree)
+            k = fallbacks.get(winner.target, winner.target)
+            if k in unresolved:
+                self.excluded[host] = unresolved[k]
+            elif k != DEFAULT_KEY and k not in slots:
+                self.excluded[host] = Unresolved(
+                    k, "target-not-found", f"no slot left for {k} (--max-targets {max_slots})")
+            else:
+                self.routes[host] = k
+        self._resort(changed, full)
+
+    def _forget(self, host: str) -> None:
+        self.routes.pop(host, None)
+        self.origins.pop(host, None)
+        self.excluded.pop(host, None)
+
+    def _resort(self, changed: set[str], full: bool) -> None:
+        if full or len(changed) > 64:
+            self.sorted = sorted(self.routes)
+            return
+        for host in changed:
+            at = bisect.bisect_left(self.sorted, host)
+            present = at < len(self.sorted) and self.sorted[at] == host
+            if host in self.routes and not present:
+                self.sorted.insert(at, host)
+            elif host not in self.routes and present:
+                del self.sorted[at]
+
+    def losers(self) -> tuple[tuple[Claim, Claim], ...]:
+        return tuple(pair for key in sorted(self.losing) for pair in self.decided[key][3])
+
+
+class Planner:
+    """``plan`` at the cost of the change (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        self._ingresses = _PerObject()
+        self._routes = _PerObject()
+        self._registered: tuple[Any, ...] | None = None
+        self._registered_made: Made = _NONE
+        self._hosts = _Hosts()
+        self._facts_from: tuple[Any, ...] | None = None
+        self._facts = TargetFacts()
+        self._resolved: dict[str, Target | Unresolved | None] = {}
+        self._outcome: tuple[Any, ...] | None = None
+        self._measures: dict[str, Measure] = new_measures()
+
+    def plan(self, snap: Snapshot) -> DesiredState:
+        added: list[Claim] = []
+        removed: list[Claim] = []
+        self._claim(snap, added, removed)
+        touched = self._hosts.change(added, removed)
+        p = self._plan(snap, touched)
+        claims = [*self._ingresses.claims(), *self._routes.claims(), *self._registered_made[0]]
+        refusals = [*self._ingresses.refusals(), *self._routes.refusals(),
+                    *self._registered_made[1]]
+        return desired(snap, claims, refusals, p, routes_sorted=self._hosts.sorted,
+                       measures=self._measures)
+
+    def _claim(self, snap: Snapshot, added: list[Claim], removed: list[Claim]) -> None:
+        s = snap.settings
+        classes = snap.ingress_classes
+        index = ClassIndex(frozenset(), None) if classes is None else class_index(classes)
+        defaults = default_ingress_classes(classes or ())
+        self._ingresses.update((s.policy, index, defaults), snap.ingresses, lambda o: o,
+                               lambda o: ingress_made(o, index, defaults, snap),
+                               added, removed)
+        context = (s.gateway_api, s.policy, s.gateway_classes, tuple(snap.gateway_classes),
+                   tuple(snap.gateways), tuple(snap.listener_sets),
+                   _Frozen(snap.namespace_labels))
+        self._routes.update(context, snap.routes if s.gateway_api else (),
+                            operator.itemgetter(1),
+                            lambda pair: route_made(pair[0], pair[1], snap), added, removed)
+        registered = (s.policy, _Frozen(snap.registered))
+        if registered != self._registered:
+            removed.extend(self._registered_made[0])
+            self._registered_made = registered_claims(snap)
+            added.extend(self._registered_made[0])
+            self._registered = registered
+
+    def _target_facts(self, snap: Snapshot) -> TargetFacts:
+        s = snap.settings
+        fields = (snap.services, snap.ingress_classes, snap.gateways, snap.gateway_classes,
+                  snap.client_traffic_policies)
+        known = self._facts_from
+        if (known is None or known[0] is not s or known[2] != snap.unreadable
+                or known[3] != _Frozen(snap.configmaps)
+                or known[4] != _Frozen(snap.nginx_proxies)
+                or known[5] != _Frozen(snap.extra_facts)
+                or not all(map(same_items, known[1], fields))):
+            # Finding a data plane scans every Service: done again only when what it
+            # reads has changed.
+            self._facts, self._resolved = target_facts(snap), {}
+            self._facts_from = (s, tuple(None if f is None else tuple(f) for f in fields),
+                                snap.unreadable, _Frozen(snap.configmaps),
+                                _Frozen(snap.nginx_proxies), _Frozen(snap.extra_facts))
+        return self._facts
+
+    def _plan(self, snap: Snapshot, touched: set[str]) -> Plan:
+        s = snap.settings
+        facts = self._target_facts(snap)
+        keys = key_outcomes(self._hosts.asked, facts, s.target_map,
+                            slot_table(snap.targets_configmap)[0], s.max_targets,
+                            self._resolved)
+        outcome = (keys.fallbacks, keys.unresolved, keys.slots, s.max_targets)
+        hosts = self._hosts
+        if outcome != self._outcome:
+            hosts.route(list(hosts.by_key), outcome, full=True)
+            self._outcome = outcome
+        else:
+            hosts.route(touched, outcome, full=False)
+        return Plan(routes=dict(hosts.routes), origins=dict(hosts.origins),
+                    targets=keys.targets, unresolved=keys.unresolved,
+                    excluded=dict(hosts.excluded), losers=hosts.losers(), slots=keys.slots,
+                    overflow=keys.overflow, fallbacks=keys.fallbacks, shared=keys.shared)
+
+
+class _Frozen:
+    """A mapping compared by what it holds, each value by identity first (cheap for the
+    same objects) and by equality only when they differ."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, mapping: Mapping[str, Any]) -> None:
+        self.items = dict(mapping)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _Frozen) or self.items.keys() != other.items.keys():
+            return False
+        theirs = other.items
+        return all(v is theirs[k] or _same(v, theirs[k]) for k, v in self.items.items())
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, Sequence) and isinstance(b, Sequence) and not isinstance(a, str):
+        return same_items(a, b)
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return _Frozen(a) == _Frozen(b)
+    return bool(a == b)
