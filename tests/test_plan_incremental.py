@@ -32,6 +32,7 @@ HOSTS = [*(f"h{i}.example.com" for i in range(6)), "*.example.com", "a.b.example
 TIMES = ["2026-01-01T00:00:00Z", "2026-01-01T00:00:00+00:00", "2026-01-02T00:00:00Z",
          "not a time"]
 Key = tuple[str, str, str]
+RELIST: Key = ("", "", "relist")
 
 
 def corpus_object(kind: str) -> dict[str, Any]:
@@ -146,6 +147,8 @@ events = st.one_of(
     st.just((("ClientTrafficPolicy", "web", "proxy"), None)),
     st.builds(lambda k: (("ConfigMap", "hairpin-proxy", "targets"), slot_table(k)),
               st.sampled_from([None, "gateway/web/public", "ingressclass/nginx"])),
+    # A relist: every object anew, equal to the one before.
+    st.just((RELIST, None)),
 )
 plan_settings = st.builds(
     lambda server, slots, budget, settle: (PlanSettings(
@@ -186,11 +189,15 @@ def test_the_incremental_plan_equals_the_full_plan_after_every_event(
     base = base_objects()
     state: dict[Key, dict[str, Any]] = {}
     planner = Planner()
-    for key, obj in sequence:
-        if obj is None:
+    for version, (key, obj) in enumerate(sequence):
+        if key == RELIST:
+            state = {k: copy.deepcopy(o) for k, o in state.items()}
+        elif obj is None:
             state.pop(key, None)
         else:
-            state[key] = obj
+            # Each change its own resourceVersion, as the API gives it.
+            state[key] = copy.deepcopy(obj)
+            state[key]["metadata"]["resourceVersion"] = str(version)
         snap = snapshot(base, state, s, budget)
         same(planner.plan(snap), plan(snap))
 

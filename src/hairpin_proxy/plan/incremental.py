@@ -84,13 +84,24 @@ def route_made(kind: str, obj: Obj, snap: Snapshot) -> Made:
     return got.claims, tuple(Rejection.of(r.origin, r.host, r.reason) for r in got.rejections)
 
 
+def version_of(obj: Obj) -> tuple[str, str] | None:
+    """(uid, resourceVersion): the same pair is the same content (None without a
+    resourceVersion: then only the very same object is)."""
+    meta = obj.get("metadata") or {}
+    rv = meta.get("resourceVersion")
+    return (str(meta.get("uid") or ""), str(rv)) if rv else None
+
+
 class _PerObject:
-    """Claims and refusals per object of one kind, re-made for new objects only while the
-    context they are read against stays the same."""
+    """Claims and refusals per object of one kind, made for new objects only while the
+    context they are read against stays the same. A relist brings equal objects anew: one
+    with the uid and resourceVersion of one gone keeps what that one made."""
 
     def __init__(self) -> None:
         self.context: tuple[Any, ...] | None = None
         self.made: dict[int, tuple[Any, Made]] = {}
+        # How many objects were read (made anew) so far.
+        self.count = 0
 
     def update(self, context: tuple[Any, ...], objs: Iterable[Any], key: Any, make: Any,
                added: list[Claim], removed: list[Claim]) -> None:
@@ -101,13 +112,25 @@ class _PerObject:
             self.made, self.context = {}, context
         now = {id(key(item)): item for item in objs}
         made = self.made
+        recycled: dict[tuple[str, str], Made] = {}
         for gone in made.keys() - now.keys():
-            removed.extend(made.pop(gone)[1][0])
+            item, got = made.pop(gone)
+            version = version_of(key(item))
+            if version is None:
+                removed.extend(got[0])
+            else:
+                recycled[version] = got
         for new in now.keys() - made.keys():
             item = now[new]
-            got = make(item)
+            version = version_of(key(item))
+            got = recycled.pop(version, None) if version is not None else None
+            if got is None:
+                got = make(item)
+                self.count += 1
+                added.extend(got[0])
             made[new] = (item, got)
-            added.extend(got[0])
+        for got in recycled.values():
+            removed.extend(got[0])
 
     def claims(self) -> list[Claim]:
         return [c for _, (claims, _r) in self.made.values() for c in claims]
