@@ -56,12 +56,13 @@ from bench import corefile_bench
 from bench.corefile_bench import PROXY_IP, TEMPLATE_FORMAT, median_ms
 from bench.run import sections, with_sections
 from hairpin_proxy import corefile
+from hairpin_proxy.ingress.policy import evaluate
 from hairpin_proxy.kube.watch import object_key
-from hairpin_proxy.policy import HostPolicy, evaluate
+from hairpin_proxy.policy import HostPolicy
 from hairpin_proxy.settings import ControllerSettings
 
 try:
-    from hairpin_proxy.policy_cache import PolicyCache
+    from hairpin_proxy.ingress.policy_cache import PolicyCache
 except ImportError:  # versions before it had it in the controller
     from hairpin_proxy.controller import PolicyCache  # type: ignore[no-redef]
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.corefiles import HERE as CORPUS
-from tests.corefiles import TARGET
+from tests.corefiles import PROXY_FQDN
 
 import hairpin_proxy
 from hairpin_proxy import corefile
@@ -54,8 +54,8 @@ def apply(text: str, hosts: Iterable[str]) -> str:
     fn: Callable[..., str] = corefile.apply
     if TEMPLATE_FORMAT:
         answers = corefile.Answers.of([PROXY_IP])
-        return fn(text, hosts, answers=answers, target=TARGET)
-    return fn(text, hosts, target=TARGET)
+        return fn(text, hosts, answers=answers, proxy_fqdn=PROXY_FQDN)
+    return fn(text, hosts, proxy_fqdn=PROXY_FQDN)
 
 
 def hosts(n: int) -> list[str]:

@@ -15,13 +15,14 @@ import time
 DIRECT_HEADER = "PROXY TCP4 127.0.0.1 127.0.0.1 40000 80\r\n"
 
 
-def wrk_rps(port: int, *, seconds: int, connections: int, close: bool, threads: int = 1) -> float:
+def wrk_rps(port: int, *, seconds: int, connections: int, close: bool, threads: int = 1,
+            path: str = "/small") -> float:
     """Requests per second from wrk; ``close`` makes every request a new connection."""
     argv = ["wrk", "-t", str(threads), "-c", str(connections), "-d", f"{seconds}s",
             "--timeout", "5s"]
     if close:
         argv += ["-H", "Connection: close"]
-    argv.append(f"http://127.0.0.1:{port}/small")
+    argv.append(f"http://127.0.0.1:{port}{path}")
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 30,
                           check=False)
     out = proc.stdout

@@ -6,7 +6,7 @@ import pytest
 
 from hairpin_proxy.corefile import (
     BEGIN_MARKER,
-    DEFAULT_TARGET,
+    DEFAULT_PROXY_FQDN,
     END_MARKER,
     MAX_CONFIGMAP_BYTES,
     Answers,
@@ -18,7 +18,7 @@ from hairpin_proxy.corefile import (
     remove,
     strays,
 )
-from tests.corefiles import BY_NAME, HOSTS, TARGET
+from tests.corefiles import BY_NAME, HOSTS, PROXY_FQDN
 from tests.corefiles.oracle import check_one_set_per_root, expected_set, find_ours, strip_ours
 
 V4 = Answers.of(["10.96.0.20"])
@@ -225,20 +225,20 @@ def test_old_rewrite_rules_are_converted_in_one_write() -> None:
 
 
 @pytest.mark.parametrize("rule", [
-    "rewrite name exact a.example.com {target}",
-    "rewrite name a.example.com {target}",
-    "rewrite stop name exact a.example.com {target}",
-    "rewrite continue name exact A.Example.COM. {target}",
-    "rewrite name exact a.example.com {target} answer auto",
-    r"rewrite name regex ^[^.]+\.example\.com\.?$ {target} answer auto",
-    "rewrite name suffix .example.com {target}",  # ours, though no host reads from it
+    "rewrite name exact a.example.com {proxy_fqdn}",
+    "rewrite name a.example.com {proxy_fqdn}",
+    "rewrite stop name exact a.example.com {proxy_fqdn}",
+    "rewrite continue name exact A.Example.COM. {proxy_fqdn}",
+    "rewrite name exact a.example.com {proxy_fqdn} answer auto",
+    r"rewrite name regex ^[^.]+\.example\.com\.?$ {proxy_fqdn} answer auto",
+    "rewrite name suffix .example.com {proxy_fqdn}",  # ours, though no host reads from it
 ])
-@pytest.mark.parametrize("target", [
-    DEFAULT_TARGET, DEFAULT_TARGET.rstrip("."), DEFAULT_TARGET.upper(),
+@pytest.mark.parametrize("proxy_fqdn", [
+    DEFAULT_PROXY_FQDN, DEFAULT_PROXY_FQDN.rstrip("."), DEFAULT_PROXY_FQDN.upper(),
     "Hairpin-Proxy.hairpin-proxy.svc.cluster.local.",
 ])
-def test_old_rule_forms_are_recognised_by_their_target(rule: str, target: str) -> None:
-    line = rule.format(target=target)
+def test_old_rule_forms_are_recognised_by_the_proxy_fqdn(rule: str, proxy_fqdn: str) -> None:
+    line = rule.format(proxy_fqdn=proxy_fqdn)
     text = f".:53 {{\n    errors\n    {line}\n    cache 30\n}}\n"
     after = apply(text, ["x.example.com"], answers=V4)
     assert after == ".:53 {\n    errors\n" + ours(["x.example.com"]) + "    cache 30\n}\n"
@@ -247,19 +247,19 @@ def test_old_rule_forms_are_recognised_by_their_target(rule: str, target: str) -
     assert host in ((), ("a.example.com",), ("*.example.com",))
 
 
-def test_old_rules_to_our_own_target_name() -> None:
+def test_old_rules_to_our_own_proxy_fqdn() -> None:
     text = ".:53 {\n    rewrite name exact a.b hp.hp.svc.example.internal.\n}\n"
-    # Not ours under the default target ...
+    # Not ours under the default proxy FQDN ...
     assert managed_hosts(text) == ()
     assert remove(text) == text
-    # ... ours under that target, with or without the trailing dot.
-    for target in ("hp.hp.svc.example.internal.", "hp.hp.svc.example.internal"):
-        assert managed_hosts(text, target=target) == ("a.b",)
-        assert remove(text, target=target) == ".:53 {\n}\n"
-    # The original tool's target is always ours.
+    # ... ours under that proxy FQDN, with or without the trailing dot.
+    for proxy_fqdn in ("hp.hp.svc.example.internal.", "hp.hp.svc.example.internal"):
+        assert managed_hosts(text, proxy_fqdn=proxy_fqdn) == ("a.b",)
+        assert remove(text, proxy_fqdn=proxy_fqdn) == ".:53 {\n}\n"
+    # The original tool's proxy FQDN is always ours.
     original = (".:53 {\n    rewrite name exact a.b "
                 "hairpin-proxy.hairpin-proxy.svc.cluster.local\n}\n")
-    assert remove(original, target="hp.hp.svc.example.internal.") == ".:53 {\n}\n"
+    assert remove(original, proxy_fqdn="hp.hp.svc.example.internal.") == ".:53 {\n}\n"
 
 
 def test_foreign_rewrites_and_templates_are_left_alone() -> None:
@@ -475,4 +475,4 @@ def test_many_hosts_are_split_over_several_regexes_and_read_back() -> None:
     assert len(match_lines) > 4 and len(match_lines) % 2 == 0
     assert max(len(line.split()[1]) for line in match_lines) <= 8000
     assert apply(after, list(reversed(hosts)), answers=DUAL) == after
-    assert TARGET not in after
+    assert PROXY_FQDN not in after

@@ -1,4 +1,4 @@
-"""apply_nodelocal/remove_nodelocal/nodelocal_hosts and NodeLocalSink: node-local-dns's Corefile.
+"""apply_nodelocal/remove_nodelocal/nodelocal_hosts and NodeLocalEdit: node-local-dns's Corefile.
 
 The oracles are line-based where they can be (our text is found by its marker lines), and the
 zone oracle is computed here from the host set, not by the module.
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hairpin_proxy.controller.sinks.coredns import SinkError
-from hairpin_proxy.controller.sinks.nodelocal import CANDIDATES, NodeLocalSink, reconciler_of
+from hairpin_proxy.controller.writers.coredns import EditError
+from hairpin_proxy.controller.writers.nodelocal import CANDIDATES, NodeLocalEdit, reconciler_of
 from hairpin_proxy.corefile import BEGIN_MARKER, END_MARKER, MAX_CONFIGMAP_BYTES, CorefileError
 from hairpin_proxy.corefile.nodelocal import (
     OUR_KEY,
@@ -206,13 +206,13 @@ def test_kubespray_nodelocaldns_as_rendered() -> None:
     assert "    forward . 10.233.0.3 {" in block and "        force_tcp" in block
     assert not any("health" in line or "resolv.conf" in line for line in block)
     assert remove_nodelocal(after) == NODE_LOCAL_KUBESPRAY
-    sink = NodeLocalSink("kube-system", "nodelocaldns")
+    edit = NodeLocalEdit("kube-system", "nodelocaldns")
     cm = {"metadata": {"name": "nodelocaldns", "namespace": "kube-system",
                        "labels": {"addonmanager.kubernetes.io/mode": "EnsureExists"}},
           "data": {"Corefile": NODE_LOCAL_KUBESPRAY}}
-    changed = sink.mutate(["shop.example.com"])(cm)
+    changed = edit.mutate(["shop.example.com"])(cm)
     assert changed is not None and changed["data"]["Corefile"] == after
-    assert sink.current_hosts(changed) == ("shop.example.com",)
+    assert edit.current_hosts(changed) == ("shop.example.com",)
 
 
 def test_kubespray_multi_zone_header_and_external_zone() -> None:
@@ -515,7 +515,7 @@ def test_properties_with_our_block_moved_to_the_front(first: list[str], second: 
     assert apply_nodelocal(again, second) == again
 
 
-# --- the sink -------------------------------------------------------------------------------------
+# --- the edit -------------------------------------------------------------------------------------
 
 
 def configmap(text: str, mode: str | None = "Reconcile") -> dict[str, Any]:
@@ -525,53 +525,53 @@ def configmap(text: str, mode: str | None = "Reconcile") -> dict[str, Any]:
             "data": {"Corefile": text, "other": "kept"}}
 
 
-def test_sink_mutate_removal_and_no_op() -> None:
-    sink = NodeLocalSink("kube-system", "node-local-dns")
-    assert sink.where == "kube-system/node-local-dns[Corefile]"
+def test_edit_mutate_removal_and_no_op() -> None:
+    edit = NodeLocalEdit("kube-system", "node-local-dns")
+    assert edit.where == "kube-system/node-local-dns[Corefile]"
     cm = configmap(UPSTREAM)
-    assert sink.current_hosts(cm) == ()
-    written = sink.mutate(["*.apps.example.com", "a.example.com"])(cm)
+    assert edit.current_hosts(cm) == ()
+    written = edit.mutate(["*.apps.example.com", "a.example.com"])(cm)
     assert written is not None
     assert written["data"]["other"] == "kept"
     assert written["data"]["Corefile"] == apply_nodelocal(UPSTREAM, ["a.example.com",
                                                                       "*.apps.example.com"])
-    assert sink.current_hosts(written) == ("a.example.com", "apps.example.com")
+    assert edit.current_hosts(written) == ("a.example.com", "apps.example.com")
     # Nothing to change: no write.
-    assert sink.mutate(["a.example.com", "*.apps.example.com"])(configmap(
+    assert edit.mutate(["a.example.com", "*.apps.example.com"])(configmap(
         written["data"]["Corefile"])) is None
-    assert sink.mutate([])(configmap(UPSTREAM)) is None
-    assert sink.removal()(configmap(UPSTREAM)) is None
-    removed = sink.removal()(configmap(written["data"]["Corefile"]))
+    assert edit.mutate([])(configmap(UPSTREAM)) is None
+    assert edit.removal()(configmap(UPSTREAM)) is None
+    removed = edit.removal()(configmap(written["data"]["Corefile"]))
     assert removed is not None and removed["data"]["Corefile"] == UPSTREAM
 
 
-def test_sink_cluster_domain_and_key() -> None:
+def test_edit_cluster_domain_and_key() -> None:
     text = KUBESPRAY.replace("cluster.local old.local:53", "k8s.internal:53")
-    sink = NodeLocalSink("kube-system", "nodelocaldns", key="Corefile",
+    edit = NodeLocalEdit("kube-system", "nodelocaldns", key="Corefile",
                          cluster_domain="k8s.internal")
-    out = sink.mutate(["a.k8s.internal", "b.example.com"])(configmap(text, "EnsureExists"))
+    out = edit.mutate(["a.k8s.internal", "b.example.com"])(configmap(text, "EnsureExists"))
     assert out is not None
     assert nodelocal_hosts(out["data"]["Corefile"]) == ("b.example.com",)
 
 
-def test_sink_errors() -> None:
-    sink = NodeLocalSink("kube-system", "node-local-dns")
-    with pytest.raises(SinkError, match="not found"):
-        sink.mutate(["a.example.com"])(None)
-    with pytest.raises(SinkError, match="no key"):
-        sink.current_hosts({"data": {}})
+def test_edit_errors() -> None:
+    edit = NodeLocalEdit("kube-system", "node-local-dns")
+    with pytest.raises(EditError, match="not found"):
+        edit.mutate(["a.example.com"])(None)
+    with pytest.raises(EditError, match="no key"):
+        edit.current_hosts({"data": {}})
     with pytest.raises(CorefileError):
-        sink.mutate(["a.example.com"])(configmap(".:53 {\n    forward . 8.8.8.8\n}\n"))
+        edit.mutate(["a.example.com"])(configmap(".:53 {\n    forward . 8.8.8.8\n}\n"))
 
 
-def test_sink_addon_manager_and_candidates() -> None:
+def test_edit_addon_manager_and_candidates() -> None:
     """The label alone stops nothing: only a running addon manager (a pod in kube-system, or
     GKE's hidden one) makes mode Reconcile mean that every edit is reverted."""
     labelled = configmap(UPSTREAM)
-    assert NodeLocalSink.labelled_reconcile(labelled)
-    assert not NodeLocalSink.labelled_reconcile(configmap(UPSTREAM, "EnsureExists"))
-    assert not NodeLocalSink.labelled_reconcile({"metadata": {}})
-    assert not NodeLocalSink.labelled_reconcile(None)
+    assert NodeLocalEdit.labelled_reconcile(labelled)
+    assert not NodeLocalEdit.labelled_reconcile(configmap(UPSTREAM, "EnsureExists"))
+    assert not NodeLocalEdit.labelled_reconcile({"metadata": {}})
+    assert not NodeLocalEdit.labelled_reconcile(None)
     pod = {"metadata": {"name": "kube-addon-manager-master-1"}, "status": {"phase": "Running"}}
     ended = {"metadata": {"name": "kube-addon-manager-old"}, "status": {"phase": "Failed"}}
     kubeadm = {"gitVersion": "v1.31.2"}

@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterable
 import pytest
 
 from hairpin_proxy import corefile
-from hairpin_proxy.controller.sinks.coredns import CorednsSink
+from hairpin_proxy.controller.writers.coredns import CorednsEdit
 from hairpin_proxy.corefile import Answers, CorefileError, apply, apply_parsed, parse
 from hairpin_proxy.corefile import editor as editor_module
-from tests.corefiles import BY_NAME, SAMPLES, TARGET, Sample
+from tests.corefiles import BY_NAME, PROXY_FQDN, SAMPLES, Sample
 
 V4 = Answers.of(["10.96.0.20"])
 OTHER = Answers.of(["10.96.0.30"])
@@ -101,7 +101,7 @@ def test_a_splice_leaving_an_old_rule_is_refused(monkeypatch: pytest.MonkeyPatch
     def keeps_old(text: str, edits: Iterable[tuple[int, int, str]]) -> str:
         out = real(text, edits)
         at = out.index("    cache 30")
-        return (out[:at] + f"    rewrite name exact left.example.com {TARGET}\n" + out[at:])
+        return (out[:at] + f"    rewrite name exact left.example.com {PROXY_FQDN}\n" + out[at:])
 
     monkeypatch.setattr(editor_module, "_splice", keeps_old)
     with pytest.raises(CorefileError, match="left over"):
@@ -112,19 +112,19 @@ def test_a_splice_leaving_an_old_rule_is_refused(monkeypatch: pytest.MonkeyPatch
 def test_parsed_input_gives_the_same_result(sample: Sample) -> None:
     text = sample.text
     for hosts in (MANY, ["a.example.com"], []):
-        from_text = apply(text, hosts, answers=V4, target=TARGET, dns_port=sample.dns_port)
-        from_tree = apply(parse(text), hosts, answers=V4, target=TARGET,
+        from_text = apply(text, hosts, answers=V4, proxy_fqdn=PROXY_FQDN, dns_port=sample.dns_port)
+        from_tree = apply(parse(text), hosts, answers=V4, proxy_fqdn=PROXY_FQDN,
                           dns_port=sample.dns_port)
         assert from_tree == from_text
-        chained = apply_parsed(text, hosts, answers=V4, target=TARGET,
+        chained = apply_parsed(text, hosts, answers=V4, proxy_fqdn=PROXY_FQDN,
                                dns_port=sample.dns_port)
         assert chained.text == from_text
         # The result as the check read it is the result's parse, fit for the next edit.
         again = [*hosts, "new.example.com"]
-        assert apply(chained, again, answers=V4, target=TARGET, dns_port=sample.dns_port) \
-            == apply(from_text, again, answers=V4, target=TARGET, dns_port=sample.dns_port)
-        assert corefile.managed_hosts(chained, target=TARGET, dns_port=sample.dns_port) \
-            == corefile.managed_hosts(from_text, target=TARGET, dns_port=sample.dns_port)
+        assert apply(chained, again, answers=V4, proxy_fqdn=PROXY_FQDN, dns_port=sample.dns_port) \
+            == apply(from_text, again, answers=V4, proxy_fqdn=PROXY_FQDN, dns_port=sample.dns_port)
+        assert corefile.managed_hosts(chained, proxy_fqdn=PROXY_FQDN, dns_port=sample.dns_port) \
+            == corefile.managed_hosts(from_text, proxy_fqdn=PROXY_FQDN, dns_port=sample.dns_port)
 
 
 def test_directive_positions_without_splitting_long_lines() -> None:
@@ -153,21 +153,21 @@ def test_directive_positions_without_splitting_long_lines() -> None:
     assert seen > 20
 
 
-def test_sink_reuses_the_parse_of_its_own_last_result() -> None:
-    sink = CorednsSink("kube-system", "coredns", "Corefile", TARGET)
+def test_edit_reuses_the_parse_of_its_own_last_result() -> None:
+    edit = CorednsEdit("kube-system", "coredns", "Corefile", PROXY_FQDN)
     before = BY_NAME["kubeadm"].text
-    first = sink.edit(before, ((tuple(MANY), V4),))
-    assert first == apply(before, MANY, answers=V4, target=TARGET)
+    first = edit.edit(before, ((tuple(MANY), V4),))
+    assert first == apply(before, MANY, answers=V4, proxy_fqdn=PROXY_FQDN)
     more = tuple(sorted([*MANY, "new.example.com"]))
-    second = sink.edit(first, ((more, V4),))
-    assert second == apply(first, more, answers=V4, target=TARGET)
+    second = edit.edit(first, ((more, V4),))
+    assert second == apply(first, more, answers=V4, proxy_fqdn=PROXY_FQDN)
     # Held hosts come back as the very tuple given (the removal guard relies on it).
-    assert sink.remembered_hosts({"data": {"Corefile": second}}) is more
+    assert edit.remembered_hosts({"data": {"Corefile": second}}) is more
     # Someone else's edit in between: their text is what is edited, not the remembered one.
     theirs = second.replace("    cache 30\n", "    cache 60\n")
-    third = sink.edit(theirs, ((more[:-1], V4), (("other.example.com",), OTHER)))
+    third = edit.edit(theirs, ((more[:-1], V4), (("other.example.com",), OTHER)))
     assert third == apply(theirs, [(more[:-1], V4), (["other.example.com"], OTHER)],
-                          target=TARGET)
+                          proxy_fqdn=PROXY_FQDN)
     assert "cache 60" in third
-    assert sink.held_answers({"data": {"Corefile": third}}) \
-        == corefile.managed_groups(third, target=TARGET)
+    assert edit.held_answers({"data": {"Corefile": third}}) \
+        == corefile.managed_groups(third, proxy_fqdn=PROXY_FQDN)

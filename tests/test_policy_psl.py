@@ -11,13 +11,8 @@ from hypothesis import strategies as st
 from publicsuffixlist import PublicSuffixList
 
 from hairpin_proxy import policy as policy_mod
-from hairpin_proxy.policy import (
-    CLUSTER_TLDS,
-    HostPolicy,
-    check_host,
-    evaluate,
-    is_public_suffix,
-)
+from hairpin_proxy.ingress.policy import evaluate
+from hairpin_proxy.policy import CLUSTER_TLDS, HostPolicy, check_host, is_public_suffix
 
 POLICY = HostPolicy()
 PSL = PublicSuffixList()  # the package's own answers are the reference
@@ -149,7 +144,7 @@ def test_names_under_cluster_labels_are_never_accepted(name: str, wildcard: bool
     # Not even when the allow-list names them: these never belong to the Internet.
     tld = "home.arpa" if name.endswith(".home.arpa") else name.rpartition(".")[2]
     policy = HostPolicy(domains=(name.partition(".")[2],) if allow else (),
-                        cluster_domain="never.test", target="proxy.never.test.")
+                        cluster_domain="never.test", proxy_fqdn="proxy.never.test.")
     host = f"*.{name}" if wildcard else name
     accepted, reason = check_host(host, policy)
     assert accepted is None

@@ -1,5 +1,6 @@
-"""Host policy: which host names of Ingresses and Gateway API routes get redirected to the
-proxy. Pure.
+"""Host policy, shared by every source: which host names get redirected to the proxy, and how a
+refusal is told. Pure. What is particular to one kind of object lives with its source
+(``ingress/``, ``gateway/``, ``traefik``).
 
 Whoever may create an Ingress or a route in any namespace controls these strings, and a DNS rule
 of ours answers for the name cluster-wide, so every host is validated as hostile input: anything
@@ -14,10 +15,6 @@ owners. The private section counts because ``*.github.io`` covers other people's
 ``*.co.uk`` covers other people's companies. Names under top-level labels used inside clusters
 and private networks (``svc``, ``local``, ``cluster``, ``internal``, ``localhost``,
 ``home.arpa``) are refused whatever the cluster domain.
-
-An Ingress whose ``spec.ingressClassName`` names an IngressClass that does not exist is
-refused as a whole (the legacy ``kubernetes.io/ingress.class`` annotation needs no object), and
-so is one asking for more than ``max_hosts_per_ingress`` distinct hosts.
 """
 
 from __future__ import annotations
@@ -25,12 +22,13 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from hairpin_proxy.claims import ObjectRef
+from hairpin_proxy.ingress.names import INGRESS_GROUP
 
 if TYPE_CHECKING:
     from publicsuffixlist import PublicSuffixList
@@ -38,8 +36,6 @@ if TYPE_CHECKING:
     from hairpin_proxy.settings import PolicySettings
 
 HOSTS_FROM = ("tls", "rules", "all")
-CLASS_ANNOTATION = "kubernetes.io/ingress.class"
-DEFAULT_CLASS_ANNOTATION = "ingressclass.kubernetes.io/is-default-class"
 # Reverse-lookup zones and loopback names must never be rewritten, whatever the cluster domain.
 RESERVED_ZONES = ("in-addr.arpa", "ip6.arpa", "localhost")
 DEFAULT_CLUSTER_DOMAIN = "cluster.local"
@@ -67,61 +63,13 @@ _NUMERIC_TLD = re.compile(r"[0-9]+|0x[0-9a-f]*", re.ASCII)
 _SHOW_MAX = 120
 
 
-class CompactSpec(Mapping[str, Any]):
-    """An Ingress's ``spec`` reduced to what the policy reads, in a few tuples.
-
-    The controller caches tens of thousands of Ingresses; as nested dicts and lists, the class
-    and the hosts of one take about a kilobyte, here about a tenth of that. Only well-formed
-    specs take this form (``slim.slim_ingress`` keeps anything else as it came, so that the
-    policy still reports it). Read as a mapping it gives what it stands for, in fresh lists and
-    dicts (equal to the trimmed original); the policy reads the fields directly.
-
-    ``class_name``: ``spec.ingressClassName`` (None: absent); ``tls``: per ``spec.tls`` entry, its
-    ``hosts`` (None: the entry has none), or None when ``spec.tls`` is absent; ``rules``: per
-    ``spec.rules`` entry, its ``host`` or None, or None when ``spec.rules`` is absent.
-    """
-
-    __slots__ = ("class_name", "rules", "tls")
-
-    def __init__(self, class_name: str | None, tls: tuple[tuple[str, ...] | None, ...] | None,
-                 rules: tuple[str | None, ...] | None) -> None:
-        self.class_name = class_name
-        self.tls = tls
-        self.rules = rules
-
-    def __getitem__(self, key: str) -> Any:
-        if key == "ingressClassName" and self.class_name is not None:
-            return self.class_name
-        if key == "rules" and self.rules is not None:
-            return [{} if h is None else {"host": h} for h in self.rules]
-        if key == "tls" and self.tls is not None:
-            return [{} if h is None else {"hosts": list(h)} for h in self.tls]
-        raise KeyError(key)
-
-    def __iter__(self) -> Iterator[str]:
-        if self.class_name is not None:
-            yield "ingressClassName"
-        if self.rules is not None:
-            yield "rules"
-        if self.tls is not None:
-            yield "tls"
-
-    def __len__(self) -> int:
-        return sum(x is not None for x in (self.class_name, self.rules, self.tls))
-
-    def __repr__(self) -> str:
-        return f"CompactSpec({dict(self)!r})"
-
-
-# dict first: it is what parsed YAML/JSON gives, and the Mapping ABC check is slow.
-_MAPS: Final = (dict, CompactSpec, Mapping)
 
 
 def _norm_domain(value: str) -> str:
     return value.strip().lower().strip(".")
 
 
-def default_target(cluster_domain: str, service: str = "hairpin-proxy",
+def proxy_service_fqdn(cluster_domain: str, service: str = "hairpin-proxy",
                    namespace: str = "hairpin-proxy") -> str:
     """The proxy Service's fully qualified name, with a trailing dot."""
     return f"{service}.{namespace}.svc.{_norm_domain(cluster_domain)}."
@@ -135,15 +83,16 @@ class HostPolicy:
     exclude_namespaces: tuple[str, ...] = ()
     domains: tuple[str, ...] = ()
     cluster_domain: str = "cluster.local"
-    target: str = "hairpin-proxy.hairpin-proxy.svc.cluster.local."
+    proxy_fqdn: str = "hairpin-proxy.hairpin-proxy.svc.cluster.local."
     # Zones the cluster's DNS already answers itself (read from the Corefile): never ours.
     served_zones: tuple[str, ...] = ()
     # An Ingress asking for more distinct hosts than this is refused as a whole; 0: no limit.
     max_hosts_per_ingress: int = 100
-    # Derived once per policy so evaluate() compiles and normalises nothing per call.
+    # Derived once per policy so evaluate() compiles and normalises nothing per call; the
+    # sources' evaluators (``ingress.policy``) read them too.
     _zones: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _dotted_zones: tuple[str, ...] = field(init=False, repr=False, compare=False)
-    _target: str = field(init=False, repr=False, compare=False)
+    _proxy_fqdn: str = field(init=False, repr=False, compare=False)
     _protected: frozenset[str] = field(init=False, repr=False, compare=False)
     _protected_order: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _domains: frozenset[str] = field(init=False, repr=False, compare=False)
@@ -175,13 +124,13 @@ class HostPolicy:
         zones = tuple(dict.fromkeys(
             (cluster, *(z for z in (DEFAULT_CLUSTER_DOMAIN,) if z != cluster), *RESERVED_ZONES,
              *(z for z in map(_norm_domain, self.served_zones) if z))))
-        target = _norm_domain(self.target)
-        protected = tuple(z for z in (target, *zones) if z)
+        proxy_fqdn = _norm_domain(self.proxy_fqdn)
+        protected = tuple(z for z in (proxy_fqdn, *zones) if z)
         suffixes = _rule_sets()
         derived = {
             "_zones": zones,
             "_dotted_zones": tuple("." + z for z in zones),
-            "_target": target,
+            "_proxy_fqdn": proxy_fqdn,
             "_protected": frozenset(protected),
             "_protected_order": protected,
             "_domains": frozenset(domains),
@@ -196,8 +145,8 @@ class HostPolicy:
             object.__setattr__(self, key, value)
 
     @classmethod
-    def from_settings(cls, s: PolicySettings, target: str) -> HostPolicy:
-        """The policy for a command's settings; an empty ``target`` means the default one."""
+    def from_settings(cls, s: PolicySettings, proxy_fqdn: str) -> HostPolicy:
+        """The policy for a command's settings; an empty ``proxy_fqdn`` means the default one."""
         return cls(
             hosts_from=s.hosts_from,
             ingress_classes=tuple(s.ingress_class),
@@ -205,12 +154,9 @@ class HostPolicy:
             exclude_namespaces=tuple(s.exclude_namespace),
             domains=tuple(s.domain),
             cluster_domain=s.cluster_domain,
-            target=target or default_target(s.cluster_domain),
+            proxy_fqdn=proxy_fqdn or proxy_service_fqdn(s.cluster_domain),
             max_hosts_per_ingress=s.max_hosts_per_ingress,
         )
-
-
-INGRESS_GROUP: Final = "networking.k8s.io"
 
 
 @dataclass(frozen=True)
@@ -221,8 +167,8 @@ class Rejection:
     name: str
     host: str
     reason: str
-    # The refused object. Left out only by the Ingress policy below, which evaluates
-    # Ingresses and nothing else: ``ref`` then names an Ingress.
+    # The refused object. Left out only by the Ingress policy (``ingress.policy``), which
+    # evaluates Ingresses and nothing else: ``ref`` then names an Ingress.
     origin: ObjectRef | None = None
 
     @classmethod
@@ -263,7 +209,7 @@ def show(value: object) -> str:
     return text if len(text) <= _SHOW_MAX else text[:_SHOW_MAX] + "…"
 
 
-def _quoted(value: str) -> str:
+def quoted(value: str) -> str:
     """``value`` in quotes, log-safe and short: 'nginx'."""
     text = repr(value)
     return text if len(text) <= _SHOW_MAX else text[:_SHOW_MAX] + "…"
@@ -418,14 +364,18 @@ def _syntax_reason(host: str) -> str:
     return "not a valid DNS name"
 
 
-def _check(host: object, policy: HostPolicy) -> tuple[str | None, str | None, bool]:
+Verdict = tuple[str | None, str | None, bool]
+
+
+def verdict(host: object, policy: HostPolicy) -> Verdict:
     """(name, None, False) when accepted, else (None, reason, out_of_scope)."""
     if not isinstance(host, str):
         return None, f"not a string ({type(host).__name__})", False
-    return _check_str(host, policy)
+    return verdict_of_str(host, policy)
 
 
-def _check_str(host: str, policy: HostPolicy) -> tuple[str | None, str | None, bool]:
+def verdict_of_str(host: str, policy: HostPolicy) -> Verdict:
+    """``verdict`` of a string."""
     # Every operation here runs for each of tens of thousands of hosts on every reconcile:
     # the accept path is kept to one regex match and a few C-level string tests.
     lowered = host.lower()
@@ -451,7 +401,8 @@ def _check_str(host: str, policy: HostPolicy) -> tuple[str | None, str | None, b
         # "*.base" matches exactly one more label: refuse if that covers a protected name.
         for protected in policy._protected_order:
             if protected.partition(".")[2] == base:
-                what = "the proxy's own target name" if protected == policy._target else protected
+                what = "the proxy's own target name" if protected == policy._proxy_fqdn \
+                    else protected
                 return None, f"wildcard covers {what}", False
         if is_public_suffix(base):
             return None, f"wildcard covers a whole public suffix ({base})", False
@@ -470,7 +421,7 @@ def _check_str(host: str, policy: HostPolicy) -> tuple[str | None, str | None, b
 
 
 def _protected_reason(name: str, policy: HostPolicy) -> str:
-    if name == policy._target:
+    if name == policy._proxy_fqdn:
         return "the proxy's own target name"
     zone = next(z for z in policy._zones if name == z or name.endswith("." + z))
     if zone in (policy._zones[0], DEFAULT_CLUSTER_DOMAIN):
@@ -482,314 +433,5 @@ def _protected_reason(name: str, policy: HostPolicy) -> str:
 
 def check_host(host: object, policy: HostPolicy) -> tuple[str | None, str | None]:
     """``(normalized host, None)`` when ``host`` may be redirected, else ``(None, reason)``."""
-    name, reason, _ = _check(host, policy)
+    name, reason, _ = verdict(host, policy)
     return name, reason
-
-
-@dataclass(frozen=True)
-class ClassIndex:
-    """What the policy needs to know of the cluster's IngressClasses.
-
-    ``defaults``: the classes marked as the cluster default (they serve class-less Ingresses);
-    ``names``: every class that exists. ``names=None`` means "not known": Ingresses naming a
-    class are then not checked for its existence (the form a bare ``frozenset`` of defaults
-    stands for, where callers still pass one).
-    """
-
-    defaults: frozenset[str] = frozenset()
-    names: frozenset[str] | None = frozenset()
-
-
-def class_index(ingress_classes: Iterable[Any]) -> ClassIndex:
-    """The ClassIndex of these IngressClass objects; malformed ones are skipped."""
-    names: set[str] = set()
-    defaults: set[str] = set()
-    for obj in ingress_classes:
-        if not isinstance(obj, _MAPS):
-            continue
-        meta = obj.get("metadata")
-        if not isinstance(meta, _MAPS):
-            continue
-        name = meta.get("name")
-        if not isinstance(name, str) or not name:
-            continue
-        names.add(name)
-        annotations = meta.get("annotations")
-        if isinstance(annotations, _MAPS) and annotations.get(DEFAULT_CLASS_ANNOTATION) == "true":
-            defaults.add(name)
-    return ClassIndex(frozenset(defaults), frozenset(names))
-
-
-def default_ingress_classes(ingress_classes: Iterable[Any]) -> frozenset[str]:
-    """Names of the IngressClasses marked as the cluster default; malformed ones are skipped."""
-    return class_index(ingress_classes).defaults
-
-
-def _as_index(classes: ClassIndex | frozenset[str]) -> ClassIndex:
-    return classes if isinstance(classes, ClassIndex) else ClassIndex(frozenset(classes), None)
-
-
-def _namespace(meta: Mapping[Any, Any]) -> str | None:
-    """The Ingress's namespace, or None when the field is malformed."""
-    ns = meta.get("namespace")
-    if ns is None or ns == "":
-        # Manifests without a namespace land in "default" when applied without -n.
-        return "default"
-    return ns if isinstance(ns, str) else None
-
-
-def _spec_class(spec: object) -> str | None:
-    if isinstance(spec, _MAPS):
-        cls = spec.get("ingressClassName")
-        if isinstance(cls, str) and cls:
-            return cls
-    return None
-
-
-def _missing_class(spec: object, classes: ClassIndex) -> str | None:
-    """The class named by ``spec.ingressClassName`` when no such IngressClass exists."""
-    if classes.names is None:
-        return None
-    cls = _spec_class(spec)
-    return cls if cls is not None and cls not in classes.names else None
-
-
-def _namespace_selected(ns: str, policy: HostPolicy) -> bool:
-    return not ((policy._include and ns not in policy._include) or ns in policy._exclude)
-
-
-def _class_selected(meta: Mapping[Any, Any], spec: object, policy: HostPolicy,
-                    defaults: frozenset[str]) -> bool:
-    if not policy._classes:
-        return True
-    classes: set[str] = set()
-    cls = _spec_class(spec)
-    if cls is not None:
-        classes.add(cls)
-    annotations = meta.get("annotations")
-    if isinstance(annotations, _MAPS):
-        cls = annotations.get(CLASS_ANNOTATION)
-        if isinstance(cls, str) and cls:
-            classes.add(cls)
-    if not classes:
-        # An Ingress without a class is served by the default class, if any.
-        return not policy._classes.isdisjoint(defaults)
-    return not policy._classes.isdisjoint(classes)
-
-
-def ingress_matches(ingress: Mapping[Any, Any], policy: HostPolicy,
-                    classes: ClassIndex | frozenset[str]) -> bool:
-    """Whether ``ingress`` is selected by the policy's namespace and class filters (an Ingress
-    naming an IngressClass that does not exist is not)."""
-    if not isinstance(ingress, _MAPS):
-        return False
-    meta = ingress.get("metadata")
-    if not isinstance(meta, _MAPS):
-        return False
-    ns = _namespace(meta)
-    if ns is None or not _namespace_selected(ns, policy):
-        return False
-    index = _as_index(classes)
-    spec = ingress.get("spec")
-    return _missing_class(spec, index) is None \
-        and _class_selected(meta, spec, policy, index.defaults)
-
-
-def _entries(spec: Mapping[Any, Any], key: str,
-             problems: list[str]) -> Iterator[tuple[int, Mapping[Any, Any]]]:
-    """(index, object) for the objects in the list ``spec[key]``; defects go to ``problems``."""
-    value = spec.get(key)
-    if value is None:
-        return
-    if not isinstance(value, list):
-        problems.append(f"spec.{key} is not a list")
-        return
-    for i, entry in enumerate(value):
-        if isinstance(entry, _MAPS):
-            yield i, entry
-        else:
-            problems.append(f"spec.{key}[{i}] is not an object")
-
-
-def _candidate_hosts(spec: Mapping[Any, Any], hosts_from: str,
-                     problems: list[str]) -> list[object]:
-    """Host values named by ``spec``; structural defects are appended to ``problems``."""
-    found: list[object] = []
-    if type(spec) is CompactSpec:
-        # Well-formed by construction: nothing to report.
-        if hosts_from != "rules" and spec.tls:
-            for tls_hosts in spec.tls:
-                if tls_hosts:
-                    found.extend(tls_hosts)
-        if hosts_from != "tls" and spec.rules:
-            found.extend(h for h in spec.rules if h)
-        return found
-    if hosts_from != "rules":
-        for i, entry in _entries(spec, "tls", problems):
-            hosts = entry.get("hosts")
-            if isinstance(hosts, list):
-                found.extend(hosts)
-            elif hosts is not None:
-                problems.append(f"spec.tls[{i}].hosts is not a list")
-    if hosts_from != "tls":
-        for _, rule in _entries(spec, "rules", problems):
-            host = rule.get("host")
-            # A rule without a host is a catch-all: nothing to redirect.
-            if host is not None and host != "":
-                found.append(host)
-    return found
-
-
-class IngressResult(NamedTuple):
-    """What one Ingress contributes: the unit that callers may cache and merge.
-
-    ``origin`` is the log-safe "namespace/name" (empty when the Ingress contributes no
-    hosts); ``hosts`` are accepted names, normalised, unique, in the order first named.
-    """
-
-    # A named tuple, not a dataclass: one is built per Ingress, and tuple construction is
-    # several times cheaper than a frozen dataclass's __init__.
-    origin: str = ""
-    hosts: tuple[str, ...] = ()
-    rejections: tuple[Rejection, ...] = ()
-    ignored: tuple[Rejection, ...] = ()
-
-
-_NOTHING: Final = IngressResult()
-_Checked = dict[str, tuple[str | None, str | None, bool]]
-
-
-def evaluate_ingress(ingress: object, policy: HostPolicy,
-                     classes: ClassIndex | frozenset[str]) -> IngressResult:
-    """The hosts one Ingress asks for under ``policy``, and each host refused with its reason.
-
-    ``classes`` is ``class_index(...)`` of the cluster's IngressClasses (a bare frozenset of
-    the default classes still works, without the check that a named class exists).
-    Never raises on a malformed object: each defect becomes a Rejection.
-    """
-    return _evaluate_one(ingress, policy, _as_index(classes), {}, {})
-
-
-def _distinct_hosts(candidates: list[object]) -> int:
-    """How many different hosts ``candidates`` names, counting spellings of one name once."""
-    names: set[str] = set()
-    others = 0
-    for host in candidates:
-        if isinstance(host, str):
-            lowered = host.lower()
-            names.add(lowered[:-1] if lowered[-1:] == "." else lowered)
-        else:
-            others += 1
-    return len(names) + others
-
-
-def _evaluate_one(ingress: object, policy: HostPolicy, classes: ClassIndex,
-                  checked: _Checked, shown: dict[str, str]) -> IngressResult:
-    # ``checked`` and ``shown`` memoise host checks and namespace renderings across the
-    # Ingresses of one evaluate(): hosts repeat, namespaces are few.
-    if not isinstance(ingress, _MAPS):
-        return IngressResult(rejections=(Rejection("", "", "", "malformed Ingress: not an "
-                                                               "object"),))
-    meta = ingress.get("metadata")
-    if not isinstance(meta, _MAPS):
-        return IngressResult(rejections=(
-            Rejection("", "", "", "malformed Ingress: metadata is not an object"),))
-    raw_name = meta.get("name")
-    name = show(raw_name) if isinstance(raw_name, str) else ""
-    raw_ns = _namespace(meta)
-    if raw_ns is None:
-        return IngressResult(rejections=(Rejection(
-            show(meta.get("namespace")), name, "",
-            "malformed Ingress: metadata.namespace is not a string"),))
-    spec = ingress.get("spec")
-    if (policy._include or policy._exclude) and not _namespace_selected(raw_ns, policy):
-        return _NOTHING
-    ns = shown.get(raw_ns)
-    if ns is None:
-        ns = shown[raw_ns] = show(raw_ns)
-    # A class that does not exist: a typo, or a class someone means to create later. Whoever
-    # serves it is unknown, so the Ingress is refused, visibly, rather than guessed at.
-    names = classes.names
-    if names is not None:
-        cls = spec.get("ingressClassName") if isinstance(spec, _MAPS) else None
-        if isinstance(cls, str) and cls and cls not in names:
-            return IngressResult(rejections=(
-                Rejection(ns, name, "", f"IngressClass {_quoted(cls)} does not exist"),))
-    if policy._classes and not _class_selected(meta, spec, policy, classes.defaults):
-        return _NOTHING
-    if not isinstance(spec, _MAPS):
-        return IngressResult(rejections=(
-            Rejection(ns, name, "", "malformed Ingress: spec is not an object"),))
-    problems: list[str] = []
-    candidates = _candidate_hosts(spec, policy.hosts_from, problems)
-    limit = policy.max_hosts_per_ingress
-    # Only an Ingress with more host entries than the limit pays for counting distinct ones.
-    if limit and len(candidates) > limit:
-        count = _distinct_hosts(candidates)
-        if count > limit:
-            return IngressResult(rejections=(Rejection(
-                ns, name, "", f"asks for {count} hosts, more than the limit of {limit} "
-                              "per Ingress (--max-hosts-per-ingress)"),))
-    rejections = [Rejection(ns, name, "", f"malformed Ingress: {p}") for p in problems] \
-        if problems else []
-    ignored: list[Rejection] = []
-    accepted: list[str] = []
-    for host in candidates:
-        if isinstance(host, str):
-            result = checked.get(host)
-            if result is None:
-                result = checked[host] = _check_str(host, policy)
-        else:
-            result = _check(host, policy)
-        if result[0] is not None:
-            accepted.append(result[0])
-        elif result[2]:
-            ignored.append(Rejection(ns, name, show(host), result[1] or ""))
-        else:
-            rejections.append(Rejection(ns, name, show(host), result[1] or ""))
-    if not accepted and not rejections and not ignored:
-        return _NOTHING
-    # dict.fromkeys keeps the first-named order and drops repeats within this Ingress.
-    hosts = tuple(accepted) if len(accepted) == 1 else tuple(dict.fromkeys(accepted))
-    return IngressResult(f"{ns}/{name}", hosts, tuple(rejections), tuple(ignored))
-
-
-def merge(results: Iterable[IngressResult]) -> PolicyResult:
-    """The PolicyResult of several Ingresses from their IngressResults, in their order."""
-    # Tuples, not lists: tuples of strings drop out of the cyclic GC's sight, which matters
-    # with tens of thousands of hosts.
-    sources: dict[str, tuple[str, ...]] = {}
-    shared: set[str] = set()
-    rejections: list[Rejection] = []
-    ignored: list[Rejection] = []
-    for res in results:
-        if res.rejections:
-            rejections.extend(res.rejections)
-        if res.ignored:
-            ignored.extend(res.ignored)
-        origin = res.origin
-        for host in res.hosts:
-            known = sources.get(host)
-            if known is None:
-                sources[host] = (origin,)
-            elif origin not in known:
-                sources[host] = (*known, origin)
-                shared.add(host)
-    for host in shared:
-        sources[host] = tuple(sorted(sources[host]))
-    return PolicyResult(hosts=tuple(sorted(sources)), rejections=tuple(rejections),
-                        sources=sources, ignored=tuple(ignored))
-
-
-def evaluate(ingresses: Iterable[Mapping[str, Any]], ingress_classes: Iterable[Mapping[str, Any]],
-             policy: HostPolicy) -> PolicyResult:
-    """The hosts to redirect for these Ingresses, and every host refused with its reason.
-
-    ``merge`` of ``evaluate_ingress`` over the Ingresses. Never raises on malformed objects:
-    each defect becomes a Rejection, and one bad host or Ingress never keeps the others out.
-    """
-    index = class_index(ingress_classes)
-    checked: _Checked = {}
-    shown: dict[str, str] = {}
-    return merge(_evaluate_one(ingress, policy, index, checked, shown)
-                 for ingress in ingresses)

@@ -16,8 +16,9 @@ from typing import Any, Final
 from hairpin_proxy import traefik
 from hairpin_proxy.claims import Claim
 from hairpin_proxy.controller.sources.gateway import GATEWAY_GROUP, WANTED
-from hairpin_proxy.policy import INGRESS_GROUP, HostPolicy, Rejection
-from hairpin_proxy.slim import slim_ingress
+from hairpin_proxy.ingress.names import INGRESS_GROUP
+from hairpin_proxy.ingress.slim import slim_ingress
+from hairpin_proxy.policy import HostPolicy, Rejection
 
 Obj = Mapping[str, Any]
 Slim = Callable[[dict[str, Any]], dict[str, Any]]

@@ -1,7 +1,7 @@
 """``hairpin-proxy render``: print what the controller would write.
 
 Offline and read-only: the objects come from manifest files and become the plan's snapshot
-(plan/objects.py); the plan's desired state is written as the controller's sinks write it
+(plan/objects.py); the plan's desired state is written as the controller's writers write it
 (the same edit functions) and goes to stdout
 (the whole file, a unified diff, or only an exit status with ``--check``). Rejected hosts are
 logged to stderr and are not an error; an unreadable or unparsable input is (exit 2), and
@@ -23,9 +23,9 @@ import yaml
 
 from hairpin_proxy import corefile, hostsfile
 from hairpin_proxy.controller.budget import configmap_room, corefile_room
-from hairpin_proxy.controller.sinks.coredns import CorednsSink
-from hairpin_proxy.controller.sinks.coredns_import import ImportSink
-from hairpin_proxy.controller.sinks.targets import slot_service, table_data
+from hairpin_proxy.controller.writers.coredns import CorednsEdit
+from hairpin_proxy.controller.writers.coredns_import import ImportEdit
+from hairpin_proxy.controller.writers.targets import slot_service, table_data
 from hairpin_proxy.corefile.nodelocal import apply_nodelocal
 from hairpin_proxy.logs import setup_logging
 from hairpin_proxy.manifests import ManifestError, load
@@ -33,7 +33,7 @@ from hairpin_proxy.plan import DesiredState, PlanSettings, Snapshot, plan
 from hairpin_proxy.plan.claims import ingress_result
 from hairpin_proxy.plan.objects import snapshot_of
 from hairpin_proxy.plan.snapshot import Rooms
-from hairpin_proxy.policy import HostPolicy, PolicyResult, default_target
+from hairpin_proxy.policy import HostPolicy, PolicyResult, proxy_service_fqdn
 from hairpin_proxy.published import KEYS as PUBLISHED_KEYS
 from hairpin_proxy.registry import turned_on
 from hairpin_proxy.settings import RenderSettings, usage_error
@@ -168,12 +168,12 @@ def rooms(mode: str, s: RenderSettings, old: str) -> Rooms:
 
 
 def snapshot(s: RenderSettings, objects: Sequence[dict[str, Any]], ips: Sequence[str],
-             target: str, limits: Rooms | None = None) -> Snapshot:
+             proxy_fqdn: str, limits: Rooms | None = None) -> Snapshot:
     """The controller's snapshot from the inputs, every slot settled (render prints the
     steady state, not the --target-settle wait). ``--proxy-ip`` stands for the proxy
     Service's ClusterIPs."""
     try:
-        policy = HostPolicy.from_settings(s, target)
+        policy = HostPolicy.from_settings(s, proxy_fqdn)
         target_map = parse_target_flags(s.target)
     except ValueError as exc:
         raise RenderError(str(exc)) from None
@@ -223,15 +223,15 @@ def _targets_yaml(s: RenderSettings, snap: Snapshot, desired: DesiredState) -> s
 
 
 def _output(mode: str, s: RenderSettings, desired: DesiredState, old: str,
-            target: str) -> str:
+            proxy_fqdn: str) -> str:
     """What the controller would write in ``mode``'s file, from ``old``."""
     groups = desired.groups()
     try:
         if mode == "--import-snippet":
-            return ImportSink.snippet(groups)
+            return ImportEdit.snippet(groups)
         if mode == "--corefile":
-            sink = CorednsSink(s.namespace, "coredns", "Corefile", target, s.dns_port)
-            return sink.edit(old, groups)
+            edit = CorednsEdit(s.namespace, "coredns", "Corefile", proxy_fqdn, s.dns_port)
+            return edit.edit(old, groups)
         if mode == "--node-local-corefile":
             return apply_nodelocal(old, desired.hosts, cluster_domain=s.cluster_domain)
     except corefile.CorefileError as exc:
@@ -272,7 +272,8 @@ def render(s: RenderSettings, out: TextIO) -> int:
         corefile.Answers.of(ips, s.dns_ttl)
     except corefile.CorefileError as exc:
         raise RenderError(f"--dns-ttl: {exc.reason}") from None
-    target = s.legacy_target or default_target(s.cluster_domain, s.proxy_service, s.namespace)
+    proxy_fqdn = s.legacy_target or proxy_service_fqdn(s.cluster_domain, s.proxy_service,
+                                                       s.namespace)
     try:
         manifests = load(s.ingress)
     except ManifestError as exc:
@@ -280,7 +281,7 @@ def render(s: RenderSettings, out: TextIO) -> int:
     if not manifests.ingresses:
         # Most likely a wrong path; the output would drop every rule.
         log.warning("no Ingress objects found", extra={"files": len(manifests.files)})
-    snap = snapshot(s, manifests.objects, ips, target, rooms(mode, s, old))
+    snap = snapshot(s, manifests.objects, ips, proxy_fqdn, rooms(mode, s, old))
     if snap.ingress_classes is None:
         # Manifests often leave the IngressClasses out: whether a class exists is unknown
         # then, and is not held against the Ingresses (the controller checks it).
@@ -294,7 +295,7 @@ def render(s: RenderSettings, out: TextIO) -> int:
                                   "rejected": len(desired.refusals)})
     if mode == "--import-snippet":
         _check_imports(s, old)
-    new = _output(mode, s, desired, old, target)
+    new = _output(mode, s, desired, old, proxy_fqdn)
     extra = _targets_yaml(s, snap, desired) if s.print_targets else ""
     if mode == "--import-snippet":
         _emit(out, new + (f"---\n{extra}" if extra else ""))

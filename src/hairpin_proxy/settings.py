@@ -272,10 +272,11 @@ class TargetSettings:
     traefik_ingressroute: Literal["auto", "off"] = opt(
         "off", "Read Traefik IngressRoutes when the cluster serves them (needs the RBAC of "
                "deploy/components/traefik-ingressroute); off ignores them.")
-    target_server: str = opt(DEFAULT_TARGET_SERVER, "The proxy's --target-server (same "
-                                                    "variable): a class whose data plane is "
-                                                    "that Service uses the main proxy Service, "
-                                                    "no slot.", env="TARGET_SERVER")
+    target_server: str = opt(DEFAULT_TARGET_SERVER, "The default target: the data plane the "
+                                                    "main proxy Service relays to (the proxy's "
+                                                    "--target-server, same variable); a class "
+                                                    "whose data plane is that Service shares "
+                                                    "it, no slot.", env="TARGET_SERVER")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -299,8 +300,10 @@ class ProxySettings(LogSettings):
     advertise_address: str = opt("", "Destination IP address every PROXY header names (e.g. "
                                      "the load balancer's); default: the address the client "
                                      "connected to.")
-    target_server: str = opt(DEFAULT_TARGET_SERVER, "Default upstream host (the ingress "
-                                                    "controller's Service).", env="TARGET_SERVER")
+    target_server: str = opt(DEFAULT_TARGET_SERVER, "The default target: the data plane (the "
+                                                    "ingress controller's Service) a listener "
+                                                    "without its own TARGET_HOST relays to.",
+                             env="TARGET_SERVER")
     proxy_protocol: ProxyProtocol = opt("v1", "PROXY protocol version for listeners that do not "
                                               "set their own.")
     admin_listen: str = opt("[::]:9090", "Address of /healthz, /readyz and /metrics ([::]: "
@@ -359,9 +362,10 @@ class RenderSettings(TargetSettings, PolicySettings, LogSettings):
     proxy_ip: tuple[str, ...] = opt((), "Proxy Service ClusterIP the rules answer with "
                                         "(repeatable, IPv4 or IPv6; needed for every output "
                                         "but --diff/--check of a removal).")
-    legacy_target: str = opt("", "The proxy Service's name, by which rules of earlier versions are "
-                          "recognised; default hairpin-proxy.hairpin-proxy.svc."
-                          "<cluster-domain>.")
+    legacy_target: str = opt("", "The proxy Service's fully qualified name (not a target), by "
+                                 "which rules of earlier versions are recognised and which is "
+                                 "never redirected; default hairpin-proxy.hairpin-proxy.svc."
+                                 "<cluster-domain>.")
     dns_ttl: int = opt(10, "TTL in seconds of the A/AAAA answers for managed hosts (1-3600).")
     dns_port: int = opt(53, "Port of the server blocks to manage.")
     diff: bool = opt(False, "Print a unified diff instead of the new file.")
@@ -387,7 +391,7 @@ class RenderSettings(TargetSettings, PolicySettings, LogSettings):
 
 
 @dataclasses.dataclass(frozen=True)
-class CorednsTargetSettings:
+class CorednsSettings:
     mode: Literal["coredns", "coredns-import"] = opt("coredns", "Edit the Corefile itself or "
                                                                 "write an import ConfigMap key.")
     configmap_namespace: str = opt("kube-system", "Namespace of the CoreDNS ConfigMap.")
@@ -401,10 +405,11 @@ class CorednsTargetSettings:
 
 
 @dataclasses.dataclass(frozen=True)
-class ControllerSettings(CorednsTargetSettings, TargetSettings, PolicySettings, KubeSettings,
+class ControllerSettings(CorednsSettings, TargetSettings, PolicySettings, KubeSettings,
                          LogSettings):
-    legacy_target: str = opt("", "The proxy Service's name, by which rules of earlier versions "
-                                 "are recognised; default <proxy-service>.<namespace>.svc."
+    legacy_target: str = opt("", "The proxy Service's fully qualified name (not a target), by "
+                                 "which rules of earlier versions are recognised and which is "
+                                 "never redirected; default <proxy-service>.<namespace>.svc."
                                  "<cluster-domain>.")
     max_targets: int = opt(32, "Data planes besides the default that get their own proxy "
                                "ports and Service (1-1000).")
@@ -482,7 +487,7 @@ class ControllerSettings(CorednsTargetSettings, TargetSettings, PolicySettings, 
 
 
 @dataclasses.dataclass(frozen=True)
-class CleanupSettings(CorednsTargetSettings, KubeSettings, LogSettings):
+class CleanupSettings(CorednsSettings, KubeSettings, LogSettings):
     publish_configmap: str = opt("hairpin-proxy-hosts", "Published hosts ConfigMap to delete.")
     targets_configmap: str = opt("hairpin-proxy-targets", "Targets table ConfigMap to delete, "
                                                           "with the per-target proxy Services.")
@@ -514,7 +519,7 @@ class EtchostsSettings(KubeSettings, LogSettings):
 
 
 @dataclasses.dataclass(frozen=True)
-class DoctorSettings(CorednsTargetSettings, TargetSettings, PolicySettings, KubeSettings,
+class DoctorSettings(CorednsSettings, TargetSettings, PolicySettings, KubeSettings,
                      LogSettings):
     host: tuple[str, ...] = opt((), "Hosts to check; without any, every host the controller "
                                     "would manage.", positional=True, env="HAIRPIN_DOCTOR_HOSTS")

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from hairpin_proxy.claims import Claim, ObjectRef
-from hairpin_proxy.policy import CLASS_ANNOTATION, HostPolicy, Rejection, check_host
+from hairpin_proxy.ingress.names import CLASS_ANNOTATION
+from hairpin_proxy.policy import HostPolicy, Rejection, check_host
 from hairpin_proxy.targets import proxydetect
 from hairpin_proxy.targets.discovery import (
     NAME_LABEL,

@@ -25,7 +25,7 @@ from tests.waiting import wait_until
 __all__ = ["fake_api", "kubeconfig", "wait_until"]
 
 NAMESPACE = "hairpin-proxy"
-TARGET = "hairpin-proxy.hairpin-proxy.svc.cluster.local."
+PROXY_FQDN = "hairpin-proxy.hairpin-proxy.svc.cluster.local."
 PROXY_IP = "10.96.0.50"
 
 # kubeadm's default Corefile.

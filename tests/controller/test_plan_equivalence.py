@@ -29,7 +29,7 @@ from hairpin_proxy.doctor.cluster import gather, policy_for
 from hairpin_proxy.kube.client import KubeClient
 from hairpin_proxy.kube.config import load as load_kubeconfig
 from hairpin_proxy.plan import plan
-from hairpin_proxy.policy import default_target
+from hairpin_proxy.policy import proxy_service_fqdn
 from hairpin_proxy.published import ENTRIES_KEY, parse_entries
 from hairpin_proxy.render import snapshot as render_snapshot
 from hairpin_proxy.settings import (
@@ -169,7 +169,7 @@ def plan_verdicts(case: dict[str, Any], objects: list[dict[str, Any]]
                   ) -> dict[str, tuple[str, str]]:
     """Host → (target key, verdict) as the plan decides from render's snapshot."""
     s = _settings(RenderSettings, "render", ["--namespace", NAMESPACE, *case.get("args", ())])
-    p = plan(render_snapshot(s, objects, (), default_target(s.cluster_domain))).plan
+    p = plan(render_snapshot(s, objects, (), proxy_service_fqdn(s.cluster_domain))).plan
     return {**{h: (key, "redirected") for h, key in p.routes.items()},
             **{h: (why.key, why.problem) for h, why in p.excluded.items()}}
 

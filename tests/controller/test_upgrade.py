@@ -63,7 +63,8 @@ def test_the_first_change_converts_the_rules_in_one_write(cluster: FakeApiServer
     text = corefile_text(cluster)
     assert set(corefile.managed_hosts(text)) == {*HOSTS, "new.shop.example.com"}
     # Exactly what this version writes into the Corefile 0.1.0 started from.
-    target = "hairpin-proxy.hairpin-proxy.svc.cluster.local."
-    assert text == corefile.apply(COREFILE, sorted(corefile.managed_hosts(text)), target=target,
+    proxy_fqdn = "hairpin-proxy.hairpin-proxy.svc.cluster.local."
+    assert text == corefile.apply(COREFILE, sorted(corefile.managed_hosts(text)),
+                                  proxy_fqdn=proxy_fqdn,
                                   answers=corefile.Answers.of([PROXY_IP], 10))
-    assert corefile.apply(text, (), target=target) == COREFILE
+    assert corefile.apply(text, (), proxy_fqdn=proxy_fqdn) == COREFILE

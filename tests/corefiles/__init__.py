@@ -7,7 +7,7 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 # The proxy Service name that rules of earlier versions rewrote to (the default target).
-TARGET = "hairpin-proxy.hairpin-proxy.svc.cluster.local."
+PROXY_FQDN = "hairpin-proxy.hairpin-proxy.svc.cluster.local."
 # The hosts of the rules in the files that hold some (see README.md).
 HOSTS = ("*.apps.example.com", "a.example.com", "b.example.com")
 GROUP_HOSTS = (*HOSTS, "c.example.com", "web.apps.example.com")

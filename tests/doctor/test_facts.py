@@ -187,7 +187,7 @@ def test_the_minimum_coredns_is_the_one_the_rules_need() -> None:
 
     text = corefile.apply(".:53 {\n    forward . /etc/resolv.conf\n}\n", ["a.example.com"],
                           answers=corefile.Answers.of(["10.96.0.20"], 10),
-                          target="hairpin-proxy.hairpin-proxy.svc.cluster.local.")
+                          proxy_fqdn="hairpin-proxy.hairpin-proxy.svc.cluster.local.")
     aaaa = text[text.index("template IN AAAA"):]
     aaaa = aaaa[:aaaa.index("}")]
     assert "rcode NOERROR" in aaaa and "answer" not in aaaa and "authority" not in aaaa

@@ -63,10 +63,11 @@ def is_open(fd: int) -> bool:
 
 # ----------------------------------------------------------------------------- the pool
 
-def test_a_pipe_holds_what_the_copying_path_would_rounded_up_to_pages() -> None:
+def test_a_pipe_holds_one_socket_buffer_rounded_up_to_pages() -> None:
     pipe = new_pipe(pipe_bytes(65536))
     try:
-        assert fcntl.fcntl(pipe.w, F_GETPIPE_SZ) == 128 * 1024  # 124 KiB, a power of 2 pages
+        assert fcntl.fcntl(pipe.w, F_GETPIPE_SZ) == 64 * 1024
+        assert fcntl.fcntl(new_pipe(pipe_bytes(100_000)).w, F_GETPIPE_SZ) == 128 * 1024
         assert os.get_blocking(pipe.r) is False and os.get_blocking(pipe.w) is False
     finally:
         pipe.close()
@@ -138,11 +139,13 @@ def test_a_stalled_spliced_direction_holds_no_more_than_a_copying_one(buffer: in
     read, so the per-connection bound (and the limit derived from it) is the same."""
     assert pipe_bytes(buffer) + PIPE_OVERHEAD <= unsent_read(buffer)
     assert pipe_bytes(buffer) >= PAGE
+    if buffer:  # and a pipe holds no more than one socket buffer as set
+        assert pipe_bytes(buffer) <= max(buffer, PAGE)
 
 
 def test_the_default_bound_is_unchanged_and_the_pool_comes_out_of_the_reserve() -> None:
     assert per_connection(65536) == 784 * 1024
-    assert pipe_bytes(65536) == 124 * 1024
+    assert pipe_bytes(65536) == 64 * 1024
     memory = str(256 * MIB)
     spliced = connection_limit(memory, None, 65536, splice=True)
     assert spliced == (256 * MIB - limits.RESERVE - limits.IDLE_PIPES * PIPE_OVERHEAD

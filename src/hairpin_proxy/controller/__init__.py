@@ -4,7 +4,7 @@ step. The layout (docs/controller.md, "Code layout"):
     main.py            entry points: run (the ``controller`` command), run_cleanup (``cleanup``)
     reconciler.py      Controller: the reflectors, one pass, the loop that decides when it runs
     sources/           where names come from (the Source protocol; ingress.py)
-    sinks/             where they go (the Sink protocol; rules, nodelocal, published, ...)
+    writers/           where they go (the Writer protocol; rules, nodelocal, published, ...)
     tracker.py         fenced writes, our own echoes recognised
     withdrawal.py      every rule withdrawn when the proxy is gone or we are uninstalled
     verification.py    public DNS of each host checked against this cluster's load balancers
@@ -17,7 +17,7 @@ step. The layout (docs/controller.md, "Code layout"):
     metrics.py         ControllerMetrics
 
 The names below are imported from here by the CLI's older paths and by tests; they load their
-module on first use, so that the ``etchosts`` agent and ``doctor``, which read a sink module or
+module on first use, so that the ``etchosts`` agent and ``doctor``, which read a writer module or
 two, do not load the whole controller with this package.
 """
 
@@ -33,9 +33,9 @@ if TYPE_CHECKING:
     from hairpin_proxy.controller.metrics import ControllerMetrics as ControllerMetrics
     from hairpin_proxy.controller.reconciler import Controller as Controller
     from hairpin_proxy.controller.reconciler import identity as identity
-    from hairpin_proxy.controller.sinks.nudge import NUDGE_ANNOTATION as NUDGE_ANNOTATION
     from hairpin_proxy.controller.sources.ingress import _INLINE_CHANGES as _INLINE_CHANGES
     from hairpin_proxy.controller.sources.ingress import _few_changes as _few_changes
+    from hairpin_proxy.controller.writers.nudge import NUDGE_ANNOTATION as NUDGE_ANNOTATION
 
 _HOMES = {
     "Controller": "reconciler",
@@ -44,7 +44,7 @@ _HOMES = {
     "RemovalGuard": "guard",
     "run": "main",
     "run_cleanup": "main",
-    "NUDGE_ANNOTATION": "sinks.nudge",
+    "NUDGE_ANNOTATION": "writers.nudge",
     "_INLINE_CHANGES": "sources.ingress",
     "_few_changes": "sources.ingress",
 }

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from hairpin_proxy import corefile
 from hairpin_proxy.controller.events import Reports
 from hairpin_proxy.controller.metrics import ControllerMetrics
-from hairpin_proxy.controller.sinks.coredns import CorednsSink, SinkError
+from hairpin_proxy.controller.writers.coredns import CorednsEdit, EditError
 from hairpin_proxy.kube.client import JsonObj
 
 log = logging.getLogger("hairpin_proxy.controller")
@@ -19,9 +19,9 @@ log = logging.getLogger("hairpin_proxy.controller")
 class CorefileFacts:
     """``on_zones`` is given the served zones every time a new Corefile text is read."""
 
-    def __init__(self, sink: CorednsSink, metrics: ControllerMetrics, reports: Reports,
+    def __init__(self, edit: CorednsEdit, metrics: ControllerMetrics, reports: Reports,
                  on_zones: Callable[[tuple[str, ...]], None]) -> None:
-        self.sink = sink
+        self.edit = edit
         self.metrics = metrics
         self.reports = reports
         self.on_zones = on_zones
@@ -32,20 +32,21 @@ class CorefileFacts:
     def learn(self, cm: JsonObj | None) -> None:
         """Read the facts of the CoreDNS ConfigMap ``cm``, unless its text was read before."""
         try:
-            text = self.sink.text(cm)
-        except SinkError:
+            text = self.edit.text(cm)
+        except EditError:
             return
         known = self._facts[0]
         if text == known:
             return
-        if known and self.sink.source_of(text) == known:
+        if known and self.edit.source_of(text) == known:
             # Our own edit of the text the facts were read from: it changed only our rules.
             self._facts = (text, *self._facts[1:])
             return
         try:
             cf = corefile.parse(text)
-            zones = corefile.served_zones(cf, dns_port=self.sink.dns_port)
-            strays = corefile.strays(cf, target=self.sink.target, dns_port=self.sink.dns_port)
+            zones = corefile.served_zones(cf, dns_port=self.edit.dns_port)
+            strays = corefile.strays(cf, proxy_fqdn=self.edit.proxy_fqdn,
+                                     dns_port=self.edit.dns_port)
         except corefile.CorefileError:
             return  # the edit reports it
         self._facts = (text, zones, strays)
@@ -54,7 +55,7 @@ class CorefileFacts:
         if strays and strays != self._reported_strays:
             message = ("rules of hairpin-proxy outside the root server block, left as they "
                        "are (copied by hand?): " + "; ".join(map(str, strays)))
-            log.warning(message, extra={"configmap": self.sink.where})
+            log.warning(message, extra={"configmap": self.edit.where})
             if cm is not None:
                 self.reports.event({"apiVersion": "v1", "kind": "ConfigMap", **cm},
                                    "StrayRules", message, "Warning")

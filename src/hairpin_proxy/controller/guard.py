@@ -22,7 +22,7 @@ log = logging.getLogger("hairpin_proxy.controller")
 class RemovalGuard:
     """Holds back sudden large drops in the host set until they have persisted for ``grace``.
 
-    ``previous`` is what the target holds now. While a drop is held the old hosts stay (new
+    ``previous`` is what the DNS rules hold now. While a drop is held the old hosts stay (new
     ones are still added); once it has lasted ``grace`` seconds it goes through.
     """
 

@@ -29,7 +29,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from hairpin_proxy.controller.sinks.configmap import MANAGED_BY
+from hairpin_proxy.controller.writers.configmap import MANAGED_BY
 from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
 
 log = logging.getLogger("hairpin_proxy.controller")

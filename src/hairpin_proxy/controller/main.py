@@ -14,14 +14,14 @@ from hairpin_proxy.admin import AdminServer, serve_admin
 from hairpin_proxy.controller import holds
 from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.reconciler import Controller
-from hairpin_proxy.controller.sinks.configmap import MANAGED_BY, write_configmap
-from hairpin_proxy.controller.sinks.coredns import CorednsSink, SinkError
-from hairpin_proxy.controller.sinks.coredns_import import ImportSink
-from hairpin_proxy.controller.sinks.netguard import POLICIES as GUARD_POLICIES
-from hairpin_proxy.controller.sinks.netguard import SELECTOR as GUARD_SELECTOR
-from hairpin_proxy.controller.sinks.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
-from hairpin_proxy.controller.sinks.nodelocal import NodeLocalSink
-from hairpin_proxy.controller.sinks.targets import SLOT_LABEL
+from hairpin_proxy.controller.writers.configmap import MANAGED_BY, write_configmap
+from hairpin_proxy.controller.writers.coredns import CorednsEdit, EditError
+from hairpin_proxy.controller.writers.coredns_import import ImportEdit
+from hairpin_proxy.controller.writers.netguard import POLICIES as GUARD_POLICIES
+from hairpin_proxy.controller.writers.netguard import SELECTOR as GUARD_SELECTOR
+from hairpin_proxy.controller.writers.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
+from hairpin_proxy.controller.writers.nodelocal import NodeLocalEdit
+from hairpin_proxy.controller.writers.targets import SLOT_LABEL
 from hairpin_proxy.kube import config as kconfig
 from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
 from hairpin_proxy.logs import setup_logging
@@ -105,7 +105,7 @@ async def _serve(settings: ControllerSettings, cluster: kconfig.ClusterConfig,
     ctl = Controller(settings, client, namespace, metrics)
     log.info("controller starting", extra={
         "server": cluster.server, "config": cluster.source, "namespace": namespace,
-        "mode": settings.mode, "proxy_service": ctl.target, "identity": ctl.identity,
+        "mode": settings.mode, "proxy_service": ctl.proxy_fqdn, "identity": ctl.identity,
         "configmap": ctl.rules.where})
     admin: AdminServer | None = None
     if settings.admin_listen:
@@ -190,36 +190,36 @@ def run(settings: ControllerSettings) -> int:
 
 async def _cleanup(s: CleanupSettings, client: KubeClient, namespace: str) -> int:
     if s.mode == "coredns":
-        sink = CorednsSink(s.configmap_namespace, s.configmap_name, s.configmap_key,
-                           corefile.DEFAULT_TARGET, s.dns_port)
+        edit = CorednsEdit(s.configmap_namespace, s.configmap_name, s.configmap_key,
+                           corefile.DEFAULT_PROXY_FQDN, s.dns_port)
         try:
-            outcome = (await write_configmap(client, sink.namespace, sink.name,
-                                             sink.removal())).outcome
-        except SinkError as exc:
+            outcome = (await write_configmap(client, edit.namespace, edit.name,
+                                             edit.removal())).outcome
+        except EditError as exc:
             log.warning("nothing to remove from CoreDNS", extra={"error": str(exc)})
             outcome = "absent"
         log.info("CoreDNS rules removed" if outcome == "updated" else "no CoreDNS rules to "
-                 "remove", extra={"configmap": sink.where})
+                 "remove", extra={"configmap": edit.where})
     else:
-        isink = ImportSink(s.configmap_namespace, s.import_configmap_name, s.import_key, "")
-        outcome = (await write_configmap(client, isink.namespace, isink.name,
-                                         isink.removal())).outcome
+        import_edit = ImportEdit(s.configmap_namespace, s.import_configmap_name, s.import_key, "")
+        outcome = (await write_configmap(client, import_edit.namespace, import_edit.name,
+                                         import_edit.removal())).outcome
         log.info("import key removed" if outcome == "updated" else "no import key to remove",
-                 extra={"configmap": isink.where})
-        path = resource_path("v1", "configmaps", isink.namespace, isink.name)
-        if ImportSink.ours_and_empty(await client.get(path)) and await client.delete(path):
+                 extra={"configmap": import_edit.where})
+        path = resource_path("v1", "configmaps", import_edit.namespace, import_edit.name)
+        if ImportEdit.ours_and_empty(await client.get(path)) and await client.delete(path):
             log.info("deleted the import ConfigMap we had created",
-                     extra={"configmap": f"{isink.namespace}/{isink.name}"})
+                     extra={"configmap": f"{import_edit.namespace}/{import_edit.name}"})
     for ns, name in NODE_LOCAL_CANDIDATES:
-        nsink = NodeLocalSink(ns, name)
+        nodelocal_edit = NodeLocalEdit(ns, name)
         try:
-            outcome = (await write_configmap(client, ns, name, nsink.removal())).outcome
-        except (SinkError, ApiError) as exc:
-            log.debug("no node-local-dns rules removed", extra={"configmap": nsink.where,
-                                                                "error": str(exc)})
+            outcome = (await write_configmap(client, ns, name, nodelocal_edit.removal())).outcome
+        except (EditError, ApiError) as exc:
+            log.debug("no node-local-dns rules removed",
+                      extra={"configmap": nodelocal_edit.where, "error": str(exc)})
             continue
         if outcome == "updated":
-            log.info("node-local-dns rules removed", extra={"configmap": nsink.where})
+            log.info("node-local-dns rules removed", extra={"configmap": nodelocal_edit.where})
     published = resource_path("v1", "configmaps", namespace, s.publish_configmap)
     if await client.delete(published):
         log.info("deleted the published hosts", extra={

@@ -8,8 +8,8 @@ from typing import Any
 
 from hairpin_proxy import corefile
 from hairpin_proxy.controller.metrics import ControllerMetrics
-from hairpin_proxy.controller.sinks.coredns import CorednsSink, SinkError
-from hairpin_proxy.controller.sinks.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
+from hairpin_proxy.controller.writers.coredns import CorednsEdit, EditError
+from hairpin_proxy.controller.writers.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
 from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
 from hairpin_proxy.kube.watch import Reflector
 from hairpin_proxy.settings import ControllerSettings
@@ -22,13 +22,13 @@ class Preflight:
     for their first lists."""
 
     def __init__(self, settings: ControllerSettings, client: KubeClient, coredns: Reflector,
-                 corefile_sink: CorednsSink, metrics: ControllerMetrics, *,
+                 corefile_edit: CorednsEdit, metrics: ControllerMetrics, *,
                  services: Reflector) -> None:
         self.settings = settings
         self.services = services
         self.client = client
         self.coredns = coredns
-        self.corefile_sink = corefile_sink
+        self.corefile_edit = corefile_edit
         self.metrics = metrics
 
     def _warn(self, kind: str, message: str, **fields: Any) -> None:
@@ -46,17 +46,17 @@ class Preflight:
         s = self.settings
         cm = self.coredns.get(f"{s.configmap_namespace}/{s.configmap_name}")
         try:
-            text = self.corefile_sink.text(cm)
+            text = self.corefile_edit.text(cm)
             if not corefile.has_plugin(text, "reload", dns_port=s.dns_port):
                 self._warn("no-reload", "the Corefile has no reload plugin: CoreDNS will not "
                            "pick up rule changes until it restarts",
-                           configmap=self.corefile_sink.where)
+                           configmap=self.corefile_edit.where)
             if s.mode == "coredns-import" and not corefile.imports_key(text, s.import_key,
                                                                        dns_port=s.dns_port):
                 self._warn("import-not-imported", "the Corefile does not import our key; the "
                            "rules written there have no effect",
-                           configmap=self.corefile_sink.where, key=s.import_key)
-        except (SinkError, corefile.CorefileError) as exc:
+                           configmap=self.corefile_edit.where, key=s.import_key)
+        except (EditError, corefile.CorefileError) as exc:
             log.debug("Corefile checks skipped", extra={"error": str(exc)})
         await self._check_node_local_dns()
         await self._check_proxy_ip_mode()

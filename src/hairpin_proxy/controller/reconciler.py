@@ -1,9 +1,9 @@
-"""The reconciler: caches → one pass → every sink, and the loop that decides when a pass runs.
+"""The reconciler: caches → one pass → every writer, and the loop that decides when a pass runs.
 
     sources (list+watch; Ingresses, Gateway API routes) ──▶ claims through the host policy
         ──▶ routing (targets.plan: conflicts, targets, slots)
         ──▶ verification ──▶ rules budget and ConfigMap room ──▶ removal guard
-        ──▶ sinks: targets table + per-target Services, DNS rules (Corefile block or import
+        ──▶ writers: targets table + per-target Services, DNS rules (Corefile block or import
             key), node-local-dns, published hosts
             (each a PUT with resourceVersion; 409 → re-read, re-apply)
         rejections, conflicts, unrouted hosts ──▶ rate-limited Events
@@ -47,18 +47,6 @@ from hairpin_proxy.controller.revert_policy import RevertPolicy
 from hairpin_proxy.controller.reverts import RevertWatch, as_is
 from hairpin_proxy.controller.routing import Routing, pending_note
 from hairpin_proxy.controller.routing import slim_service as slim_any_service
-from hairpin_proxy.controller.sinks import Desired, Held, RulesSink, Sink
-from hairpin_proxy.controller.sinks.coredns import CorednsSink, SinkError
-from hairpin_proxy.controller.sinks.coredns_import import ImportSink
-from hairpin_proxy.controller.sinks.netguard import POLICIES as GUARD_POLICIES
-from hairpin_proxy.controller.sinks.netguard import SELECTOR as GUARD_SELECTOR
-from hairpin_proxy.controller.sinks.netguard import DataPlaneGuard, slim_node
-from hairpin_proxy.controller.sinks.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
-from hairpin_proxy.controller.sinks.nodelocal import NodeLocalWriter, Reconcilers
-from hairpin_proxy.controller.sinks.nudge import CorednsNudge
-from hairpin_proxy.controller.sinks.published import PublishedSink, PublishedWriter
-from hairpin_proxy.controller.sinks.rules import CorefileRules, ImportRules, RulesWriting
-from hairpin_proxy.controller.sinks.targets import TargetsWriter
 from hairpin_proxy.controller.sources import Source
 from hairpin_proxy.controller.sources.gateway import GatewaySource
 from hairpin_proxy.controller.sources.ingress import IngressSource
@@ -67,13 +55,25 @@ from hairpin_proxy.controller.sources.registry import SourceContext, build_sourc
 from hairpin_proxy.controller.tracker import NotLeading, WriteTracker
 from hairpin_proxy.controller.verification import Verification
 from hairpin_proxy.controller.withdrawal import Withdrawal
+from hairpin_proxy.controller.writers import Desired, Held, RulesWriter, Writer
+from hairpin_proxy.controller.writers.coredns import CorednsEdit, EditError
+from hairpin_proxy.controller.writers.coredns_import import ImportEdit
+from hairpin_proxy.controller.writers.netguard import POLICIES as GUARD_POLICIES
+from hairpin_proxy.controller.writers.netguard import SELECTOR as GUARD_SELECTOR
+from hairpin_proxy.controller.writers.netguard import DataPlaneGuard, slim_node
+from hairpin_proxy.controller.writers.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
+from hairpin_proxy.controller.writers.nodelocal import NodeLocalWriter, Reconcilers
+from hairpin_proxy.controller.writers.nudge import CorednsNudge
+from hairpin_proxy.controller.writers.published import PublishedEdit, PublishedWriter
+from hairpin_proxy.controller.writers.rules import CorefileRules, ImportRules, RulesWriting
+from hairpin_proxy.controller.writers.targets import TargetsWriter
 from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
 from hairpin_proxy.kube.events import EventRecorder
 from hairpin_proxy.kube.lease import LeaderElector
 from hairpin_proxy.kube.watch import Backoff, Reflector
 from hairpin_proxy.plan.answers import Routed
 from hairpin_proxy.plan.core import routable, routing_metrics
-from hairpin_proxy.policy import HostPolicy, PolicyResult, Rejection, default_target
+from hairpin_proxy.policy import HostPolicy, PolicyResult, Rejection, proxy_service_fqdn
 from hairpin_proxy.published import KEYS as PUBLISHED_KEYS
 from hairpin_proxy.settings import ControllerSettings
 from hairpin_proxy.targets.mapping import parse_target_flags
@@ -97,9 +97,9 @@ class Controller:
         s = settings
         self.settings, self.client, self.namespace, self.metrics = s, client, namespace, metrics
         self.identity = identity()
-        self.target = s.legacy_target or default_target(s.cluster_domain, s.proxy_service,
-                                                        namespace)
-        self.policy = HostPolicy.from_settings(s, self.target)
+        self.proxy_fqdn = s.legacy_target or proxy_service_fqdn(s.cluster_domain, s.proxy_service,
+                                                                namespace)
+        self.policy = HostPolicy.from_settings(s, self.proxy_fqdn)
         # Grows whenever the policy changes (the Corefile's served zones), so that the
         # source knows when its last result no longer holds.
         self._policy_gen = 0
@@ -116,7 +116,7 @@ class Controller:
         self._wire_verification()
         self._wire_limits()
         self._wire_rules()
-        self._wire_sinks()
+        self._wire_writers()
 
     # ------------------------------------------------------------------ wiring
 
@@ -137,11 +137,11 @@ class Controller:
     def _wire_edits(self) -> None:
         """The pure edits of the ConfigMaps, the removal guard."""
         s = self.settings
-        self.corefile_sink = CorednsSink(s.configmap_namespace, s.configmap_name,
-                                         s.configmap_key, self.target, s.dns_port)
-        self.import_sink = ImportSink(s.configmap_namespace, s.import_configmap_name,
-                                      s.import_key, self.target)
-        self.published = PublishedSink(self.namespace, s.publish_configmap)
+        self.corefile_edit = CorednsEdit(s.configmap_namespace, s.configmap_name,
+                                         s.configmap_key, self.proxy_fqdn, s.dns_port)
+        self.import_edit = ImportEdit(s.configmap_namespace, s.import_configmap_name,
+                                      s.import_key, self.proxy_fqdn)
+        self.published = PublishedEdit(self.namespace, s.publish_configmap)
         self.guard = RemovalGuard(s.mass_removal_fraction, s.mass_removal_grace,
                                   s.allow_mass_removal)
 
@@ -267,35 +267,35 @@ class Controller:
     def _wire_rules(self) -> None:
         """The Corefile's facts, warnings, the DNS rules' writers."""
         s = self.settings
-        self.facts = CorefileFacts(self.corefile_sink, self.metrics, self.reports,
+        self.facts = CorefileFacts(self.corefile_edit, self.metrics, self.reports,
                                    self._served_zones)
-        self.preflight = Preflight(s, self.client, self.coredns, self.corefile_sink,
+        self.preflight = Preflight(s, self.client, self.coredns, self.corefile_edit,
                                    self.metrics, services=self.services)
-        self.rules = self._rules_sink()
+        self.rules = self._rules_writer()
         self.node_local_writer = NodeLocalWriter(self.node_local, s.cluster_domain,
                                                  self.tracker, self.metrics, self.reports,
                                                  reconcilers=Reconcilers(self.client),
                                                  reverts=self.reverts)
 
-    def _wire_sinks(self) -> None:
+    def _wire_writers(self) -> None:
         """Every destination, in the order a pass writes them."""
         s = self.settings
         # In the order a pass writes them: the targets the proxies serve (the DNS rules answer
         # with their Services), the DNS rules, then what follows the rules.
-        self.sinks: list[Sink] = [self.targets_writer, self.rules]
+        self.writers: list[Writer] = [self.targets_writer, self.rules]
         if s.node_local_dns == "auto":
-            self.sinks.append(self.node_local_writer)
+            self.writers.append(self.node_local_writer)
         self.netguard = self._netguard()
         # Not among the caches readiness waits for: a guard whose RBAC is missing must
-        # not hold back the DNS rules (the sink waits for them on its own).
+        # not hold back the DNS rules (the writer waits for them on its own).
         self.side_reflectors: list[Reflector] = \
             list(self.netguard.reflectors) if self.netguard is not None else []
         if self.netguard is not None:
             # Before the published hosts, which stop a pass while uninstalling.
-            self.sinks.append(self.netguard)
-        self.sinks.append(PublishedWriter(self.published, self.tracker, self.metrics,
-                                          configmap=self.published_cm, service=self.service,
-                                          service_key=f"{self.namespace}/{s.proxy_service}"))
+            self.writers.append(self.netguard)
+        self.writers.append(PublishedWriter(self.published, self.tracker, self.metrics,
+                                            configmap=self.published_cm, service=self.service,
+                                            service_key=f"{self.namespace}/{s.proxy_service}"))
 
     def _netguard(self) -> DataPlaneGuard | None:
         s, reflector = self.settings, self._reflector
@@ -310,7 +310,7 @@ class Controller:
                             "guard-clusterrole", name=GUARD_OWNER),
             pod_cidrs=parse_cidrs(s.pod_cidr), wake_in=self._wake_in)
 
-    def _rules_sink(self) -> RulesSink:
+    def _rules_writer(self) -> RulesWriter:
         s = self.settings
         nudge = CorednsNudge(self.client, s.configmap_namespace, s.coredns_selector,
                              lambda: self.is_leader() or self.withdrawal.uninstalling)
@@ -318,8 +318,8 @@ class Controller:
                                s.nudge_coredns, lambda: self.withdrawal.uninstalling,
                                self.reverts)
         if s.mode == "coredns":
-            return CorefileRules(self.corefile_sink, writing)
-        return ImportRules(self.import_sink, writing, import_cm=self.import_cm,
+            return CorefileRules(self.corefile_edit, writing)
+        return ImportRules(self.import_edit, writing, import_cm=self.import_cm,
                            published=self.published, published_cm=self.published_cm)
 
     # ------------------------------------------------------------------ state
@@ -494,7 +494,7 @@ class Controller:
             return self._not_leading()
         except corefile.CorefileError as exc:
             return await self._corefile_refused(exc, coredns_cm)
-        except SinkError as exc:
+        except EditError as exc:
             self.metrics.reconciles.labels("target_missing").inc()
             log.error("cannot write the rules", extra={"error": str(exc)})
             return await self._uninstall_end(withdrawn=False)
@@ -523,7 +523,7 @@ class Controller:
     async def _write(self, coredns_cm: JsonObj | None, result: PolicyResult,
                      routed: Routed | None, claims: list[Claim]) -> tuple[str, ...]:
         """The pass's hosts through verification, the limits and the guard, written to every
-        sink; the hosts written."""
+        writer; the hosts written."""
         answers, withdrawn = self.withdrawal.answers()
         self.withdrawal.set_reason(withdrawn)
         held = await self.rules.read(coredns_cm)
@@ -538,12 +538,12 @@ class Controller:
         if hosts and not self.withdrawal.uninstalling:
             # Before any rule exists: what its withdrawal on uninstall will need.
             await self.withdrawal.uninstall.hold(self.client)
-        for sink in self.sinks:
-            if self.withdrawal.uninstalling and not sink.during_uninstall:
+        for writer in self.writers:
+            if self.withdrawal.uninstalling and not writer.during_uninstall:
                 # Our namespace, and what lives there, is going away: nothing can be
                 # created there any more, and the DNS rules are already gone.
                 break
-            await sink.write(desired)
+            await writer.write(desired)
         return hosts
 
     async def _corefile_refused(self, exc: corefile.CorefileError,
@@ -552,7 +552,7 @@ class Controller:
         self.metrics.parse_errors.inc()
         self.metrics.reconciles.labels("corefile_error").inc()
         log.error("cannot edit the Corefile; leaving it alone",
-                  extra={"configmap": self.corefile_sink.where, "error": str(exc)})
+                  extra={"configmap": self.corefile_edit.where, "error": str(exc)})
         if self.settings.mode == "coredns" and coredns_cm is not None:
             # Someone's edit, not an object's: told on the ConfigMap (rate-limited).
             self.reports.event({"apiVersion": "v1", "kind": "ConfigMap", **coredns_cm},

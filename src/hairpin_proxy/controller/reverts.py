@@ -22,9 +22,9 @@ from hairpin_proxy.controller.revert_policy import (
     reverter,
     settle,
 )
-from hairpin_proxy.controller.sinks.configmap import Mutate, WriteResult
-from hairpin_proxy.controller.sinks.coredns import SinkError
 from hairpin_proxy.controller.tracker import resource_version
+from hairpin_proxy.controller.writers.configmap import Mutate, WriteResult
+from hairpin_proxy.controller.writers.coredns import EditError
 from hairpin_proxy.corefile import CorefileError
 from hairpin_proxy.kube.client import JsonObj
 
@@ -95,7 +95,7 @@ class RevertWatch:
             undone = ours.change(copy.deepcopy(cm)) is not None
         except CorefileError:
             return  # told by the pass that cannot edit it; not a revert we can name
-        except SinkError:
+        except EditError:
             undone = True  # our key, or the data, is gone
         if not undone:
             self._ours[where] = _Ours(resource_version(cm), ours.change)

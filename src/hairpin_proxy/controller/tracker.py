@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from hairpin_proxy.controller.sinks.configmap import Mutate, WriteResult, write_configmap
+from hairpin_proxy.controller.writers.configmap import Mutate, WriteResult, write_configmap
 from hairpin_proxy.kube.client import JsonObj, KubeClient
 from hairpin_proxy.kube.watch import Reflector
 

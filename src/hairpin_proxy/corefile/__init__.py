@@ -10,7 +10,7 @@ Text in, text out: nothing here touches files, sockets, clocks or the API.
 """
 
 from hairpin_proxy.corefile.editor import (
-    DEFAULT_TARGET,
+    DEFAULT_PROXY_FQDN,
     MAX_CONFIGMAP_BYTES,
     HostGroup,
     Stray,
@@ -58,7 +58,7 @@ __all__ = [
     "DEFAULT_COREFILE_DIR",
     "DEFAULT_CUSTOM_DIR",
     "DEFAULT_DNS_PORT",
-    "DEFAULT_TARGET",
+    "DEFAULT_PROXY_FQDN",
     "DEFAULT_TTL",
     "END_MARKER",
     "LEGACY_MARKER",

@@ -37,7 +37,7 @@ from hairpin_proxy.corefile.rules import (
     is_old_rule,
     is_our_template,
     old_rule_host,
-    old_targets,
+    proxy_fqdns_of,
     render,
     template_answers,
     template_hosts,
@@ -51,7 +51,7 @@ from hairpin_proxy.corefile.syntax import (
 )
 
 MAX_CONFIGMAP_BYTES = 1024 * 1024
-DEFAULT_TARGET = "hairpin-proxy.hairpin-proxy.svc.cluster.local."
+DEFAULT_PROXY_FQDN = "hairpin-proxy.hairpin-proxy.svc.cluster.local."
 
 # One answer set as callers give it: the hosts, and the addresses they resolve to.
 HostGroup = tuple[Iterable[str], Answers]
@@ -122,15 +122,15 @@ def _whole_lines(text: str, start: int, end: int, line: int, what: str) -> _Span
     return _Span(lo, hi, before)
 
 
-def _is_ours(d: Directive, targets: Sequence[str]) -> bool:
-    return is_our_template(d) or is_old_rule(d, targets)
+def _is_ours(d: Directive, proxy_fqdns: Sequence[str]) -> bool:
+    return is_our_template(d) or is_old_rule(d, proxy_fqdns)
 
 
-def _our_spans(cf: Corefile, block: ServerBlock, targets: Sequence[str]) -> list[_Span]:
+def _our_spans(cf: Corefile, block: ServerBlock, proxy_fqdns: Sequence[str]) -> list[_Span]:
     """Our directives and marker lines directly inside ``block``."""
     text = cf.text
     spans = [_whole_lines(text, d.start, d.end, d.line, "hairpin-proxy rule")
-             for d in block.directives if _is_ours(d, targets)]
+             for d in block.directives if _is_ours(d, proxy_fqdns)]
     lo, hi = block.inner(len(text))
     for c in cf.comments:
         if lo <= c.start < hi and c.alone and c.text.startswith(MARKER_PREFIXES) \
@@ -219,7 +219,7 @@ def _splice(text: str, edits: Iterable[tuple[int, int, str]]) -> str:
 
 
 def _edit(cf: Corefile, groups: Sequence[RuleSet], dns_port: int, *,
-          targets: Sequence[str], unit: str, rendered: dict[tuple[str, str], str]) -> str:
+          proxy_fqdns: Sequence[str], unit: str, rendered: dict[tuple[str, str], str]) -> str:
     """The edited text; ``rendered`` collects the stanzas rendered by (indent, line end)."""
     text = cf.text
     roots = _roots(cf, dns_port)
@@ -227,7 +227,7 @@ def _edit(cf: Corefile, groups: Sequence[RuleSet], dns_port: int, *,
     edits: list[tuple[int, int, str]] = [(s.lo, s.hi, "") for s in legacy]
     for block in roots:
         lo, hi = block.inner(len(text))
-        spans = _our_spans(cf, block, targets)
+        spans = _our_spans(cf, block, proxy_fqdns)
         edits += [(s.lo, s.hi, "") for s in spans]
         if not groups:
             continue
@@ -263,13 +263,13 @@ class _Found:
         return found
 
 
-def _found(block: ServerBlock, targets: Sequence[str]) -> _Found:
+def _found(block: ServerBlock, proxy_fqdns: Sequence[str]) -> _Found:
     return _Found(tuple(d for d in block.directives if is_our_template(d)),
-                  tuple(d for d in block.directives if is_old_rule(d, targets)))
+                  tuple(d for d in block.directives if is_old_rule(d, proxy_fqdns)))
 
 
 def _verify(out: str, groups: Sequence[RuleSet], dns_port: int, *,
-            targets: Sequence[str], unit: str,
+            proxy_fqdns: Sequence[str], unit: str,
             rendered: dict[tuple[str, str], str] | None = None) -> Corefile:
     """Read the result back: each root block holds exactly the stanzas of ``groups``, one
     run, byte for byte as they render at their place (or none of ours when there is no
@@ -277,7 +277,7 @@ def _verify(out: str, groups: Sequence[RuleSet], dns_port: int, *,
     cf = parse(out)
     rendered = {} if rendered is None else rendered
     for block in _roots(cf, dns_port):
-        found = _found(block, targets)
+        found = _found(block, proxy_fqdns)
         if found.old_rules or (not groups and found.templates):
             raise CorefileError("internal check failed: rules of ours are left over")
         if not groups:
@@ -315,16 +315,16 @@ def _rule_sets(hosts_or_groups: Iterable[str] | Iterable[HostGroup],
 
 @overload
 def apply(text: str | Corefile, hosts: Iterable[str], /, *, answers: Answers,
-          target: str = DEFAULT_TARGET, dns_port: int = DEFAULT_DNS_PORT) -> str: ...
+          proxy_fqdn: str = DEFAULT_PROXY_FQDN, dns_port: int = DEFAULT_DNS_PORT) -> str: ...
 
 
 @overload
 def apply(text: str | Corefile, groups: Iterable[HostGroup], /, *,
-          target: str = DEFAULT_TARGET, dns_port: int = DEFAULT_DNS_PORT) -> str: ...
+          proxy_fqdn: str = DEFAULT_PROXY_FQDN, dns_port: int = DEFAULT_DNS_PORT) -> str: ...
 
 
 def apply(text: str | Corefile, hosts_or_groups: Iterable[str] | Iterable[HostGroup], /, *,
-          answers: Answers | None = None, target: str = DEFAULT_TARGET,
+          answers: Answers | None = None, proxy_fqdn: str = DEFAULT_PROXY_FQDN,
           dns_port: int = DEFAULT_DNS_PORT) -> str:
     """Return ``text`` with exactly one set of our rules in each root block.
 
@@ -335,45 +335,45 @@ def apply(text: str | Corefile, hosts_or_groups: Iterable[str] | Iterable[HostGr
     does not matter. One group gives the same text as the first form.
 
     ``text`` may be given parsed (``parse(text)``, or what ``apply_parsed`` returned): the
-    result is the same. ``target`` is the proxy Service's name, by which rewrite rules of
+    result is the same. ``proxy_fqdn`` is the proxy Service's name, by which rewrite rules of
     earlier versions are recognised and converted. No host at all removes our rules. Raises
     CorefileError, and changes nothing, when the text cannot be parsed or edited safely, a
     host is in two groups, or hosts are to be redirected with no address to answer with.
     """
-    return _apply(text, hosts_or_groups, answers, target, dns_port).text
+    return _apply(text, hosts_or_groups, answers, proxy_fqdn, dns_port).text
 
 
 def apply_parsed(text: str | Corefile, hosts_or_groups: Iterable[str] | Iterable[HostGroup],
-                 /, *, answers: Answers | None = None, target: str = DEFAULT_TARGET,
+                 /, *, answers: Answers | None = None, proxy_fqdn: str = DEFAULT_PROXY_FQDN,
                  dns_port: int = DEFAULT_DNS_PORT) -> Corefile:
     """``apply``, with the result as the check read it back: ``.text`` is what ``apply``
     returns, and the whole can be given to the next edit of that text, which then need not
     parse it again."""
-    return _apply(text, hosts_or_groups, answers, target, dns_port)
+    return _apply(text, hosts_or_groups, answers, proxy_fqdn, dns_port)
 
 
 def _apply(text: str | Corefile, hosts_or_groups: Iterable[str] | Iterable[HostGroup],
-           answers: Answers | None, target: str, dns_port: int) -> Corefile:
+           answers: Answers | None, proxy_fqdn: str, dns_port: int) -> Corefile:
     groups = _rule_sets(hosts_or_groups, answers)
-    targets = old_targets(target)
+    proxy_fqdns = proxy_fqdns_of(proxy_fqdn)
     cf = text if isinstance(text, Corefile) else parse(text)
     unit = _indent_unit(cf.text)
     rendered: dict[tuple[str, str], str] = {}
-    out = _edit(cf, groups, dns_port, targets=targets, unit=unit, rendered=rendered)
+    out = _edit(cf, groups, dns_port, proxy_fqdns=proxy_fqdns, unit=unit, rendered=rendered)
     _check_size(out)
     # Always a full parse of the result: the guarantee is that what is written reads back
     # as exactly the wanted rules, whatever the splice did, so nothing of the edit's own
     # bookkeeping is trusted here.
-    return _verify(out, groups, dns_port, targets=targets, unit=unit, rendered=rendered)
+    return _verify(out, groups, dns_port, proxy_fqdns=proxy_fqdns, unit=unit, rendered=rendered)
 
 
-def remove(text: str | Corefile, *, target: str = DEFAULT_TARGET,
+def remove(text: str | Corefile, *, proxy_fqdn: str = DEFAULT_PROXY_FQDN,
            dns_port: int = DEFAULT_DNS_PORT) -> str:
     """Return ``text`` without any rules of ours in its root blocks (nor legacy lines)."""
-    return apply(text, (), target=target, dns_port=dns_port)
+    return apply(text, (), proxy_fqdn=proxy_fqdn, dns_port=dns_port)
 
 
-def managed_hosts(text: str | Corefile, *, target: str = DEFAULT_TARGET,
+def managed_hosts(text: str | Corefile, *, proxy_fqdn: str = DEFAULT_PROXY_FQDN,
                   dns_port: int = DEFAULT_DNS_PORT) -> tuple[str, ...]:
     """The hosts our rules in the root server block(s) redirect now, sorted.
 
@@ -381,14 +381,14 @@ def managed_hosts(text: str | Corefile, *, target: str = DEFAULT_TARGET,
     parsed Corefile is taken as it is.
     """
     cf = text if isinstance(text, Corefile) else parse(text)
-    targets = old_targets(target)
+    proxy_fqdns = proxy_fqdns_of(proxy_fqdn)
     hosts: set[str] = set()
     for block in _roots(cf, dns_port):
-        hosts |= _found(block, targets).hosts()
+        hosts |= _found(block, proxy_fqdns).hosts()
     return tuple(sorted(hosts))
 
 
-def managed_groups(text: str | Corefile, *, target: str = DEFAULT_TARGET,
+def managed_groups(text: str | Corefile, *, proxy_fqdn: str = DEFAULT_PROXY_FQDN,
                    dns_port: int = DEFAULT_DNS_PORT) -> dict[str, Answers]:
     """Each host our rules redirect now (as ``managed_hosts``, sorted) with what it answers.
 
@@ -399,11 +399,11 @@ def managed_groups(text: str | Corefile, *, target: str = DEFAULT_TARGET,
     of a stanza whose answers are not as we write them. A parsed Corefile is taken as it is.
     """
     cf = text if isinstance(text, Corefile) else parse(text)
-    targets = old_targets(target)
+    proxy_fqdns = proxy_fqdns_of(proxy_fqdn)
     hosts: set[str] = set()
     first: dict[str, dict[str, tuple[tuple[str, ...], int]]] = {"A": {}, "AAAA": {}}
     for block in _roots(cf, dns_port):
-        found = _found(block, targets)
+        found = _found(block, proxy_fqdns)
         hosts |= found.hosts()
         for d in found.templates:
             read = template_answers(d)
@@ -433,12 +433,12 @@ class Stray:
         return f"line {self.line}: {self.what} in {self.where}"
 
 
-def strays(text: str | Corefile, *, target: str = DEFAULT_TARGET,
+def strays(text: str | Corefile, *, proxy_fqdn: str = DEFAULT_PROXY_FQDN,
            dns_port: int = DEFAULT_DNS_PORT) -> tuple[Stray, ...]:
     """Rules of ours in server blocks other than the root ones, and in snippets, in the
     order of the file (a parsed Corefile is taken as it is)."""
     cf = text if isinstance(text, Corefile) else parse(text)
-    targets = old_targets(target)
+    proxy_fqdns = proxy_fqdns_of(proxy_fqdn)
     places: list[tuple[str, Sequence[Directive]]] = [
         (f"server block '{' '.join(b.keys)}'", b.directives)
         for b in cf.server_blocks if not b.is_root(dns_port)]
@@ -448,7 +448,7 @@ def strays(text: str | Corefile, *, target: str = DEFAULT_TARGET,
         for d in directives:
             if is_our_template(d):
                 found.append(Stray(d.line, where, "hairpin-proxy template stanza"))
-            elif is_old_rule(d, targets):
+            elif is_old_rule(d, proxy_fqdns):
                 found.append(Stray(d.line, where, "rewrite rule to the proxy Service"))
     return tuple(sorted(found, key=lambda s: s.line))
 
@@ -471,5 +471,5 @@ def import_snippet(hosts_or_groups: Iterable[str] | Iterable[HostGroup], /, *,
     out = render(groups, "", "    ", "\n")
     _check_size(out)
     # The snippet is spliced into the root server block; it must read as directives there.
-    _verify(".:53 {\n" + out + "}\n", groups, DEFAULT_DNS_PORT, targets=(), unit="    ")
+    _verify(".:53 {\n" + out + "}\n", groups, DEFAULT_DNS_PORT, proxy_fqdns=(), unit="    ")
     return out

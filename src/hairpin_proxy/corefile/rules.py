@@ -23,7 +23,7 @@ stanzas (see ``layout`` for their order: CoreDNS answers from the first stanza t
 
 The named group ``hairpin_proxy`` is how a stanza is known to be ours: unlike a comment it
 survives kubeadm's Corefile migration and any reformatting. The rules that earlier versions
-wrote (``rewrite name ... <proxy Service name>``) are recognised by their target, so that they
+wrote (``rewrite name ... <proxy Service name>``) are recognised by that name, so that they
 are converted in one write whether or not their marker comments are still there.
 """
 
@@ -68,7 +68,7 @@ MAX_REGEX = 8000
 DEFAULT_TTL = 10
 MAX_TTL = 3600
 # The name the original hairpin-proxy rewrote to, without the trailing dot it never wrote.
-ORIGINAL_TARGET = "hairpin-proxy.hairpin-proxy.svc.cluster.local"
+ORIGINAL_PROXY_FQDN = "hairpin-proxy.hairpin-proxy.svc.cluster.local"
 
 
 @dataclass(frozen=True)
@@ -549,7 +549,7 @@ _REWRITE_TYPES = ("exact", "prefix", "suffix", "substring", "regex")
 _OLD_WILDCARD = re.compile(r"\^\[\^\.\]\+\\\.(?P<suffix>.+)\\\.\?\$")
 
 
-def rewrite_target(d: Directive) -> tuple[str, str, str] | None:
+def rewrite_name_rule(d: Directive) -> tuple[str, str, str] | None:
     """(match type, FROM, TO) of a ``rewrite name`` rule without a block; None otherwise."""
     if d.name != "rewrite" or d.blocks:
         return None
@@ -565,16 +565,16 @@ def rewrite_target(d: Directive) -> tuple[str, str, str] | None:
     return kind, words[0], words[1]
 
 
-def is_old_rule(d: Directive, targets: Sequence[str]) -> bool:
+def is_old_rule(d: Directive, proxy_fqdns: Sequence[str]) -> bool:
     """A ``rewrite name`` rule that sends a name to our proxy Service (any earlier form)."""
-    found = rewrite_target(d)
-    return found is not None and found[2].lower().rstrip(".") in targets
+    found = rewrite_name_rule(d)
+    return found is not None and found[2].lower().rstrip(".") in proxy_fqdns
 
 
 def old_rule_host(d: Directive) -> str | None:
     """The host of an old rule as earlier versions wrote it (exact, or the one-label
     wildcard regex); None for a rule of another shape."""
-    found = rewrite_target(d)
+    found = rewrite_name_rule(d)
     if found is None:
         return None
     kind, source, _ = found
@@ -584,6 +584,8 @@ def old_rule_host(d: Directive) -> str | None:
     return "*." + _UNESCAPE.sub(r"\1", m["suffix"]) if m else None
 
 
-def old_targets(target: str) -> tuple[str, ...]:
-    """The rewrite targets, normalised, that mark a rule as ours."""
-    return tuple(dict.fromkeys(t.lower().rstrip(".") for t in (target, ORIGINAL_TARGET) if t))
+def proxy_fqdns_of(proxy_fqdn: str) -> tuple[str, ...]:
+    """The proxy Service names, normalised, that mark a rewrite rule as ours (it rewrites to
+    one of them): ``proxy_fqdn`` and the original tool's."""
+    return tuple(dict.fromkeys(t.lower().rstrip(".")
+                               for t in (proxy_fqdn, ORIGINAL_PROXY_FQDN) if t))

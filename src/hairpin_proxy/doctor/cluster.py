@@ -15,23 +15,24 @@ from typing import Any, TypeVar
 from hairpin_proxy import corefile
 from hairpin_proxy.claims import Claim
 from hairpin_proxy.controller.revert_policy import reverter
-from hairpin_proxy.controller.sinks.coredns import SinkError
-from hairpin_proxy.controller.sinks.nodelocal import (
+from hairpin_proxy.controller.writers.coredns import EditError
+from hairpin_proxy.controller.writers.nodelocal import (
     ADDON_MANAGER_SELECTOR,
-    NodeLocalSink,
+    NodeLocalEdit,
     reconciler_of,
 )
-from hairpin_proxy.controller.sinks.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
+from hairpin_proxy.controller.writers.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
 from hairpin_proxy.doctor import facts as f
 from hairpin_proxy.doctor import routing
 from hairpin_proxy.doctor.deployed import controller_settings, with_controller
 from hairpin_proxy.doctor.facts import DataPlaneFacts
+from hairpin_proxy.ingress.policy import evaluate
 from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
 from hairpin_proxy.plan import PlanSettings, Snapshot
 from hairpin_proxy.plan.claims import ingress_claims, registered_claims
 from hairpin_proxy.plan.core import target_facts
 from hairpin_proxy.plan.objects import registered_of
-from hairpin_proxy.policy import HostPolicy, PolicyResult, default_target, evaluate
+from hairpin_proxy.policy import HostPolicy, PolicyResult, proxy_service_fqdn
 from hairpin_proxy.registry import GATEWAY, REGISTRATIONS, Resource, turned_on
 from hairpin_proxy.settings import DoctorSettings
 from hairpin_proxy.targets import table as targets_table
@@ -617,7 +618,7 @@ def _reverted_by(cm: JsonObj, name: str, events: list[JsonObj] | None) -> str | 
     Corefile key now, from its managedFields."""
     if not any(((e.get("involvedObject") or {}).get("name")) == name for e in events or ()):
         return None
-    who = reverter((cm.get("metadata") or {}).get("managedFields"), NodeLocalSink(
+    who = reverter((cm.get("metadata") or {}).get("managedFields"), NodeLocalEdit(
         "kube-system", name).key)
     return who.manager or "an unknown manager"
 
@@ -648,12 +649,12 @@ async def _node_local_configmap(
         others = ", ".join(f"{n}/{m}" for n, m, _ in found[1:])
         notes.problems.append(f"node-local-dns ConfigMaps {ns}/{name} and {others} both "
                               f"exist: {ns}/{name} was read")
-    sink = NodeLocalSink(ns, name)
+    edit = NodeLocalEdit(ns, name)
     who = reconciler_of(cm, addon_pods, version)
     try:
-        zones: frozenset[str] | None = frozenset(sink.current_hosts(cm))
-    except (SinkError, corefile.CorefileError) as exc:
-        notes.problems.append(f"cannot read node-local-dns's Corefile in {sink.where}: {exc}")
+        zones: frozenset[str] | None = frozenset(edit.current_hosts(cm))
+    except (EditError, corefile.CorefileError) as exc:
+        notes.problems.append(f"cannot read node-local-dns's Corefile in {edit.where}: {exc}")
         zones = None
     if who:
         notes.problems.append(
@@ -727,6 +728,6 @@ async def _controller_settings(client: KubeClient, s: DoctorSettings, namespace:
 
 
 def policy_for(s: DoctorSettings, namespace: str) -> HostPolicy:
-    """The controller's policy, with its default target for our namespace and Service."""
+    """The controller's policy, with our namespace's proxy Service as its protected name."""
     return HostPolicy.from_settings(
-        s, default_target(s.cluster_domain, s.proxy_service, namespace))
+        s, proxy_service_fqdn(s.cluster_domain, s.proxy_service, namespace))

@@ -7,17 +7,16 @@ from typing import Any
 
 from hairpin_proxy.claims import Claim, ObjectRef
 from hairpin_proxy.gateway.claims import claims_of_objects
-from hairpin_proxy.plan.snapshot import Snapshot
-from hairpin_proxy.policy import (
-    INGRESS_GROUP,
+from hairpin_proxy.ingress.names import INGRESS_GROUP
+from hairpin_proxy.ingress.policy import (
     ClassIndex,
-    PolicyResult,
-    Rejection,
     default_ingress_classes,
     evaluate,
     evaluate_ingress,
     merge,
 )
+from hairpin_proxy.plan.snapshot import Snapshot
+from hairpin_proxy.policy import PolicyResult, Rejection
 from hairpin_proxy.registry import by_name
 from hairpin_proxy.targets.model import ingress_target
 

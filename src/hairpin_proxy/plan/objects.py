@@ -10,8 +10,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from hairpin_proxy.gateway.model import ROUTE_KINDS
+from hairpin_proxy.ingress.names import INGRESS_GROUP
 from hairpin_proxy.plan.snapshot import Obj, PlanSettings, Snapshot
-from hairpin_proxy.policy import INGRESS_GROUP
 from hairpin_proxy.registry import REGISTRATIONS, Registration, Resource
 from hairpin_proxy.targets.resolve import CILIUM_CONFIGMAP, INGRESS_NGINX_CONFIGMAP
 

@@ -78,9 +78,13 @@ def unsent_read(socket_buffer: int) -> int:
 
 
 def pipe_bytes(socket_buffer: int) -> int:
-    """Bytes one spliced direction may hold in its pipe: the copying path's unsent read less
-    the pipe's own kernel memory (at least a page)."""
-    return max(PAGE, unsent_read(socket_buffer) - PIPE_OVERHEAD)
+    """Bytes one spliced direction may hold in its pipe: one socket buffer as set (at least a
+    page), and never more than the copying path's unsent read less the pipe's own kernel
+    memory. Spliced pages sit in the socket queues whole, so the sockets of a stalled spliced
+    connection hold more than a copying one's; a pipe of one buffer keeps the whole within
+    what a stalled copying connection holds."""
+    cap = unsent_read(socket_buffer) - PIPE_OVERHEAD
+    return max(PAGE, min(socket_buffer or cap, cap))
 
 
 def per_connection(socket_buffer: int) -> int:

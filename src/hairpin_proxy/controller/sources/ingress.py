@@ -17,17 +17,14 @@ from hairpin_proxy.controller.sources import (
     SourceClaims,
     same_object,
 )
+from hairpin_proxy.ingress.names import INGRESS_GROUP
+from hairpin_proxy.ingress.policy import default_ingress_classes
+from hairpin_proxy.ingress.policy_cache import PolicyCache
+from hairpin_proxy.ingress.slim import slim_ingress
 from hairpin_proxy.kube.client import JsonObj, resource_path
 from hairpin_proxy.kube.watch import Reflector
 from hairpin_proxy.plan.claims import ingress_origin
-from hairpin_proxy.policy import (
-    INGRESS_GROUP,
-    HostPolicy,
-    PolicyResult,
-    default_ingress_classes,
-)
-from hairpin_proxy.policy_cache import PolicyCache
-from hairpin_proxy.slim import slim_ingress
+from hairpin_proxy.policy import HostPolicy, PolicyResult
 
 INGRESS_API = "networking.k8s.io/v1"
 

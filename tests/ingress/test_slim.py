@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hairpin_proxy.policy import CompactSpec, HostPolicy, evaluate_ingress
-from hairpin_proxy.slim import slim_ingress
+from hairpin_proxy.ingress.policy import CompactSpec, evaluate_ingress
+from hairpin_proxy.ingress.slim import slim_ingress
+from hairpin_proxy.policy import HostPolicy
 
 SCALAR = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=8))
 HOST = st.one_of(st.sampled_from(["a.example.com", "*.example.com", "10.0.0.1", "x.svc",

@@ -9,8 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hairpin_proxy.controller.sources.ingress import _INLINE_CHANGES, _few_changes
-from hairpin_proxy.policy import HostPolicy, evaluate
-from hairpin_proxy.policy_cache import PolicyCache
+from hairpin_proxy.ingress.policy import evaluate
+from hairpin_proxy.ingress.policy_cache import PolicyCache
+from hairpin_proxy.policy import HostPolicy
 from tests.fakeapi.fixtures import ingress, ingress_class
 
 Obj = dict[str, Any]

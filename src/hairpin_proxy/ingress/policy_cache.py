@@ -7,15 +7,9 @@ import itertools
 import operator
 from collections.abc import Iterable, Mapping
 
+from hairpin_proxy.ingress.policy import ClassIndex, IngressResult, class_index, evaluate_ingress
 from hairpin_proxy.kube.client import JsonObj
-from hairpin_proxy.policy import (
-    ClassIndex,
-    HostPolicy,
-    IngressResult,
-    PolicyResult,
-    class_index,
-    evaluate_ingress,
-)
+from hairpin_proxy.policy import HostPolicy, PolicyResult
 
 
 class PolicyCache:

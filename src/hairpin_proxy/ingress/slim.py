@@ -18,8 +18,9 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from hairpin_proxy.ingress.names import CLASS_ANNOTATION
+from hairpin_proxy.ingress.policy import CompactSpec
 from hairpin_proxy.kube.client import JsonObj
-from hairpin_proxy.policy import CLASS_ANNOTATION, CompactSpec
 
 _META = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
 # Values that repeat across Ingresses: one copy each (a JSON parser gives every object its own).
@@ -153,14 +154,3 @@ def slim_ingress(obj: JsonObj) -> JsonObj:
         out["status"] = _status(status["loadBalancer"])
     return out
 
-
-def slim_service(obj: JsonObj) -> JsonObj:
-    """What host verification reads of a Service: its type and load balancer status."""
-    out: JsonObj = {k: _str(obj[k]) for k in ("apiVersion", "kind") if k in obj}
-    out["metadata"] = _pick(obj.get("metadata"), _META)
-    spec = obj.get("spec")
-    out["spec"] = _pick(spec, ("type",))
-    status = obj.get("status")
-    if isinstance(status, dict) and isinstance(status.get("loadBalancer"), dict):
-        out["status"] = {"loadBalancer": status["loadBalancer"]}
-    return out

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 from hairpin_proxy import corefile
 from hairpin_proxy.controller.events import Reports
 from hairpin_proxy.controller.metrics import ControllerMetrics
-from hairpin_proxy.controller.sinks import Desired
-from hairpin_proxy.controller.sinks.configmap import Mutate, rewrite_key
-from hairpin_proxy.controller.sinks.coredns import SinkError
 from hairpin_proxy.controller.tracker import WriteTracker
+from hairpin_proxy.controller.writers import Desired
+from hairpin_proxy.controller.writers.configmap import Mutate, rewrite_key
+from hairpin_proxy.controller.writers.coredns import EditError
 from hairpin_proxy.corefile.nodelocal import (
     DEFAULT_CLUSTER_DOMAIN,
     NODELOCAL_CONFIGMAPS,
@@ -40,7 +40,7 @@ ADDON_MANAGER_MODE = "addonmanager.kubernetes.io/mode"
 
 
 @dataclass(frozen=True)
-class NodeLocalSink:
+class NodeLocalEdit:
     namespace: str
     name: str
     key: str = "Corefile"
@@ -52,11 +52,11 @@ class NodeLocalSink:
 
     def text(self, cm: JsonObj | None) -> str:
         if cm is None:
-            raise SinkError(f"NodeLocal DNSCache ConfigMap {self.namespace}/{self.name} not "
+            raise EditError(f"NodeLocal DNSCache ConfigMap {self.namespace}/{self.name} not "
                             "found")
         text = (cm.get("data") or {}).get(self.key)
         if not isinstance(text, str):
-            raise SinkError(f"NodeLocal DNSCache ConfigMap {self.namespace}/{self.name} has no "
+            raise EditError(f"NodeLocal DNSCache ConfigMap {self.namespace}/{self.name} has no "
                             f"key {self.key!r}")
         return text
 
@@ -102,7 +102,7 @@ def reconciler_of(cm: JsonObj | None, addon_manager_pods: Sequence[JsonObj],
     The addon manager reconciles only objects labelled mode Reconcile, and only where it
     runs: an addon-manager pod in kube-system that has not ended, or GKE, whose addon manager
     runs on the control plane no pod list shows (``/version`` says ``-gke.``)."""
-    if not NodeLocalSink.labelled_reconcile(cm):
+    if not NodeLocalEdit.labelled_reconcile(cm):
         return ""
     for pod in addon_manager_pods:
         phase = (pod.get("status") or {}).get("phase")
@@ -180,7 +180,7 @@ class NodeLocalWriter:
         hosts = desired.hosts
         found = [(ns, name, self.tracker.current(reflector, ns, name))
                  for (ns, name), reflector in zip(CANDIDATES, self.configmaps, strict=True)]
-        if self.reconcilers is not None and any(NodeLocalSink.labelled_reconcile(cm)
+        if self.reconcilers is not None and any(NodeLocalEdit.labelled_reconcile(cm)
                                                 for _, _, cm in found):
             await self.reconcilers.refresh()
         blocked = False
@@ -201,15 +201,15 @@ class NodeLocalWriter:
 
     async def _edit(self, ns: str, name: str, cm: JsonObj, hosts: Sequence[str]) -> None:
         where = f"{ns}/{name}"
-        sink = NodeLocalSink(ns, name, cluster_domain=self.cluster_domain)
-        change = sink.mutate(hosts)
+        edit = NodeLocalEdit(ns, name, cluster_domain=self.cluster_domain)
+        change = edit.mutate(hosts)
         # Taking our block out never fights anyone: only a repair waits out a backoff.
-        if hosts and self.reverts is not None and not self.reverts.allow(where, sink.key, cm):
+        if hosts and self.reverts is not None and not self.reverts.allow(where, edit.key, cm):
             return
         try:
             # A lost Lease (NotLeading) is not caught here: it ends the pass.
             written = await self.tracker.write(ns, name, change, cm)
-        except (corefile.CorefileError, SinkError) as exc:
+        except (corefile.CorefileError, EditError) as exc:
             self.notes[where] = f"node-local-dns {where} not edited: {exc}"
             log.error("cannot edit node-local-dns's Corefile; leaving it alone",
                       extra={"configmap": where, "error": str(exc)})

@@ -6,7 +6,7 @@ Our policies carry ``hairpin-proxy.io/guard`` and ``app.kubernetes.io/managed-by
 hairpin-proxy``; they are watched with that label selector only, so a policy we did not make is
 never read, let alone changed. Those no data plane needs any more (it stopped expecting PROXY,
 its target went, we are being uninstalled) are deleted. A refused or failed write is this
-sink's own problem: it is logged and retried on the next pass, and never holds back the DNS
+writer's own problem: it is logged and retried on the next pass, and never holds back the DNS
 rules written before it.
 
 Every policy names the guard component's ClusterRole as its owner (read by name: ``owner``),
@@ -26,8 +26,8 @@ from typing import Any
 
 from hairpin_proxy.controller.events import Reports
 from hairpin_proxy.controller.metrics import ControllerMetrics
-from hairpin_proxy.controller.sinks import Desired
 from hairpin_proxy.controller.tracker import WriteTracker
+from hairpin_proxy.controller.writers import Desired
 from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
 from hairpin_proxy.kube.watch import Backoff, Reflector
 from hairpin_proxy.targets import netguard

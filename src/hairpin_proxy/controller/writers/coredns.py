@@ -8,23 +8,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hairpin_proxy import corefile
-from hairpin_proxy.controller.sinks.configmap import Mutate, rewrite_key
+from hairpin_proxy.controller.writers.configmap import Mutate, rewrite_key
 from hairpin_proxy.kube.client import JsonObj
 
 # (hosts, what they resolve to): one per target that has hosts.
 Groups = tuple[tuple[tuple[str, ...], corefile.Answers], ...]
 
 
-class SinkError(RuntimeError):
-    """The target cannot be written as things stand (missing ConfigMap or key)."""
+class EditError(RuntimeError):
+    """The ConfigMap cannot be edited as things stand (missing ConfigMap or key)."""
 
 
 @dataclass(frozen=True)
-class CorednsSink:
+class CorednsEdit:
     namespace: str
     name: str
     key: str
-    target: str
+    proxy_fqdn: str
     dns_port: int = 53
     # The last edit, (text before, hosts, groups, text after): the watch echoes our own write
     # back and most reconciles change nothing, so neither needs a fresh parse.
@@ -42,10 +42,10 @@ class CorednsSink:
 
     def text(self, cm: JsonObj | None) -> str:
         if cm is None:
-            raise SinkError(f"CoreDNS ConfigMap {self.namespace}/{self.name} not found")
+            raise EditError(f"CoreDNS ConfigMap {self.namespace}/{self.name} not found")
         text = (cm.get("data") or {}).get(self.key)
         if not isinstance(text, str):
-            raise SinkError(f"CoreDNS ConfigMap {self.namespace}/{self.name} has no key "
+            raise EditError(f"CoreDNS ConfigMap {self.namespace}/{self.name} has no key "
                             f"{self.key!r}")
         return text
 
@@ -54,7 +54,7 @@ class CorednsSink:
         known = self.remembered_hosts(cm)
         if known is not None:
             return known
-        return corefile.managed_hosts(self.text(cm), target=self.target,
+        return corefile.managed_hosts(self.text(cm), proxy_fqdn=self.proxy_fqdn,
                                       dns_port=self.dns_port)
 
     def remembered_hosts(self, cm: JsonObj | None) -> tuple[str, ...] | None:
@@ -71,7 +71,7 @@ class CorednsSink:
 
     def held_answers(self, cm: JsonObj | None) -> dict[str, corefile.Answers]:
         """Host → what our rules answer for it now."""
-        return corefile.managed_groups(self._parse_of(self.text(cm)), target=self.target,
+        return corefile.managed_groups(self._parse_of(self.text(cm)), proxy_fqdn=self.proxy_fqdn,
                                        dns_port=self.dns_port)
 
     def _parse_of(self, text: str) -> str | corefile.Corefile:
@@ -91,9 +91,9 @@ class CorednsSink:
         if len(groups) == 1:
             # One target: the single-set call, whose output earlier versions wrote too.
             parsed = corefile.apply_parsed(source, groups[0][0], answers=groups[0][1],
-                                           target=self.target, dns_port=self.dns_port)
+                                           proxy_fqdn=self.proxy_fqdn, dns_port=self.dns_port)
         else:
-            parsed = corefile.apply_parsed(source, groups, target=self.target,
+            parsed = corefile.apply_parsed(source, groups, proxy_fqdn=self.proxy_fqdn,
                                            dns_port=self.dns_port)
         new = parsed.text
         self._memo["last"] = (text, _hosts_of(groups), groups, new)
@@ -105,7 +105,7 @@ class CorednsSink:
 
     def removal(self) -> Mutate:
         """The uninstall change: our rules out, the rest byte for byte as it was."""
-        return self._rewrite(lambda text: corefile.remove(text, target=self.target,
+        return self._rewrite(lambda text: corefile.remove(text, proxy_fqdn=self.proxy_fqdn,
                                                           dns_port=self.dns_port))
 
     def _rewrite(self, edit: Callable[[str], str]) -> Mutate:

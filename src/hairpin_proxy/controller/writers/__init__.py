@@ -3,8 +3,8 @@ CoreDNS Corefile itself, or the key of the ConfigMap it imports), node-local-dns
 the published hosts for the etchosts agents.
 
 Each module holds one destination: the edit of its ConfigMap (a pure function of the current
-object: ``CorednsSink``, ``ImportSink``, ``NodeLocalSink``, ``PublishedSink``, also read by
-``doctor`` and ``cleanup``) and the pass's step that writes it (a ``Sink``).
+object: ``CorednsEdit``, ``ImportEdit``, ``NodeLocalEdit``, ``PublishedEdit``, also read by
+``doctor`` and ``cleanup``) and the pass's step that writes it (a ``Writer``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from hairpin_proxy import corefile
-from hairpin_proxy.controller.sinks.coredns import Groups
+from hairpin_proxy.controller.writers.coredns import Groups
 from hairpin_proxy.kube.client import JsonObj
 from hairpin_proxy.plan.answers import answer_groups
 from hairpin_proxy.targets.plan import Plan
@@ -53,7 +53,7 @@ class Desired:
                 for host in hosts}
 
 
-class Sink(Protocol):
+class Writer(Protocol):
     @property
     def during_uninstall(self) -> bool:
         """Whether it is still written while we are being uninstalled (our namespace, and
@@ -62,13 +62,13 @@ class Sink(Protocol):
 
     async def write(self, desired: Desired) -> None:
         """Bring the destination in step. Every write goes through the write tracker, which
-        raises ``NotLeading`` once the Lease is lost; ApiError, SinkError and CorefileError
-        end the pass (unless the sink handles them as its own problem)."""
+        raises ``NotLeading`` once the Lease is lost; ApiError, EditError and CorefileError
+        end the pass (unless the writer handles them as its own problem)."""
         ...
 
 
-class RulesSink(Sink, Protocol):
-    """The first sink of a pass: the DNS rules, whose current hosts the pass starts from."""
+class RulesWriter(Writer, Protocol):
+    """The first writer of a pass: the DNS rules, whose current hosts the pass starts from."""
 
     @property
     def where(self) -> str: ...

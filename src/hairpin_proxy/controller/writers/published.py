@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from hairpin_proxy.controller.metrics import ControllerMetrics
-from hairpin_proxy.controller.sinks import Desired
-from hairpin_proxy.controller.sinks.configmap import Mutate, set_keys
 from hairpin_proxy.controller.tracker import WriteTracker
+from hairpin_proxy.controller.writers import Desired
+from hairpin_proxy.controller.writers.configmap import Mutate, set_keys
 from hairpin_proxy.kube.watch import Reflector
 from hairpin_proxy.published import ADDRESSES_KEY, ENTRIES_KEY, HOSTS_KEY, entries_text
 from hairpin_proxy.targets.discovery import service_addresses
@@ -28,7 +28,7 @@ def lines(items: Sequence[str]) -> str:
 
 
 @dataclass(frozen=True)
-class PublishedSink:
+class PublishedEdit:
     namespace: str
     name: str
 
@@ -50,9 +50,9 @@ class PublishedWriter:
     # Our namespace, and the published hosts with it, is going away on uninstall.
     during_uninstall = False
 
-    def __init__(self, sink: PublishedSink, tracker: WriteTracker, metrics: ControllerMetrics,
+    def __init__(self, edit: PublishedEdit, tracker: WriteTracker, metrics: ControllerMetrics,
                  *, configmap: Reflector, service: Reflector, service_key: str) -> None:
-        self.sink = sink
+        self.edit = edit
         self.configmap = configmap
         self.service = service
         self.service_key = service_key  # "namespace/name" of the proxy Service
@@ -62,11 +62,11 @@ class PublishedWriter:
     async def write(self, desired: Desired) -> None:
         hosts = desired.hosts
         svc = self.service.get(self.service_key)
-        pub = self.tracker.current(self.configmap, self.sink.namespace, self.sink.name)
+        pub = self.tracker.current(self.configmap, self.edit.namespace, self.edit.name)
         default = [h for h in hosts if h not in desired.routed]
-        mutate = self.sink.mutate(default, service_addresses(svc), desired.entries())
-        written = await self.tracker.write(self.sink.namespace, self.sink.name, mutate, pub)
+        mutate = self.edit.mutate(default, service_addresses(svc), desired.entries())
+        written = await self.tracker.write(self.edit.namespace, self.edit.name, mutate, pub)
         if written.changed:
             self.metrics.writes.labels("published").inc()
-            log.info("published hosts updated", extra={"configmap": self.sink.where,
+            log.info("published hosts updated", extra={"configmap": self.edit.where,
                                                        "hosts": len(hosts)})

@@ -16,9 +16,9 @@ from typing import Any
 
 from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.routing import PUBLISHED_KEY, TABLE_KEY, read_published
-from hairpin_proxy.controller.sinks import Desired
-from hairpin_proxy.controller.sinks.configmap import MANAGED_BY, set_keys
 from hairpin_proxy.controller.tracker import WriteTracker
+from hairpin_proxy.controller.writers import Desired
+from hairpin_proxy.controller.writers.configmap import MANAGED_BY, set_keys
 from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
 from hairpin_proxy.kube.watch import Reflector
 from hairpin_proxy.targets import table
@@ -78,7 +78,7 @@ def _differs(have: JsonObj, want: JsonObj) -> bool:
 
 class TargetsWriter:
     """Writes the table and the per-slot Services; fenced like every other write. First of a
-    pass's sinks; while uninstalling there is no plan and it writes nothing (the namespace,
+    pass's writers; while uninstalling there is no plan and it writes nothing (the namespace,
     and all of this with it, is going away)."""
 
     during_uninstall = True

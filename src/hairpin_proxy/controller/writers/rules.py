@@ -12,13 +12,13 @@ from hairpin_proxy import corefile
 from hairpin_proxy.controller.background import Background
 from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.reverts import RevertWatch
-from hairpin_proxy.controller.sinks import Desired, Held
-from hairpin_proxy.controller.sinks.configmap import Mutate
-from hairpin_proxy.controller.sinks.coredns import CorednsSink, SinkError
-from hairpin_proxy.controller.sinks.coredns_import import ImportSink
-from hairpin_proxy.controller.sinks.nudge import CorednsNudge
-from hairpin_proxy.controller.sinks.published import PublishedSink
 from hairpin_proxy.controller.tracker import WriteTracker, resource_version
+from hairpin_proxy.controller.writers import Desired, Held
+from hairpin_proxy.controller.writers.configmap import Mutate
+from hairpin_proxy.controller.writers.coredns import CorednsEdit, EditError
+from hairpin_proxy.controller.writers.coredns_import import ImportEdit
+from hairpin_proxy.controller.writers.nudge import CorednsNudge
+from hairpin_proxy.controller.writers.published import PublishedEdit
 from hairpin_proxy.kube.client import JsonObj
 from hairpin_proxy.kube.watch import Reflector
 from hairpin_proxy.published import ENTRIES_KEY, HOSTS_KEY, parse_entries, parse_lines
@@ -83,52 +83,52 @@ class _Rules:
 class CorefileRules(_Rules):
     """Our managed block in the Corefile: the hosts it holds are read back from the text."""
 
-    def __init__(self, sink: CorednsSink, writing: RulesWriting) -> None:
+    def __init__(self, edit: CorednsEdit, writing: RulesWriting) -> None:
         super().__init__("corefile", writing)
-        self.sink = sink
+        self.edit = edit
 
     @property
     def where(self) -> str:
-        return self.sink.where
+        return self.edit.where
 
     def held_answers(self, corefile_cm: JsonObj | None) -> Mapping[str, corefile.Answers]:
         try:
-            return self.sink.held_answers(corefile_cm)
-        except (SinkError, corefile.CorefileError):
+            return self.edit.held_answers(corefile_cm)
+        except (EditError, corefile.CorefileError):
             return {}
 
     async def read(self, corefile_cm: JsonObj | None) -> Held:
         # Parsing and editing a large Corefile takes a while: off the event loop, so Lease
         # renewals and watches are never held up by it.
-        previous = self.sink.remembered_hosts(corefile_cm)
+        previous = self.edit.remembered_hosts(corefile_cm)
         if previous is None:
-            previous = await asyncio.to_thread(self.sink.current_hosts, corefile_cm)
+            previous = await asyncio.to_thread(self.edit.current_hosts, corefile_cm)
         return Held(corefile_cm, previous)
 
     async def write(self, desired: Desired) -> None:
         cm = desired.held.cm
         # Off the event loop too; the write below then finds the edit remembered.
         groups = desired.groups()
-        await asyncio.to_thread(self.sink.edit, self.sink.text(cm), groups)
-        await self._write(self.sink.where, self.sink.namespace, self.sink.name,
-                          self.sink.mutate(groups), desired, key=self.sink.key)
+        await asyncio.to_thread(self.edit.edit, self.edit.text(cm), groups)
+        await self._write(self.edit.where, self.edit.namespace, self.edit.name,
+                          self.edit.mutate(groups), desired, key=self.edit.key)
 
 
 class ImportRules(_Rules):
     """Our key in the imported ConfigMap: a snippet not read back, so the hosts it holds are
     the published ones (written right after it by every pass)."""
 
-    def __init__(self, sink: ImportSink, writing: RulesWriting, *, import_cm: Reflector,
-                 published: PublishedSink, published_cm: Reflector) -> None:
+    def __init__(self, edit: ImportEdit, writing: RulesWriting, *, import_cm: Reflector,
+                 published: PublishedEdit, published_cm: Reflector) -> None:
         super().__init__("import", writing)
-        self.sink = sink
+        self.edit = edit
         self.import_cm = import_cm
         self.published = published
         self.published_cm = published_cm
 
     @property
     def where(self) -> str:
-        return self.sink.where
+        return self.edit.where
 
     def _published(self) -> dict[str, object]:
         pub = self.w.tracker.current(self.published_cm, self.published.namespace,
@@ -148,12 +148,12 @@ class ImportRules(_Rules):
         return out
 
     async def read(self, corefile_cm: JsonObj | None) -> Held:
-        cm = self.w.tracker.current(self.import_cm, self.sink.namespace, self.sink.name)
+        cm = self.w.tracker.current(self.import_cm, self.edit.namespace, self.edit.name)
         data = self._published()
         if ENTRIES_KEY in data:
             return Held(cm, tuple(parse_entries(data[ENTRIES_KEY])))
         return Held(cm, parse_lines(data.get(HOSTS_KEY)))
 
     async def write(self, desired: Desired) -> None:
-        await self._write(self.sink.where, self.sink.namespace, self.sink.name,
-                          self.sink.mutate(desired.groups()), desired, key=self.sink.key)
+        await self._write(self.edit.where, self.edit.namespace, self.edit.name,
+                          self.edit.mutate(desired.groups()), desired, key=self.edit.key)

@@ -9,17 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hairpin_proxy import corefile
-from hairpin_proxy.controller.sinks.configmap import MANAGED_BY, Mutate
-from hairpin_proxy.controller.sinks.coredns import Groups
+from hairpin_proxy.controller.writers.configmap import MANAGED_BY, Mutate
+from hairpin_proxy.controller.writers.coredns import Groups
 from hairpin_proxy.kube.client import JsonObj
 
 
 @dataclass(frozen=True)
-class ImportSink:
+class ImportEdit:
     namespace: str
     name: str
     key: str
-    target: str
+    proxy_fqdn: str
 
     @property
     def where(self) -> str:
