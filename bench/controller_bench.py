@@ -177,17 +177,17 @@ def settled_slots(api: FakeApiServer) -> None:
     """The targets table and slot Services as a controller that has run for a while leaves
     them (its slots published an hour ago): a restart, not a first install, so that the
     Gateway's hosts are in the first write rather than waiting --target-settle."""
-    from hairpin_proxy.controller.sinks.targets import slot_service, table_data
+    from hairpin_proxy.controller.writers.targets import slot_service, table_data
     from hairpin_proxy.plan import PlanSettings, plan
     from hairpin_proxy.plan.objects import snapshot_of
-    from hairpin_proxy.policy import default_target
+    from hairpin_proxy.policy import proxy_service_fqdn
     from hairpin_proxy.targets.slots import service_name
 
     kinds = ("Service", "GatewayClass", "Gateway", "ClientTrafficPolicy", "HTTPRoute")
     objs = [{"apiVersion": o.get("apiVersion", "v1"), "kind": k, **o}
             for k in kinds for o in api.list(k)]
-    target = default_target("cluster.local", "hairpin-proxy", NAMESPACE)
-    p = plan(snapshot_of(objs, PlanSettings(HostPolicy(target=target), namespace=NAMESPACE),
+    fqdn = proxy_service_fqdn("cluster.local", "hairpin-proxy", NAMESPACE)
+    p = plan(snapshot_of(objs, PlanSettings(HostPolicy(proxy_fqdn=fqdn), namespace=NAMESPACE),
                          targets_configmap="hairpin-proxy-targets")).plan
     cm = api.create({"apiVersion": "v1", "kind": "ConfigMap",
                      "metadata": {"namespace": NAMESPACE, "name": "hairpin-proxy-targets"},

@@ -128,9 +128,9 @@ hosts = st.lists(st.sampled_from(HOSTS), min_size=0, max_size=3)
 times = st.sampled_from(TIMES)
 uids = st.integers(0, 2)
 events = st.one_of(
-    st.builds(lambda n, h, c, t, u: (("Ingress", *n), ingress(*n, h, c, t, u)),
+    st.builds(lambda n, h, c, t, u: (("Ingress", *n), ingress(n[0], n[1], h, c, t, u)),
               names, hosts, st.sampled_from([None, "nginx", "other"]), times, uids),
-    st.builds(lambda n, h, t, u: (("HTTPRoute", *n), route(*n, h, t, u)),
+    st.builds(lambda n, h, t, u: (("HTTPRoute", *n), route(n[0], n[1], h, t, u)),
               names, hosts, times, uids),
     st.builds(lambda n: (("Ingress", *n), None), names),
     st.builds(lambda n: (("HTTPRoute", *n), None), names),

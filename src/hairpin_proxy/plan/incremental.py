@@ -38,13 +38,13 @@ from hairpin_proxy.plan.core import (
     target_facts,
 )
 from hairpin_proxy.plan.snapshot import Obj, Snapshot
-from hairpin_proxy.policy import (
+from hairpin_proxy.ingress.policy import (
     ClassIndex,
-    Rejection,
     class_index,
     default_ingress_classes,
     evaluate_ingress,
 )
+from hairpin_proxy.policy import Rejection
 from hairpin_proxy.targets.model import DEFAULT_KEY, Target
 from hairpin_proxy.targets.plan import Plan, final_key, key_outcomes
 from hairpin_proxy.targets.resolve import TargetFacts, Unresolved
@@ -114,23 +114,23 @@ class _PerObject:
         made = self.made
         recycled: dict[tuple[str, str], Made] = {}
         for gone in made.keys() - now.keys():
-            item, got = made.pop(gone)
+            item, was = made.pop(gone)
             version = version_of(key(item))
             if version is None:
-                removed.extend(got[0])
+                removed.extend(was[0])
             else:
-                recycled[version] = got
+                recycled[version] = was
         for new in now.keys() - made.keys():
             item = now[new]
             version = version_of(key(item))
-            got = recycled.pop(version, None) if version is not None else None
+            got: Made | None = recycled.pop(version) if version in recycled else None
             if got is None:
                 got = make(item)
                 self.count += 1
                 added.extend(got[0])
             made[new] = (item, got)
-        for got in recycled.values():
-            removed.extend(got[0])
+        for left in recycled.values():
+            removed.extend(left[0])
 
     def claims(self) -> list[Claim]:
         return [c for _, (claims, _r) in self.made.values() for c in claims]
