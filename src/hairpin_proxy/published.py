@@ -88,6 +88,10 @@ def _host_key(raw: object) -> tuple[str, str]:
     if not key or key.endswith("."):
         # Checked so that the key is its own key: the writer's output must read back as is.
         return "", "the host name is empty or ends in an empty label"
+    if ":" not in key and not key.replace(".", "").isdigit():
+        # Neither IPv6 (which needs a colon) nor IPv4 (ASCII digits and dots): a name. Most
+        # hosts are; parsing each as an address costs more than the rest of the line.
+        return key, ""
     try:
         ipaddress.ip_address(key)
     except ValueError:
