@@ -267,8 +267,9 @@ def stop_profiler(spy: subprocess.Popen[bytes] | None) -> None:
 
 
 def run(count: int, events: int, steady: float, debounce: float | None,
-        profile: Path | None = None, routes: int = 0) -> dict[str, Any]:
-    out: dict[str, Any] = {"ingresses": count, "routes": routes, "events": events, "debounce": debounce,
+        profile: Path | None = None, *, routes: int = 0) -> dict[str, Any]:
+    out: dict[str, Any] = {"ingresses": count, "routes": routes, "events": events,
+                           "debounce": debounce,
                            "default_debounce": DEFAULT_DEBOUNCE, "write_interval": WRITE_INTERVAL,
                            "code": CODE, "format": FORMAT, "load_start": loadavg()}
     flags = [*FIXED_FLAGS, *([] if debounce is None else ["--debounce", str(debounce)])]
@@ -531,10 +532,10 @@ def main() -> int:
         sections(args.output.read_text())
     before = json.loads(args.before.read_text()) if args.before else None
     if args.quick:
-        result = run(1000, 20, 5.0, args.debounce, args.py_spy, 100)
+        result = run(1000, 20, 5.0, args.debounce, args.py_spy, routes=100)
     else:
         result = run(args.ingresses, args.events, args.steady, args.debounce, args.py_spy,
-                     args.routes)
+                     routes=args.routes)
     if args.save_json:
         args.save_json.write_text(json.dumps(result, indent=1) + "\n")
     text = report(result, before)

@@ -67,7 +67,7 @@ def meta(ns: str | None, name: str, created: str, uid: int) -> dict[str, Any]:
     return out
 
 
-def ingress(ns: str, name: str, hosts: list[str], cls: str | None, created: str,
+def ingress(ns: str, name: str, hosts: list[str], cls: str | None, *, created: str,
             uid: int) -> dict[str, Any]:
     spec: dict[str, Any] = {"tls": [{"hosts": hosts}],
                             "rules": [{"host": h} for h in hosts[:1]]}
@@ -128,7 +128,7 @@ hosts = st.lists(st.sampled_from(HOSTS), min_size=0, max_size=3)
 times = st.sampled_from(TIMES)
 uids = st.integers(0, 2)
 events = st.one_of(
-    st.builds(lambda n, h, c, t, u: (("Ingress", *n), ingress(n[0], n[1], h, c, t, u)),
+    st.builds(lambda n, h, c, t, u: (("Ingress", *n), ingress(n[0], n[1], h, c, created=t, uid=u)),
               names, hosts, st.sampled_from([None, "nginx", "other"]), times, uids),
     st.builds(lambda n, h, t, u: (("HTTPRoute", *n), route(n[0], n[1], h, t, u)),
               names, hosts, times, uids),
@@ -208,7 +208,7 @@ def test_an_unchanged_snapshot_re_plans_no_host() -> None:
     s = PlanSettings(HostPolicy(), settle=0.0)
     state: dict[Key, dict[str, Any]] = {
         ("Ingress", "a", f"x{i}"): ingress("a", f"x{i}", [f"h{i}.example.com"], None,
-                                           TIMES[0], 0) for i in range(3)}
+                                           created=TIMES[0], uid=0) for i in range(3)}
     base = base_objects()
     planner = Planner()
     first = planner.plan(snapshot(base, state, s, None))

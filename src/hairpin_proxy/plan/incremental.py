@@ -29,6 +29,12 @@ from typing import Any
 from hairpin_proxy.claims import Claim, Decision, ObjectRef, decide, renamer, resolve_key
 from hairpin_proxy.controller.budget import Measure
 from hairpin_proxy.gateway.claims import claims_of_objects
+from hairpin_proxy.ingress.policy import (
+    ClassIndex,
+    class_index,
+    default_ingress_classes,
+    evaluate_ingress,
+)
 from hairpin_proxy.plan.claims import ingress_origin, registered_claims
 from hairpin_proxy.plan.core import (
     DesiredState,
@@ -38,15 +44,9 @@ from hairpin_proxy.plan.core import (
     target_facts,
 )
 from hairpin_proxy.plan.snapshot import Obj, Snapshot
-from hairpin_proxy.ingress.policy import (
-    ClassIndex,
-    class_index,
-    default_ingress_classes,
-    evaluate_ingress,
-)
 from hairpin_proxy.policy import Rejection
 from hairpin_proxy.targets.model import DEFAULT_KEY, Target
-from hairpin_proxy.targets.plan import Plan, final_key, key_outcomes
+from hairpin_proxy.targets.plan import Plan, key_outcomes
 from hairpin_proxy.targets.resolve import TargetFacts, Unresolved
 
 Made = tuple[tuple[Claim, ...], tuple[Rejection, ...]]
@@ -74,13 +74,15 @@ def ingress_made(obj: Obj, index: ClassIndex, defaults: frozenset[str], snap: Sn
             result.rejections)
 
 
-def route_made(kind: str, obj: Obj, snap: Snapshot) -> Made:
-    """One Gateway API route's claims and refusals."""
+def route_made(kind: str, obj: Obj, snap: Snapshot, notes: list[str]) -> Made:
+    """One Gateway API route's claims and refusals; what it leaves out, in words, goes to
+    ``notes``."""
     s = snap.settings
     got = claims_of_objects(snap.gateway_classes, snap.gateways, [(kind, obj)],
                             wanted_classes=s.gateway_classes, policy=s.policy,
                             namespace_labels=snap.namespace_labels,
                             listener_sets=snap.listener_sets)
+    notes.extend(got.notes)
     return got.claims, tuple(Rejection.of(r.origin, r.host, r.reason) for r in got.rejections)
 
 
@@ -103,7 +105,7 @@ class _PerObject:
         # How many objects were read (made anew) so far.
         self.count = 0
 
-    def update(self, context: tuple[Any, ...], objs: Iterable[Any], key: Any, make: Any,
+    def update(self, context: tuple[Any, ...], objs: Iterable[Any], key: Any, *, make: Any,
                added: list[Claim], removed: list[Claim]) -> None:
         """``key(item)`` is the object of an item of ``objs``; ``make(item)`` its claims."""
         if context != self.context:
@@ -243,8 +245,16 @@ class Planner:
         self._resolved: dict[str, Target | Unresolved | None] = {}
         self._outcome: tuple[Any, ...] | None = None
         self._measures: dict[str, Measure] = new_measures()
+        # What the last pass's new routes and Gateways leave out, in words (for logs).
+        self.notes: list[str] = []
+
+    @property
+    def ingresses_read(self) -> int:
+        """How many Ingresses were read through the host policy so far."""
+        return self._ingresses.count
 
     def plan(self, snap: Snapshot) -> DesiredState:
+        self.notes = []
         added: list[Claim] = []
         removed: list[Claim] = []
         self._claim(snap, added, removed)
@@ -262,14 +272,15 @@ class Planner:
         index = ClassIndex(frozenset(), None) if classes is None else class_index(classes)
         defaults = default_ingress_classes(classes or ())
         self._ingresses.update((s.policy, index, defaults), snap.ingresses, lambda o: o,
-                               lambda o: ingress_made(o, index, defaults, snap),
-                               added, removed)
+                               make=lambda o: ingress_made(o, index, defaults, snap),
+                               added=added, removed=removed)
         context = (s.gateway_api, s.policy, s.gateway_classes, tuple(snap.gateway_classes),
                    tuple(snap.gateways), tuple(snap.listener_sets),
                    _Frozen(snap.namespace_labels))
         self._routes.update(context, snap.routes if s.gateway_api else (),
                             operator.itemgetter(1),
-                            lambda pair: route_made(pair[0], pair[1], snap), added, removed)
+                            make=lambda pair: route_made(pair[0], pair[1], snap, self.notes),
+                            added=added, removed=removed)
         registered = (s.policy, _Frozen(snap.registered))
         if registered != self._registered:
             removed.extend(self._registered_made[0])
@@ -300,7 +311,7 @@ class Planner:
         facts = self._target_facts(snap)
         keys = key_outcomes(self._hosts.asked, facts, s.target_map,
                             slot_table(snap.targets_configmap)[0], s.max_targets,
-                            self._resolved)
+                            memo=self._resolved)
         outcome = (keys.fallbacks, keys.unresolved, keys.slots, s.max_targets)
         hosts = self._hosts
         if outcome != self._outcome:

@@ -103,7 +103,8 @@ class KeyOutcomes:
 
 def key_outcomes(asked_keys: Iterable[str], facts: TargetFacts,
                  target_map: Mapping[str, MapEntry], previous_slots: Mapping[str, int],
-                 max_slots: int, memo: dict[str, Target | Unresolved | None]) -> KeyOutcomes:
+                 max_slots: int, *, memo: dict[str, Target | Unresolved | None]
+                 ) -> KeyOutcomes:
     """Each asked key resolved once (``memo``: resolutions valid for ``facts``), its
     fallback, and the slots of the targets that relay."""
     asked = list(asked_keys)
@@ -137,7 +138,7 @@ def plan(claims: Iterable[Claim], facts: TargetFacts, target_map: Mapping[str, M
     claims = claims if isinstance(claims, list | tuple) else list(claims)
     # Resolved once per key the claims name (a handful), not once per claim.
     keys = key_outcomes({c.target for c in claims}, facts, target_map, previous_slots,
-                        max_slots, memo)
+                        max_slots, memo=memo)
     fallbacks, unresolved, slots = keys.fallbacks, keys.unresolved, keys.slots
     decided = resolve_claims(claims, fallbacks)
     routes: dict[str, str] = {}

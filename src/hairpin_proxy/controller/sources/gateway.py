@@ -226,7 +226,7 @@ class GatewaySource:
     def unreadable(self) -> frozenset[str]:
         return self.watches.unreadable()
 
-    def _note(self, note: str) -> None:
+    def note(self, note: str) -> None:
         # Notes repeat on every evaluation: each is told once per process.
         if note not in self._logged and len(self._logged) < 10_000:
             self._logged.add(note)
@@ -264,7 +264,7 @@ class GatewaySource:
             wanted_classes=self.gateway_classes, policy=policy, namespace_labels=labels,
             listener_sets=w.objects(GATEWAY_GROUP, "listenersets"))
         for note in result.notes:
-            self._note(note)
+            self.note(note)
         self._memo = (key, result)
         return result
 

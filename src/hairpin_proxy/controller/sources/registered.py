@@ -83,7 +83,7 @@ class RegisteredSource:
                     o for rr in self.named[r.plural][1] for o in rr.cache.values())
         return out
 
-    def _claiming(self) -> dict[str, list[JsonObj]]:
+    def claiming(self) -> dict[str, list[JsonObj]]:
         out: dict[str, list[JsonObj]] = {}
         for r in self.registration.resources:
             if r.crd and r.plural in self.registration.claiming \
@@ -96,7 +96,7 @@ class RegisteredSource:
         if self._memo is not None and self._memo[0] == key:
             return self._memo[1]
         claims_of = self.registration.claims_of
-        found = claims_of(self._claiming(), policy) if claims_of is not None else None
+        found = claims_of(self.claiming(), policy) if claims_of is not None else None
         result = SourceClaims(found.claims, found.rejections) if found else SourceClaims()
         self._memo = (key, result)
         return result
