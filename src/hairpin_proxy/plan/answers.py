@@ -55,17 +55,20 @@ def route_answers(p: Plan, *, slot_addresses: Mapping[int, Sequence[str]],
     routed = Routed(p)
     held: Mapping[str, corefile.Answers] | None = None
     waits: dict[str, list[str]] = {}
+    # Per target, not per host (a slot's thousands of hosts share one answer): seconds
+    # until it settles, and its answer set once settled (None: it has none yet).
+    keys: dict[str, tuple[float, corefile.Answers | None]] = {}
     for host, key in p.routes.items():
         if key == DEFAULT_KEY:
             continue
-        addresses = slot_addresses.get(p.slots[key], ())
-        left = table.settles_at(published, key, settle, now) - now
-        if left <= 0 and addresses:
-            try:
-                routed.answers[host] = corefile.Answers.of(addresses, dns_ttl)
-                continue
-            except corefile.CorefileError:
-                pass  # not an address CoreDNS could answer with: the host waits
+        known = keys.get(key)
+        if known is None:
+            known = keys[key] = _settled(key, p, slot_addresses, published, settle, now,
+                                         dns_ttl)
+        left, answers = known
+        if answers is not None:
+            routed.answers[host] = answers
+            continue
         waits.setdefault(key, []).append(host)
         if left > 0:
             due = left + 0.05
@@ -82,6 +85,21 @@ def route_answers(p: Plan, *, slot_addresses: Mapping[int, Sequence[str]],
         at = table.settles_at(published, key, settle, now)
         routed.pending[key] = Pending(p.slots[key], len(hosts), at if at > now else None)
     return routed
+
+
+def _settled(key: str, p: Plan, slot_addresses: Mapping[int, Sequence[str]],
+             published: Mapping[str, float], settle: float, now: float, dns_ttl: int
+             ) -> tuple[float, corefile.Answers | None]:
+    """(seconds until ``key``'s slot settles, its answer set when it has settled and has
+    addresses CoreDNS can answer with, else None)."""
+    addresses = slot_addresses.get(p.slots[key], ())
+    left = table.settles_at(published, key, settle, now) - now
+    if left <= 0 and addresses:
+        try:
+            return left, corefile.Answers.of(addresses, dns_ttl)
+        except corefile.CorefileError:
+            pass  # not an address CoreDNS could answer with: the hosts wait
+    return left, None
 
 
 def answer_groups(hosts: Sequence[str], default: corefile.Answers,

@@ -102,43 +102,49 @@ class _PerObject:
     def __init__(self) -> None:
         self.context: tuple[Any, ...] | None = None
         self.made: dict[int, tuple[Any, Made]] = {}
+        # The objects with refusals (few): their refusals.
+        self.flagged: dict[int, tuple[Rejection, ...]] = {}
         # How many objects were read (made anew) so far.
         self.count = 0
 
     def update(self, context: tuple[Any, ...], objs: Iterable[Any], key: Any, *, make: Any,
                added: list[Claim], removed: list[Claim]) -> None:
-        """``key(item)`` is the object of an item of ``objs``; ``make(item)`` its claims."""
+        """``key(item)`` is the object of an item of ``objs`` (None: the item itself);
+        ``make(item)`` its claims and refusals."""
         if context != self.context:
             for _, (claims, _r) in self.made.values():
                 removed.extend(claims)
-            self.made, self.context = {}, context
-        now = {id(key(item)): item for item in objs}
+            self.made, self.flagged, self.context = {}, {}, context
+        now = {id(o): o for o in objs} if key is None else {id(key(o)): o for o in objs}
         made = self.made
+        if now.keys() == made.keys():
+            return
+        of = key or (lambda o: o)
         recycled: dict[tuple[str, str], Made] = {}
         for gone in made.keys() - now.keys():
             item, was = made.pop(gone)
-            version = version_of(key(item))
+            self.flagged.pop(gone, None)
+            version = version_of(of(item))
             if version is None:
                 removed.extend(was[0])
             else:
                 recycled[version] = was
         for new in now.keys() - made.keys():
             item = now[new]
-            version = version_of(key(item))
+            version = version_of(of(item))
             got: Made | None = recycled.pop(version) if version in recycled else None
             if got is None:
                 got = make(item)
                 self.count += 1
                 added.extend(got[0])
             made[new] = (item, got)
+            if got[1]:
+                self.flagged[new] = got[1]
         for left in recycled.values():
             removed.extend(left[0])
 
-    def claims(self) -> list[Claim]:
-        return [c for _, (claims, _r) in self.made.values() for c in claims]
-
     def refusals(self) -> list[Rejection]:
-        return [r for _, (_c, refused) in self.made.values() if refused for r in refused]
+        return [r for refused in self.flagged.values() for r in refused]
 
 
 class _Hosts:
@@ -240,6 +246,8 @@ class Planner:
         self._registered: tuple[Any, ...] | None = None
         self._registered_made: Made = _NONE
         self._hosts = _Hosts()
+        # Every claim, counted (a route may claim one host for one target twice).
+        self._claims: Counter[Claim] = Counter()
         self._facts_from: tuple[Any, ...] | None = None
         self._facts = TargetFacts()
         self._resolved: dict[str, Target | Unresolved | None] = {}
@@ -259,8 +267,12 @@ class Planner:
         removed: list[Claim] = []
         self._claim(snap, added, removed)
         touched = self._hosts.change(added, removed)
+        self._claims.update(added)
+        self._claims.subtract(removed)
+        for gone in {c for c in removed if self._claims[c] <= 0}:
+            del self._claims[gone]
         p = self._plan(snap, touched)
-        claims = [*self._ingresses.claims(), *self._routes.claims(), *self._registered_made[0]]
+        claims = list(self._claims.elements())
         refusals = [*self._ingresses.refusals(), *self._routes.refusals(),
                     *self._registered_made[1]]
         return desired(snap, claims, refusals, p, routes_sorted=self._hosts.sorted,
@@ -271,7 +283,7 @@ class Planner:
         classes = snap.ingress_classes
         index = ClassIndex(frozenset(), None) if classes is None else class_index(classes)
         defaults = default_ingress_classes(classes or ())
-        self._ingresses.update((s.policy, index, defaults), snap.ingresses, lambda o: o,
+        self._ingresses.update((s.policy, index, defaults), snap.ingresses, None,
                                make=lambda o: ingress_made(o, index, defaults, snap),
                                added=added, removed=removed)
         context = (s.gateway_api, s.policy, s.gateway_classes, tuple(snap.gateway_classes),
