@@ -78,7 +78,9 @@ def _host_key(raw: object) -> tuple[str, str]:
     """
     if not isinstance(raw, str):
         return "", "the host is not text"
-    if not raw or raw != raw.strip() or any(ch.isspace() for ch in raw):
+    if raw.split() != [raw]:
+        # Empty, or white space somewhere (split() breaks at the same characters isspace()
+        # names, in C).
         return "", "the host name is empty or contains white space"
     if raw.startswith("#"):
         return "", "the host name starts a comment"
@@ -153,7 +155,7 @@ def _collect(rows: Iterable[tuple[int, str, object, Sequence[object]]]
     entries: dict[str, tuple[str, ...]] = {}
     for key in sorted(found):
         rows_of_key = found[key]
-        if len({frozenset(addrs) for _, _, addrs in rows_of_key}) > 1:
+        if len(rows_of_key) > 1 and len({frozenset(a) for _, _, a in rows_of_key}) > 1:
             lines = ", ".join(str(line) for line, _, _ in rows_of_key)
             refused.extend(Refused(line, text, f"{key} is listed with different addresses "
                                    f"(lines {lines}); the host is left out")

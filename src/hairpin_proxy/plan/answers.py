@@ -108,14 +108,11 @@ def answer_groups(hosts: Sequence[str], default: corefile.Answers,
     never sent nowhere)."""
     if not routed:
         return ((tuple(hosts), default),) if hosts and default else ()
-    on_default: list[str] = []
+    # Most hosts are the default target's: they are sorted out by list comprehensions.
+    on_default = [h for h in hosts if h not in routed]
     by_answers: dict[corefile.Answers, list[str]] = {}
-    for host in hosts:
-        answers = routed.get(host)
-        if answers is None:
-            on_default.append(host)
-        else:
-            by_answers.setdefault(answers, []).append(host)
+    for host in [h for h in hosts if h in routed] if len(on_default) < len(hosts) else ():
+        by_answers.setdefault(routed[host], []).append(host)
     out = [(tuple(on_default), default)] if on_default and default else []
     out += [(tuple(group), answers) for answers, group in by_answers.items() if answers]
     return tuple(out)

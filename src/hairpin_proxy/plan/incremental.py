@@ -21,6 +21,7 @@ a namespace and name.
 from __future__ import annotations
 
 import bisect
+import sys
 import operator
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -67,6 +68,8 @@ def ingress_made(obj: Obj, index: ClassIndex, defaults: frozenset[str], snap: Sn
     """One Ingress's claims and refusals, as ``plan.claims`` makes them for it."""
     result = evaluate_ingress(obj, snap.settings.policy, index)
     ref, target, created = ingress_origin(obj, defaults)
+    # One string per target for every Ingress of it, not one each.
+    target = sys.intern(target)
     if not result.hosts or result.origin != f"{ref.namespace}/{ref.name}":
         # A name shortened for display names no Ingress: it claims nothing (as plan.claims).
         return (), result.rejections
@@ -149,12 +152,12 @@ class _PerObject:
 
 class _Hosts:
     """targets.plan's per-name work, kept: the claims of each name, its decision, the route
-    (or exclusion) of its host."""
+    (or exclusion) of its host. A name with one claim (nearly all) keeps the claim alone."""
 
     def __init__(self) -> None:
-        self.by_key: dict[str, list[Claim]] = {}
+        self.by_key: dict[str, Claim | list[Claim]] = {}
         self.asked: Counter[str] = Counter()
-        self.decided: dict[str, Decision] = {}
+        self.decided: dict[str, Claim | Decision] = {}
         self.routes: dict[str, str] = {}
         self.origins: dict[str, tuple[ObjectRef, ...]] = {}
         self.excluded: dict[str, Unresolved] = {}
@@ -164,20 +167,30 @@ class _Hosts:
     def change(self, added: Iterable[Claim], removed: Iterable[Claim]) -> set[str]:
         """The names whose claims changed."""
         touched: set[str] = set()
+        by_key, asked = self.by_key, self.asked
         for c in removed:
             key = resolve_key(c)
-            found = self.by_key[key]
-            found.remove(c)
-            if not found:
-                del self.by_key[key]
-            self.asked[c.target] -= 1
-            if not self.asked[c.target]:
-                del self.asked[c.target]
+            found = by_key[key]
+            if isinstance(found, Claim):
+                del by_key[key]
+            else:
+                found.remove(c)
+                if len(found) == 1:
+                    by_key[key] = found[0]
+            asked[c.target] -= 1
+            if not asked[c.target]:
+                del asked[c.target]
             touched.add(key)
         for c in added:
             key = resolve_key(c)
-            self.by_key.setdefault(key, []).append(c)
-            self.asked[c.target] += 1
+            there = by_key.get(key)
+            if there is None:
+                by_key[key] = c
+            elif isinstance(there, Claim):
+                by_key[key] = [there, c]
+            else:
+                there.append(c)
+            asked[c.target] += 1
             touched.add(key)
         return touched
 
@@ -185,26 +198,29 @@ class _Hosts:
         fallbacks, unresolved, slots, max_slots = outcome
         target = renamer(fallbacks)
         if full:
-            self.decided.clear()
-            self.routes.clear()
-            self.origins.clear()
-            self.excluded.clear()
-            self.losing.clear()
+            for kept in (self.decided, self.routes, self.origins, self.excluded, self.losing):
+                kept.clear()
         changed: set[str] = set()
         for key in keys:
             old = self.decided.pop(key, None)
             if old is not None:
-                self._forget(old[0])
-                changed.add(old[0])
+                host = old.host if isinstance(old, Claim) else old[0]
+                self._forget(host)
+                changed.add(host)
             self.losing.discard(key)
             found = self.by_key.get(key)
-            if not found:
+            if found is None:
                 continue
-            got = self.decided[key] = decide(key, found, target)
-            host, winner, agree, lost = got
+            agree: tuple[Claim, ...]
+            if isinstance(found, Claim):
+                host, winner, agree = found.host, found, (found,)
+                self.decided[key] = found
+            else:
+                got = self.decided[key] = decide(key, found, target)
+                host, winner, agree, lost = got
+                if lost:
+                    self.losing.add(key)
             changed.add(host)
-            if lost:
-                self.losing.add(key)
             self.origins[host] = tuple(c.origin for c in agree)
             k = fallbacks.get(winner.target, winner.target)
             if k in unresolved:
@@ -234,7 +250,12 @@ class _Hosts:
                 del self.sorted[at]
 
     def losers(self) -> tuple[tuple[Claim, Claim], ...]:
-        return tuple(pair for key in sorted(self.losing) for pair in self.decided[key][3])
+        out: list[tuple[Claim, Claim]] = []
+        for key in sorted(self.losing):
+            got = self.decided[key]
+            if not isinstance(got, Claim):
+                out.extend(got[3])
+        return tuple(out)
 
 
 class Planner:
