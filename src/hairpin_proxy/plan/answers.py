@@ -63,8 +63,8 @@ def route_answers(p: Plan, *, slot_addresses: Mapping[int, Sequence[str]],
             continue
         known = keys.get(key)
         if known is None:
-            known = keys[key] = _settled(key, p, slot_addresses, published, settle, now,
-                                         dns_ttl)
+            known = keys[key] = _settled(key, p, slot_addresses, published=published,
+                                         settle=settle, now=now, dns_ttl=dns_ttl)
         left, answers = known
         if answers is not None:
             routed.answers[host] = answers
@@ -87,7 +87,7 @@ def route_answers(p: Plan, *, slot_addresses: Mapping[int, Sequence[str]],
     return routed
 
 
-def _settled(key: str, p: Plan, slot_addresses: Mapping[int, Sequence[str]],
+def _settled(key: str, p: Plan, slot_addresses: Mapping[int, Sequence[str]], *,
              published: Mapping[str, float], settle: float, now: float, dns_ttl: int
              ) -> tuple[float, corefile.Answers | None]:
     """(seconds until ``key``'s slot settles, its answer set when it has settled and has

@@ -21,8 +21,8 @@ a namespace and name.
 from __future__ import annotations
 
 import bisect
-import sys
 import operator
+import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
