@@ -35,3 +35,34 @@ def test_a_host_is_refused_exactly_when_it_reads_as_an_address(host: str) -> Non
         assert kept
         assert entries_text({host: ("10.96.0.50",)}) == f"{host.lower().removesuffix('.')} " \
                                                          "10.96.0.50\n"
+
+
+HOSTS = st.sampled_from(["a.example.com", "A.example.com", "a.example.com.", "b.example.com",
+                         "10.0.0.1", "bad host", "", "#c", "c.example.com"])
+ADDRESSES = st.lists(st.sampled_from(["10.96.0.50", "10.96.0.51", "fd00::1", "FD00::1",
+                                      "nope", "fe80::1%eth0"]), max_size=3)
+
+
+def good_of(addresses: list[str]) -> frozenset[str]:
+    return frozenset(str(ipaddress.ip_address(a)) for a in addresses
+                     if "%" not in a and is_address(a))
+
+
+def a_name(host: str) -> bool:
+    return host.split() == [host] and not host.startswith("#") and not is_address(host)
+
+
+@given(st.dictionaries(HOSTS, ADDRESSES, max_size=8))
+def test_what_the_writer_writes_reads_back_whole(entries: dict[str, list[str]]) -> None:
+    """The writer leaves out what the reader would refuse (a bad address, a host without a
+    good one, a name spelled twice with other addresses, an address for a host): its text
+    reads back without a refusal, and a name is kept exactly when its spellings with good
+    addresses agree on them."""
+    back = read_entries(entries_text(entries))
+    assert back.refused == ()
+    sets: dict[str, set[frozenset[str]]] = {}
+    for host, addresses in entries.items():
+        if a_name(host) and good_of(addresses):
+            sets.setdefault(host.lower().removesuffix("."), set()).add(good_of(addresses))
+    assert {k: frozenset(v) for k, v in back.entries.items()} == {
+        k: next(iter(v)) for k, v in sets.items() if len(v) == 1}
