@@ -48,17 +48,19 @@ class Routed:
 
 def route_answers(p: Plan, *, slot_addresses: Mapping[int, Sequence[str]],
                   published: Mapping[str, float], settle: float, now: float, dns_ttl: int,
-                  held_answers: Callable[[], Mapping[str, corefile.Answers]]) -> Routed:
+                  held_answers: Callable[[], Mapping[str, corefile.Answers]],
+                  slotted: Mapping[str, str] | None = None) -> Routed:
     """``slot_addresses``: slot → its ``hairpin-proxy-t<slot>`` Service's ClusterIPs (none
     when the Service is not there); ``published``: when each key entered the published
-    table; ``held_answers`` (asked only when a slot is settling): what the rules answer now."""
+    table; ``held_answers`` (asked only when a slot is settling): what the rules answer now;
+    ``slotted``: the routes not to the default target, where the caller keeps them apart."""
     routed = Routed(p)
     held: Mapping[str, corefile.Answers] | None = None
     waits: dict[str, list[str]] = {}
     # Per target, not per host (a slot's thousands of hosts share one answer): seconds
     # until it settles, and its answer set once settled (None: it has none yet).
     keys: dict[str, tuple[float, corefile.Answers | None]] = {}
-    for host, key in p.routes.items():
+    for host, key in (p.routes if slotted is None else slotted).items():
         if key == DEFAULT_KEY:
             continue
         known = keys.get(key)

@@ -152,11 +152,12 @@ def plan(snap: Snapshot) -> DesiredState:
 
 
 def desired(snap: Snapshot, claims: Sequence[Claim], refusals: Sequence[Rejection], p: Plan, *,
-            routes_sorted: Sequence[str] | None = None,
+            routes_sorted: Sequence[str] | None = None, slotted: Mapping[str, str] | None = None,
             measures: Mapping[str, Measure] | None = None) -> DesiredState:
     """The desired state from the plan of ``claims``: answer sets, verification, the size
-    limits, metrics. ``routes_sorted``: ``p.routes`` sorted, where the caller keeps them so;
-    ``measures``: the caller's memoised measures (budget.py), a cache only."""
+    limits, metrics. Where the caller keeps them: ``routes_sorted``, ``p.routes`` sorted;
+    ``slotted``, the routes not to the default target; ``measures``, memoised measures
+    (budget.py). Each is a cache only: the answer is the same without."""
     s = snap.settings
     published = table.decode_published(
         ((snap.targets_configmap or {}).get("data") or {}).get(table.PUBLISHED_KEY))
@@ -166,7 +167,7 @@ def desired(snap: Snapshot, claims: Sequence[Claim], refusals: Sequence[Rejectio
         p, slot_addresses={slot: service_addresses(services.get(name))
                            for slot, name in slot_svcs.items()},
         published=published, settle=s.settle, now=snap.now, dns_ttl=s.dns_ttl,
-        held_answers=lambda: snap.held)
+        held_answers=lambda: snap.held, slotted=slotted)
     hosts = routable(routed, routes_sorted)
     unverified: dict[str, str] = {}
     metrics = routing_metrics(routed)
@@ -182,7 +183,8 @@ def desired(snap: Snapshot, claims: Sequence[Claim], refusals: Sequence[Rejectio
         metrics["over_budget"] = {"": float(len(got.refused))}
     metrics["hosts_rejected"] = {"": float(len(refusals))}
     metrics["hosts_managed"] = {"": float(len(hosts))}
-    used = {p.slots[k] for k in set(p.routes.values()) if k != DEFAULT_KEY}
+    used = {p.slots[k] for k in set((p.routes if slotted is None else slotted).values())
+            if k != DEFAULT_KEY}
     missing = sorted(slot_svcs[slot] for slot in used if not service_addresses(
         services.get(slot_svcs[slot])))
     if proxy is None or not service_addresses(proxy):

@@ -21,10 +21,12 @@ a namespace and name.
 from __future__ import annotations
 
 import bisect
+import itertools
 import operator
 import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from hairpin_proxy.claims import Claim, Decision, ObjectRef, decide, renamer, resolve_key
@@ -97,6 +99,22 @@ def version_of(obj: Obj) -> tuple[str, str] | None:
     return (str(meta.get("uid") or ""), str(rv)) if rv else None
 
 
+def _changes(old: list[Any], now: list[Any]) -> tuple[list[Any], list[int]]:
+    """(the objects of ``old`` gone from ``now``, the positions in ``now`` of objects new to
+    it). A cache replaces a changed object where it was and adds new ones at the end: then
+    the lists are compared position by position in C (well under a millisecond for
+    10,000); a deletion shifts the rest, and they are compared as sets of objects."""
+    n = len(old)
+    if len(now) >= n:
+        moved = list(itertools.compress(range(n), map(operator.is_not, now[:n], old)))
+        if len(moved) <= 64:
+            return [old[i] for i in moved], [*moved, *range(n, len(now))]
+    before, after = set(map(id, old)), set(map(id, now))
+    gone, new = before - after, after - before
+    return (list(itertools.compress(old, map(gone.__contains__, map(id, old)))),
+            list(itertools.compress(range(len(now)), map(new.__contains__, map(id, now)))))
+
+
 class _PerObject:
     """Claims and refusals per object of one kind, made for new objects only while the
     context they are read against stays the same. A relist brings equal objects anew: one
@@ -104,7 +122,9 @@ class _PerObject:
 
     def __init__(self) -> None:
         self.context: tuple[Any, ...] | None = None
+        # id(object) → (its item, what it made); the objects in the order last given.
         self.made: dict[int, tuple[Any, Made]] = {}
+        self.objs: list[Any] = []
         # The objects with refusals (few): their refusals.
         self.flagged: dict[int, tuple[Rejection, ...]] = {}
         # How many objects were read (made anew) so far.
@@ -117,32 +137,38 @@ class _PerObject:
         if context != self.context:
             for _, (claims, _r) in self.made.values():
                 removed.extend(claims)
-            self.made, self.flagged, self.context = {}, {}, context
-        now = {id(o): o for o in objs} if key is None else {id(key(o)): o for o in objs}
+            self.made, self.flagged, self.objs, self.context = {}, {}, [], context
+        items = list(objs)
+        now = items if key is None else list(map(key, items))
+        gone, new = _changes(self.objs, now)
+        self.objs = now
+        if gone or new:
+            self._apply(gone, [items[i] for i in new], key or (lambda o: o), make,
+                        added, removed)
+
+    def _apply(self, gone: list[Any], new: list[Any], of: Any, make: Any,
+               added: list[Claim], removed: list[Claim]) -> None:
         made = self.made
-        if now.keys() == made.keys():
-            return
-        of = key or (lambda o: o)
         recycled: dict[tuple[str, str], Made] = {}
-        for gone in made.keys() - now.keys():
-            item, was = made.pop(gone)
-            self.flagged.pop(gone, None)
-            version = version_of(of(item))
+        for obj in gone:
+            item, was = made.pop(id(obj))
+            self.flagged.pop(id(obj), None)
+            version = version_of(obj)
             if version is None:
                 removed.extend(was[0])
             else:
                 recycled[version] = was
-        for new in now.keys() - made.keys():
-            item = now[new]
-            version = version_of(of(item))
+        for item in new:
+            obj = of(item)
+            version = version_of(obj)
             got: Made | None = recycled.pop(version) if version in recycled else None
             if got is None:
                 got = make(item)
                 self.count += 1
                 added.extend(got[0])
-            made[new] = (item, got)
+            made[id(obj)] = (item, got)
             if got[1]:
-                self.flagged[new] = got[1]
+                self.flagged[id(obj)] = got[1]
         for left in recycled.values():
             removed.extend(left[0])
 
@@ -159,6 +185,8 @@ class _Hosts:
         self.asked: Counter[str] = Counter()
         self.decided: dict[str, Claim | Decision] = {}
         self.routes: dict[str, str] = {}
+        # The routes to a target other than the default (a few thousand of ten).
+        self.slotted: dict[str, str] = {}
         self.origins: dict[str, tuple[ObjectRef, ...]] = {}
         self.excluded: dict[str, Unresolved] = {}
         self.sorted: list[str] = []
@@ -198,7 +226,8 @@ class _Hosts:
         fallbacks, unresolved, slots, max_slots = outcome
         target = renamer(fallbacks)
         if full:
-            for kept in (self.decided, self.routes, self.origins, self.excluded, self.losing):
+            for kept in (self.decided, self.routes, self.slotted, self.origins, self.excluded,
+                         self.losing):
                 kept.clear()
         changed: set[str] = set()
         for key in keys:
@@ -230,10 +259,13 @@ class _Hosts:
                     k, "target-not-found", f"no slot left for {k} (--max-targets {max_slots})")
             else:
                 self.routes[host] = k
+                if k != DEFAULT_KEY:
+                    self.slotted[host] = k
         self._resort(changed, full)
 
     def _forget(self, host: str) -> None:
         self.routes.pop(host, None)
+        self.slotted.pop(host, None)
         self.origins.pop(host, None)
         self.excluded.pop(host, None)
 
@@ -267,8 +299,10 @@ class Planner:
         self._registered: tuple[Any, ...] | None = None
         self._registered_made: Made = _NONE
         self._hosts = _Hosts()
-        # Every claim, counted (a route may claim one host for one target twice).
-        self._claims: Counter[Claim] = Counter()
+        # Every claim, counted (a route may claim one host for one target twice), and those
+        # counted more than once.
+        self._claims: dict[Claim, int] = {}
+        self._multi: set[Claim] = set()
         self._facts_from: tuple[Any, ...] | None = None
         self._facts = TargetFacts()
         self._resolved: dict[str, Target | Unresolved | None] = {}
@@ -288,16 +322,29 @@ class Planner:
         removed: list[Claim] = []
         self._claim(snap, added, removed)
         touched = self._hosts.change(added, removed)
-        self._claims.update(added)
-        self._claims.subtract(removed)
-        for gone in {c for c in removed if self._claims[c] <= 0}:
-            del self._claims[gone]
+        self._count(added, removed)
         p = self._plan(snap, touched)
-        claims = list(self._claims.elements())
+        claims = [*self._claims, *(c for c in self._multi for _ in range(self._claims[c] - 1))]
         refusals = [*self._ingresses.refusals(), *self._routes.refusals(),
                     *self._registered_made[1]]
         return desired(snap, claims, refusals, p, routes_sorted=self._hosts.sorted,
-                       measures=self._measures)
+                       slotted=self._hosts.slotted, measures=self._measures)
+
+    def _count(self, added: list[Claim], removed: list[Claim]) -> None:
+        counts, multi = self._claims, self._multi
+        for c in added:
+            n = counts.get(c, 0)
+            counts[c] = n + 1
+            if n == 1:
+                multi.add(c)
+        for c in removed:
+            n = counts[c]
+            if n == 1:
+                del counts[c]
+            else:
+                counts[c] = n - 1
+                if n == 2:
+                    multi.discard(c)
 
     def _claim(self, snap: Snapshot, added: list[Claim], removed: list[Claim]) -> None:
         s = snap.settings
@@ -352,9 +399,12 @@ class Planner:
             self._outcome = outcome
         else:
             hosts.route(touched, outcome, full=False)
-        return Plan(routes=dict(hosts.routes), origins=dict(hosts.origins),
+        # Read-only views of the Planner's own maps, not copies: a plan is read within its
+        # pass (the next pass changes them).
+        return Plan(routes=MappingProxyType(hosts.routes),
+                    origins=MappingProxyType(hosts.origins),
                     targets=keys.targets, unresolved=keys.unresolved,
-                    excluded=dict(hosts.excluded), losers=hosts.losers(), slots=keys.slots,
+                    excluded=MappingProxyType(hosts.excluded), losers=hosts.losers(), slots=keys.slots,
                     overflow=keys.overflow, fallbacks=keys.fallbacks, shared=keys.shared)
 
 
