@@ -15,7 +15,9 @@ name the decision among its claims. A pass then
 3. shares the rest with ``plan``: answer sets, verification, the size limits, metrics.
 
 Precondition, as the API guarantees for a cluster's objects: no two objects of one kind share
-a namespace and name.
+a namespace and name. The plan's per-host maps are read-only views of the Planner's own: read
+a pass's answer before the next pass (the controller reads it within its pass).
+tests/test_plan_incremental.py checks the equality after every event of random sequences.
 """
 
 from __future__ import annotations
