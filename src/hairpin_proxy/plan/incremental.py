@@ -27,13 +27,13 @@ import itertools
 import operator
 import sys
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
 from hairpin_proxy.claims import Claim, Decision, ObjectRef, decide, renamer, resolve_key
 from hairpin_proxy.controller.budget import Measure
-from hairpin_proxy.gateway.claims import claims_of_objects
+from hairpin_proxy.gateway.claims import RouteClaims, route_reader
 from hairpin_proxy.ingress.policy import (
     ClassIndex,
     class_index,
@@ -81,16 +81,23 @@ def ingress_made(obj: Obj, index: ClassIndex, defaults: frozenset[str], snap: Sn
             result.rejections)
 
 
-def route_made(kind: str, obj: Obj, snap: Snapshot, notes: list[str]) -> Made:
-    """One Gateway API route's claims and refusals; what it leaves out, in words, goes to
-    ``notes``."""
+def route_reader_of(snap: Snapshot, notes: list[str]) -> Callable[[tuple[str, Obj]], Made]:
+    """One Gateway API route's claims and refusals (the Gateways and their classes parsed
+    once, on the first route read); what it leaves out, in words, goes to ``notes``."""
     s = snap.settings
-    got = claims_of_objects(snap.gateway_classes, snap.gateways, [(kind, obj)],
-                            wanted_classes=s.gateway_classes, policy=s.policy,
-                            namespace_labels=snap.namespace_labels,
-                            listener_sets=snap.listener_sets)
-    notes.extend(got.notes)
-    return got.claims, tuple(Rejection.of(r.origin, r.host, r.reason) for r in got.rejections)
+    reader: list[Callable[[Iterable[tuple[str, Any]]], RouteClaims]] = []
+
+    def made(pair: tuple[str, Obj]) -> Made:
+        if not reader:
+            reader.append(route_reader(snap.gateway_classes, snap.gateways,
+                                       wanted_classes=s.gateway_classes, policy=s.policy,
+                                       namespace_labels=snap.namespace_labels,
+                                       listener_sets=snap.listener_sets))
+        got = reader[0]([pair])
+        notes.extend(got.notes)
+        return got.claims, tuple(Rejection.of(r.origin, r.host, r.reason)
+                                 for r in got.rejections)
+    return made
 
 
 def version_of(obj: Obj) -> tuple[str, str] | None:
@@ -145,10 +152,10 @@ class _PerObject:
         gone, new = _changes(self.objs, now)
         self.objs = now
         if gone or new:
-            self._apply(gone, [items[i] for i in new], key or (lambda o: o), make,
-                        added, removed)
+            self._apply(gone, [items[i] for i in new], key or (lambda o: o), make=make,
+                        added=added, removed=removed)
 
-    def _apply(self, gone: list[Any], new: list[Any], of: Any, make: Any,
+    def _apply(self, gone: list[Any], new: list[Any], of: Any, *, make: Any,
                added: list[Claim], removed: list[Claim]) -> None:
         made = self.made
         recycled: dict[tuple[str, str], Made] = {}
@@ -361,7 +368,7 @@ class Planner:
                    _Frozen(snap.namespace_labels))
         self._routes.update(context, snap.routes if s.gateway_api else (),
                             operator.itemgetter(1),
-                            make=lambda pair: route_made(pair[0], pair[1], snap, self.notes),
+                            make=route_reader_of(snap, self.notes),
                             added=added, removed=removed)
         registered = (s.policy, _Frozen(snap.registered))
         if registered != self._registered:
@@ -406,8 +413,9 @@ class Planner:
         return Plan(routes=MappingProxyType(hosts.routes),
                     origins=MappingProxyType(hosts.origins),
                     targets=keys.targets, unresolved=keys.unresolved,
-                    excluded=MappingProxyType(hosts.excluded), losers=hosts.losers(), slots=keys.slots,
-                    overflow=keys.overflow, fallbacks=keys.fallbacks, shared=keys.shared)
+                    excluded=MappingProxyType(hosts.excluded), losers=hosts.losers(),
+                    slots=keys.slots, overflow=keys.overflow, fallbacks=keys.fallbacks,
+                    shared=keys.shared)
 
 
 class _Frozen:
