@@ -122,15 +122,17 @@ def compare(args: argparse.Namespace, work: Path, backend: peers.Backend) -> Non
     close = args.phase == "close"
     conns = 32 if close else 64
     extra = args.relay_args.split()
+    base_extra = [*extra, *args.base_relay_args.split()]
     against: contextlib.AbstractContextManager[peers.Proc]
     if args.against == "haproxy":
         against = peers.haproxy(work / "base", backend.pp_port, threads=1, splice=False,
                                 cpus=args.cpus, maxconn=1000)
     else:
         against = peers.relay(work / "base", backend.pp_port, workers=1, cpus=args.cpus,
-                              extra=extra, src=_baseline(args.against, work))
+                              extra=base_extra, src=_baseline(args.against, work),
+                              target_host=args.target)
     with peers.relay(work / "new", backend.pp_port, workers=1, cpus=args.cpus,
-                     extra=extra) as new, against as old:
+                     extra=extra, target_host=args.target) as new, against as old:
         procs = {"new": new, "base": old}
         # HAProxy's master process forks the worker that does the work: its last pid.
         pids = {"new": new.pids()[0], "base": old.pids()[-1]}
@@ -302,6 +304,14 @@ def main() -> int:
                    help="compare with this baseline revision, or 'haproxy' (see above)")
     p.add_argument("--pairs", type=int, default=6)
     p.add_argument("--relay-args", default="", help="extra relay flags, e.g. '--loop asyncio'")
+    p.add_argument("--base-relay-args", default="",
+                   help="extra flags for the baseline relay only (--against REV): the same "
+                        "tree under another setting, e.g. --against . --base-relay-args "
+                        "'--loop asyncio'")
+    p.add_argument("--target", default="127.0.0.1",
+                   help="the relay's target host: a name resolves through the DNS server "
+                        "given in --relay-args '--dns-server ADDR:PORT' (nginx's address is "
+                        "127.0.0.1)")
     args = p.parse_args()
     if args.phase == "stalled":
         with tempfile.TemporaryDirectory(prefix="hairpin-stalled-") as tmp:

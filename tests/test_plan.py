@@ -90,6 +90,18 @@ def test_verification_keeps_held_hosts_until_their_first_verdict() -> None:
     assert counts["pending"] == 2
 
 
+def test_a_resolver_error_neither_withdraws_a_held_host_nor_adds_a_new_one() -> None:
+    """A restart while the resolver fails: the first verdicts are errors, which say nothing of
+    where a host's DNS leads, so the rules stay as they are."""
+    verdicts = {h: Verdict(h, Code.RESOLVER_ERROR, "timeout")
+                for h in ("held.example.com", "new.example.com")}
+    kept, refused, counts = verified(["held.example.com", "new.example.com"], verdicts,
+                                     ["held.example.com"])
+    assert kept == ("held.example.com",)
+    assert refused == {"new.example.com": "resolver-error"}
+    assert counts["resolver-error"] == 2
+
+
 def corpus(name: str) -> dict[str, Any]:
     case: dict[str, Any] = yaml.safe_load((CORPUS / f"{name}.yaml").read_text())
     return case

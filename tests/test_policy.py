@@ -233,6 +233,17 @@ def test_from_settings_maps_every_field() -> None:
     assert HostPolicy.from_settings(s, "x.example.org.").proxy_fqdn == "x.example.org."
 
 
+def test_the_class_and_namespace_selection_reads_as_sets() -> None:
+    policy = HostPolicy(ingress_classes=("nginx", "nginx", "internal"),
+                        include_namespaces=("a", "b"), exclude_namespaces=("c",))
+    assert policy.selected_classes == frozenset({"nginx", "internal"})
+    assert policy.included_namespaces == frozenset({"a", "b"})
+    assert policy.excluded_namespaces == frozenset({"c"})
+    every = HostPolicy()
+    assert every.selected_classes == every.included_namespaces == frozenset()
+    assert every.excluded_namespaces == frozenset()
+
+
 # --------------------------------------------------------------------------- properties
 
 LABEL_ALPHABET = "abcAZ019-*."

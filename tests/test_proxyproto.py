@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import socket
+from collections.abc import Callable
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -28,6 +29,7 @@ from hairpin_proxy.proxyproto import (
     encode,
     encode_v1,
     encode_v2,
+    encoder_to,
     parse_ssl_tlv,
 )
 from tests.peers import has_ipv6_loopback
@@ -268,6 +270,44 @@ def test_encoders_agree_with_header_values(
     want = [*tlvs, (PP2_TYPE_CRC32C, b"")] if crc else tlvs
     assert encode_v2(src, dst, tlvs=tlvs, crc32c=crc) == encode(
         ProxyHeader.for_connection(src, dst, version=2, tlvs=want))
+
+
+# Endpoints as the relay may hand them over, and some it never should: IPv4-mapped and
+# non-canonical IPv6 text, socket 4-tuples, bad text, ports out of range, a missing end.
+any_ip = st.one_of(ipv4, ipv6, ipv4.map(lambda ip: "::ffff:" + ip),
+                   ipv6.map(str.upper), st.sampled_from(["1.2.3", "01.2.3.4", "fe80::1%eth0",
+                                                         "example.test", ""]))
+any_port = st.one_of(ports, st.sampled_from([-1, 65536, True]))
+endpoints = st.one_of(st.none(), st.tuples(any_ip, any_port),
+                      st.tuples(any_ip, any_port, st.just(0), st.just(0)))
+
+
+def _outcome(encode: Callable[..., bytes], *args: object) -> bytes | str:
+    try:
+        return encode(*args)
+    except ValueError as exc:
+        return f"ValueError: {exc}"
+
+
+@relaxed
+@given(st.sampled_from([1, 2]), endpoints, st.lists(endpoints, min_size=1, max_size=4))
+def test_encoder_to_a_fixed_destination_equals_the_full_encoder(
+        version: int, destination: tuple[object, ...] | None,
+        sources: list[tuple[object, ...] | None]) -> None:
+    full = encode_v1 if version == 1 else encode_v2
+    encode = encoder_to(version, destination)  # type: ignore[arg-type]
+    for source in sources + sources:  # one encoder serves many connections, some again
+        assert _outcome(encode, source) == _outcome(full, source, destination)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_encoder_to_stays_equal_past_its_memo_of_source_addresses(version: int) -> None:
+    full = encode_v1 if version == 1 else encode_v2
+    destination = ("10.0.0.1", 443)
+    encode = encoder_to(version, destination)  # type: ignore[arg-type]
+    sources = [(f"10.1.{i // 256}.{i % 256}", 1000 + i) for i in range(2500)]
+    for source in sources + sources[:10]:  # the first ones again, after the memo started over
+        assert encode(source) == full(source, destination)
 
 
 # --- encoder specifics ------------------------------------------------------------------------

@@ -89,7 +89,7 @@ class HostPolicy:
     # An Ingress asking for more distinct hosts than this is refused as a whole; 0: no limit.
     max_hosts_per_ingress: int = 100
     # Derived once per policy so evaluate() compiles and normalises nothing per call; the
-    # sources' evaluators (``ingress.policy``) read them too.
+    # sources' evaluators (``ingress.policy``) read some through the properties below.
     _zones: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _dotted_zones: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _proxy_fqdn: str = field(init=False, repr=False, compare=False)
@@ -143,6 +143,21 @@ class HostPolicy:
         }
         for key, value in derived.items():
             object.__setattr__(self, key, value)
+
+    @property
+    def selected_classes(self) -> frozenset[str]:
+        """The IngressClass names whose Ingresses count; empty: every class."""
+        return self._classes
+
+    @property
+    def included_namespaces(self) -> frozenset[str]:
+        """The only namespaces whose objects count; empty: every namespace."""
+        return self._include
+
+    @property
+    def excluded_namespaces(self) -> frozenset[str]:
+        """Namespaces whose objects never count."""
+        return self._exclude
 
     @classmethod
     def from_settings(cls, s: PolicySettings, proxy_fqdn: str) -> HostPolicy:

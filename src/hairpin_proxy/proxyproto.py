@@ -8,7 +8,8 @@ same rules (and the same canonical output) as the C library's inet_pton/inet_nto
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import struct
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Literal
@@ -39,6 +40,7 @@ __all__ = [
     "encode",
     "encode_v1",
     "encode_v2",
+    "encoder_to",
     "parse_ssl_tlv",
 ]
 
@@ -415,6 +417,83 @@ def encode_v2(source: Endpoint | None, destination: Endpoint | None, *,
             fam = 0x11 if s4 else 0x21
             addr = sp + dp + bytes((s_port >> 8, s_port & 0xFF, d_port >> 8, d_port & 0xFF))
     return _assemble_v2(ver_cmd, fam, addr, tlvs, crc32c)
+
+
+def encoder_to(version: Literal[1, 2], destination: Endpoint | None
+               ) -> Callable[[Endpoint | None], bytes]:
+    """``encode_v1``/``encode_v2`` (no TLVs) with ``destination`` fixed, for a relay listener
+    whose every header names the same one: what depends on it alone (the fixed part of its
+    family, its address, its port) is built here once, the part up to the ports once per
+    source address (a bounded memo), and each call adds only the ports. Returns what the
+    full encoder returns, and raises what it raises, for every source.
+    """
+    full = encode_v1 if version == 1 else encode_v2
+    if destination is None:
+        constant = full(None, None)  # neither encoder looks at the source then
+        return lambda source: constant
+    d_ip, d_port = destination[0], destination[1]
+    try:
+        _check_port(d_port)
+        d4, dp = _classify(d_ip)
+    except ValueError:
+        return lambda source: full(source, destination)  # raises for every source
+    if version == 1:
+        return _v1_to(d4, d_ip if d4 and ":" not in d_ip else
+                      (_ntop4(dp) if d4 else _ntop6(dp)), d_port)
+    return _v2_to(d4, dp, d_port)
+
+
+# Source addresses whose header beginning an encoder keeps (a relay sees the same few clients
+# again and again); past this many it starts over.
+_PREFIXES_MAX = 256
+_PORTS = struct.Struct("!HH").pack
+
+
+def _v1_to(d4: bool, d_txt: str, d_port: int) -> Callable[[Endpoint | None], bytes]:
+    head = "PROXY TCP4 " if d4 else "PROXY TCP6 "
+    end = f" {d_port}\r\n"
+    prefixes: dict[str, bytes] = {}  # source text -> the line up to its port
+
+    def encode(source: Endpoint | None) -> bytes:
+        if source is None:
+            return _V1_UNKNOWN
+        s_ip, s_port = source[0], source[1]
+        _check_port(s_port)
+        prefix = prefixes.get(s_ip)
+        if prefix is None:
+            s4, sp = _classify(s_ip)
+            if s4 != d4:
+                return _V1_UNKNOWN
+            s_txt = (s_ip if ":" not in s_ip else _ntop4(sp)) if s4 else _ntop6(sp)
+            if len(prefixes) >= _PREFIXES_MAX:
+                prefixes.clear()
+            prefix = prefixes[s_ip] = f"{head}{s_txt} {d_txt} ".encode("ascii")
+        return prefix + f"{s_port}{end}".encode("ascii")
+
+    return encode
+
+
+def _v2_to(d4: bool, dp: bytes, d_port: int) -> Callable[[Endpoint | None], bytes]:
+    unspec = encode_v2(None, None)
+    head = _V2_TCP4 if d4 else _V2_TCP6
+    prefixes: dict[str, bytes] = {}  # source text -> the header up to the ports
+
+    def encode(source: Endpoint | None) -> bytes:
+        if source is None:
+            return unspec
+        s_ip = source[0]
+        s_port = _check_port(source[1])
+        prefix = prefixes.get(s_ip)
+        if prefix is None:
+            s4, sp = _classify(s_ip)
+            if s4 != d4:
+                return unspec
+            if len(prefixes) >= _PREFIXES_MAX:
+                prefixes.clear()
+            prefix = prefixes[s_ip] = head + sp + dp
+        return prefix + _PORTS(s_port, d_port)
+
+    return encode
 
 
 def encode(header: ProxyHeader) -> bytes:

@@ -142,5 +142,12 @@ def turned_on(settings: object) -> frozenset[str]:
                      if not r.setting or getattr(settings, r.setting, "off") == "auto")
 
 
+def settings_objects(reg: Registration) -> tuple[Resource, ...]:
+    """The implementations' settings objects a source reads to tell whether a data plane
+    expects the PROXY protocol (Envoy Gateway's ClientTrafficPolicies, NGINX Gateway
+    Fabric's NginxProxies): its custom resources read as facts only."""
+    return tuple(r for r in reg.resources if r.crd and r.fact)
+
+
 def by_name(name: str) -> Registration:
     return next(r for r in REGISTRATIONS if r.name == name)

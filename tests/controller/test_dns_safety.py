@@ -32,6 +32,9 @@ Start = Callable[..., Controller]
 
 
 
+# Reconcile passes, whatever their result: a pass done is a decision taken.
+PASSES = "hairpin_controller_reconciles_total"
+
 def managed(api: FakeApiServer) -> tuple[str, ...]:
     return corefile.managed_hosts(corefile_text(api))
 
@@ -85,8 +88,8 @@ def test_no_ready_endpoint_withdraws_only_after_the_grace_period(cluster: FakeAp
                                                                 start: Start) -> None:
     ctl = with_host(cluster, start, "--proxy-grace", "3")
     puts = corefile_puts(cluster)
+    lost = time.monotonic()  # before the controller can see it: the lower bound holds
     set_ready(cluster, False)
-    lost = time.monotonic()
     wait_until(lambda: managed(cluster) == (), timeout=15, what="rules withdrawn")
     # Not before the grace period: a brief gap (a rollout, a restart) keeps the rules.
     assert time.monotonic() - lost >= 3.0
@@ -98,17 +101,22 @@ def test_no_ready_endpoint_withdraws_only_after_the_grace_period(cluster: FakeAp
 
 def test_a_rolling_update_of_the_proxy_keeps_the_rules(cluster: FakeApiServer,
                                                        start: Start) -> None:
-    ctl = with_host(cluster, start, "--proxy-grace", "3")
+    # A grace period far longer than the gap below: only a stall of several seconds between
+    # two lines of this test could stretch the gap past it.
+    grace = 8.0
+    ctl = with_host(cluster, start, "--proxy-grace", str(grace))
     puts = corefile_puts(cluster)
     # New pods' slice arrives, the old one goes; then a gap shorter than the grace period.
     cluster.create(endpoint_slice(NAMESPACE, "hairpin-proxy", name="hairpin-proxy-new",
                                   addresses=["10.244.1.20"], ready=None))
     cluster.delete("EndpointSlice", NAMESPACE, "hairpin-proxy-abcde")
-    time.sleep(0.5)
+    time.sleep(0.5)  # long enough for the controller to see each step (lower bounds)
+    gap = time.monotonic()
     cluster.delete("EndpointSlice", NAMESPACE, "hairpin-proxy-new")
     time.sleep(1.0)
     cluster.create(endpoint_slice(NAMESPACE, "hairpin-proxy", name="hairpin-proxy-newer"))
-    time.sleep(4.0)
+    # Past the grace period counted from the gap: a timer left running would have fired.
+    time.sleep(max(0.0, gap + grace + 1.0 - time.monotonic()))
     assert managed(cluster) == ("a.example.com",)
     assert corefile_puts(cluster) == puts
     assert ctl.metric("hairpin_controller_rules_withdrawn") == 0
@@ -125,7 +133,8 @@ def test_an_api_outage_and_a_leader_change_keep_the_rules(cluster: FakeApiServer
     cluster.come_up()
     a.stop()
     wait_until(lambda: b.metric("hairpin_controller_leader") == 1, what="takeover")
-    time.sleep(1.0)
+    wait_until(lambda: b.metric(PASSES) >= 1,
+               what="the new leader's first pass")
     assert managed(cluster) == ("a.example.com",)
     assert b.metric("hairpin_controller_rules_withdrawn") == 0
     assert not events(cluster, "RulesWithdrawn")
@@ -155,8 +164,10 @@ def test_deleting_our_namespace_withdraws_every_rule_at_once(cluster: FakeApiSer
     assert corefile_text(cluster) == COREFILE
     assert node_local() == NODE_LOCAL
     # While the namespace terminates, nothing is redirected again, and nothing fails.
+    passes = ctl.metric(PASSES)
     cluster.create(ingress("b", "b", tls_hosts=["b.example.com"]))
-    time.sleep(1.0)
+    wait_until(lambda: ctl.metric(PASSES) > passes,
+               what="a pass for the new Ingress")
     assert managed(cluster) == ()
     assert ctl.proc.poll() is None
     assert not [r for r in ctl.records() if r.get("msg") == "reconcile failed; will retry"]
@@ -182,7 +193,8 @@ def test_a_controller_restart_withdraws_nothing(cluster: FakeApiServer, start: S
     assert ctl.stop() == 0
     again = start()
     again.wait_ready()
-    time.sleep(1.0)
+    wait_until(lambda: again.metric(PASSES) >= 1,
+               what="the restarted controller's pass")
     assert managed(cluster) == ("a.example.com",)
     assert corefile_puts(cluster) == puts
 

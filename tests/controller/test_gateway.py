@@ -102,6 +102,12 @@ def proxy_with_selector(api: FakeApiServer) -> None:
     api.update(svc)
 
 
+def next_second() -> None:
+    """Return in the clock's next second: creationTimestamp has whole seconds."""
+    now = int(time.time())
+    wait_until(lambda: int(time.time()) > now, what="the clock's next second")
+
+
 def test_routes_of_crds_installed_later_reach_their_gateway_target(
         cluster: FakeApiServer, start: Start) -> None:
     proxy_with_selector(cluster)
@@ -184,7 +190,7 @@ def test_oldest_claim_wins_and_no_proxy_data_planes_are_left_alone(
     # The Ingress is older than the route (creationTimestamp has whole seconds): it keeps the
     # host on the default target.
     cluster.create(ingress("team", "site", tls_hosts=[HOST]))
-    time.sleep(1.1)
+    next_second()
     envoy_gateway(cluster)
     cluster.create(accepted(route("HTTPRoute", "shop", "web", hostnames=[HOST],
                                   parent="public", parent_namespace="web")))
@@ -310,7 +316,7 @@ def test_tls_routes_in_the_version_the_cluster_serves(cluster: FakeApiServer,
                for r in ctl.records())
 
 
-def _answer(text: str, name: str) -> tuple[str, ...] | None:
+def coredns_answer(text: str, name: str) -> tuple[str, ...] | None:
     """The A answer CoreDNS gives ``name`` from our stanzas of the root block, in file order
     (the first stanza whose regex matches answers); None when it goes on upstream."""
     for d in corefile.parse(text).root_blocks(53)[0].directives:
@@ -330,7 +336,7 @@ def test_a_gateway_wildcard_redirects_every_depth_and_conflicts_as_written(
     # An older Ingress holds "*.example.com" (one label, the Ingress meaning): the route's
     # "*.example.com" listener is the same name and loses it, told as the route wrote it.
     cluster.create(ingress("team", "wild", tls_hosts=["*.example.com"]))
-    time.sleep(1.1)
+    next_second()
     envoy_gateway(cluster)
     cluster.create(accepted(route("HTTPRoute", "shop", "web", parent="public",
                                   parent_namespace="web")))
@@ -346,8 +352,8 @@ def test_a_gateway_wildcard_redirects_every_depth_and_conflicts_as_written(
     assert event["involvedObject"]["kind"] == "HTTPRoute"
     assert "host '*.example.com'" in event["message"] and "**" not in event["message"]
     text = corefile_text(cluster)
-    assert _answer(text, "a.example.com") == (PROXY_IP,)
-    assert _answer(text, "a.b.example.com") is None  # the Ingress wildcard: one label
+    assert coredns_answer(text, "a.example.com") == (PROXY_IP,)
+    assert coredns_answer(text, "a.b.example.com") is None  # the Ingress wildcard: one label
 
     # The Ingress goes: the Gateway's wildcard takes every depth under example.com, to its
     # own target; the exact Ingress host under it keeps its own answer, and no "_" label at
@@ -358,11 +364,11 @@ def test_a_gateway_wildcard_redirects_every_depth_and_conflicts_as_written(
     text = corefile_text(cluster)
     for name in ("a.example.com", "a.b.example.com", "x.y.z.example.com",
                  "other.x.example.com"):
-        assert _answer(text, name) == (ip,), name
-    assert _answer(text, "deep.x.example.com") == (PROXY_IP,)
+        assert coredns_answer(text, name) == (ip,), name
+    assert coredns_answer(text, "deep.x.example.com") == (PROXY_IP,)
     for name in ("example.com", "_acme-challenge.example.com",
                  "_acme-challenge.x.example.com", "a._tcp.example.com"):
-        assert _answer(text, name) is None, name
+        assert coredns_answer(text, name) is None, name
     # The rules budget measures the any-depth form's own regex frame: exactly the bytes of
     # the answer sets written.
     groups: dict[corefile.Answers, list[str]] = {}

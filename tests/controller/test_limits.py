@@ -22,6 +22,9 @@ from tests.controller.conftest import (
     wait_until,
 )
 from tests.controller.test_gateway import QUICK, accepted, envoy_gateway, proxy_with_selector
+from tests.controller.test_traefik import QUICK as TRAEFIK_QUICK
+from tests.controller.test_traefik import ingressroute, traefik
+from tests.fakeapi.crds import LISTENER_SET, TRAEFIK_INGRESSROUTE
 from tests.fakeapi.fixtures import configmap, ingress, ingress_class, route, service
 from tests.fakeapi.server import FakeApiServer
 from tests.verify.dnsmasq import OTHER_IP, Dnsmasq
@@ -219,6 +222,87 @@ def test_a_refused_routes_event_is_on_the_route_not_the_ingress_of_its_name(
     # The Ingress of the same name has nothing to be told.
     assert made["ingress"]["metadata"]["uid"] not in {
         e["involvedObject"]["uid"] for e in cluster.list("Event", "shop")}
+    assert any(r.get("msg") == "host rejected" and r.get("object") == "HTTPRoute shop/web"
+               for r in ctl.records())
+
+
+def listener_set_route(namespace: str, name: str, hostnames: list[str]) -> dict[str, Any]:
+    """An HTTPRoute whose parent is the ListenerSet ``namespace``/extra, accepted there."""
+    parent = {"group": "gateway.networking.k8s.io", "kind": "ListenerSet", "name": "extra",
+              "namespace": namespace}
+    obj = route("HTTPRoute", namespace, name, hostnames=hostnames)
+    obj["spec"]["parentRefs"] = [parent]
+    obj["status"] = {"parents": [{
+        "parentRef": parent, "controllerName": "gateway.envoyproxy.io/gatewayclass-controller",
+        "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
+                        "message": "", "observedGeneration": 1,
+                        "lastTransitionTime": "2026-01-01T00:00:00Z"}]}]}
+    return obj
+
+
+def listener_set(namespace: str) -> dict[str, Any]:
+    """ListenerSet ``namespace``/extra on Gateway web/public, accepted, any hostname."""
+    return {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "ListenerSet",
+            "metadata": {"namespace": namespace, "name": "extra"},
+            "spec": {"parentRef": {"name": "public", "namespace": "web"},
+                     "listeners": [{"name": "extra", "port": 80, "protocol": "HTTP",
+                                    "allowedRoutes": {"namespaces": {"from": "Same"}}}]},
+            "status": {"conditions": [{"type": "Accepted", "status": "True",
+                                       "reason": "Accepted", "message": "",
+                                       "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}
+
+
+@pytest.mark.parametrize("route_first", [False, True])
+def test_a_listener_set_routes_event_is_on_the_route_of_its_kind(
+        cluster: FakeApiServer, start: Start, route_first: bool) -> None:
+    """An HTTPRoute shop/web attached to a ListenerSet, an Ingress shop/web and a Traefik
+    IngressRoute shop/web, each with a refused host: the route's group first (before the
+    controller starts) or last (while it runs). Each refusal is told on its own object
+    (kind, apiVersion, uid), whichever came first; none on another kind of the same name."""
+    proxy_with_selector(cluster)
+    envoy_gateway(cluster)
+    gw = cluster.get("Gateway", "web", "public")
+    assert gw is not None
+    gw["spec"]["allowedListeners"] = {"namespaces": {"from": "All"}}
+    cluster.update(gw)
+    cluster.install(LISTENER_SET, TRAEFIK_INGRESSROUTE)
+    traefik(cluster)
+    made: dict[str, dict[str, Any]] = {}
+
+    def make_route() -> None:
+        cluster.create(listener_set("shop"))
+        # The listener has no hostname: the route's names are its own, and the cluster
+        # domain's is refused.
+        made["HTTPRoute"] = created(cluster, listener_set_route(
+            "shop", "web", ["web.cluster.local", "ls.example.com"]))
+
+    def make_others() -> None:
+        made["Ingress"] = created(cluster, ingress("shop", "web", tls_hosts=[
+            "localhost", "site.example.com"]))
+        made["IngressRoute"] = created(cluster, ingressroute(
+            "shop", "web", "HostSNI(`db.example.com`) || Host(`ir.example.com`)"))
+
+    first, second = (make_route, make_others) if route_first else (make_others, make_route)
+    first()
+    ctl = start(*TRAEFIK_QUICK)
+    ctl.wait_ready()
+    second()
+    wait_until(lambda: {"ls.example.com", "site.example.com"} <= set(answers(cluster)),
+               what="the route's and the Ingress's good hosts")
+    wait_until(lambda: {e["involvedObject"]["kind"] for e in events(cluster, "shop")} == {
+        "HTTPRoute", "Ingress", "IngressRoute"}, what="each object's Event")
+    told: dict[str, list[str]] = {}
+    for e in events(cluster, "shop"):
+        involved = e["involvedObject"]
+        kind = involved["kind"]
+        assert involved["name"] == "web"
+        assert involved["uid"] == made[kind]["metadata"]["uid"], kind
+        assert involved["apiVersion"] == made[kind]["apiVersion"], kind
+        told.setdefault(kind, []).append(e["message"])
+    assert set(told) == {"HTTPRoute", "Ingress", "IngressRoute"}
+    assert all("web.cluster.local" in m and "cluster domain" in m for m in told["HTTPRoute"])
+    assert all("localhost" in m for m in told["Ingress"])
+    assert all("TCP router matcher" in m for m in told["IngressRoute"])
     assert any(r.get("msg") == "host rejected" and r.get("object") == "HTTPRoute shop/web"
                for r in ctl.records())
 

@@ -30,8 +30,9 @@ import dns.query
 import dns.rcode
 import dns.rdatatype
 
+from hairpin_proxy import corefile
 from hairpin_proxy.targets.slots import listen_ports, slot_of_service_name
-from tests.controller.conftest import Controller
+from tests.controller.conftest import Controller, corefile_text
 from tests.controller.test_default_install import answers, ingress_nginx
 from tests.controller.test_targets_e2e import Start, sync_table
 from tests.fakeapi.fixtures import ingress
@@ -98,6 +99,35 @@ def curl(host: str, port: int) -> str:
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
+
+
+# Every line of the README's check, by how it starts: the test runs each (the pod's own
+# lines: ``kubectl run`` is the pod, ``apk add`` its tools).
+HANDLED = ("kubectl -n hairpin-proxy get services", "kubectl run hairpin-check",
+           "apk add -q bind-tools curl", f"dig +short {PLACEHOLDER} A",
+           f"dig +short {PLACEHOLDER} TXT", f"dig +noall +answer +authority {PLACEHOLDER} AAAA",
+           "curl ")
+
+
+def test_every_line_of_the_readme_check_is_one_this_test_runs() -> None:
+    lines = check_block()
+    unknown = [line for line in lines if not line.startswith(HANDLED)]
+    assert not unknown, f"the README's check has lines this test does not run: {unknown}"
+    assert all(any(line.startswith(h) for line in lines) for h in HANDLED)
+
+
+def types_answered(text: str, host: str) -> set[str]:
+    """The query types our template stanzas answer for ``host`` (CoreDNS: any other type
+    goes on to the rest of the server block, upstream)."""
+    out = set()
+    for d in corefile.parse(text).root_blocks(53)[0].directives:
+        if d.name != "template":
+            continue
+        inner = [i for b in d.blocks for i in b.directives]
+        if any(re.search(rx, host.lower() + ".") for i in inner if i.name == "match"
+               for rx in i.args):
+            out.add(d.args[1])
+    return out
 
 
 def coredns_standin(api: FakeApiServer, server: Dnsmasq) -> None:
@@ -178,6 +208,10 @@ def run_check(cluster: FakeApiServer, ctl: Controller, kubeconfig: Path, tmp_pat
             assert address == ips[service], host
             # Single stack: AAAA is an empty NOERROR answer, never the load balancer's.
             assert dig(server, host, f"dig +noall +answer +authority {PLACEHOLDER} AAAA") == []
+            # "TXT prints your public TXT records, exactly as outside the cluster": our
+            # rules answer A and AAAA only, TXT goes on upstream.
+            assert readme_command(f"dig +short {PLACEHOLDER} TXT")[-1] == "TXT"
+            assert types_answered(corefile_text(cluster), host) == {"A", "AAAA"}, host
             seen = len(planes[host].access_log_entries())
             # "curl prints an HTTP status from your ingress controller".
             assert curl(host, listener[service]).strip() == "200"

@@ -20,6 +20,7 @@ from tests.controller.conftest import (
 )
 from tests.fakeapi.fixtures import corefile_configmap, ingress, ingress_class, service
 from tests.fakeapi.server import FakeApiServer
+from tests.waiting import PATIENCE
 
 Start = Callable[..., Controller]
 
@@ -84,31 +85,61 @@ def test_ten_thousand_ingresses_at_start_give_one_write(cluster: FakeApiServer,
 
 
 def test_burst_of_changes_is_coalesced(cluster: FakeApiServer, start: Start) -> None:
-    ctl = start("--debounce", "0.3")
+    ctl = start("--debounce", "2")
     ctl.wait_ready()
     before = corefile_puts(cluster)
+    # The burst reaches the controller as one: its watches hold the events until all 200 are
+    # made, so however slowly this test runs, the controller sees them a debounce apart at most.
+    cluster.stall_watches()
     for i in range(200):
         cluster.create(ingress("burst", f"b{i}", tls_hosts=[f"b{i:03d}.example.com"]))
+    cluster.unstall_watches()
     wait_until(lambda: len(managed(cluster)) == 200, what="200 hosts")
-    time.sleep(1.0)
+    # The first event may start a pass at once (after a quiet spell); the rest wait for it.
+    # Nothing is left to change once all 200 are in, so no later write can follow.
     assert corefile_puts(cluster) - before <= 2
 
 
 def test_a_change_after_a_quiet_spell_is_written_without_the_debounce(
         cluster: FakeApiServer, start: Start) -> None:
-    ctl = start("--debounce", "4")
+    # A debounce whose burst cap (ten debounces) is beyond any wait's patience: a controller
+    # that held the first change while changes keep coming would not write it in time.
+    debounce = PATIENCE / 10 + 1
+    ctl = start("--debounce", str(debounce))
     ctl.wait_ready()
-    time.sleep(4.5)  # longer than the debounce since the first pass: quiet
-    started = time.monotonic()
+    wait_until(lambda: published(cluster), what="the start-up writes")
+    quiet_for(ctl, debounce)
+    # Changes keep coming, less than a debounce apart; the first is written all the same.
+    trickle: list[str] = []
+
+    def lone_written() -> bool:
+        if "lone.example.com" in managed(cluster):
+            return True
+        trickle.append(f"t{len(trickle)}.example.com")
+        cluster.create(ingress("lone", f"t{len(trickle)}", tls_hosts=[trickle[-1]]))
+        return False
+
     cluster.create(ingress("lone", "lone", tls_hosts=["lone.example.com"]))
-    wait_until(lambda: managed(cluster) == ("lone.example.com",), what="host added")
-    # Coalescing would have held the write for the 4 s debounce.
-    assert time.monotonic() - started < 3.0
-    # A second change right behind the first pass is coalesced: held for the debounce.
+    wait_until(lone_written, interval=debounce / 10, what="the first change written")
+    # A change right behind that pass is coalesced: held a whole debounce (a lower bound).
+    made = time.monotonic()
     cluster.create(ingress("lone", "next", tls_hosts=["next.example.com"]))
-    time.sleep(1.0)
-    assert managed(cluster) == ("lone.example.com",)
-    wait_until(lambda: len(managed(cluster)) == 2, what="second host added")
+    wait_until(lambda: "next.example.com" in managed(cluster), what="second host added")
+    assert time.monotonic() - made >= debounce
+    assert set(managed(cluster)) == {"lone.example.com", "next.example.com", *trickle}
+
+
+def quiet_for(ctl: Controller, seconds: float) -> None:
+    """Return once ``seconds`` went by without a reconcile pass (proving an absence needs the
+    time to pass; the sleep is a lower bound, so a busy machine only makes it longer)."""
+    passes = "hairpin_controller_reconciles_total"
+
+    def quiet() -> bool:
+        before = ctl.metric(passes)
+        time.sleep(seconds + 0.5)
+        return ctl.metric(passes) == before
+
+    wait_until(quiet, interval=0, what=f"{seconds:g} s without a pass")
 
 
 def test_our_own_writes_coming_back_start_no_reconcile(cluster: FakeApiServer,
@@ -120,7 +151,8 @@ def test_our_own_writes_coming_back_start_no_reconcile(cluster: FakeApiServer,
     cluster.create(ingress("a", "a", tls_hosts=["a.example.com"]))
     wait_until(lambda: published(cluster).get("hosts") == "a.example.com\n",
                what="published")
-    time.sleep(1.5)  # the two echoes arrive, and any pass they started (debounce 0.1 s) ends
+    wait_until(lambda: ctl.metric(passes) == before + 1, what="the pass counted")
+    quiet_for(ctl, 1.0)  # the two echoes arrive, and any pass they started (debounce 0.1 s) ends
     assert ctl.metric(passes) == before + 1
     # A change by someone else to the same ConfigMap's data still starts one.
     cm = cluster.get("ConfigMap", "kube-system", "coredns")
@@ -181,8 +213,10 @@ def test_published_addresses_follow_the_proxy_service(cluster: FakeApiServer,
     writes = cluster.count("PUT", r"/configmaps/hairpin-proxy-hosts$") + \
         cluster.count("POST", r"/namespaces/hairpin-proxy/configmaps$")
     # Unrelated changes do not rewrite the published ConfigMap.
+    passes = ctl.metric("hairpin_controller_reconciles_total")
     cluster.create(ingress("b", "b", rule_hosts=["ignored.example.com"]))
-    time.sleep(1.0)
+    wait_until(lambda: ctl.metric("hairpin_controller_reconciles_total") > passes,
+               what="a pass for the unrelated change")
     assert cluster.count("PUT", r"/configmaps/hairpin-proxy-hosts$") + \
         cluster.count("POST", r"/namespaces/hairpin-proxy/configmaps$") == writes
 

@@ -112,9 +112,8 @@ def test_no_change_is_lost_under_randomized_timing(cluster: FakeApiServer,
     ctl.wait_ready()
     rng = random.Random(5)
     want: set[str] = set()
-    deadline = time.monotonic() + 60
+    # Bounded in count; each round's wait is bounded too (a hang guard, not a speed claim).
     for i in range(50):
-        assert time.monotonic() < deadline, f"only {i} rounds within 60 s"
         time.sleep(rng.choice((0.0, 0.0, rng.uniform(0.0, 0.05), rng.uniform(0.05, 0.3))))
         if rng.random() < 0.2:
             # Another manager's edit: the ConfigMap's watch fires beside the Ingress's.

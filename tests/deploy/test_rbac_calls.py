@@ -27,7 +27,6 @@ from __future__ import annotations
 import copy
 import os
 import socket
-import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -341,7 +340,7 @@ def _default_run(renders: dict[str, list[Doc]], work: Path) -> list[Run]:
                 .get("metadata", {}).get("annotations") or {}))
             _wait("event", lambda: api.list("Event", "shop"))
             _target_service_lifecycle(api)
-            time.sleep(1.0)  # a lease renewal or two more
+            _wait("a lease renewal", lambda: api.requests("PUT", r"/leases/"))
         finally:
             assert ctl.stop() == 0, ctl.log()
         controller_calls = _split(api.requests())
@@ -389,7 +388,7 @@ def _import_run(renders: dict[str, list[Doc]], work: Path) -> list[Run]:
                     r"/configmaps/coredns-custom$", r"/configmaps/nodelocaldns$",
                     r"/configmaps/hairpin-proxy-hosts$")))
             _target_service_lifecycle(api)
-            time.sleep(1.0)
+            _wait("a lease renewal", lambda: api.requests("PUT", r"/leases/"))
         finally:
             assert ctl.stop() == 0, ctl.log()
         controller_calls = _split(api.requests())

@@ -315,7 +315,9 @@ def test_refused_client_traffic_policies_leave_the_proxy_setting_unknown(
     assert rc == 1 and h["verdict"] == "target-proxy-unknown"
     t = h["target"]
     assert t["verdict"] == "target-proxy-unknown" and t["proxy"] == "unknown"
-    assert t["message"].startswith("the ClientTrafficPolicies could not be read (403 Forbidden)")
+    # The plan's own words, as the controller's Event says them; the refusal is a problem.
+    assert t["message"].startswith("the clienttrafficpolicies that say whether it expects "
+                                   "the PROXY protocol cannot be read")
     assert "--target gateway:web/public=" in t["message"]
     refused = [p for p in report["cluster"]["problems"] if "clienttrafficpolicies" in p]
     assert len(refused) == 1 and "403" in refused[0]

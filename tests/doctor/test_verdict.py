@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -92,7 +91,6 @@ def explore(assigned: dict[str, Any]) -> Iterator[tuple[dict[str, Any], list[str
 
 def test_every_combination_matches_exactly_one_rule() -> None:
     """All 5 x 4 x 4 x 3^11 x 5 situations: the conditions are exclusive and exhaustive."""
-    started = time.monotonic()
     seen: set[str] = set()
     count = 0
     assert len(TRI_FIELDS) == 11
@@ -103,7 +101,6 @@ def test_every_combination_matches_exactly_one_rule() -> None:
                            if name not in assigned)
     assert count == 5 * 4 * 4 * 3 ** 11 * 5
     assert seen == set(v.CODES), set(v.CODES) - seen
-    assert time.monotonic() - started < 60
 
 
 def test_exploring_agrees_with_plain_evaluation() -> None:

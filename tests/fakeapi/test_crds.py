@@ -13,6 +13,7 @@ from tests.fakeapi import crds
 from tests.fakeapi.fixtures import gateway, gateway_class, route
 from tests.fakeapi.resources import storage_version_hash, version_order
 from tests.fakeapi.server import FakeApiServer
+from tests.waiting import PATIENCE
 
 Obj = dict[str, Any]
 GW = "/apis/gateway.networking.k8s.io/v1"
@@ -266,7 +267,7 @@ def test_uninstall_deletes_objects_ends_watches_and_404s(fake_api: FakeApiServer
     t.start()
     fake_api.wait_for(lambda: fake_api.open_watches == 1)
     assert fake_api.uninstall_crd(crds.GATEWAY_GROUP, "gateways") is True
-    assert ended.wait(5), "the watch of a removed definition must end"
+    assert ended.wait(PATIENCE), "the watch of a removed definition must end"
     t.join(5)
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in got] == [("DELETED", "a")]
     assert got[0]["object"]["apiVersion"] == "gateway.networking.k8s.io/v1"
@@ -330,7 +331,7 @@ def test_reapplying_a_changed_definition_keeps_objects_and_ends_watches(
     threading.Thread(target=watch, daemon=True).start()
     fake_api.wait_for(lambda: fake_api.open_watches == 1)
     fake_api.install_gateway_api("1.4", "experimental")  # the upgrade adds v1alpha3
-    assert ended.wait(5)
+    assert ended.wait(PATIENCE)
     t = http.get("/apis/gateway.networking.k8s.io/v1alpha3/namespaces/default/tlsroutes/t")
     assert t.status_code == 200 and t.json()["spec"]["hostnames"] == ["a.example.com"]
 

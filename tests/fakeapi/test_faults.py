@@ -14,6 +14,7 @@ import yaml
 
 from tests.fakeapi.fixtures import configmap
 from tests.fakeapi.server import FakeApiServer
+from tests.waiting import PATIENCE
 
 CM = "/api/v1/namespaces/default/configmaps"
 
@@ -54,14 +55,14 @@ def test_stalled_watches_send_nothing_until_unstalled(fake_api: FakeApiServer) -
     fake_api.stall_watches()
     thread = threading.Thread(target=reader, daemon=True)
     thread.start()
-    assert opened.wait(10)
+    assert opened.wait(PATIENCE)
     fake_api.create(configmap("default", "a"))
     time.sleep(0.5)  # several bookmark intervals: a live stream would have sent some
     assert received == []
     assert fake_api.open_watches == 1
     unstalled = time.monotonic()
     fake_api.unstall_watches()
-    thread.join(10)
+    thread.join(PATIENCE)
     assert not thread.is_alive()
     assert received[-1][1] == "ADDED"
     assert all(t >= unstalled for t, _ in received)

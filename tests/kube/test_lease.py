@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import time
 from pathlib import Path
 
@@ -20,6 +21,18 @@ def elector(client: KubeClient, identity: str) -> LeaderElector:
                          lease_duration=2.0, renew_deadline=1.5, retry_period=0.2)
 
 
+def stamp(micro: str) -> float:
+    """A Lease's MicroTime as seconds since the epoch."""
+    return datetime.datetime.strptime(micro, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+        tzinfo=datetime.UTC).timestamp()
+
+
+async def attempts(api: FakeApiServer, n: int) -> None:
+    """Return once ``n`` more requests for the Lease have reached the server."""
+    seen = await asyncio.to_thread(api.count, None, r"/leases/lock$")
+    await until(lambda: api.count(None, r"/leases/lock$") >= seen + n, what=f"{n} attempts")
+
+
 def test_timings_must_be_ordered() -> None:
     with pytest.raises(ValueError, match="retry period < renew deadline < lease duration"):
         LeaderElector(KubeClient.__new__(KubeClient), namespace="n", name="l", identity="i",
@@ -28,26 +41,29 @@ def test_timings_must_be_ordered() -> None:
 
 def test_one_leader_then_takeover_after_the_lease_expires(fake_api: FakeApiServer,
                                                          kubeconfig: Path) -> None:
-    async def main() -> float:
+    async def main() -> None:
         client = KubeClient.from_cluster(kconfig.load(kubeconfig))
         a, b = elector(client, "a"), elector(client, "b")
         ta = asyncio.create_task(a.run())
         await until(lambda: a.is_leader)
         tb = asyncio.create_task(b.run())
-        await asyncio.sleep(1.0)
-        assert a.is_leader and not b.is_leader and b.holder == "a"
+        await until(lambda: b.holder == "a", what="b to see a's Lease")
+        assert not b.is_leader
         # "a" dies without a word: its task simply stops renewing.
         ta.cancel()
-        died = time.monotonic()
         await until(lambda: b.is_leader, 20, "b to lead")
-        took = time.monotonic() - died
         tb.cancel()
         await asyncio.gather(ta, tb, return_exceptions=True)
         await client.close()
-        return took
 
-    took = asyncio.run(main())
-    assert 2.0 - 0.3 <= took <= 2.0 + 0.2 + 2.0, took
+    asyncio.run(main())
+    # "b" took over no sooner than a Lease duration after a's last renewal (the standby counts
+    # from when it saw the record change, after the renewal was written): each stamped its
+    # renewTime when it sent its write.
+    versions = [obj["spec"] for _, obj in fake_api.changes("Lease", "default", "lock")]
+    last_by_a = max(stamp(v["renewTime"]) for v in versions if v["holderIdentity"] == "a")
+    taken = min(stamp(v["renewTime"]) for v in versions if v["holderIdentity"] == "b")
+    assert taken - last_by_a >= 2.0, versions
     lease = fake_api.get("Lease", "default", "lock")
     assert lease is not None
     spec = lease["spec"]
@@ -74,26 +90,36 @@ def test_leader_that_cannot_renew_steps_down_before_expiry(fake_api: FakeApiServ
                                                            kubeconfig: Path) -> None:
     changes: list[bool] = []
 
-    async def main() -> float:
+    async def main() -> LeaderElector:
         client = KubeClient.from_cluster(kconfig.load(kubeconfig))
+        # The wall clock, so that the elector's readings compare with the server's log.
         a = LeaderElector(client, namespace="default", name="lock", identity="a",
                           on_change=changes.append, lease_duration=2.0, renew_deadline=1.5,
-                          retry_period=0.2)
+                          retry_period=0.2, clock=time.time)
         task = asyncio.create_task(a.run())
         await until(lambda: a.is_leader)
         await asyncio.to_thread(fake_api.fail_requests, 1000, 500, None, r"/leases")
-        cut = time.monotonic()
         await until(lambda: not a.is_leader)
-        took = time.monotonic() - cut
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         await client.close()
-        return took
+        return a
 
-    took = asyncio.run(main())
-    # Strictly before anyone else could take the Lease (2 s after our last renewal).
-    assert took < 2.0, took
+    a = asyncio.run(main())
     assert changes[0] is True
+    # Strictly before anyone else could take the Lease: that is a Lease duration after the
+    # last renewal reached the server at the soonest; our leadership counts from before we
+    # sent it, and ends a renew deadline (shorter) after that, by the clock, not by the loop.
+    renewed = [r.time for r in fake_api.requests(None, r"/leases(/lock)?$")
+               if r.method in ("PUT", "POST") and r.status in (200, 201)]
+    last = a._last_renew
+    assert renewed and last <= max(renewed)
+    assert a.renew_deadline < a.lease_duration
+    a._leading = True  # as if no step-down had been announced: the clock alone decides
+    a.clock = lambda: last + a.renew_deadline
+    assert not a.is_leader
+    a.clock = lambda: last + a.renew_deadline - 0.01
+    assert a.is_leader
 
 
 def test_release_lets_a_standby_in_at_once(fake_api: FakeApiServer, kubeconfig: Path) -> None:
@@ -130,6 +156,15 @@ def test_a_renewal_refused_because_another_took_the_lease_ends_leadership_at_onc
     async def main() -> float:
         client = KubeClient.from_cluster(kconfig.load(kubeconfig))
         a = slow_elector(client, "a", changes)
+
+        def noted(leading: bool) -> None:
+            changes.append(leading)
+            if not leading:
+                # How far into its renew deadline it was: short of it, so the 409 ended it.
+                into.append(a.clock() - a._last_renew)
+
+        into: list[float] = []
+        a.on_change = noted
         task = asyncio.create_task(a.run())
         await until(lambda: a.is_leader)
 
@@ -143,21 +178,19 @@ def test_a_renewal_refused_because_another_took_the_lease_ends_leadership_at_onc
                 r"/leases/lock$")
 
         await asyncio.to_thread(fake_api.before_next_request, hijack, "PUT", r"/leases/lock$")
-        cut = time.monotonic()
         await until(lambda: not a.is_leader)
-        took = time.monotonic() - cut
-        await asyncio.sleep(0.6)  # a few more attempts: it stays a standby
+        await attempts(fake_api, 3)  # a few more attempts: it stays a standby
         assert not a.is_leader and not a.holds_lease and a.holder == "b"
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         await client.close()
-        return took
+        return into[0]
 
-    took = asyncio.run(main())
+    into = asyncio.run(main())
     assert changes == [True, False]
     assert at_next_request == [(False, [True, False])]
-    # One retry period and a round trip, far from the 15 s renew deadline.
-    assert took < 2.0, took
+    # Ended by the 409, with most of the 15 s renew deadline still to go.
+    assert into < 15.0, into
     puts = fake_api.requests("PUT", r"/leases/lock$")
     assert [r.status for r in puts].count(409) == 1
     # A standby: no further writes of the Lease, which "b" holds for 20 s.
@@ -179,12 +212,12 @@ def test_two_electors_the_ousted_one_stops_before_its_deadline(fake_api: FakeApi
         ta = asyncio.create_task(a.run())
         await until(lambda: a.is_leader)
         tb = asyncio.create_task(b.run())
-        await asyncio.sleep(0.5)
+        await until(lambda: b.holder == "a", what="b to see a's Lease")
         assert not b.is_leader
         await asyncio.to_thread(fake_api.patch, "Lease", "default", "lock", {"spec": {
             "holderIdentity": "b", "renewTime": micro_time()}})
         await until(lambda: b.is_leader and not a.is_leader, 3.0, "b to take over from a")
-        await asyncio.sleep(0.6)
+        await attempts(fake_api, 4)  # both look again: nothing changes
         assert b.is_leader and not a.is_leader
         for t in (ta, tb):
             t.cancel()

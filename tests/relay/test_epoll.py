@@ -67,9 +67,8 @@ def test_a_client_reset_while_the_upstream_connects_ends_the_pair_at_once(
             wait_until(lambda: active() == 1, 30, "the connection to be accepted")
             s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_ZERO)
             s.close()
-            started = time.monotonic()
             wait_until(lambda: active() == 0, 30, "the pair to end")
-            assert elapsed(started) < 30  # far below the 60 s connect timeout
+            # Ended by the reset, not by the 60 s connect timeout: the causes say which.
             assert relay.metric("hairpin_proxy_errors_total", listener=listener,
                                 cause="reset") == 1
             assert relay.metric("hairpin_proxy_errors_total", listener=listener,
@@ -133,6 +132,7 @@ def test_out_of_descriptors_the_listener_rests_then_recovers(tmp_path: Path, loo
         held.append(connect(relay.ports[0]))
         held[1].sendall(b"b")
         assert held[1].recv(1) == b"b"
+        resting = time.monotonic()  # no pause can come before the third client
         waiting = connect(relay.ports[0])  # completes in the kernel's accept queue
         waiting.sendall(b"c")
         wait_until(lambda: any("cannot accept" in r.get("msg", "")
@@ -141,7 +141,8 @@ def test_out_of_descriptors_the_listener_rests_then_recovers(tmp_path: Path, loo
         time.sleep(2.0)
         assert cpu_seconds(relay.pid) - cpu_before < 0.5, "the listener spins"
         pauses = [r for r in relay.log_records() if "cannot accept" in r.get("msg", "")]
-        assert 1 <= len(pauses) <= 6
+        # Each pause lasts ACCEPT_RETRY: however long this took, no more than fit in it.
+        assert 1 <= len(pauses) <= 1 + elapsed(resting) / epoll.ACCEPT_RETRY, pauses
         assert pauses[0]["level"] == "warning" and "Too many open files" in pauses[0]["msg"]
         held.pop(0).close()  # frees a pair
         waiting.settimeout(30)

@@ -18,6 +18,7 @@ import pytest
 
 from hairpin_proxy import proxyproto
 from hairpin_proxy.relay.limits import IDLE_PIPES
+from hairpin_proxy.relay.listener import MAX_TEMPLATES
 from tests.peers import free_port
 from tests.relay.helpers import (
     LOOPS,
@@ -82,6 +83,27 @@ def test_per_listener_version_and_dual_stack_wildcard(tmp_path: Path, loop: str)
                 assert header.destination == (host, port)
 
 
+@pytest.mark.usefixtures("own_network")  # binds a wildcard address
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_a_wildcard_listener_names_every_local_address_past_the_encoders_it_keeps(
+        tmp_path: Path, version: str, loop: str) -> None:
+    # One header encoder is kept per destination, up to MAX_TEMPLATES; past it the full
+    # encoder serves, and the headers stay the same.
+    port = free_port("127.0.0.1")
+    hosts = [f"127.0.0.{i}" for i in range(1, MAX_TEMPLATES + 5)]
+    with Upstream(echo) as up, run_relay(
+            tmp_path, [f"0.0.0.0:{port}=127.0.0.1:{up.port}/{version}"], loop=loop):
+        for host in hosts + hosts[:2]:
+            with connect(port, host) as s:
+                s.sendall(b"x")
+                s.shutdown(socket.SHUT_WR)
+                assert recv_all(s) == b"x"
+                header = up.headers[-1]
+                assert (header.version, header.family) == (int(version[1]), "TCP4")
+                assert header.source == s.getsockname()
+                assert header.destination == (host, port)
+
+
 def test_header_precedes_everything_when_the_server_speaks_first(
         tmp_path: Path, loop: str) -> None:
     def greeter(acc: Accepted) -> None:
@@ -139,14 +161,15 @@ def test_backend_down_closes_promptly_and_readyz_names_the_cause(
         assert status == 503
         assert f"127.0.0.1:{dead}" in body and "connect_refused" in body
         assert relay.get("/healthz")[0] == 200
-        started = time.monotonic()
         with connect(relay.ports[0]) as s:
             s.sendall(b"GET / HTTP/1.0\r\n\r\n")
             assert closed_promptly(s)
-        assert elapsed(started) < 5  # refused is answered at once, not after the timeout
         listener = f"127.0.0.1:{relay.ports[0]}"
+        # Refused is answered at once, not after the (20 s) connect timeout: the cause says so.
         assert relay.metric("hairpin_proxy_errors_total", listener=listener,
                             cause="connect_refused") == 1
+        assert relay.metric("hairpin_proxy_errors_total", listener=listener,
+                            cause="connect_timeout") == 0
         assert relay.metric("hairpin_proxy_connections_active", listener=listener) == 0
     errors = [r for r in relay.log_records() if r.get("cause") == "connect_refused"]
     assert len(errors) == 1 and errors[0]["target"] == f"127.0.0.1:{dead}"
@@ -168,8 +191,7 @@ def test_connect_timeout(tmp_path: Path, loop: str) -> None:
             started = time.monotonic()
             with connect(relay.ports[0]) as s:
                 assert closed_promptly(s)
-            took = elapsed(started)
-            assert 0.9 <= took < 10
+            assert elapsed(started) >= 0.9  # not before the timeout (a lower bound)
             listener = f"127.0.0.1:{relay.ports[0]}"
             assert relay.metric("hairpin_proxy_errors_total", listener=listener,
                                 cause="connect_timeout") == 1
@@ -202,8 +224,7 @@ def test_a_pipe_ended_while_its_upstream_connects_cancels_the_connect(
                 for s in clients:
                     s.close()
             time.sleep(2.5)  # past the connect timeout: a timer left behind would fire now
-            with contextlib.suppress(TimeoutError):
-                wait_until(lambda: relay.fd_count() <= before, 10, "descriptors to be closed")
+            wait_until(lambda: relay.fd_count() <= before, 10, "descriptors to be closed")
             assert relay.fd_count() == before
             errors = {cause: relay.metric("hairpin_proxy_errors_total", listener=listener,
                                           cause=cause)
@@ -218,18 +239,20 @@ def test_a_pipe_ended_while_its_upstream_connects_cancels_the_connect(
 
 
 def test_idle_timeout(tmp_path: Path, loop: str) -> None:
-    with Upstream(echo) as up, run_relay(tmp_path, [to(up)], "--idle-timeout", "1",
+    # Activity every 0.1 s against a 2 s timeout: only a stall twenty times the pace ends it.
+    with Upstream(echo) as up, run_relay(tmp_path, [to(up)], "--idle-timeout", "2",
                                          loop=loop) as relay, connect(relay.ports[0]) as s:
         # Activity keeps it open past the timeout ...
-        for _ in range(6):
-            time.sleep(0.3)
+        began = sent = time.monotonic()
+        while elapsed(began) < 2.5:
+            time.sleep(0.1)
+            sent = time.monotonic()
             s.sendall(b"x")
             assert s.recv(1) == b"x"
-        # ... silence ends it, counted from the last byte (the sweep may notice that byte
-        # right after it moved, so the timeout is not counted from any later moment).
-        started = time.monotonic()
+        # ... silence ends it, counted from the last byte, which moved after it was sent (the
+        # sweep may notice that byte right after it moved, so not from any later moment).
         assert closed_promptly(s)
-        assert 0.9 <= elapsed(started) < 10
+        assert elapsed(sent) >= 0.9 * 2  # a lower bound; the socket timeout guards a hang
         listener = f"127.0.0.1:{relay.ports[0]}"
         assert relay.metric("hairpin_proxy_errors_total", listener=listener,
                             cause="idle_timeout") == 1
@@ -242,11 +265,10 @@ def test_max_connections_refuses_the_excess_at_once(tmp_path: Path, loop: str) -
         for s in held:  # both are relayed
             s.sendall(b"a")
             assert s.recv(1) == b"a"
-        started = time.monotonic()
         with connect(relay.ports[0]) as extra:
             assert closed_promptly(extra)
-        assert elapsed(started) < 5
         listener = f"127.0.0.1:{relay.ports[0]}"
+        # At once: refused as over the limit, not held until some timeout ended it.
         assert relay.metric("hairpin_proxy_errors_total", listener=listener,
                             cause="over_limit") == 1
         assert relay.metric("hairpin_proxy_connections_active", listener=listener) == 2
@@ -393,7 +415,7 @@ def test_sigterm_closes_what_outlives_the_grace_period(tmp_path: Path, loop: str
         started = time.monotonic()
         relay.terminate()
         assert relay.proc.wait(PATIENCE) == 0
-        assert 0.9 <= elapsed(started) < 15
+        assert elapsed(started) >= 0.9  # the grace period was given (a lower bound)
         assert closed_promptly(s)
     assert any(r.get("cause") == "shutdown" for r in relay.log_records())
 

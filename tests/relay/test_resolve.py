@@ -12,6 +12,7 @@ import pytest
 
 from hairpin_proxy.relay.resolve import Address, ConnectError, Resolver
 from tests.relay.helpers import black_hole
+from tests.waiting import until
 
 T = TypeVar("T")
 
@@ -187,13 +188,15 @@ def test_open_skips_a_silent_address_and_tells_the_protocol_only_of_success(loop
         took = asyncio.get_running_loop().time() - started
         peer: str = transport.get_extra_info("peername")[0]
         transport.close()
-        await asyncio.sleep(0.05)
+        await until(lambda: proto.lost, what="the protocol told of the close")
         return peer, took
 
     try:
         peer, took = run_on(loop, go())
         assert peer == "127.0.0.3"
-        assert 0.5 <= took < 3.0  # the silent address had its third of the budget, no more
+        # The silent address had its share of the budget (a lower bound), no more: had it taken
+        # the whole 3 s, the open would have failed instead of reaching the third address.
+        assert took >= 0.5
         assert (proto.made, proto.lost) == (1, 1)
     finally:
         for s in [hole, good, *fillers]:

@@ -20,6 +20,7 @@ from tests.relay.helpers import (
     run_relay,
     wait_until,
 )
+from tests.waiting import PATIENCE
 
 pytestmark = [pytest.mark.parametrize("loop", ["uvloop"]), pytest.mark.usefixtures("data_path")]
 
@@ -34,13 +35,17 @@ def test_first_byte_timeout(tmp_path: Path, loop: str) -> None:
             tmp_path, [f"127.0.0.1:{{port}}=127.0.0.1:{up.port}"], "--first-byte-timeout",
             "0.5", "--idle-timeout", "60", loop=loop) as relay:
         port = relay.ports[0]
-        with connect(port, timeout=10) as talker, connect(port, timeout=10) as silent:
+        with connect(port, timeout=PATIENCE) as talker:
             talker.sendall(b"a")
             assert talker.recv(1) == b"a"
+            # The relay's clock for the silent one starts once it is connected: after this.
             started = time.monotonic()
-            assert closed_promptly(silent)  # connected, sent nothing: closed
-            assert 0.4 <= elapsed(started) < 5
-            time.sleep(0.6)  # the one that spoke is not subject to it
+            with connect(port, timeout=PATIENCE) as silent:
+                assert closed_promptly(silent)  # connected, sent nothing: closed
+            # Not before its timeout (a lower bound; the socket timeout guards against a hang).
+            assert elapsed(started) >= 0.5
+            # Past the timeout (a lower bound): the one that spoke is not subject to it.
+            time.sleep(0.6)
             talker.sendall(b"b")
             assert talker.recv(1) == b"b"
         wait_until(lambda: errors(relay, port, "first_byte_timeout") == 1, 10)
@@ -64,15 +69,20 @@ def test_half_close_timeout(tmp_path: Path, loop: str) -> None:
             tmp_path, [f"127.0.0.1:{{port}}=127.0.0.1:{up.port}"], "--half-close-timeout",
             "0.5", "--idle-timeout", "60", loop=loop) as relay:
         port = relay.ports[0]
-        with connect(port, timeout=10) as s:
+        with connect(port, timeout=PATIENCE) as s:
             s.sendall(b"request")
-            s.shutdown(socket.SHUT_WR)  # the client has finished; the upstream stays silent
+            # The relay's clock starts when it sees the end of the request: after this.
             started = time.monotonic()
+            s.shutdown(socket.SHUT_WR)  # the client has finished; the upstream stays silent
             assert closed_promptly(s)
-            assert 0.4 <= elapsed(started) < 5
+            # Not before its timeout (a lower bound; the socket timeout guards against a hang).
+            assert elapsed(started) >= 0.5
         wait_until(lambda: errors(relay, port, "half_close_timeout") == 1, 10)
         assert errors(relay, port, "idle_timeout") == 0
         RELEASE.set()
+
+
+BYTES = 25
 
 
 def test_a_half_closed_connection_that_keeps_moving_is_left_alone(
@@ -80,18 +90,21 @@ def test_a_half_closed_connection_that_keeps_moving_is_left_alone(
     def slow_reply(acc: Accepted) -> None:
         while acc.sock.recv(65536):
             pass
-        for _ in range(8):  # 1.6 s of reply, a byte every 0.2 s
+        for _ in range(BYTES):  # a byte every 0.1 s: the reply lasts past the timeout
             acc.sock.sendall(b"r")
-            time.sleep(0.2)
+            time.sleep(0.1)
+    # A pause of 2 s between two bytes (twenty times the pace) would be a stall, not load.
     with Upstream(slow_reply) as up, run_relay(
             tmp_path, [f"127.0.0.1:{{port}}=127.0.0.1:{up.port}"], "--half-close-timeout",
-            "0.6", loop=loop) as relay, connect(relay.ports[0], timeout=10) as s:
+            "2", loop=loop) as relay, connect(relay.ports[0], timeout=PATIENCE) as s:
+        started = time.monotonic()
         s.sendall(b"q")
         s.shutdown(socket.SHUT_WR)
         got = b""
         while chunk := s.recv(16):
             got += chunk
-        assert got == b"r" * 8
+        assert got == b"r" * BYTES
+        assert elapsed(started) >= 2  # it did outlast the timeout (a lower bound)
         assert errors(relay, relay.ports[0], "half_close_timeout") == 0
 
 

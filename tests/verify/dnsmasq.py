@@ -13,11 +13,11 @@ are served. Use names that ``RECORDS`` does not cover (``--address`` ones win).
 from __future__ import annotations
 
 import getpass
+import secrets
 import shutil
 import signal
 import socket
 import subprocess
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -61,6 +61,24 @@ def dnsmasq_binary() -> str:
     return path
 
 
+# A TXT record only this instance serves: its answers are told from another server's.
+INSTANCE = "hairpin-test-instance.example.test"
+# Starts tried before giving up, each after dnsmasq said its port was taken.
+START_ATTEMPTS = 5
+
+
+def port_free(port: int) -> bool:
+    """Whether ``port`` on 127.0.0.1 can be bound for both UDP and TCP now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp, \
+            socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
+        try:
+            udp.bind(("127.0.0.1", port))
+            tcp.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def free_port() -> int:
     """A port free for both UDP and TCP on 127.0.0.1 a moment ago (dnsmasq binds both)."""
     for _ in range(50):
@@ -90,6 +108,7 @@ class Dnsmasq:
         # The --addn-hosts file (None: no such records).
         self.hosts_path: Path | None = None
         self.hosts: dict[str, tuple[str, ...]] = {}
+        self.token = secrets.token_hex(8)
         if hosts is not None:
             self.hosts_path = log_dir / "dnsmasq.hosts"
             self._write_hosts(hosts)
@@ -100,25 +119,29 @@ class Dnsmasq:
 
     def start(self, timeout: float = 10.0) -> None:
         """Start and wait until it answers. The port can be taken between ``free_port`` and
-        the bind (or, on a restart, by a client's ephemeral port): then try again, on a new
-        port unless the test needs this one."""
-        for attempt in range(5):
-            if self._start_once(timeout):
+        dnsmasq's bind (or, on a restart, by a client's ephemeral port): dnsmasq then exits
+        saying so, and we try again (a bounded number of times) on a new port, or, when the
+        test needs this one, once it is free again."""
+        for _ in range(START_ATTEMPTS):
+            outcome = self._start_once(timeout)
+            if outcome == "serving":
                 self.fixed_port = True
                 return
-            if "Address already in use" not in read_text(self.log_path) or attempt == 4:
+            if outcome != "port taken":
                 break
-            time.sleep(0.2)
-            if not self.fixed_port and self.proc is None:
+            if self.fixed_port:
+                wait_until(lambda: port_free(self.port), what=f"port {self.port} to be free")
+            else:
                 self.port = free_port()
         pytest.fail(f"dnsmasq did not start on {self.server}:\n{read_text(self.log_path)}",
                     pytrace=False)
 
-    def _start_once(self, timeout: float) -> bool:
+    def _start_once(self, timeout: float) -> str:
+        """"serving", "port taken" (it exited saying so) or "failed"."""
         argv = [self.binary, "--no-daemon", "--no-resolv", "--no-hosts", "--bind-interfaces",
                 "--listen-address=127.0.0.1", f"--port={self.port}", "--pid-file=",
                 f"--user={getpass.getuser()}", "--log-queries", "--log-facility=-",
-                *RECORDS]
+                *RECORDS, f"--txt-record={INSTANCE},{self.token}"]
         if self.hosts_path is not None:
             argv.append(f"--addn-hosts={self.hosts_path}")
         self.log_path.write_bytes(b"")
@@ -130,19 +153,23 @@ class Dnsmasq:
                        "dnsmasq to answer")
         except WaitTimeout:
             self.stop()
-            return False
-        if proc.poll() is not None:  # it exited (its port was taken, mostly)
+            return "failed"
+        if proc.poll() is not None:
             self.proc = None
-            return False
-        return True
+            taken = "Address already in use" in read_text(self.log_path)
+            return "port taken" if taken else "failed"
+        return "serving"
 
     def answers(self) -> bool:
-        query = dns.message.make_query("app.example.test.", dns.rdatatype.A)
+        """Whether this dnsmasq answers on its port: another server that got the port first
+        (another test's dnsmasq, say) answers too, but not with this one's token."""
+        query = dns.message.make_query(INSTANCE + ".", dns.rdatatype.TXT)
         try:
-            dns.query.udp(query, "127.0.0.1", port=self.port, timeout=0.2)
+            reply = dns.query.udp(query, "127.0.0.1", port=self.port, timeout=0.2)
         except (OSError, dns.exception.DNSException):
             return False
-        return True
+        return any(rr.strings == (self.token.encode(),) for rrset in reply.answer
+                   if rrset.rdtype == dns.rdatatype.TXT for rr in rrset)
 
     def _write_hosts(self, hosts: Mapping[str, Sequence[str]]) -> None:
         assert self.hosts_path is not None
@@ -179,12 +206,11 @@ class Dnsmasq:
         self.proc.send_signal(signal.SIGHUP)
         wanted = {name: tuple(sorted(self.hosts.get(name, ())))
                   for name in before | set(self.hosts)}
-        deadline = time.monotonic() + timeout
-        while any(self.lookup(name) != addrs for name, addrs in wanted.items()):
-            if time.monotonic() > deadline:
-                pytest.fail(f"dnsmasq did not serve {wanted} within {timeout}s of SIGHUP:\n"
-                            f"{read_text(self.log_path)}", pytrace=False)
-            time.sleep(0.05)
+        try:
+            wait_until(lambda: all(self.lookup(name) == addrs for name, addrs in wanted.items()),
+                       timeout, f"dnsmasq to serve {wanted} after SIGHUP")
+        except WaitTimeout as exc:
+            pytest.fail(f"{exc}:\n{read_text(self.log_path)}", pytrace=False)
 
     def stop(self) -> None:
         if self.proc is not None:

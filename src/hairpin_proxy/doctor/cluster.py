@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from hairpin_proxy import corefile
@@ -31,9 +31,17 @@ from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_pa
 from hairpin_proxy.plan import PlanSettings, Snapshot
 from hairpin_proxy.plan.claims import ingress_claims, registered_claims
 from hairpin_proxy.plan.core import target_facts
-from hairpin_proxy.plan.objects import registered_of
+from hairpin_proxy.plan.objects import registered_of, snapshot_of
 from hairpin_proxy.policy import HostPolicy, PolicyResult, proxy_service_fqdn
-from hairpin_proxy.registry import GATEWAY, REGISTRATIONS, Resource, turned_on
+from hairpin_proxy.registry import (
+    GATEWAY,
+    INGRESS,
+    REGISTRATIONS,
+    Registration,
+    Resource,
+    settings_objects,
+    turned_on,
+)
 from hairpin_proxy.settings import DoctorSettings
 from hairpin_proxy.targets import table as targets_table
 from hairpin_proxy.targets.discovery import NAME_LABEL, service_addresses
@@ -53,16 +61,15 @@ from hairpin_proxy.wildcards import wildcard_base
 T = TypeVar("T")
 
 
-GATEWAY_GROUP = "gateway.networking.k8s.io"
 # The IngressClass controller whose PROXY setting lives in cilium-config.
 CILIUM_INGRESS = "cilium.io/ingress-controller"
-# The Gateway API source's kinds, as its registration names them: route kinds by plural, and
-# every plural of the group in the registry's order.
+# The Gateway API source's kinds, as its registration names them: route kinds by plural,
+# every plural of the group in the registry's order, and the implementations' settings
+# objects that tell whether a Gateway expects the PROXY protocol.
 ROUTE_KINDS = {r.plural: r.kind for r in GATEWAY.resources if r.plural in GATEWAY.claiming}
+GATEWAY_GROUP = next(r.group for r in GATEWAY.resources if r.plural in GATEWAY.claiming)
 GATEWAY_PLURALS = tuple(r.plural for r in GATEWAY.resources if r.group == GATEWAY_GROUP)
-ENVOY_GROUP, ENVOY_POLICIES = "gateway.envoyproxy.io", "clienttrafficpolicies"
-NGINX_GROUP, NGINX_PROXIES = "gateway.nginx.org", "nginxproxies"
-# The controller's default --targets-configmap.
+SETTINGS_OBJECTS = settings_objects(GATEWAY)
 
 
 @dataclass(frozen=True)
@@ -194,6 +201,12 @@ class _Asker:
         return asyncio.ensure_future(self.notes.ask(what, lambda: self._list(path, params)))
 
 
+def _path(reg: Registration, plural: str) -> str:
+    """The list path of a built-in resource a registration reads, at its first version."""
+    r = next(r for r in reg.resources if r.plural == plural)
+    return resource_path(f"{r.group}/{r.versions[0]}" if r.group else r.versions[0], plural)
+
+
 @dataclass(frozen=True)
 class _Said:
     """What the cluster answered (None: not read)."""
@@ -210,10 +223,8 @@ class _Said:
     node_local: _NodeLocal
     table_cm: JsonObj | None
     gateway: _GatewayRead
-    # Envoy Gateway's ClientTrafficPolicies and NGINX Gateway Fabric's NginxProxies, each
-    # with why they could not be listed ("" when they were).
-    policies: tuple[list[JsonObj], str]
-    proxies: tuple[list[JsonObj], str]
+    # The implementations' settings objects (registry ``settings_objects``).
+    settings: _SettingsRead
     # The ConfigMaps PROXY detection reads, by "namespace/name".
     detection_cms: dict[str, JsonObj]
     # The objects of the registered sources that are turned on.
@@ -254,14 +265,12 @@ async def _ask(ask: _Asker, s: DoctorSettings, namespace: str,
                         resource_path("apps/v1", "daemonsets", "kube-system"))
     t_deployments = many("list the CoreDNS Deployments",
                          resource_path("apps/v1", "deployments", sys_ns), "k8s-app=kube-dns")
-    t_ingresses = many("list Ingresses", resource_path("networking.k8s.io/v1", "ingresses"))
-    t_classes = many("list IngressClasses",
-                     resource_path("networking.k8s.io/v1", "ingressclasses"))
+    t_ingresses = many("list Ingresses", _path(INGRESS, "ingresses"))
+    t_classes = many("list IngressClasses", _path(INGRESS, "ingressclasses"))
     t_table = get("read the targets table",
                   resource_path("v1", "configmaps", namespace, s.targets_configmap))
     t_gateway = asyncio.ensure_future(_read_gateway_api(client, s))
-    t_envoy = asyncio.ensure_future(_read_policies(client, ENVOY_GROUP, ENVOY_POLICIES))
-    t_nginx = asyncio.ensure_future(_read_policies(client, NGINX_GROUP, NGINX_PROXIES))
+    t_settings = asyncio.ensure_future(_read_settings(client, s))
     t_registered = asyncio.ensure_future(_read_registered(client, s))
     services, proxy_svc, slices, cm = await t_services, await t_proxy, await t_slices, await t_cm
     import_cm = None if t_import is None else await t_import
@@ -270,7 +279,6 @@ async def _ask(ask: _Asker, s: DoctorSettings, namespace: str,
     node_local = await _node_local_configmap(
         t_nl_cms, ask.notes, await t_addon or [], await t_version, await t_reverts)
     table_cm, gateway_read = await t_table, await t_gateway
-    policies, proxies = await t_envoy, await t_nginx
     # PROXY detection reads a few ConfigMaps by name; which ones depends on the answers above.
     asked_cms = [(ns, name, get(f"read ConfigMap {ns}/{name}",
                                 resource_path("v1", "configmaps", ns, name)))
@@ -280,7 +288,7 @@ async def _ask(ask: _Asker, s: DoctorSettings, namespace: str,
     detection_cms = {f"{ns}/{name}": cm for ns, name, task in asked_cms
                      if (cm := await task) is not None}
     return _Said(services, proxy_svc, slices, cm, import_cm, nld, daemonsets, deployments,
-                 ingresses, classes, node_local, table_cm, gateway_read, policies, proxies,
+                 ingresses, classes, node_local, table_cm, gateway_read, await t_settings,
                  detection_cms, await t_registered)
 
 
@@ -329,11 +337,9 @@ def _note_unread(said: _Said, notes: _Notes) -> None:
     """What of the Gateway API and of the data planes' settings could not be read."""
     if said.gateway.problem:
         notes.problems.append(said.gateway.problem)
-    for group, plural, why in ((ENVOY_GROUP, ENVOY_POLICIES, said.policies[1]),
-                               (NGINX_GROUP, NGINX_PROXIES, said.proxies[1])):
-        if why:
-            notes.problems.append(f"list {plural}.{group}: {why}: the PROXY setting of the "
-                                  "Gateways they configure is unknown")
+    for name, why in said.settings.refused.items():
+        notes.problems.append(f"list {name}: {why}: the PROXY setting of the Gateways they "
+                              "configure is unknown")
 
 
 @dataclass(frozen=True)
@@ -356,14 +362,19 @@ def _route(said: _Said, s: DoctorSettings, namespace: str, policy: HostPolicy,
     registered, extra = registered_of(said.registered.objects, plan_settings)
     for name, group in said.registered.served:
         registered.setdefault(name, {}).setdefault(group, [])
+    # The settings objects land where the plan reads them, as render's snapshot puts them.
+    settings = snapshot_of(said.settings.objects, plan_settings,
+                           targets_configmap=s.targets_configmap)
     snap = Snapshot(
         plan_settings, ingresses=said.ingresses or [], ingress_classes=said.classes or [],
         gateway_classes=said.gateway.objects.classes,
         gateways=said.gateway.objects.gateways, services=services or [],
         listener_sets=said.gateway.objects.listener_sets,
-        registered=registered, extra_facts=extra, unreadable=said.registered.unreadable,
-        configmaps=said.detection_cms, client_traffic_policies=said.policies[0],
-        nginx_proxies={_key_of(p): p for p in said.proxies[0]})
+        registered=registered, extra_facts=extra,
+        unreadable=said.registered.unreadable | said.settings.unreadable,
+        configmaps=said.detection_cms,
+        client_traffic_policies=settings.client_traffic_policies,
+        nginx_proxies=settings.nginx_proxies)
     claims = [*ingress_claims(result, snap), *route_claims, *registered_claims(snap)[0]]
     managed = tuple(sorted({c.host for c in claims}))
     # Every data plane is found among the Services: without them each target would read
@@ -381,7 +392,6 @@ def _route(said: _Said, s: DoctorSettings, namespace: str, policy: HostPolicy,
                      str((svc.get("metadata") or {}).get("name"))) is not None})
     targets, decided = routing.host_targets(
         claims, facts_for_targets, target_map, slots, ours,
-        unreadable=routing.Unreadable(said.policies[1], said.proxies[1]),
         max_slots=s.max_targets,
         settling=routing.Settling(
             targets_table.decode_published(_data(said.table_cm, targets_table.PUBLISHED_KEY)),
@@ -542,22 +552,33 @@ async def _read_registered(client: KubeClient, s: DoctorSettings) -> _Registered
                                      for n in names), problem)
 
 
-async def _read_policies(client: KubeClient, group: str, plural: str
-                         ) -> tuple[list[JsonObj], str]:
-    """Every object of a custom resource that PROXY detection reads, at its preferred served
-    version: ([], "") when not served; (items, "") when read; ([], why) when refused."""
-    try:
-        served = await _served(client, group, (plural,))
-        if not served or plural not in served:
-            return [], ""
-        return (await client.list(resource_path(served[plural], plural)))[0], ""
-    except ApiError as exc:
-        return [], _why(exc)
+@dataclass(frozen=True)
+class _SettingsRead:
+    """The implementations' settings objects, with their apiVersion and kind."""
+    objects: tuple[JsonObj, ...] = ()
+    # "plural.group" → why its list was refused: its silence is unknown, not "none".
+    refused: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def unreadable(self) -> frozenset[str]:
+        return frozenset(name.split(".", 1)[0] for name in self.refused)
 
 
-def _key_of(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+async def _read_settings(client: KubeClient, s: DoctorSettings) -> _SettingsRead:
+    """Every settings object the Gateway API source reads for PROXY detection, at its
+    preferred served version (none when not served or the source is off)."""
+    if GATEWAY.name not in turned_on(s):
+        return _SettingsRead()
+    objects: list[JsonObj] = []
+    refused: dict[str, str] = {}
+    for r in SETTINGS_OBJECTS:
+        try:
+            got = await _list_resource(client, r)
+        except ApiError as exc:
+            refused[f"{r.plural}.{r.group}"] = _why(exc)
+            continue
+        objects += got[1] if got is not None else []
+    return _SettingsRead(tuple(objects), refused)
 
 
 def _detection_configmaps(services: list[JsonObj], classes: list[JsonObj],

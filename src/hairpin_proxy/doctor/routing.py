@@ -26,12 +26,7 @@ from hairpin_proxy.targets.discovery import (
 from hairpin_proxy.targets.mapping import MapEntry
 from hairpin_proxy.targets.model import DEFAULT_KEY, parse_key, split_service
 from hairpin_proxy.targets.plan import Plan, plan
-from hairpin_proxy.targets.resolve import (
-    ENVOY_GATEWAY,
-    NGINX_GATEWAY_FABRIC,
-    TargetFacts,
-    Unresolved,
-)
+from hairpin_proxy.targets.resolve import TargetFacts, Unresolved
 from hairpin_proxy.targets.resolve import resolve as resolve_target
 from hairpin_proxy.targets.slots import service_name
 from hairpin_proxy.targets.table import clock, settles_at
@@ -86,14 +81,6 @@ class ProxyServices:
     by_name: Mapping[str, tuple[str, ...]] | None
 
 
-@dataclass(frozen=True)
-class Unreadable:
-    """Detection objects that could not be listed: an absent object reads as "no PROXY",
-    so a refused list must not."""
-    client_traffic_policies: str = ""
-    nginx_proxies: str = ""
-
-
 def _plane(key: str, facts: TargetFacts, target_map: Mapping[str, MapEntry]
            ) -> DataPlane | None:
     """The data-plane Service of a target that is not redirected, for the report only (the
@@ -116,36 +103,6 @@ def _plane(key: str, facts: TargetFacts, target_map: Mapping[str, MapEntry]
         if ingress_class is not None:
             return find_ingressclass_service(facts.services, ingress_class)
     return None
-
-
-def _controller(key: str, facts: TargetFacts) -> str:
-    parts = parse_key(key)
-    if parts.kind != "gateway":
-        return ""
-    gateway = facts.gateways.get(f"{parts.namespace}/{parts.name}") or {}
-    cls = facts.gateway_classes.get(_str(_dict(gateway.get("spec")).get("gatewayClassName")))
-    return _str(_dict(_dict(cls).get("spec")).get("controllerName"))
-
-
-def _unreadable(u: Unresolved, facts: TargetFacts, target_map: Mapping[str, MapEntry],
-                unreadable: Unreadable) -> Unresolved:
-    """A "no PROXY" that rests on a list we were refused is unknown instead."""
-    entry = target_map.get(u.key)
-    if u.problem != "target-no-proxy" or (entry is not None and entry.proxy is not None):
-        return u
-    controller = _controller(u.key, facts)
-    why = ""
-    if controller == ENVOY_GATEWAY and unreadable.client_traffic_policies:
-        why = f"the ClientTrafficPolicies could not be read ({unreadable.client_traffic_policies})"
-    elif controller == NGINX_GATEWAY_FABRIC and unreadable.nginx_proxies:
-        why = f"the NginxProxies could not be read ({unreadable.nginx_proxies})"
-    if not why:
-        return u
-    parts = parse_key(u.key)
-    return Unresolved(u.key, "target-proxy-unknown",
-                      f"{why}, so whether it expects the PROXY protocol is unknown; set "
-                      f"--target gateway:{parts.namespace}/{parts.name}"
-                      "=NAMESPACE/SERVICE:v1|v2|none")
 
 
 def _origin_target(claims: Sequence[Claim], host: str, origin: ObjectRef) -> str:
@@ -174,8 +131,8 @@ class Settling:
 
 def host_targets(claims: Sequence[Claim], facts: TargetFacts,
                  target_map: Mapping[str, MapEntry], table: Mapping[str, int] | None,
-                 ours: ProxyServices, *, unreadable: Unreadable = Unreadable(),
-                 max_slots: int = 32, settling: Settling | None = None
+                 ours: ProxyServices, *, max_slots: int = 32,
+                 settling: Settling | None = None
                  ) -> tuple[dict[str, HostTarget], Plan]:
     """Every claimed host's target, and the plan it comes from. ``table`` is the published
     targets table (key -> slot; None when unknown), which keeps slots stable as in the
@@ -225,8 +182,7 @@ def host_targets(claims: Sequence[Claim], facts: TargetFacts,
             rules_at="" if settling is None else settling.rules_at(
                 key, table is not None and table.get(key) == slot),
             origins=tuple(map(str, origins)), losers=lost_here)
-    for host, problem in decided.excluded.items():
-        u = _unreadable(problem, facts, target_map, unreadable)
+    for host, u in decided.excluded.items():
         verdict: TargetVerdict = u.problem
         found = _plane(u.key, facts, target_map) if verdict != "target-not-found" else None
         out[host] = HostTarget(

@@ -145,12 +145,14 @@ def _missing_class(spec: object, classes: ClassIndex) -> str | None:
 
 
 def _namespace_selected(ns: str, policy: HostPolicy) -> bool:
-    return not ((policy._include and ns not in policy._include) or ns in policy._exclude)
+    include = policy.included_namespaces
+    return not ((include and ns not in include) or ns in policy.excluded_namespaces)
 
 
 def _class_selected(meta: Mapping[Any, Any], spec: object, policy: HostPolicy,
                     defaults: frozenset[str]) -> bool:
-    if not policy._classes:
+    selected = policy.selected_classes
+    if not selected:
         return True
     classes: set[str] = set()
     cls = _spec_class(spec)
@@ -163,8 +165,8 @@ def _class_selected(meta: Mapping[Any, Any], spec: object, policy: HostPolicy,
             classes.add(cls)
     if not classes:
         # An Ingress without a class is served by the default class, if any.
-        return not policy._classes.isdisjoint(defaults)
-    return not policy._classes.isdisjoint(classes)
+        return not selected.isdisjoint(defaults)
+    return not selected.isdisjoint(classes)
 
 
 def ingress_matches(ingress: Mapping[Any, Any], policy: HostPolicy,
@@ -292,7 +294,8 @@ def _evaluate_one(ingress: object, policy: HostPolicy, classes: ClassIndex,
             show(meta.get("namespace")), name, "",
             "malformed Ingress: metadata.namespace is not a string"),))
     spec = ingress.get("spec")
-    if (policy._include or policy._exclude) and not _namespace_selected(raw_ns, policy):
+    if (policy.included_namespaces or policy.excluded_namespaces) \
+            and not _namespace_selected(raw_ns, policy):
         return _NOTHING
     ns = shown.get(raw_ns)
     if ns is None:
@@ -305,7 +308,7 @@ def _evaluate_one(ingress: object, policy: HostPolicy, classes: ClassIndex,
         if isinstance(cls, str) and cls and cls not in names:
             return IngressResult(rejections=(
                 Rejection(ns, name, "", f"IngressClass {quoted(cls)} does not exist"),))
-    if policy._classes and not _class_selected(meta, spec, policy, classes.defaults):
+    if policy.selected_classes and not _class_selected(meta, spec, policy, classes.defaults):
         return _NOTHING
     if not isinstance(spec, _MAPS):
         return IngressResult(rejections=(

@@ -101,11 +101,16 @@ def target_facts(snap: Snapshot) -> TargetFacts:
         default_service=service_of_host(s.target_server, s.cluster_domain, services))
 
 
+# Verdicts that say nothing of where a host's DNS leads: a held host stays as the rules have it.
+UNKNOWN = frozenset({"pending", "resolver-error"})
+
+
 def verified(hosts: Iterable[str], verdicts: Mapping[str, Verdict], held: Iterable[str]
              ) -> tuple[tuple[str, ...], dict[str, str], Counter[str]]:
-    """The hosts whose public DNS leads to this cluster (or, not checked yet, that the rules
-    hold now: a restart neither withdraws nor adds before the first answer); the others with
-    their verdict code; the count per code."""
+    """The hosts whose public DNS leads to this cluster (or, not known yet, that the rules
+    hold now: a restart neither withdraws nor adds before the first answer, and a resolver
+    that fails its first checks is no answer); the others with their verdict code; the count
+    per code."""
     had = set(held)
     kept: list[str] = []
     out: dict[str, str] = {}
@@ -114,7 +119,7 @@ def verified(hosts: Iterable[str], verdicts: Mapping[str, Verdict], held: Iterab
         verdict = verdicts.get(host)
         code = verdict.code if verdict is not None else "pending"
         counts[code] += 1
-        if (verdict is not None and verdict.redirect) or (code == "pending" and host in had):
+        if (verdict is not None and verdict.redirect) or (code in UNKNOWN and host in had):
             kept.append(host)
         else:
             out[host] = code

@@ -26,6 +26,7 @@ timeout, how an ending is counted and logged, timeouts) is made in ``listener.py
 
 from __future__ import annotations
 
+import _socket
 import asyncio
 import errno
 import logging
@@ -34,7 +35,6 @@ import select
 import socket
 import sys
 from collections.abc import Callable
-from typing import Any
 
 from hairpin_proxy.metrics import CounterChild
 from hairpin_proxy.relay.listener import (
@@ -79,6 +79,10 @@ _ACCEPT_SKIP = {errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.ENETDOWN, e
                 errno.ENETUNREACH}
 
 Handler = Callable[[int], None]
+# The sockets of relayed connections are the C type itself, not ``socket.socket``: that
+# subclass adds a Python ``__init__`` and ``close`` (and two attributes) to each of them, for
+# a makefile() the relay never calls. Measured per connection in benchmarks-analysis.md.
+Sock = _socket.socket
 
 
 class Poller:
@@ -97,7 +101,7 @@ class Poller:
         self.epoll = select.epoll()
         self.handlers: dict[int, Handler] = {}
         self.dispatching = False
-        self.closing: list[socket.socket] = []
+        self.closing: list[Sock] = []
         # One read buffer for every connection: a read is sent on before the next one.
         self.view = memoryview(bytearray(READ_SIZE))
         loop.add_reader(self.epoll.fileno(), self.dispatch)
@@ -110,7 +114,7 @@ class Poller:
         if self.handlers.pop(fd, None) is not None:
             self.epoll.unregister(fd)
 
-    def release(self, sock: socket.socket) -> None:
+    def release(self, sock: Sock) -> None:
         """Stop reporting on ``sock`` and close it (after the current batch, if in one)."""
         self.handlers.pop(sock.fileno(), None)
         if self.dispatching:
@@ -175,6 +179,9 @@ class Acceptor:
         # (interleaved pairs); the socket object is built here the same way.
         accept = self.sock._accept  # type: ignore[attr-defined]  # -> (fd, address)
         family = self.sock.family
+        # An IPv4 socket's accept gives (host, port) as headers, logs and the per-source cap
+        # want it; only IPv6 addresses need hostport's unmapping and zone removal.
+        plain = family == socket.AF_INET
         poller, listener, local = self.poller, self.listener, self.local
         for _ in range(ACCEPT_BATCH):
             try:
@@ -190,7 +197,8 @@ class Acceptor:
                 log.warning("cannot accept a connection: %s", exc.strerror or exc,
                             extra={"listener": listener.spec.name, "cause": "accept_error"})
                 return
-            start(poller, listener, socket.socket(family, socket.SOCK_STREAM, 0, fd), addr, local)
+            start(poller, listener, Sock(family, socket.SOCK_STREAM, 0, fd),
+                  addr if plain else hostport(addr), local)
 
     def _rest(self, exc: OSError) -> None:
         # Level-triggered, the queue would be reported again at once: spinning, not waiting.
@@ -211,10 +219,10 @@ class Acceptor:
             self.sock.close()
 
 
-def start(poller: Poller, listener: Listener, client: socket.socket, addr: Any,
+def start(poller: Poller, listener: Listener, client: Sock, peer: HostPort | None,
           local: HostPort | None) -> None:
-    """A client just accepted: refuse it over the limit, else connect upstream for it."""
-    peer = hostport(addr)
+    """A client just accepted from ``peer``: refuse it over the limit, else connect upstream
+    for it."""
     if not listener.admit(peer[0] if listener.live.per_source and peer else None):
         client.close()
         return
@@ -225,11 +233,15 @@ def start(poller: Poller, listener: Listener, client: socket.socket, addr: Any,
             client.close()
             return
     loop = poller.loop
-    conn = RelayedConnection(poller, listener, client, peer, local, now=loop.time())
+    now = loop.time()
+    conn = RelayedConnection(poller, listener, client, peer, local, now=now)
     listener.opened(conn, peer)
     try:
-        if listener.address is not None:
-            conn.connect_to(listener.address)
+        addr = listener.address
+        if addr is None:
+            addr = listener.cached_address(now)
+        if addr is not None:
+            conn.connect_to(addr)
         else:
             conn.task = loop.create_task(conn.resolve_and_connect())
     except Exception:
@@ -243,7 +255,7 @@ class Peer:
     __slots__ = ("eof", "hup", "nbytes", "pending", "pipe", "piped", "read", "role", "shut",
                  "sock", "total", "write")
 
-    def __init__(self, role: str, sock: socket.socket, total: CounterChild, *,
+    def __init__(self, role: str, sock: Sock, total: CounterChild, *,
                  read: bool, write: bool) -> None:
         self.role = role
         self.sock = sock
@@ -266,7 +278,7 @@ class RelayedConnection:
                  "idle_since", "listener", "peername", "poller", "sockname", "task", "thorough",
                  "timer", "unblocked", "upstream")
 
-    def __init__(self, poller: Poller, listener: Listener, client: socket.socket,
+    def __init__(self, poller: Poller, listener: Listener, client: Sock,
                  peername: HostPort | None, sockname: HostPort | None, *, now: float) -> None:
         self.poller = poller
         self.listener = listener
@@ -298,7 +310,7 @@ class RelayedConnection:
         upstream = self.upstream
         return self.client.eof or (upstream is not None and upstream.eof)
 
-    def _upstream(self, sock: socket.socket) -> Peer:
+    def _upstream(self, sock: Sock) -> Peer:
         self.upstream = Peer("upstream", sock, self.listener.stats.bytes_down, read=False,
                              write=True)
         return self.upstream
@@ -309,7 +321,7 @@ class RelayedConnection:
         """Start a non-blocking connect to an address (on loopback usually done at once)."""
         self.addr = addr
         try:
-            sock = socket.socket(addr[0], socket.SOCK_STREAM | socket.SOCK_NONBLOCK)
+            sock = Sock(addr[0], socket.SOCK_STREAM | socket.SOCK_NONBLOCK)
         except OSError as exc:
             self._connect_failed(exc)
             return
@@ -696,7 +708,7 @@ class RelayedConnection:
                           upstream.nbytes if upstream is not None else 0)
 
 
-def _pending_error(sock: socket.socket, fallback: int | None) -> OSError:
+def _pending_error(sock: Sock, fallback: int | None) -> OSError:
     """The error the kernel holds for ``sock`` (as a reset would leave it), else ``fallback``.
 
     A call such as ``shutdown`` on a socket already reset fails with ENOTCONN, which says

@@ -10,6 +10,7 @@ connection, per ending, or per sweep.
 
 from __future__ import annotations
 
+import _socket
 import asyncio
 import contextlib
 import errno
@@ -20,7 +21,7 @@ import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from hairpin_proxy import proxyproto
 from hairpin_proxy.addresses import format_hostport
@@ -34,6 +35,10 @@ HostPort = tuple[str, int]
 Encoder = Callable[[HostPort | None, HostPort | None], bytes]
 
 ENCODERS: dict[str, Encoder] = {"v1": proxyproto.encode_v1, "v2": proxyproto.encode_v2}
+VERSIONS: dict[str, Literal[1, 2]] = {"v1": 1, "v2": 2}
+# Header encoders kept per listener, one per destination its headers name: a listener bound
+# to one address has one; a wildcard one has one per local address clients reach it on.
+MAX_TEMPLATES = 16
 
 _MAPPED = "::ffff:"
 
@@ -183,6 +188,9 @@ class Listener:
     socket_buffer: int = 0
     limit_log: RateLimit = field(default_factory=lambda: RateLimit(1.0))
     encode: Encoder = field(init=False)
+    # Per destination, the encoder with everything but the source built once.
+    templates: dict[HostPort | None, Callable[[HostPort | None], bytes]] = field(
+        init=False, default_factory=dict)
     # The target's one address when it is an IP literal: connects then skip the resolver.
     address: Address | None = field(init=False)
 
@@ -272,6 +280,16 @@ class Listener:
         """Loop time by which resolution and connect together must have succeeded."""
         return accepted_at + self.connect_timeout
 
+    def cached_address(self, now: float) -> Address | None:
+        """The target's one address when the resolver has it cached at loop time ``now``:
+        the connection then connects to it at once, as to an IP literal, with the same
+        timeout and error causes. None (resolve and connect through the resolver) when
+        nothing is cached or the name has several addresses, which the resolver takes in
+        turn and fails over between."""
+        spec = self.spec
+        addrs = self.resolver.cached(spec.target_host, spec.target_port, now)
+        return addrs[0] if addrs is not None and len(addrs) == 1 else None
+
     async def connect(self) -> socket.socket:
         """A connected socket to the target (resolved, round robin, within the connect
         timeout), or ConnectError with the cause it is counted under."""
@@ -295,7 +313,13 @@ class Listener:
     def header(self, source: HostPort | None, destination: HostPort | None) -> bytes | None:
         """The PROXY header, or None (counted and logged) for addresses it cannot carry."""
         try:
-            return self.encode(source, destination)
+            template = self.templates.get(destination)
+            if template is None:
+                if len(self.templates) >= MAX_TEMPLATES:
+                    return self.encode(source, destination)
+                template = self.templates[destination] = proxyproto.encoder_to(
+                    VERSIONS[self.spec.version], destination)
+            return template(source)
         except ValueError as exc:  # never expected from addresses the kernel gave
             self.error("connect_error", f"cannot encode a PROXY header: {exc}", source)
             return None
@@ -331,14 +355,14 @@ class Listener:
 _LINGER_ZERO = struct.pack("ii", 1, 0)
 
 
-def reset_on_close(sock: socket.socket | None) -> None:
+def reset_on_close(sock: _socket.socket | None) -> None:
     """Make closing ``sock`` send a reset rather than a FIN (to pass a reset on)."""
     if sock is not None:
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_ZERO)
 
 
-def size_buffers(sock: socket.socket, size: int) -> None:
+def size_buffers(sock: _socket.socket, size: int) -> None:
     """Cap a socket's kernel send and receive buffers (``size`` 0: leave them autotuned)."""
     if size:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)

@@ -145,6 +145,14 @@ class Resolver:
         self._lookups: dict[tuple[str, int], asyncio.Future[list[Address]]] = {}
         self._tasks: set[asyncio.Task[None]] = set()  # lookups under way (strong references)
 
+    def cached(self, host: str, port: int, now: float) -> list[Address] | None:
+        """What ``resolve`` would return at loop time ``now`` without waiting (a fresh cached
+        answer, or the last good one while a failed lookup is not retried yet), else None."""
+        answer = self._answers.get((host, port))
+        if answer is not None and now < answer.expires:
+            return answer.addrs
+        return None
+
     async def resolve(self, host: str, port: int, within: float = 5.0) -> list[Address]:
         """The target's addresses: cached while fresh, else looked up (one lookup for every
         connection that asks meanwhile), else the last good ones when the lookup fails."""
@@ -155,7 +163,7 @@ class Resolver:
         loop = asyncio.get_running_loop()
         answer = self._answers.get(key)
         if answer is not None and loop.time() < answer.expires:
-            return answer.addrs
+            return answer.addrs  # as ``cached`` says
         pending = self._lookups.get(key)
         if pending is None:
             # A lookup may not use up a connection's budget when a stale answer could serve.

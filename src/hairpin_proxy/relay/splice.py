@@ -9,10 +9,10 @@ splices only once a direction behaves as a stream).
 
 A pipe holds at most ``capacity`` bytes (limits.pipe_bytes: one socket buffer, within what the
 copying path may hold unsent in user space), and a direction reads into its pipe only when the
-pipe is empty, so a stalled spliced direction holds no more than a stalled copying one. A pipe goes back to the
-pool once it is empty and its source has nothing more to read, and is closed rather than
-pooled when the pool already holds enough idle pipes or the pipe still holds bytes when its
-connection ends.
+pipe is empty, so a stalled spliced direction holds no more than a stalled copying one. A pipe
+goes back to the pool once it is empty and its source has nothing more to read, and is closed
+rather than pooled when the pool already holds enough idle pipes or the pipe still holds bytes
+when its connection ends.
 
 Whether the kernel lets us splice at all (an old kernel, a seccomp profile refusing the call)
 is probed once at start (``probe``); the relay copies when it cannot.
