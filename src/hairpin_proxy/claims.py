@@ -16,7 +16,7 @@ one: that data plane serves the deeper names too.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import NamedTuple
@@ -90,20 +90,50 @@ def age_key(claim: Claim) -> tuple[tuple[tuple[int, str], str, str, str, str, st
     return (origin_key(claim.origin, claim.created), claim.target, claim.created, claim.host)
 
 
-def resolve(claims: Iterable[Claim], rename: Mapping[str, str] | None = None) -> Resolution:
-    """Which target each host goes to, who lost, and every origin of each winner.
-    ``rename`` maps a claim's target to the one it counts for (an IngressClass falling back
-    to the default target); the claims returned are the ones given."""
+def resolve_key(claim: Claim) -> str:
+    """The name a claim is decided under: "**.d" and "*.d" are one name ("*.d")."""
+    host = claim.host
+    return host[1:] if host.startswith("**.") else host
+
+
+Decision = tuple[str, Claim, tuple[Claim, ...], tuple[tuple[Claim, Claim], ...]]
+
+
+def decide(key: str, found: Collection[Claim], target: Callable[[Claim], str]) -> Decision:
+    """One name's claims (``key`` as ``resolve_key`` gives it): (the host that gets the rule,
+    the oldest claim of the winning target, every claim of that target oldest first, each
+    losing claim with the claim that beat it, by age)."""
+    if len(found) == 1:
+        # Most hosts have one claim: nothing to order (a pass plans tens of thousands).
+        only = next(iter(found))
+        return only.host, only, (only,), ()
+    ordered = sorted(set(found), key=age_key)
+    first = ordered[0]
+    won = target(first)
+    agree = tuple(c for c in ordered if target(c) == won)
+    host = "*" + key if any(c.host != key for c in agree) else key
+    return host, first, agree, tuple((c, first) for c in ordered if target(c) != won)
+
+
+def renamer(rename: Mapping[str, str] | None) -> Callable[[Claim], str]:
+    """The target a claim counts for, ``rename`` applied."""
     if rename:
         def target(c: Claim) -> str:
             return rename.get(c.target, c.target)
     else:
         def target(c: Claim) -> str:
             return c.target
+    return target
+
+
+def resolve(claims: Iterable[Claim], rename: Mapping[str, str] | None = None) -> Resolution:
+    """Which target each host goes to, who lost, and every origin of each winner.
+    ``rename`` maps a claim's target to the one it counts for (an IngressClass falling back
+    to the default target); the claims returned are the ones given."""
+    target = renamer(rename)
     by_host: dict[str, list[Claim]] = {}
     for claim in claims:
-        # "**.d" and "*.d" are one name to decide on ("*.d"); others are themselves.
-        key = claim.host[1:] if claim.host.startswith("**.") else claim.host
+        key = resolve_key(claim)
         same = by_host.get(key)
         if same is None:
             by_host[key] = [claim]
@@ -113,18 +143,8 @@ def resolve(claims: Iterable[Claim], rename: Mapping[str, str] | None = None) ->
     losers: list[tuple[Claim, Claim]] = []
     origins: dict[str, tuple[Claim, ...]] = {}
     for key in sorted(by_host):
-        found = by_host[key]
-        if len(found) == 1:
-            # Most hosts have one claim: nothing to order (a pass plans tens of thousands).
-            winners[found[0].host] = found[0]
-            origins[found[0].host] = (found[0],)
-            continue
-        ordered = sorted(set(found), key=age_key)
-        first = ordered[0]
-        won = target(first)
-        agree = tuple(c for c in ordered if target(c) == won)
-        host = "*" + key if any(c.host != key for c in agree) else key
+        host, first, agree, lost = decide(key, by_host[key], target)
         winners[host] = first
         origins[host] = agree
-        losers.extend((c, first) for c in ordered if target(c) != won)
+        losers.extend(lost)
     return Resolution(winners, losers, origins)

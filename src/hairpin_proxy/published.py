@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 ENTRIES_KEY = "entries"
@@ -78,7 +78,9 @@ def _host_key(raw: object) -> tuple[str, str]:
     """
     if not isinstance(raw, str):
         return "", "the host is not text"
-    if not raw or raw != raw.strip() or any(ch.isspace() for ch in raw):
+    if raw.split() != [raw]:
+        # Empty, or white space somewhere (split() breaks at the same characters isspace()
+        # names, in C).
         return "", "the host name is empty or contains white space"
     if raw.startswith("#"):
         return "", "the host name starts a comment"
@@ -88,12 +90,23 @@ def _host_key(raw: object) -> tuple[str, str]:
     if not key or key.endswith("."):
         # Checked so that the key is its own key: the writer's output must read back as is.
         return "", "the host name is empty or ends in an empty label"
+    if ":" not in key and not key.replace(".", "").isdigit():
+        # Neither IPv6 (which needs a colon) nor IPv4 (ASCII digits and dots): a name. Most
+        # hosts are; parsing each as an address costs more than the rest of the line.
+        return key, ""
     try:
         ipaddress.ip_address(key)
     except ValueError:
         return key, ""
     # Most likely a hosts-file line pasted the other way round ("ADDR HOST").
     return "", "the first field is an address, not a host name (expected HOST ADDR [ADDR...])"
+
+
+@functools.lru_cache(maxsize=1 << 15)
+def _writer_host_key(raw: object) -> tuple[str, str]:
+    # The controller writes the same ten thousand hosts every pass but a few: each is checked
+    # once. Not for the reader (the node agents), whose memory matters more.
+    return _host_key(raw)
 
 
 def _address(raw: object) -> str | None:
@@ -113,8 +126,21 @@ def _canonical(raw: str) -> str | None:
         return None
 
 
-def _collect(rows: Iterable[tuple[int, str, object, Sequence[object]]]
-             ) -> EntriesReading:
+def _addresses(addresses: Sequence[object]) -> tuple[tuple[str, ...], list[str]]:
+    """(the good addresses in canonical form, once each; the bad ones as written)."""
+    good: list[str] = []
+    bad: list[str] = []
+    for raw in addresses:
+        addr = _address(raw)
+        if addr is None:
+            bad.append(raw if isinstance(raw, str) else repr(raw))
+        elif addr not in good:
+            good.append(addr)
+    return tuple(good), bad
+
+
+def _collect(rows: Iterable[tuple[int, str, object, Sequence[object]]],
+             host_key: Callable[[object], tuple[str, str]] = _host_key) -> EntriesReading:
     """The rule both the reader and the writer follow, so that they cannot disagree.
 
     ``rows`` are (line, text for reasons, host, addresses). A bad address is left out; a host
@@ -123,39 +149,40 @@ def _collect(rows: Iterable[tuple[int, str, object, Sequence[object]]]
     it belongs to cannot be told, and a wrong one is worse than none.
     """
     refused: list[Refused] = []
-    found: dict[str, list[tuple[int, str, tuple[str, ...]]]] = {}
+    found: dict[str, tuple[int, str, tuple[str, ...]]] = {}
+    again: dict[str, list[tuple[int, str, tuple[str, ...]]]] = {}
+    # Thousands of hosts share a few address lists: each is read once.
+    read: dict[tuple[object, ...], tuple[tuple[str, ...], list[str]]] = {}
     for line, text, host, addresses in rows:
-        key, why = _host_key(host)
+        key, why = host_key(host)
         if why:
             refused.append(Refused(line, text, why))
             continue
-        good: list[str] = []
-        bad: list[str] = []
-        for raw in addresses:
-            addr = _address(raw)
-            if addr is None:
-                bad.append(raw if isinstance(raw, str) else repr(raw))
-            elif addr not in good:
-                good.append(addr)
+        listed = tuple(addresses)
+        got = read.get(listed)
+        if got is None:
+            got = read[listed] = _addresses(listed)
+        good, bad = got
         if bad:
-            listed = ", ".join(_quote(b) for b in bad[:_BAD_LISTED])
+            shown = ", ".join(_quote(b) for b in bad[:_BAD_LISTED])
             more = f" and {len(bad) - _BAD_LISTED} more" if len(bad) > _BAD_LISTED else ""
             refused.append(Refused(line, text, "not an IPv4 or IPv6 address, left out: "
-                                   + listed + more))
+                                   + shown + more))
         if not good:
             refused.append(Refused(line, text, "no valid address; the host is left out"))
             continue
-        found.setdefault(key, []).append((line, text, tuple(good)))
-    entries: dict[str, tuple[str, ...]] = {}
-    for key in sorted(found):
-        rows_of_key = found[key]
-        if len({frozenset(addrs) for _, _, addrs in rows_of_key}) > 1:
+        if key in found:
+            again.setdefault(key, [found[key]]).append((line, text, good))
+        else:
+            found[key] = (line, text, good)
+    for key, rows_of_key in again.items():
+        if len({frozenset(a) for _, _, a in rows_of_key}) > 1:
             lines = ", ".join(str(line) for line, _, _ in rows_of_key)
             refused.extend(Refused(line, text, f"{key} is listed with different addresses "
                                    f"(lines {lines}); the host is left out")
                            for line, text, _ in rows_of_key)
-            continue
-        entries[key] = rows_of_key[0][2]
+            del found[key]
+    entries = {key: found[key][2] for key in sorted(found)}
     refused.sort(key=lambda r: r.line)
     return EntriesReading(entries, tuple(refused))
 
@@ -204,5 +231,10 @@ def entries_text(entries: Mapping[str, Sequence[str]]) -> str:
             raise TypeError(f"addresses of {host!r} must be a sequence of addresses, "
                             "not a single string")
         rows.append((number, "", host, tuple(addresses)))
-    reading = _collect(rows)
-    return "".join(f"{host} {' '.join(addrs)}\n" for host, addrs in reading.entries.items())
+    reading = _collect(rows, _writer_host_key)
+    # One " ADDR..." tail per address list, shared by its hosts.
+    tails: dict[tuple[str, ...], str] = {}
+    for addrs in reading.entries.values():
+        if addrs not in tails:
+            tails[addrs] = " " + " ".join(addrs) + "\n"
+    return "".join([host + tails[addrs] for host, addrs in reading.entries.items()])

@@ -8,7 +8,6 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hairpin_proxy.controller.sources.ingress import _INLINE_CHANGES, _few_changes
 from hairpin_proxy.ingress.policy import evaluate
 from hairpin_proxy.ingress.policy_cache import PolicyCache
 from hairpin_proxy.policy import HostPolicy
@@ -237,13 +236,3 @@ def test_ingresses_whose_shortened_names_coincide_are_counted_apart() -> None:
     result, _ = pc.update(dict(cluster.cache), [])
     assert result.hosts == ("shared.example.com",)
     assert len(result.sources["shared.example.com"]) == 1
-
-
-def test_only_a_few_ingress_changes_are_evaluated_on_the_event_loop() -> None:
-    # Generations of two Ingress caches, then of the IngressClasses.
-    assert _few_changes((5, 7, 2), (4, 7, 2))
-    assert _few_changes((4 + _INLINE_CHANGES, 7, 2), (4, 7, 2))
-    assert not _few_changes((5 + _INLINE_CHANGES, 7, 2), (4, 7, 2))
-    assert not _few_changes((5, 7, 3), (4, 7, 2))  # a class changed: maybe a full pass
-    assert not _few_changes((5, 7, 2), ())  # the first pass
-    assert not _few_changes((5, 2), (4, 7, 2))

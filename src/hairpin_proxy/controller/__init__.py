@@ -33,8 +33,6 @@ if TYPE_CHECKING:
     from hairpin_proxy.controller.metrics import ControllerMetrics as ControllerMetrics
     from hairpin_proxy.controller.reconciler import Controller as Controller
     from hairpin_proxy.controller.reconciler import identity as identity
-    from hairpin_proxy.controller.sources.ingress import _INLINE_CHANGES as _INLINE_CHANGES
-    from hairpin_proxy.controller.sources.ingress import _few_changes as _few_changes
     from hairpin_proxy.controller.writers.nudge import NUDGE_ANNOTATION as NUDGE_ANNOTATION
 
 _HOMES = {
@@ -45,8 +43,6 @@ _HOMES = {
     "run": "main",
     "run_cleanup": "main",
     "NUDGE_ANNOTATION": "writers.nudge",
-    "_INLINE_CHANGES": "sources.ingress",
-    "_few_changes": "sources.ingress",
 }
 
 __all__ = ["NUDGE_ANNOTATION", "Controller", "ControllerMetrics", "RemovalGuard", "identity",

@@ -24,7 +24,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from hairpin_proxy import corefile
 from hairpin_proxy.admin import Check
@@ -71,9 +71,10 @@ from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_pa
 from hairpin_proxy.kube.events import EventRecorder
 from hairpin_proxy.kube.lease import LeaderElector
 from hairpin_proxy.kube.watch import Backoff, Reflector
+from hairpin_proxy.plan import DesiredState, PlanSettings
 from hairpin_proxy.plan.answers import Routed
-from hairpin_proxy.plan.core import routable, routing_metrics
-from hairpin_proxy.policy import HostPolicy, PolicyResult, Rejection, proxy_service_fqdn
+from hairpin_proxy.plan.core import ROUTING_GAUGES
+from hairpin_proxy.policy import HostPolicy, PolicyResult, proxy_service_fqdn
 from hairpin_proxy.published import KEYS as PUBLISHED_KEYS
 from hairpin_proxy.settings import ControllerSettings
 from hairpin_proxy.targets.mapping import parse_target_flags
@@ -105,7 +106,8 @@ class Controller:
         self._policy_gen = 0
         self.dirty = asyncio.Event()
         self._wakeup: asyncio.TimerHandle | None = None
-        self._origin_names: dict[ObjectRef, str] = {}
+        self._heavy_at: tuple[int, int] | None = None
+        self._planned: PlanSettings | None = None
         self.synced_once = False
         # In order: each step builds its parts from those of the steps above it.
         self._wire_edits()
@@ -181,15 +183,12 @@ class Controller:
         # reads the load balancers' addresses, and our per-target Services are among them.
         self.services = self._reflector(resource_path("v1", "services"), "services",
                                         transform=slim_any_service)
-        self.routing = Routing(self._reflector, self.namespace,
-                               target_map=parse_target_flags(s.target),
-                               services=self.services, ingress=self.source,
-                               gateway=self.gateway, cluster_domain=s.cluster_domain,
-                               max_targets=s.max_targets, settle=s.target_settle,
-                               dns_ttl=s.dns_ttl, table_configmap=s.targets_configmap,
-                               wake_in=self._wake_in, target_server=s.target_server,
+        self.routing = Routing(self._reflector, self.namespace, services=self.services,
+                               ingress=self.source, gateway=self.gateway,
+                               table_configmap=s.targets_configmap, wake_in=self._wake_in,
                                registered=[x for x in self.sources
                                            if isinstance(x, RegisteredSource)])
+        self.target_map = parse_target_flags(s.target)
 
     def _wire_watches(self) -> None:
         """The single objects read and written; readiness's caches."""
@@ -503,25 +502,39 @@ class Controller:
         return await self._written(hosts, result, routed, started)
 
     async def _route(self, coredns_cm: JsonObj | None
-                     ) -> tuple[PolicyResult, Routed | None, list[Claim]]:
-        """Every source's claims, routed by the plan (nothing while uninstalling)."""
+                     ) -> tuple[PolicyResult, Routed | None, Sequence[Claim]]:
+        """The plan of the caches' snapshot (nothing while uninstalling)."""
         # Uninstalling is a race with the namespace's deletion (our service account goes with
         # it): the withdrawal is written before anything else is computed.
         if self.withdrawal.uninstalling:
             return PolicyResult((), (), {}, ()), None, []
-        gathered = [await src.claims(self.policy, self._policy_gen) for src in self.sources]
-        claims = [c for g in gathered for c in g.claims]
         rules = self.rules
+        snap = self.routing.snapshot(self._plan_settings(), self.targets_writer.current(),
+                                     lambda: rules.held_answers(coredns_cm), time.time())
+        # The first pass, and one after the IngressClasses or the policy changed, reads
+        # every Ingress: in a thread, so that the Lease and the watches go on meanwhile.
+        heavy = (self.source.classes.generation, self._policy_gen)
+        state = await self.routing.plan(snap, in_thread=heavy != self._heavy_at)
+        self._heavy_at = heavy
+        self._report_routing(state)
+        return PolicyResult(state.hosts, state.refusals, {}), state.routed, state.claims
 
-        def held_answers() -> Mapping[str, corefile.Answers]:
-            return rules.held_answers(coredns_cm)
-        routed = self.routing.route(claims, self.targets_writer.current(), held_answers)
-        self._report_routing(routed)
-        result = self._routed_result(routed, [r for g in gathered for r in g.rejections])
-        return result, routed, claims
+    def _plan_settings(self) -> PlanSettings:
+        """The settings the plan reads (made again when the policy changes)."""
+        made = self._planned
+        if made is not None and made.policy is self.policy:
+            return made
+        s = self.settings
+        self._planned = PlanSettings(
+            self.policy, namespace=self.namespace, proxy_service=s.proxy_service,
+            target_map=self.target_map, cluster_domain=s.cluster_domain,
+            target_server=s.target_server, max_targets=s.max_targets, settle=s.target_settle,
+            dns_ttl=s.dns_ttl, gateway_api=self.gateway is not None,
+            gateway_classes=tuple(s.gateway_class), rules_budget=s.rules_budget)
+        return self._planned
 
     async def _write(self, coredns_cm: JsonObj | None, result: PolicyResult,
-                     routed: Routed | None, claims: list[Claim]) -> tuple[str, ...]:
+                     routed: Routed | None, claims: Sequence[Claim]) -> tuple[str, ...]:
         """The pass's hosts through verification, the limits and the guard, written to every
         writer; the hosts written."""
         answers, withdrawn = self.withdrawal.answers()
@@ -610,29 +623,11 @@ class Controller:
             self._wake_in(max(0.5, s.retry_period))
         return True
 
-    def _routed_result(self, routed: Routed, rejections: list[Rejection]) -> PolicyResult:
-        """Every source's hosts that have somewhere to go (the plan's routes, less those still
-        waiting for their target), as the rest of the pass reads them."""
-        plan = routed.plan
-        hosts = routable(routed)
-        names = self._origin_names
-        if len(names) > 4 * len(hosts) + 1000:
-            names.clear()
-
-        def name(o: ObjectRef) -> str:
-            # "namespace/name" of an origin, made once (tens of thousands every pass).
-            found = names.get(o)
-            if found is None:
-                found = names[o] = f"{o.namespace}/{o.name}"
-            return found
-        origins = plan.origins
-        sources = {h: tuple(map(name, origins[h])) for h in hosts}
-        return PolicyResult(hosts, tuple(rejections), sources)
-
-    def _report_routing(self, routed: Routed) -> None:
+    def _report_routing(self, state: DesiredState) -> None:
         """Metrics, log lines and Events for what the plan leaves out."""
-        plan, m = routed.plan, self.metrics
-        for name, values in routing_metrics(routed).items():
+        plan, m = state.plan, self.metrics
+        for name in ROUTING_GAUGES:
+            values = state.metrics[name]
             gauge = getattr(m, name)
             for label, value in values.items():
                 (gauge.labels(label) if label else gauge).set(value)

@@ -1,8 +1,10 @@
-"""Every host to the data plane that serves it: claims → targets → slots → answers.
+"""The plan's shell: one snapshot of the caches per pass, the incremental plan
+(``plan.Planner``, equal to ``plan.plan``), and what its outcome tells.
 
-The pure decisions live in ``targets.plan``; this shell feeds them the caches (data-plane
-Services, IngressClasses, Gateways and the implementations' own settings), remembers the slot
-table the proxies mount, and tells the pass which answer each host gets:
+The decisions are the plan's (claims through the host policy, conflicts, targets, slots,
+answer sets); this shell reads the caches (every source's objects, the data-plane Services,
+IngressClasses, Gateways and the implementations' own settings, the slot table the proxies
+mount, what the rules answer now), and tells the rest of the pass which answer each host gets:
 
 - a host of the default target answers with the proxy Service ``hairpin-proxy``;
 - a host of slot ``i`` answers with ``hairpin-proxy-t<i>``'s ClusterIPs once that slot has
@@ -13,38 +15,28 @@ table the proxies mount, and tells the pass which answer each host gets:
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 from hairpin_proxy import corefile
-from hairpin_proxy.claims import Claim
 from hairpin_proxy.controller.sources import MakeReflector
-from hairpin_proxy.controller.sources.gateway import GatewaySource
+from hairpin_proxy.controller.sources.gateway import GATEWAY_GROUP, ROUTE_KINDS, GatewaySource
 from hairpin_proxy.controller.sources.ingress import IngressSource
 from hairpin_proxy.controller.sources.registered import RegisteredSource
 from hairpin_proxy.kube.client import JsonObj, resource_path
 from hairpin_proxy.kube.watch import Reflector
-from hairpin_proxy.plan.answers import Pending, Routed, route_answers
+from hairpin_proxy.plan import DesiredState, PlanSettings, Snapshot
+from hairpin_proxy.plan.answers import Pending
 from hairpin_proxy.plan.core import slot_table
+from hairpin_proxy.plan.incremental import Planner
 from hairpin_proxy.targets import table
-from hairpin_proxy.targets.discovery import service_addresses, service_of_host
-from hairpin_proxy.targets.mapping import MapEntry
-from hairpin_proxy.targets.model import Target
-from hairpin_proxy.targets.plan import Plan, plan
-from hairpin_proxy.targets.resolve import (
-    CILIUM_CONFIGMAP,
-    INGRESS_NGINX_CONFIGMAP,
-    TargetFacts,
-    Unresolved,
-)
+from hairpin_proxy.targets.plan import Plan
+from hairpin_proxy.targets.resolve import CILIUM_CONFIGMAP, INGRESS_NGINX_CONFIGMAP
 from hairpin_proxy.targets.slots import service_name
 
 log = logging.getLogger("hairpin_proxy.controller")
-
-TABLE_KEY = table.TABLE_KEY
-PUBLISHED_KEY = table.PUBLISHED_KEY
-
 
 def slim_service(obj: JsonObj) -> JsonObj:
     """What verification, discovery and our own per-target Services read of a Service."""
@@ -62,18 +54,6 @@ def slim_service(obj: JsonObj) -> JsonObj:
     if isinstance(status, dict) and isinstance(status.get("loadBalancer"), dict):
         out["status"] = {"loadBalancer": status["loadBalancer"]}
     return out
-
-
-def read_published(cm: JsonObj | None) -> dict[str, float]:
-    return table.decode_published(((cm or {}).get("data") or {}).get(PUBLISHED_KEY))
-
-
-def read_slots(cm: JsonObj | None) -> dict[str, int]:
-    slots, error = slot_table(cm)
-    if error:
-        log.warning("the published targets table is unreadable; slots start afresh",
-                    extra={"error": error})
-    return slots
 
 
 def pending_note(pending: Mapping[str, Pending]) -> str:
@@ -96,26 +76,50 @@ def _same(a: Pending, b: Pending) -> bool:
     return a.slot == b.slot and a.hosts == b.hosts and abs(a.rules_at - b.rules_at) < 5
 
 
+class _Held(Mapping[str, corefile.Answers]):
+    """What the rules answer now, read only when the plan asks (a slot settling)."""
+
+    def __init__(self, read: Callable[[], Mapping[str, corefile.Answers]]) -> None:
+        self._read = read
+        self._got: Mapping[str, corefile.Answers] | None = None
+
+    def _held(self) -> Mapping[str, corefile.Answers]:
+        if self._got is None:
+            self._got = self._read()
+        return self._got
+
+    def __getitem__(self, host: str) -> corefile.Answers:
+        return self._held()[host]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._held())
+
+    def __len__(self) -> int:
+        return len(self._held())
+
+
+def _labels(namespaces: Sequence[JsonObj]) -> dict[str, dict[str, str]]:
+    return {str((ns.get("metadata") or {}).get("name")):
+            {str(k): str(v) for k, v in ((ns.get("metadata") or {}).get("labels") or {}).items()}
+            for ns in namespaces}
+
+
+def _by_key(objs: Sequence[JsonObj]) -> dict[str, JsonObj]:
+    return {f"{(o.get('metadata') or {}).get('namespace')}/"
+            f"{(o.get('metadata') or {}).get('name')}": o for o in objs}
+
+
 class Routing:
-    def __init__(self, reflector: MakeReflector, namespace: str, *,
-                 target_map: Mapping[str, MapEntry], services: Reflector,
+    def __init__(self, reflector: MakeReflector, namespace: str, *, services: Reflector,
                  ingress: IngressSource, gateway: GatewaySource | None,
-                 cluster_domain: str, max_targets: int, settle: float, dns_ttl: int,
                  table_configmap: str, wake_in: Callable[[float], None],
-                 target_server: str = "",
                  registered: Sequence[RegisteredSource] = ()) -> None:
         self.namespace = namespace
-        self.target_map = target_map
         self.services = services
         self.ingress = ingress
         self.gateway = gateway
-        # Registered sources: the facts they add for their own key kinds.
+        # Registered sources: their claiming objects and the facts they add.
         self.registered = tuple(registered)
-        self.cluster_domain = cluster_domain
-        self.target_server = target_server
-        self.max_targets = max_targets
-        self.settle = settle
-        self.dns_ttl = dns_ttl
         self.table_configmap = table_configmap
         self.wake_in = wake_in
         self.nginx_configmaps = reflector(resource_path("v1", "configmaps"),
@@ -124,71 +128,72 @@ class Routing:
                                           "cilium-config", CILIUM_CONFIGMAP[1])
         self.table_cm = reflector(resource_path("v1", "configmaps", namespace),
                                   "targets-configmap", table_configmap)
+        self.planner = Planner()
         self._told: dict[str, str] = {}
         self._told_pending: dict[str, Pending] = {}
         # The last pass's hosts waiting for a new slot, for /readyz.
         self.pending: dict[str, Pending] = {}
-        self._facts = TargetFacts()
-        self._resolved: dict[str, Target | Unresolved | None] = {}
-        self._facts_at: tuple[object, ...] | None = None
 
     @property
     def reflectors(self) -> list[Reflector]:
         return [self.nginx_configmaps, self.cilium_configmap, self.table_cm]
 
-    def _facts_generation(self) -> tuple[object, ...]:
+    def _gateway_fields(self) -> dict[str, Any]:
         g = self.gateway
-        return (self.services.generation, self.ingress.classes.generation,
-                self.nginx_configmaps.generation, self.cilium_configmap.generation,
-                *(g.watches.generation() if g else ()), g.unreadable() if g else None,
-                *(r.generation() for r in self.registered))
+        if g is None:
+            return {}
+        w = g.watches
+        return {"gateway_classes": w.objects(GATEWAY_GROUP, "gatewayclasses"),
+                "gateways": w.objects(GATEWAY_GROUP, "gateways"),
+                "routes": [(kind, obj) for plural, kind in ROUTE_KINDS.items()
+                           for obj in w.objects(GATEWAY_GROUP, plural)],
+                "listener_sets": w.objects(GATEWAY_GROUP, "listenersets"),
+                "namespace_labels": _labels(w.objects("", "namespaces")),
+                "client_traffic_policies": g.client_traffic_policies(),
+                "nginx_proxies": g.nginx_proxies()}
 
-    def facts(self) -> TargetFacts:
-        configmaps = {f"{(cm.get('metadata') or {}).get('namespace')}/"
-                      f"{(cm.get('metadata') or {}).get('name')}": cm
-                      for r in (self.nginx_configmaps, self.cilium_configmap)
-                      for cm in r.cache.values()}
+    def snapshot(self, settings: PlanSettings, table_cm: JsonObj | None,
+                 held: Callable[[], Mapping[str, corefile.Answers]], now: float) -> Snapshot:
+        """The caches as one snapshot: lists of the cached objects themselves (the plan
+        tells a changed object by its identity)."""
+        reflectors = self.ingress.ingresses
+        ingresses = list(reflectors[0].cache.values()) if len(reflectors) == 1 else [
+            o for r in reflectors for o in r.cache.values()]
         g = self.gateway
-        services = list(self.services.cache.values())
-        return TargetFacts(
-            services=services,
-            ingress_classes={str((c.get("metadata") or {}).get("name")): c
-                             for c in self.ingress.classes.cache.values()},
-            gateways=g.gateways() if g else {},
-            gateway_classes=g.gateway_classes_by_name() if g else {},
-            configmaps=configmaps,
-            client_traffic_policies=g.client_traffic_policies() if g else (),
-            nginx_proxies=g.nginx_proxies() if g else {},
-            cluster_domain=self.cluster_domain,
+        return Snapshot(
+            settings, ingresses=ingresses,
+            ingress_classes=list(self.ingress.classes.cache.values()),
+            registered={r.registration.name: r.claiming() for r in self.registered},
+            extra_facts={k: v for r in self.registered for k, v in r.facts().items()},
+            services=list(self.services.cache.values()),
+            configmaps=_by_key([cm for r in (self.nginx_configmaps, self.cilium_configmap)
+                                for cm in r.cache.values()]),
             unreadable=frozenset().union(g.unreadable() if g else (),
                                          *(r.unreadable() for r in self.registered)),
-            extra={k: v for r in self.registered for k, v in r.facts().items()},
-            default_service=service_of_host(self.target_server, self.cluster_domain, services))
+            targets_configmap=table_cm, held=_Held(held), now=now,
+            **self._gateway_fields())
 
-    def route(self, claims: Iterable[Claim], table_cm: JsonObj | None,
-              held_answers: Callable[[], Mapping[str, corefile.Answers]]) -> Routed:
-        """The plan for ``claims`` and what each non-default host answers with now.
-        ``table_cm`` is the targets ConfigMap as the pass knows it; ``held_answers`` reads
-        what the rules answer for each host now (only asked when a target is settling)."""
-        facts_at = self._facts_generation()
-        if facts_at != self._facts_at:
-            # Finding a data plane scans every Service of the cluster: done again only when
-            # what it reads has changed, not on every pass.
-            self._facts, self._resolved, self._facts_at = self.facts(), {}, facts_at
-        p = plan(claims, self._facts, self.target_map, read_slots(table_cm),
-                 self.max_targets, resolved=self._resolved)
-        self._tell(p)
-        slot_addresses = {slot: service_addresses(
-            self.services.get(f"{self.namespace}/{service_name(slot)}"))
-            for slot in p.slots.values()}
-        routed = route_answers(p, slot_addresses=slot_addresses,
-                               published=read_published(table_cm), settle=self.settle,
-                               now=time.time(), dns_ttl=self.dns_ttl, held_answers=held_answers)
+    async def plan(self, snap: Snapshot, *, in_thread: bool) -> DesiredState:
+        """The plan of ``snap`` (in a thread when much has changed: the first pass over
+        10,000 Ingresses takes a few hundred milliseconds), and what it tells."""
+        read = self.planner.ingresses_read
+        state = await asyncio.to_thread(self.planner.plan, snap) if in_thread \
+            else self.planner.plan(snap)
+        self.ingress.metrics.evaluations.inc(self.planner.ingresses_read - read)
+        if self.gateway is not None:
+            for note in self.planner.notes:
+                self.gateway.note(note)
+        _, error = slot_table(snap.targets_configmap)
+        if error:
+            log.warning("the published targets table is unreadable; slots start afresh",
+                        extra={"error": error})
+        self._tell(state.plan)
+        routed = state.routed
         if routed.wake_in is not None:
             self.wake_in(routed.wake_in)
         self.pending = routed.pending
         self._tell_pending(routed.pending)
-        return routed
+        return state
 
     def _tell_pending(self, pending: Mapping[str, Pending]) -> None:
         """One line per target whose hosts start waiting for a slot (or whose count or time

@@ -73,6 +73,17 @@ def claims_of_objects(classes: Iterable[Any], gateways: Iterable[Any],
     kind), for the served classes among ``classes``: each object is parsed first, and one that
     cannot be read is named in the notes, beside the Gateways' own notes, while the rest go on.
     """
+    return route_reader(classes, gateways, wanted_classes=wanted_classes, policy=policy,
+                        namespace_labels=namespace_labels, listener_sets=listener_sets)(routes)
+
+
+def route_reader(classes: Iterable[Any], gateways: Iterable[Any], *,
+                 wanted_classes: Collection[str], policy: HostPolicy,
+                 namespace_labels: Mapping[str, Mapping[str, str]],
+                 listener_sets: Iterable[Any] = ()
+                 ) -> Callable[[Iterable[tuple[str, Any]]], RouteClaims]:
+    """``claims_of_objects`` with the classes, Gateways and ListenerSets parsed once, for
+    routes read a few at a time."""
     notes: list[str] = []
     parsed_classes = _parse_all(classes, parse_gateway_class, notes)
     parsed_gateways: list[Gateway] = []
@@ -80,12 +91,18 @@ def claims_of_objects(classes: Iterable[Any], gateways: Iterable[Any],
         parsed_gateways.append(gateway)
         notes.extend(f"Gateway {gateway.meta.namespace}/{gateway.meta.name}: {note}"
                      for note in gateway.notes)
-    parsed_routes = _parse_all(routes, lambda pair: parse_route(pair[1], pair[0]), notes)
-    parsed_sets = _parse_all(listener_sets, parse_listener_set, notes)
-    got = route_claims(parsed_routes, parsed_gateways,
-                       served_classes(parsed_classes, wanted_classes), policy, namespace_labels,
-                       listener_sets=parsed_sets)
-    return RouteClaims(got.claims, got.rejections, (*notes, *got.notes))
+    set_notes: list[str] = []
+    parsed_sets = _parse_all(listener_sets, parse_listener_set, set_notes)
+    served = served_classes(parsed_classes, wanted_classes)
+
+    def read(routes: Iterable[tuple[str, Any]]) -> RouteClaims:
+        mine: list[str] = []
+        parsed_routes = _parse_all(routes, lambda pair: parse_route(pair[1], pair[0]), mine)
+        got = route_claims(parsed_routes, parsed_gateways, served, policy, namespace_labels,
+                           listener_sets=parsed_sets)
+        return RouteClaims(got.claims, got.rejections,
+                           (*notes, *mine, *set_notes, *got.notes))
+    return read
 
 
 def route_claims(routes: Iterable[Route], gateways: Iterable[Gateway],

@@ -48,24 +48,29 @@ class Routed:
 
 def route_answers(p: Plan, *, slot_addresses: Mapping[int, Sequence[str]],
                   published: Mapping[str, float], settle: float, now: float, dns_ttl: int,
-                  held_answers: Callable[[], Mapping[str, corefile.Answers]]) -> Routed:
+                  held_answers: Callable[[], Mapping[str, corefile.Answers]],
+                  slotted: Mapping[str, str] | None = None) -> Routed:
     """``slot_addresses``: slot → its ``hairpin-proxy-t<slot>`` Service's ClusterIPs (none
     when the Service is not there); ``published``: when each key entered the published
-    table; ``held_answers`` (asked only when a slot is settling): what the rules answer now."""
+    table; ``held_answers`` (asked only when a slot is settling): what the rules answer now;
+    ``slotted``: the routes not to the default target, where the caller keeps them apart."""
     routed = Routed(p)
     held: Mapping[str, corefile.Answers] | None = None
     waits: dict[str, list[str]] = {}
-    for host, key in p.routes.items():
+    # Per target, not per host (a slot's thousands of hosts share one answer): seconds
+    # until it settles, and its answer set once settled (None: it has none yet).
+    keys: dict[str, tuple[float, corefile.Answers | None]] = {}
+    for host, key in (p.routes if slotted is None else slotted).items():
         if key == DEFAULT_KEY:
             continue
-        addresses = slot_addresses.get(p.slots[key], ())
-        left = table.settles_at(published, key, settle, now) - now
-        if left <= 0 and addresses:
-            try:
-                routed.answers[host] = corefile.Answers.of(addresses, dns_ttl)
-                continue
-            except corefile.CorefileError:
-                pass  # not an address CoreDNS could answer with: the host waits
+        known = keys.get(key)
+        if known is None:
+            known = keys[key] = _settled(key, p, slot_addresses, published=published,
+                                         settle=settle, now=now, dns_ttl=dns_ttl)
+        left, answers = known
+        if answers is not None:
+            routed.answers[host] = answers
+            continue
         waits.setdefault(key, []).append(host)
         if left > 0:
             due = left + 0.05
@@ -84,20 +89,32 @@ def route_answers(p: Plan, *, slot_addresses: Mapping[int, Sequence[str]],
     return routed
 
 
+def _settled(key: str, p: Plan, slot_addresses: Mapping[int, Sequence[str]], *,
+             published: Mapping[str, float], settle: float, now: float, dns_ttl: int
+             ) -> tuple[float, corefile.Answers | None]:
+    """(seconds until ``key``'s slot settles, its answer set when it has settled and has
+    addresses CoreDNS can answer with, else None)."""
+    addresses = slot_addresses.get(p.slots[key], ())
+    left = table.settles_at(published, key, settle, now) - now
+    if left <= 0 and addresses:
+        try:
+            return left, corefile.Answers.of(addresses, dns_ttl)
+        except corefile.CorefileError:
+            pass  # not an address CoreDNS could answer with: the hosts wait
+    return left, None
+
+
 def answer_groups(hosts: Sequence[str], default: corefile.Answers,
                   routed: Mapping[str, corefile.Answers]) -> Groups:
     """The hosts by what they resolve to; hosts whose answer is empty get no rule (a name is
     never sent nowhere)."""
     if not routed:
         return ((tuple(hosts), default),) if hosts and default else ()
-    on_default: list[str] = []
+    # Most hosts are the default target's: they are sorted out by list comprehensions.
+    on_default = [h for h in hosts if h not in routed]
     by_answers: dict[corefile.Answers, list[str]] = {}
-    for host in hosts:
-        answers = routed.get(host)
-        if answers is None:
-            on_default.append(host)
-        else:
-            by_answers.setdefault(answers, []).append(host)
+    for host in [h for h in hosts if h in routed] if len(on_default) < len(hosts) else ():
+        by_answers.setdefault(routed[host], []).append(host)
     out = [(tuple(on_default), default)] if on_default and default else []
     out += [(tuple(group), answers) for answers, group in by_answers.items() if answers]
     return tuple(out)

@@ -39,6 +39,8 @@ from hairpin_proxy.verify.verdict import Verdict
 
 VERDICTS = ("verified", "ip-mode-proxy", "not-this-cluster", "unresolved", "pending",
             "resolver-error")
+# The gauges of routing_metrics.
+ROUTING_GAUGES = ("targets", "hosts_unrouted", "host_conflicts")
 # The states a target's hosts can be in, as the metrics label them.
 TARGET_STATES = ("no-proxy", "proxy-unknown", "not-found")
 
@@ -136,26 +138,42 @@ def routing_metrics(routed: Routed) -> dict[str, dict[str, float]]:
             "host_conflicts": {"": float(len(p.losers))}}
 
 
-def routable(routed: Routed) -> tuple[str, ...]:
-    """The plan's routes less the hosts still waiting for their target, sorted."""
-    return tuple(sorted(h for h in routed.plan.routes if h not in routed.waiting))
+def routable(routed: Routed, routes_sorted: Sequence[str] | None = None) -> tuple[str, ...]:
+    """The plan's routes less the hosts still waiting for their target, sorted
+    (``routes_sorted``: the plan's routes sorted, where the caller has them)."""
+    if routes_sorted is None:
+        return tuple(sorted(h for h in routed.plan.routes if h not in routed.waiting))
+    waiting = routed.waiting
+    return tuple(routes_sorted) if not waiting else tuple(
+        h for h in routes_sorted if h not in waiting)
 
 
 def plan(snap: Snapshot) -> DesiredState:
     s = snap.settings
     claims, refusals, _ = source_claims(snap)
-    published = table.decode_published(
-        ((snap.targets_configmap or {}).get("data") or {}).get(table.PUBLISHED_KEY))
     p = plan_targets(claims, target_facts(snap), s.target_map,
                      slot_table(snap.targets_configmap)[0], s.max_targets)
+    return desired(snap, claims, refusals, p)
+
+
+def desired(snap: Snapshot, claims: Sequence[Claim], refusals: Sequence[Rejection], p: Plan, *,
+            routes_sorted: Sequence[str] | None = None, slotted: Mapping[str, str] | None = None,
+            measures: Mapping[str, Measure] | None = None) -> DesiredState:
+    """The desired state from the plan of ``claims``: answer sets, verification, the size
+    limits, metrics. Where the caller keeps them: ``routes_sorted``, ``p.routes`` sorted;
+    ``slotted``, the routes not to the default target; ``measures``, memoised measures
+    (budget.py). Each is a cache only: the answer is the same without."""
+    s = snap.settings
+    published = table.decode_published(
+        ((snap.targets_configmap or {}).get("data") or {}).get(table.PUBLISHED_KEY))
     services = _named(snap.services, True)
     slot_svcs = {slot: f"{s.namespace}/{service_name(slot)}" for slot in p.slots.values()}
     routed = route_answers(
         p, slot_addresses={slot: service_addresses(services.get(name))
                            for slot, name in slot_svcs.items()},
         published=published, settle=s.settle, now=snap.now, dns_ttl=s.dns_ttl,
-        held_answers=lambda: snap.held)
-    hosts = routable(routed)
+        held_answers=lambda: snap.held, slotted=slotted)
+    hosts = routable(routed, routes_sorted)
     unverified: dict[str, str] = {}
     metrics = routing_metrics(routed)
     if s.verify_hosts:
@@ -165,27 +183,34 @@ def plan(snap: Snapshot) -> DesiredState:
     default = corefile.Answers.of(service_addresses(proxy), s.dns_ttl)
     if snap.rooms is not None:
         got = fit_rooms(snap.rooms, s.rules_budget, hosts, routed=routed, claims=claims,
-                        default=default)
+                        default=default, measures=measures)
         hosts, refusals = got.hosts, (*refusals, *got.rejections)
         metrics["over_budget"] = {"": float(len(got.refused))}
     metrics["hosts_rejected"] = {"": float(len(refusals))}
     metrics["hosts_managed"] = {"": float(len(hosts))}
-    used = {p.slots[k] for h, k in p.routes.items() if k != DEFAULT_KEY}
+    used = {p.slots[k] for k in set((p.routes if slotted is None else slotted).values())
+            if k != DEFAULT_KEY}
     missing = sorted(slot_svcs[slot] for slot in used if not service_addresses(
         services.get(slot_svcs[slot])))
     if proxy is None or not service_addresses(proxy):
         missing.insert(0, f"{s.namespace}/{s.proxy_service}")
-    return DesiredState(routed, hosts, default, claims, tuple(refusals), unverified,
+    return DesiredState(routed, hosts, default, tuple(claims), tuple(refusals), unverified,
                         tuple(missing), metrics)
 
 
+def new_measures() -> dict[str, Measure]:
+    """One measure per kind of destination (their memo of each host's bytes is a cache)."""
+    return {"rules": RulesMeasure(), "published": PublishedMeasure(),
+            "node-local": NodeLocalMeasure()}
+
+
 def fit_rooms(rooms: Rooms, budget: int, hosts: Sequence[str], *, routed: Routed,
-              claims: Sequence[Claim], default: corefile.Answers) -> Within:
+              claims: Sequence[Claim], default: corefile.Answers,
+              measures: Mapping[str, Measure] | None = None) -> Within:
     """The hosts that fit the rules budget and every ConfigMap's room, measured in the
     answer sets they are written with; the newest objects that do not are refused."""
-    measures: dict[str, Measure] = {"published": PublishedMeasure(),
-                                    "node-local": NodeLocalMeasure()}
-    limits = limits_of(budget, RulesMeasure(), rooms.rules, rooms.rules_where,
+    measures = measures or new_measures()
+    limits = limits_of(budget, measures["rules"], rooms.rules, rooms.rules_where,
                        [(what, measures[kind], room, where)
                         for what, kind, room, where in rooms.others])
     return within(hosts, routed.plan.origins, claims, AnswerSets(default, routed.answers),

@@ -63,7 +63,7 @@ def is_default_plane(got: Target | Unresolved | None, facts: TargetFacts) -> boo
             and got.service == facts.default_service)
 
 
-def _final_key(key: str, facts: TargetFacts, target_map: Mapping[str, MapEntry],
+def final_key(key: str, facts: TargetFacts, target_map: Mapping[str, MapEntry],
                memo: dict[str, Target | Unresolved | None]) -> tuple[str, Target | Unresolved |
                                                                       None]:
     if key == DEFAULT_KEY:
@@ -89,6 +89,46 @@ def _final_key(key: str, facts: TargetFacts, target_map: Mapping[str, MapEntry],
     return key, got
 
 
+@dataclass(frozen=True)
+class KeyOutcomes:
+    """What becomes of each target key the claims ask for (a handful, not per host)."""
+
+    fallbacks: dict[str, str]
+    targets: dict[str, Target]
+    unresolved: dict[str, Unresolved]
+    slots: dict[str, int]
+    overflow: tuple[str, ...]
+    shared: dict[str, Target]
+
+
+def key_outcomes(asked_keys: Iterable[str], facts: TargetFacts,
+                 target_map: Mapping[str, MapEntry], previous_slots: Mapping[str, int],
+                 max_slots: int, *, memo: dict[str, Target | Unresolved | None]
+                 ) -> KeyOutcomes:
+    """Each asked key resolved once (``memo``: resolutions valid for ``facts``), its
+    fallback, and the slots of the targets that relay."""
+    asked = list(asked_keys)
+    fallbacks: dict[str, str] = {}
+    for key in asked:
+        final, _ = final_key(key, facts, target_map, memo)
+        if final != key:
+            fallbacks[key] = final
+    targets: dict[str, Target] = {}
+    unresolved: dict[str, Unresolved] = {}
+    for key in asked:
+        got = memo.get(key)
+        if fallbacks.get(key, key) != key:
+            continue
+        if isinstance(got, Target):
+            targets[key] = got
+        elif isinstance(got, Unresolved):
+            unresolved[key] = got
+    slots, overflow = allocate(previous_slots, targets, max_slots)
+    shared = {k: t for k in fallbacks if isinstance(t := memo.get(k), Target)}
+    return KeyOutcomes(fallbacks, {k: t for k, t in targets.items() if k in slots},
+                       unresolved, slots, tuple(overflow), shared)
+
+
 def plan(claims: Iterable[Claim], facts: TargetFacts, target_map: Mapping[str, MapEntry],
          previous_slots: Mapping[str, int], max_slots: int, *,
          resolved: dict[str, Target | Unresolved | None] | None = None) -> Plan:
@@ -97,24 +137,10 @@ def plan(claims: Iterable[Claim], facts: TargetFacts, target_map: Mapping[str, M
     memo = resolved if resolved is not None else {}
     claims = claims if isinstance(claims, list | tuple) else list(claims)
     # Resolved once per key the claims name (a handful), not once per claim.
-    fallbacks: dict[str, str] = {}
-    asked_keys = {c.target for c in claims}
-    for asked in asked_keys:
-        key, _ = _final_key(asked, facts, target_map, memo)
-        if key != asked:
-            fallbacks[asked] = key
+    keys = key_outcomes({c.target for c in claims}, facts, target_map, previous_slots,
+                        max_slots, memo=memo)
+    fallbacks, unresolved, slots = keys.fallbacks, keys.unresolved, keys.slots
     decided = resolve_claims(claims, fallbacks)
-    targets: dict[str, Target] = {}
-    unresolved: dict[str, Unresolved] = {}
-    for asked in asked_keys:
-        got = memo.get(asked)
-        if fallbacks.get(asked, asked) != asked:
-            continue
-        if isinstance(got, Target):
-            targets[asked] = got
-        elif isinstance(got, Unresolved):
-            unresolved[asked] = got
-    slots, overflow = allocate(previous_slots, targets, max_slots)
     routes: dict[str, str] = {}
     origins: dict[str, tuple[ObjectRef, ...]] = {}
     excluded: dict[str, Unresolved] = {}
@@ -129,8 +155,6 @@ def plan(claims: Iterable[Claim], facts: TargetFacts, target_map: Mapping[str, M
                                         f"no slot left for {key} (--max-targets {max_slots})")
             continue
         routes[host] = key
-    shared = {k: t for k in fallbacks if isinstance(t := memo.get(k), Target)}
-    return Plan(routes=routes, origins=origins,
-                targets={k: t for k, t in targets.items() if k in slots},
+    return Plan(routes=routes, origins=origins, targets=keys.targets,
                 unresolved=unresolved, excluded=excluded, losers=tuple(decided.losers),
-                slots=slots, overflow=tuple(overflow), fallbacks=fallbacks, shared=shared)
+                slots=slots, overflow=keys.overflow, fallbacks=fallbacks, shared=keys.shared)

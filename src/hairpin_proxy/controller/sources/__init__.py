@@ -1,26 +1,24 @@
-"""Where the names to redirect come from: each source watches its objects and turns them into
-claims, ``host → (target key, origin object, created)``, through the host policy.
+"""Where the names to redirect come from: each source watches its objects; the plan
+(``plan.Planner``, through the snapshot ``routing.Routing`` takes of the caches) turns them
+into claims, ``host → (target key, origin object, created)``, through the host policy.
 
 A source is one module satisfying ``Source``: ingress.py (Ingresses by class, claiming for
-``ingressclass/<class>``) and gateway.py (Gateway API routes, claiming for
-``gateway/<namespace>/<name>``). The reconciler asks every source for its claims each pass and
-plans them together (targets.plan): conflicts, budgets and verification see all sources alike.
+``ingressclass/<class>``), gateway.py (Gateway API routes, claiming for
+``gateway/<namespace>/<name>``) and registered.py (the registry's other kinds). Their claims
+are planned together: conflicts, budgets and verification see all sources alike.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from hairpin_proxy.claims import Claim, ObjectRef
 from hairpin_proxy.kube.client import JsonObj
 from hairpin_proxy.kube.watch import Reflector
-from hairpin_proxy.policy import HostPolicy, Rejection
 from hairpin_proxy.targets.model import DEFAULT_KEY
 
-__all__ = ["DEFAULT_TARGET", "Claim", "MakeReflector", "ObjectRef", "Source", "SourceClaims",
-           "same_object"]
+__all__ = ["DEFAULT_TARGET", "Claim", "MakeReflector", "ObjectRef", "Source", "same_object"]
 
 # The proxy's own Service and listeners: the target of every Ingress whose class has no data
 # plane of its own (what every Ingress did before targets existed).
@@ -36,18 +34,9 @@ class MakeReflector(Protocol):
                  transform: Callable[[JsonObj], JsonObj] | None = None) -> Reflector: ...
 
 
-@dataclass(frozen=True)
-class SourceClaims:
-    """What a source's objects ask for, through the host policy."""
-
-    claims: tuple[Claim, ...] = ()
-    # Hosts (or whole objects) the policy refused, told on their objects.
-    rejections: tuple[Rejection, ...] = ()
-
-
 class Source(Protocol):
     """Objects that name hosts: the controller starts its watches and background tasks, waits
-    for ``synced``, and each pass asks for its claims."""
+    for ``synced``, and each pass reads its caches."""
 
     @property
     def reflectors(self) -> Sequence[Reflector]:
@@ -64,11 +53,6 @@ class Source(Protocol):
 
     def waiting(self) -> list[str]:
         """What it still waits for (for /readyz)."""
-        ...
-
-    async def claims(self, policy: HostPolicy, policy_generation: int) -> SourceClaims:
-        """The hosts its objects ask for, filtered by ``policy`` (whose generation changes
-        whenever the policy does, so that an unchanged result can be reused)."""
         ...
 
     def involved(self, ref: ObjectRef) -> JsonObj | None:

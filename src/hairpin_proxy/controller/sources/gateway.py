@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hairpin_proxy.claims import ObjectRef
-from hairpin_proxy.controller.sources import MakeReflector, Source, SourceClaims, same_object
-from hairpin_proxy.gateway.claims import RouteClaims, claims_of_objects
+from hairpin_proxy.controller.sources import MakeReflector, Source, same_object
 from hairpin_proxy.gateway.slim import (
     slim_gateway,
     slim_gateway_class,
@@ -31,7 +30,6 @@ from hairpin_proxy.gateway.slim import (
 from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
 from hairpin_proxy.kube.discovery import served
 from hairpin_proxy.kube.watch import Reflector
-from hairpin_proxy.policy import HostPolicy, Rejection
 from hairpin_proxy.targets.proxydetect import ISTIO_PROXY_CONFIG
 
 log = logging.getLogger("hairpin_proxy.controller")
@@ -217,7 +215,6 @@ class GatewaySource:
         self.watches = OptionalWatches(client, reflector, WANTED, interval, on_change,
                                        namespaces=True)
         self.gateway_classes = tuple(gateway_classes)
-        self._memo: tuple[tuple[int, ...], RouteClaims] | None = None
         self._logged: set[str] = set()
 
     def synced(self) -> bool:
@@ -226,7 +223,7 @@ class GatewaySource:
     def unreadable(self) -> frozenset[str]:
         return self.watches.unreadable()
 
-    def _note(self, note: str) -> None:
+    def note(self, note: str) -> None:
         # Notes repeat on every evaluation: each is told once per process.
         if note not in self._logged and len(self._logged) < 10_000:
             self._logged.add(note)
@@ -243,41 +240,7 @@ class GatewaySource:
     def waiting(self) -> list[str]:
         return self.watches.waiting()
 
-    async def claims(self, policy: HostPolicy, policy_generation: int) -> SourceClaims:
-        found = self.route_claims(policy, policy_generation)
-        return SourceClaims(found.claims, tuple(
-            Rejection.of(r.origin, r.host, r.reason) for r in found.rejections))
-
-    def route_claims(self, policy: HostPolicy, policy_generation: int) -> RouteClaims:
-        key = (policy_generation, *self.watches.generation())
-        if self._memo is not None and self._memo[0] == key:
-            return self._memo[1]
-        w = self.watches
-        labels = {str((ns.get("metadata") or {}).get("name")):
-                  {str(k): str(v) for k, v in
-                   ((ns.get("metadata") or {}).get("labels") or {}).items()}
-                  for ns in w.objects("", "namespaces")}
-        result = claims_of_objects(
-            w.objects(GATEWAY_GROUP, "gatewayclasses"), w.objects(GATEWAY_GROUP, "gateways"),
-            [(kind, obj) for plural, kind in ROUTE_KINDS.items()
-             for obj in w.objects(GATEWAY_GROUP, plural)],
-            wanted_classes=self.gateway_classes, policy=policy, namespace_labels=labels,
-            listener_sets=w.objects(GATEWAY_GROUP, "listenersets"))
-        for note in result.notes:
-            self._note(note)
-        self._memo = (key, result)
-        return result
-
     # -------------------------------------------------------------- what targets read
-
-    def gateways(self) -> dict[str, JsonObj]:
-        return {f"{(g.get('metadata') or {}).get('namespace')}/"
-                f"{(g.get('metadata') or {}).get('name')}": g
-                for g in self.watches.objects(GATEWAY_GROUP, "gateways")}
-
-    def gateway_classes_by_name(self) -> dict[str, JsonObj]:
-        return {str((c.get("metadata") or {}).get("name")): c
-                for c in self.watches.objects(GATEWAY_GROUP, "gatewayclasses")}
 
     def client_traffic_policies(self) -> list[JsonObj]:
         return self.watches.objects("gateway.envoyproxy.io", "clienttrafficpolicies")

@@ -9,11 +9,10 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hairpin_proxy.claims import ObjectRef
-from hairpin_proxy.controller.sources import MakeReflector, Source, SourceClaims, same_object
+from hairpin_proxy.controller.sources import MakeReflector, Source, same_object
 from hairpin_proxy.controller.sources.gateway import OptionalWatches, _Wanted
 from hairpin_proxy.kube.client import JsonObj, KubeClient, resource_path
 from hairpin_proxy.kube.watch import Reflector
-from hairpin_proxy.policy import HostPolicy
 from hairpin_proxy.registry import Registration, Resource
 
 
@@ -42,7 +41,6 @@ class RegisteredSource:
             r.plural: (r, [reflector(resource_path(_api(r), r.plural), f"{r.plural} {n}", n,
                                      transform=r.slim) for n in r.names])
             for r in registration.resources if not r.crd}
-        self._memo: tuple[tuple[object, ...], SourceClaims] | None = None
 
     @property
     def reflectors(self) -> Sequence[Reflector]:
@@ -83,23 +81,13 @@ class RegisteredSource:
                     o for rr in self.named[r.plural][1] for o in rr.cache.values())
         return out
 
-    def _claiming(self) -> dict[str, list[JsonObj]]:
+    def claiming(self) -> dict[str, list[JsonObj]]:
         out: dict[str, list[JsonObj]] = {}
         for r in self.registration.resources:
             if r.crd and r.plural in self.registration.claiming \
                     and self.watches.version(r.group, r.plural):
                 out[r.group] = self.watches.objects(r.group, r.plural)
         return out
-
-    async def claims(self, policy: HostPolicy, policy_generation: int) -> SourceClaims:
-        key = (policy_generation, *self.watches.generation())
-        if self._memo is not None and self._memo[0] == key:
-            return self._memo[1]
-        claims_of = self.registration.claims_of
-        found = claims_of(self._claiming(), policy) if claims_of is not None else None
-        result = SourceClaims(found.claims, found.rejections) if found else SourceClaims()
-        self._memo = (key, result)
-        return result
 
     def involved(self, ref: ObjectRef) -> JsonObj | None:
         for r in self.registration.resources:

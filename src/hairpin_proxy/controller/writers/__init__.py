@@ -9,6 +9,7 @@ object: ``CorednsEdit``, ``ImportEdit``, ``NodeLocalEdit``, ``PublishedEdit``, a
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -43,14 +44,22 @@ class Desired:
     # Which target each host goes to, and the slots (None while uninstalling).
     plan: Plan | None = None
 
-    def groups(self) -> Groups:
-        """The hosts by what they resolve to (plan.answer_groups)."""
+    @functools.cached_property
+    def _groups(self) -> Groups:
         return answer_groups(self.hosts, self.answers, self.routed)
+
+    def groups(self) -> Groups:
+        """The hosts by what they resolve to (plan.answer_groups; made once a pass, read
+        by the rules and the published hosts)."""
+        return self._groups
 
     def entries(self) -> dict[str, tuple[str, ...]]:
         """Every host that has a rule → the addresses it resolves to."""
-        return {host: (*answers.ipv4, *answers.ipv6) for hosts, answers in self.groups()
-                for host in hosts}
+        out: dict[str, tuple[str, ...]] = {}
+        for hosts, answers in self.groups():
+            # One tuple per answer set, shared by its hosts.
+            out.update(dict.fromkeys(hosts, (*answers.ipv4, *answers.ipv6)))
+        return out
 
 
 class Writer(Protocol):

@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from hairpin_proxy.controller.metrics import ControllerMetrics
-from hairpin_proxy.controller.routing import PUBLISHED_KEY, TABLE_KEY, read_published
 from hairpin_proxy.controller.tracker import WriteTracker
 from hairpin_proxy.controller.writers import Desired
 from hairpin_proxy.controller.writers.configmap import MANAGED_BY, set_keys
@@ -24,6 +23,7 @@ from hairpin_proxy.kube.watch import Reflector
 from hairpin_proxy.targets import table
 from hairpin_proxy.targets.plan import Plan
 from hairpin_proxy.targets.slots import listen_ports, service_name
+from hairpin_proxy.targets.table import PUBLISHED_KEY, TABLE_KEY
 
 log = logging.getLogger("hairpin_proxy.controller")
 
@@ -107,7 +107,9 @@ class TargetsWriter:
         """Bring the table and our Services in step with ``p``; the table ConfigMap as
         written (or found right)."""
         cm = self.current()
-        data = table_data(p, read_published(cm), time.time())
+        data = table_data(
+            p, table.decode_published(((cm or {}).get("data") or {}).get(PUBLISHED_KEY)),
+            time.time())
         written = await self.tracker.write(self.namespace, self.configmap, set_keys(data),
                                            cm)
         if written.changed:

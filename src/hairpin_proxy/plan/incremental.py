@@ -1,0 +1,444 @@
+"""``Planner``: ``plan`` kept up to date at the cost of the change. Pure (no I/O); one caller
+at a time.
+
+Each pass takes a whole ``Snapshot`` and returns what ``plan(snapshot)`` returns (the claims
+and refusals as the same collections, in another order: nothing reads their order). Between
+passes it keeps, per object, the claims and refusals it made (an object is unchanged while
+the snapshot holds the very same one: caches replace objects, never edit them), and per
+name the decision among its claims. A pass then
+
+1. finds the new and gone objects by identity, and re-claims only those (every object of a
+   kind again when what they are read against changes: the policy, the IngressClasses, the
+   Gateways and their classes, ListenerSets or namespaces' labels);
+2. re-decides only the names whose claims changed, and routes only those hosts, unless a
+   target's outcome changed (another fallback, resolution or slot: every host again);
+3. shares the rest with ``plan``: answer sets, verification, the size limits, metrics.
+
+Precondition, as the API guarantees for a cluster's objects: no two objects of one kind share
+a namespace and name. The plan's per-host maps are read-only views of the Planner's own: read
+a pass's answer before the next pass (the controller reads it within its pass).
+tests/test_plan_incremental.py checks the equality after every event of random sequences.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import operator
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
+
+from hairpin_proxy.claims import Claim, Decision, ObjectRef, decide, renamer, resolve_key
+from hairpin_proxy.controller.budget import Measure
+from hairpin_proxy.gateway.claims import RouteClaims, route_reader
+from hairpin_proxy.ingress.policy import (
+    ClassIndex,
+    class_index,
+    default_ingress_classes,
+    evaluate_ingress,
+)
+from hairpin_proxy.plan.claims import ingress_origin, registered_claims
+from hairpin_proxy.plan.core import (
+    DesiredState,
+    desired,
+    new_measures,
+    slot_table,
+    target_facts,
+)
+from hairpin_proxy.plan.snapshot import Obj, Snapshot
+from hairpin_proxy.policy import Rejection
+from hairpin_proxy.targets.model import DEFAULT_KEY, Target
+from hairpin_proxy.targets.plan import Plan, key_outcomes
+from hairpin_proxy.targets.resolve import TargetFacts, Unresolved
+
+Made = tuple[tuple[Claim, ...], tuple[Rejection, ...]]
+_NONE: Made = ((), ())
+
+
+def same_items(a: Sequence[Any] | None, b: Sequence[Any] | None) -> bool:
+    """Whether two sequences hold the very same objects, in order."""
+    if a is b:
+        return True
+    if a is None or b is None or len(a) != len(b):
+        return False
+    return all(map(operator.is_, a, b))
+
+
+def ingress_made(obj: Obj, index: ClassIndex, defaults: frozenset[str], snap: Snapshot
+                 ) -> Made:
+    """One Ingress's claims and refusals, as ``plan.claims`` makes them for it."""
+    result = evaluate_ingress(obj, snap.settings.policy, index)
+    ref, target, created = ingress_origin(obj, defaults)
+    # One string per target for every Ingress of it, not one each.
+    target = sys.intern(target)
+    if not result.hosts or result.origin != f"{ref.namespace}/{ref.name}":
+        # A name shortened for display names no Ingress: it claims nothing (as plan.claims).
+        return (), result.rejections
+    return (tuple(Claim(h, target, ref, created) for h in dict.fromkeys(result.hosts)),
+            result.rejections)
+
+
+def route_reader_of(snap: Snapshot, notes: list[str]) -> Callable[[tuple[str, Obj]], Made]:
+    """One Gateway API route's claims and refusals (the Gateways and their classes parsed
+    once, on the first route read); what it leaves out, in words, goes to ``notes``."""
+    s = snap.settings
+    reader: list[Callable[[Iterable[tuple[str, Any]]], RouteClaims]] = []
+
+    def made(pair: tuple[str, Obj]) -> Made:
+        if not reader:
+            reader.append(route_reader(snap.gateway_classes, snap.gateways,
+                                       wanted_classes=s.gateway_classes, policy=s.policy,
+                                       namespace_labels=snap.namespace_labels,
+                                       listener_sets=snap.listener_sets))
+        got = reader[0]([pair])
+        notes.extend(got.notes)
+        return got.claims, tuple(Rejection.of(r.origin, r.host, r.reason)
+                                 for r in got.rejections)
+    return made
+
+
+def version_of(obj: Obj) -> tuple[str, str] | None:
+    """(uid, resourceVersion): the same pair is the same content (None without a
+    resourceVersion: then only the very same object is)."""
+    meta = obj.get("metadata") or {}
+    rv = meta.get("resourceVersion")
+    return (str(meta.get("uid") or ""), str(rv)) if rv else None
+
+
+def _changes(old: list[Any], now: list[Any]) -> tuple[list[Any], list[int]]:
+    """(the objects of ``old`` gone from ``now``, the positions in ``now`` of objects new to
+    it). A cache replaces a changed object where it was and adds new ones at the end: then
+    the lists are compared position by position in C (well under a millisecond for
+    10,000); a deletion shifts the rest, and they are compared as sets of objects."""
+    n = len(old)
+    if len(now) >= n:
+        moved = list(itertools.compress(range(n), map(operator.is_not, now[:n], old)))
+        if len(moved) <= 64:
+            return [old[i] for i in moved], [*moved, *range(n, len(now))]
+    before, after = set(map(id, old)), set(map(id, now))
+    gone, new = before - after, after - before
+    return (list(itertools.compress(old, map(gone.__contains__, map(id, old)))),
+            list(itertools.compress(range(len(now)), map(new.__contains__, map(id, now)))))
+
+
+class _PerObject:
+    """Claims and refusals per object of one kind, made for new objects only while the
+    context they are read against stays the same. A relist brings equal objects anew: one
+    with the uid and resourceVersion of one gone keeps what that one made."""
+
+    def __init__(self) -> None:
+        self.context: tuple[Any, ...] | None = None
+        # id(object) → (its item, what it made); the objects in the order last given.
+        self.made: dict[int, tuple[Any, Made]] = {}
+        self.objs: list[Any] = []
+        # The objects with refusals (few): their refusals.
+        self.flagged: dict[int, tuple[Rejection, ...]] = {}
+        # How many objects were read (made anew) so far.
+        self.count = 0
+
+    def update(self, context: tuple[Any, ...], objs: Iterable[Any], key: Any, *, make: Any,
+               added: list[Claim], removed: list[Claim]) -> None:
+        """``key(item)`` is the object of an item of ``objs`` (None: the item itself);
+        ``make(item)`` its claims and refusals."""
+        if context != self.context:
+            for _, (claims, _r) in self.made.values():
+                removed.extend(claims)
+            self.made, self.flagged, self.objs, self.context = {}, {}, [], context
+        items = list(objs)
+        now = items if key is None else list(map(key, items))
+        gone, new = _changes(self.objs, now)
+        self.objs = now
+        if gone or new:
+            self._apply(gone, [items[i] for i in new], key or (lambda o: o), make=make,
+                        added=added, removed=removed)
+
+    def _apply(self, gone: list[Any], new: list[Any], of: Any, *, make: Any,
+               added: list[Claim], removed: list[Claim]) -> None:
+        made = self.made
+        recycled: dict[tuple[str, str], Made] = {}
+        for obj in gone:
+            item, was = made.pop(id(obj))
+            self.flagged.pop(id(obj), None)
+            version = version_of(obj)
+            if version is None:
+                removed.extend(was[0])
+            else:
+                recycled[version] = was
+        for item in new:
+            obj = of(item)
+            version = version_of(obj)
+            got: Made | None = recycled.pop(version) if version in recycled else None
+            if got is None:
+                got = make(item)
+                self.count += 1
+                added.extend(got[0])
+            made[id(obj)] = (item, got)
+            if got[1]:
+                self.flagged[id(obj)] = got[1]
+        for left in recycled.values():
+            removed.extend(left[0])
+
+    def refusals(self) -> list[Rejection]:
+        return [r for refused in self.flagged.values() for r in refused]
+
+
+class _Hosts:
+    """targets.plan's per-name work, kept: the claims of each name, its decision, the route
+    (or exclusion) of its host. A name with one claim (nearly all) keeps the claim alone."""
+
+    def __init__(self) -> None:
+        self.by_key: dict[str, Claim | list[Claim]] = {}
+        self.asked: Counter[str] = Counter()
+        self.decided: dict[str, Claim | Decision] = {}
+        self.routes: dict[str, str] = {}
+        # The routes to a target other than the default (a few thousand of ten).
+        self.slotted: dict[str, str] = {}
+        self.origins: dict[str, tuple[ObjectRef, ...]] = {}
+        self.excluded: dict[str, Unresolved] = {}
+        self.sorted: list[str] = []
+        self.losing: set[str] = set()
+
+    def change(self, added: Iterable[Claim], removed: Iterable[Claim]) -> set[str]:
+        """The names whose claims changed."""
+        touched: set[str] = set()
+        by_key, asked = self.by_key, self.asked
+        for c in removed:
+            key = resolve_key(c)
+            found = by_key[key]
+            if isinstance(found, Claim):
+                del by_key[key]
+            else:
+                found.remove(c)
+                if len(found) == 1:
+                    by_key[key] = found[0]
+            asked[c.target] -= 1
+            if not asked[c.target]:
+                del asked[c.target]
+            touched.add(key)
+        for c in added:
+            key = resolve_key(c)
+            there = by_key.get(key)
+            if there is None:
+                by_key[key] = c
+            elif isinstance(there, Claim):
+                by_key[key] = [there, c]
+            else:
+                there.append(c)
+            asked[c.target] += 1
+            touched.add(key)
+        return touched
+
+    def route(self, keys: Iterable[str], outcome: tuple[Any, ...], *, full: bool) -> None:
+        fallbacks, unresolved, slots, max_slots = outcome
+        target = renamer(fallbacks)
+        if full:
+            for kept in (self.decided, self.routes, self.slotted, self.origins, self.excluded,
+                         self.losing):
+                kept.clear()
+        changed: set[str] = set()
+        for key in keys:
+            old = self.decided.pop(key, None)
+            if old is not None:
+                host = old.host if isinstance(old, Claim) else old[0]
+                self._forget(host)
+                changed.add(host)
+            self.losing.discard(key)
+            found = self.by_key.get(key)
+            if found is None:
+                continue
+            agree: tuple[Claim, ...]
+            if isinstance(found, Claim):
+                host, winner, agree = found.host, found, (found,)
+                self.decided[key] = found
+            else:
+                got = self.decided[key] = decide(key, found, target)
+                host, winner, agree, lost = got
+                if lost:
+                    self.losing.add(key)
+            changed.add(host)
+            self.origins[host] = tuple(c.origin for c in agree)
+            k = fallbacks.get(winner.target, winner.target)
+            if k in unresolved:
+                self.excluded[host] = unresolved[k]
+            elif k != DEFAULT_KEY and k not in slots:
+                self.excluded[host] = Unresolved(
+                    k, "target-not-found", f"no slot left for {k} (--max-targets {max_slots})")
+            else:
+                self.routes[host] = k
+                if k != DEFAULT_KEY:
+                    self.slotted[host] = k
+        self._resort(changed, full)
+
+    def _forget(self, host: str) -> None:
+        self.routes.pop(host, None)
+        self.slotted.pop(host, None)
+        self.origins.pop(host, None)
+        self.excluded.pop(host, None)
+
+    def _resort(self, changed: set[str], full: bool) -> None:
+        if full or len(changed) > 64:
+            self.sorted = sorted(self.routes)
+            return
+        for host in changed:
+            at = bisect.bisect_left(self.sorted, host)
+            present = at < len(self.sorted) and self.sorted[at] == host
+            if host in self.routes and not present:
+                self.sorted.insert(at, host)
+            elif host not in self.routes and present:
+                del self.sorted[at]
+
+    def losers(self) -> tuple[tuple[Claim, Claim], ...]:
+        out: list[tuple[Claim, Claim]] = []
+        for key in sorted(self.losing):
+            got = self.decided[key]
+            if not isinstance(got, Claim):
+                out.extend(got[3])
+        return tuple(out)
+
+
+class Planner:
+    """``plan`` at the cost of the change (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        self._ingresses = _PerObject()
+        self._routes = _PerObject()
+        self._registered: tuple[Any, ...] | None = None
+        self._registered_made: Made = _NONE
+        self._hosts = _Hosts()
+        # Every claim, counted (a route may claim one host for one target twice), and those
+        # counted more than once.
+        self._claims: dict[Claim, int] = {}
+        self._multi: set[Claim] = set()
+        self._facts_from: tuple[Any, ...] | None = None
+        self._facts = TargetFacts()
+        self._resolved: dict[str, Target | Unresolved | None] = {}
+        self._outcome: tuple[Any, ...] | None = None
+        self._measures: dict[str, Measure] = new_measures()
+        # What the last pass's new routes and Gateways leave out, in words (for logs).
+        self.notes: list[str] = []
+
+    @property
+    def ingresses_read(self) -> int:
+        """How many Ingresses were read through the host policy so far."""
+        return self._ingresses.count
+
+    def plan(self, snap: Snapshot) -> DesiredState:
+        self.notes = []
+        added: list[Claim] = []
+        removed: list[Claim] = []
+        self._claim(snap, added, removed)
+        touched = self._hosts.change(added, removed)
+        self._count(added, removed)
+        p = self._plan(snap, touched)
+        claims = [*self._claims, *(c for c in self._multi for _ in range(self._claims[c] - 1))]
+        refusals = [*self._ingresses.refusals(), *self._routes.refusals(),
+                    *self._registered_made[1]]
+        return desired(snap, claims, refusals, p, routes_sorted=self._hosts.sorted,
+                       slotted=self._hosts.slotted, measures=self._measures)
+
+    def _count(self, added: list[Claim], removed: list[Claim]) -> None:
+        counts, multi = self._claims, self._multi
+        for c in added:
+            n = counts.get(c, 0)
+            counts[c] = n + 1
+            if n == 1:
+                multi.add(c)
+        for c in removed:
+            n = counts[c]
+            if n == 1:
+                del counts[c]
+            else:
+                counts[c] = n - 1
+                if n == 2:
+                    multi.discard(c)
+
+    def _claim(self, snap: Snapshot, added: list[Claim], removed: list[Claim]) -> None:
+        s = snap.settings
+        classes = snap.ingress_classes
+        index = ClassIndex(frozenset(), None) if classes is None else class_index(classes)
+        defaults = default_ingress_classes(classes or ())
+        self._ingresses.update((s.policy, index, defaults), snap.ingresses, None,
+                               make=lambda o: ingress_made(o, index, defaults, snap),
+                               added=added, removed=removed)
+        context = (s.gateway_api, s.policy, s.gateway_classes, tuple(snap.gateway_classes),
+                   tuple(snap.gateways), tuple(snap.listener_sets),
+                   _Frozen(snap.namespace_labels))
+        self._routes.update(context, snap.routes if s.gateway_api else (),
+                            operator.itemgetter(1),
+                            make=route_reader_of(snap, self.notes),
+                            added=added, removed=removed)
+        registered = (s.policy, _Frozen(snap.registered))
+        if registered != self._registered:
+            removed.extend(self._registered_made[0])
+            self._registered_made = registered_claims(snap)
+            added.extend(self._registered_made[0])
+            self._registered = registered
+
+    def _target_facts(self, snap: Snapshot) -> TargetFacts:
+        s = snap.settings
+        fields = (snap.services, snap.ingress_classes, snap.gateways, snap.gateway_classes,
+                  snap.client_traffic_policies)
+        known = self._facts_from
+        if (known is None or known[0] is not s or known[2] != snap.unreadable
+                or known[3] != _Frozen(snap.configmaps)
+                or known[4] != _Frozen(snap.nginx_proxies)
+                or known[5] != _Frozen(snap.extra_facts)
+                or not all(map(same_items, known[1], fields))):
+            # Finding a data plane scans every Service: done again only when what it
+            # reads has changed.
+            self._facts, self._resolved = target_facts(snap), {}
+            self._facts_from = (s, tuple(None if f is None else tuple(f) for f in fields),
+                                snap.unreadable, _Frozen(snap.configmaps),
+                                _Frozen(snap.nginx_proxies), _Frozen(snap.extra_facts))
+        return self._facts
+
+    def _plan(self, snap: Snapshot, touched: set[str]) -> Plan:
+        s = snap.settings
+        facts = self._target_facts(snap)
+        keys = key_outcomes(self._hosts.asked, facts, s.target_map,
+                            slot_table(snap.targets_configmap)[0], s.max_targets,
+                            memo=self._resolved)
+        outcome = (keys.fallbacks, keys.unresolved, keys.slots, s.max_targets)
+        hosts = self._hosts
+        if outcome != self._outcome:
+            hosts.route(list(hosts.by_key), outcome, full=True)
+            self._outcome = outcome
+        else:
+            hosts.route(touched, outcome, full=False)
+        # Read-only views of the Planner's own maps, not copies: a plan is read within its
+        # pass (the next pass changes them).
+        return Plan(routes=MappingProxyType(hosts.routes),
+                    origins=MappingProxyType(hosts.origins),
+                    targets=keys.targets, unresolved=keys.unresolved,
+                    excluded=MappingProxyType(hosts.excluded), losers=hosts.losers(),
+                    slots=keys.slots, overflow=keys.overflow, fallbacks=keys.fallbacks,
+                    shared=keys.shared)
+
+
+class _Frozen:
+    """A mapping compared by what it holds, each value by identity first (cheap for the
+    same objects) and by equality only when they differ."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, mapping: Mapping[str, Any]) -> None:
+        self.items = dict(mapping)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _Frozen) or self.items.keys() != other.items.keys():
+            return False
+        theirs = other.items
+        return all(v is theirs[k] or _same(v, theirs[k]) for k, v in self.items.items())
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, Sequence) and isinstance(b, Sequence) and not isinstance(a, str):
+        return same_items(a, b)
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return _Frozen(a) == _Frozen(b)
+    return bool(a == b)

@@ -1,0 +1,218 @@
+"""The incremental plan (plan/incremental.py) equals the full plan after every event: random
+sequences of objects added, changed and deleted (Ingresses, HTTPRoutes, the Gateway, the
+IngressClass), hosts shared and conflicting between them, data planes with and without a
+slot, too few slots, a rules budget, each snapshot given to one ``Planner`` in turn and to
+``plan`` afresh."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hairpin_proxy.plan import PlanSettings, Snapshot, plan
+from hairpin_proxy.plan.core import DesiredState
+from hairpin_proxy.plan.incremental import Planner
+from hairpin_proxy.plan.objects import snapshot_of
+from hairpin_proxy.plan.snapshot import Rooms
+from hairpin_proxy.policy import HostPolicy
+from hairpin_proxy.targets import table
+from hairpin_proxy.targets.slots import listen_ports
+
+CORPUS = Path(__file__).parent / "plan_corpus"
+ENVOY = "gateway.envoyproxy.io/gatewayclass-controller"
+HOSTS = [*(f"h{i}.example.com" for i in range(6)), "*.example.com", "a.b.example.com",
+         "localhost", "h1.other.org"]
+TIMES = ["2026-01-01T00:00:00Z", "2026-01-01T00:00:00+00:00", "2026-01-02T00:00:00Z",
+         "not a time"]
+Key = tuple[str, str, str]
+RELIST: Key = ("", "", "relist")
+
+
+def corpus_object(kind: str) -> dict[str, Any]:
+    case = yaml.safe_load((CORPUS / "10-gateway-envoy.yaml").read_text())
+    found: dict[str, Any] = next(o for o in case["objects"] if o["kind"] == kind)
+    return found
+
+
+def base_objects() -> list[dict[str, Any]]:
+    """ingress-nginx's and Envoy Gateway's Services, the proxy's Service and its first slot's;
+    what the events add, change and delete (the IngressClass, the Gateway, the settings that
+    turn PROXY on) left out."""
+    case = yaml.safe_load((CORPUS / "10-gateway-envoy.yaml").read_text())
+    objs = [o for o in case["objects"] if o["kind"] not in (
+        "IngressClass", "Gateway", "HTTPRoute", "ConfigMap", "ClientTrafficPolicy")]
+    for i, svc in enumerate(o for o in objs if o["kind"] == "Service"):
+        # As the cluster holds them: with their ClusterIPs.
+        svc["spec"]["clusterIPs"] = [f"10.96.1.{i + 1}"]
+    proxy = {"apiVersion": "v1", "kind": "Service",
+             "metadata": {"namespace": "hairpin-proxy", "name": "hairpin-proxy"},
+             "spec": {"clusterIP": "10.96.0.50", "clusterIPs": ["10.96.0.50"]}}
+    slot = {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"namespace": "hairpin-proxy", "name": "hairpin-proxy-t1"},
+            "spec": {"clusterIP": "10.96.0.51", "clusterIPs": ["10.96.0.51"]}}
+    return [*objs, proxy, slot]
+
+
+def meta(ns: str | None, name: str, created: str, uid: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": name, "uid": f"{name}-{uid}", "creationTimestamp": created}
+    if ns is not None:
+        out["namespace"] = ns
+    return out
+
+
+def ingress(ns: str, name: str, hosts: list[str], cls: str | None, *, created: str,
+            uid: int) -> dict[str, Any]:
+    spec: dict[str, Any] = {"tls": [{"hosts": hosts}],
+                            "rules": [{"host": h} for h in hosts[:1]]}
+    if cls is not None:
+        spec["ingressClassName"] = cls
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+            "metadata": meta(ns, name, created, uid), "spec": spec}
+
+
+def route(ns: str, name: str, hosts: list[str], created: str, uid: int) -> dict[str, Any]:
+    return {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": meta(ns, name, created, uid),
+            "spec": {"hostnames": hosts, "parentRefs": [{"name": "public", "namespace": "web"}]},
+            "status": {"parents": [{
+                "parentRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway",
+                              "name": "public", "namespace": "web"},
+                "controllerName": ENVOY,
+                "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
+                                "observedGeneration": 1}]}]}}
+
+
+def gateway(hostname: str | None) -> dict[str, Any]:
+    listener: dict[str, Any] = {"name": "http", "port": 80, "protocol": "HTTP",
+                                "allowedRoutes": {"namespaces": {"from": "All"}}}
+    if hostname is not None:
+        listener["hostname"] = hostname
+    return {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": meta("web", "public", TIMES[0], 0),
+            "spec": {"gatewayClassName": "eg", "listeners": [listener]}}
+
+
+def nginx_settings(proxy: str) -> dict[str, Any]:
+    cm = corpus_object("ConfigMap")
+    cm["data"] = {"use-proxy-protocol": proxy}
+    return cm
+
+
+def slot_table(key: str | None) -> dict[str, Any]:
+    """The targets ConfigMap with ``key`` (if any) in slot 2, published long ago."""
+    entries = [] if key is None else [table.TableEntry(
+        key, 2, listen_ports(2), "web.example.svc.cluster.local", (80, 443), (80, 443), "",
+        "v1")]
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"namespace": "hairpin-proxy", "name": "hairpin-proxy-targets"},
+            "data": {table.TABLE_KEY: table.encode(entries),
+                     table.PUBLISHED_KEY: json.dumps({key: 1.0} if key else {})}}
+
+
+def ingress_class(default: bool) -> dict[str, Any]:
+    cls = copy.deepcopy(corpus_object("IngressClass"))
+    cls["metadata"]["annotations"] = {
+        "ingressclass.kubernetes.io/is-default-class": "true" if default else "false"}
+    return cls
+
+
+names = st.tuples(st.sampled_from(["a", "b"]), st.sampled_from(["x0", "x1", "x2", "x3"]))
+hosts = st.lists(st.sampled_from(HOSTS), min_size=0, max_size=3)
+times = st.sampled_from(TIMES)
+uids = st.integers(0, 2)
+events = st.one_of(
+    st.builds(lambda n, h, c, t, u: (("Ingress", *n), ingress(n[0], n[1], h, c, created=t, uid=u)),
+              names, hosts, st.sampled_from([None, "nginx", "other"]), times, uids),
+    st.builds(lambda n, h, t, u: (("HTTPRoute", *n), route(n[0], n[1], h, t, u)),
+              names, hosts, times, uids),
+    st.builds(lambda n: (("Ingress", *n), None), names),
+    st.builds(lambda n: (("HTTPRoute", *n), None), names),
+    st.builds(lambda h: (("Gateway", "web", "public"), gateway(h)),
+              st.sampled_from([None, "*.example.com", "h1.example.com"])),
+    st.builds(lambda d: (("IngressClass", "", "nginx"), ingress_class(d)), st.booleans()),
+    st.just((("IngressClass", "", "nginx"), None)),
+    st.just((("Gateway", "web", "public"), None)),
+    # What changes a target's outcome without changing any claim.
+    st.builds(lambda v: (("ConfigMap", "ingress-nginx", "settings"), nginx_settings(v)),
+              st.sampled_from(["true", "false"])),
+    st.just((("ConfigMap", "ingress-nginx", "settings"), None)),
+    st.just((("ClientTrafficPolicy", "web", "proxy"), corpus_object("ClientTrafficPolicy"))),
+    st.just((("ClientTrafficPolicy", "web", "proxy"), None)),
+    st.builds(lambda k: (("ConfigMap", "hairpin-proxy", "targets"), slot_table(k)),
+              st.sampled_from([None, "gateway/web/public", "ingressclass/nginx"])),
+    # A relist: every object anew, equal to the one before.
+    st.just((RELIST, None)),
+)
+plan_settings = st.builds(
+    lambda server, slots, budget, settle: (PlanSettings(
+        HostPolicy(), settle=settle, max_targets=slots,
+        target_server="ingress-nginx-controller.ingress-nginx.svc.cluster.local" if server
+        else ""), budget),
+    st.booleans(), st.sampled_from([0, 1, 32]), st.sampled_from([None, 2000, 1 << 20]),
+    st.sampled_from([0.0, 90.0]))
+
+
+def snapshot(base: list[dict[str, Any]], state: dict[Key, dict[str, Any]], s: PlanSettings,
+             budget: int | None) -> Snapshot:
+    snap = snapshot_of([*base, *state.values()], s, targets_configmap="hairpin-proxy-targets",
+                       now=1000.0)
+    if budget is None:
+        return snap
+    return Snapshot(**{**snap.__dict__, "rooms": Rooms(budget, "kube-system/coredns")})
+
+
+def same(inc: DesiredState, full: DesiredState) -> None:
+    assert inc.routed == full.routed
+    assert inc.hosts == full.hosts
+    assert inc.default_answers == full.default_answers
+    assert inc.unverified == full.unverified
+    assert inc.missing_services == full.missing_services
+    assert inc.metrics == full.metrics
+    # Sets in all but type: compared as such.
+    assert Counter(map(repr, inc.claims)) == Counter(map(repr, full.claims))
+    assert Counter(map(repr, inc.refusals)) == Counter(map(repr, full.refusals))
+
+
+@settings(max_examples=200, deadline=None)
+@given(plan_settings, st.lists(events, min_size=3, max_size=40))
+def test_the_incremental_plan_equals_the_full_plan_after_every_event(
+        chosen: tuple[PlanSettings, int | None],
+        sequence: list[tuple[Key, dict[str, Any] | None]]) -> None:
+    s, budget = chosen
+    base = base_objects()
+    state: dict[Key, dict[str, Any]] = {}
+    planner = Planner()
+    for version, (key, obj) in enumerate(sequence):
+        if key == RELIST:
+            state = {k: copy.deepcopy(o) for k, o in state.items()}
+        elif obj is None:
+            state.pop(key, None)
+        else:
+            # Each change its own resourceVersion, as the API gives it.
+            state[key] = copy.deepcopy(obj)
+            state[key]["metadata"]["resourceVersion"] = str(version)
+        snap = snapshot(base, state, s, budget)
+        same(planner.plan(snap), plan(snap))
+
+
+def test_an_unchanged_snapshot_re_plans_no_host() -> None:
+    """The second pass over the same objects makes no claim again (what the incremental
+    form is for), and still gives the same answer."""
+    s = PlanSettings(HostPolicy(), settle=0.0)
+    state: dict[Key, dict[str, Any]] = {
+        ("Ingress", "a", f"x{i}"): ingress("a", f"x{i}", [f"h{i}.example.com"], None,
+                                           created=TIMES[0], uid=0) for i in range(3)}
+    base = base_objects()
+    planner = Planner()
+    first = planner.plan(snapshot(base, state, s, None))
+    made = dict(planner._ingresses.made)
+    again = planner.plan(snapshot(base, state, s, None))
+    assert planner._ingresses.made == made
+    assert again.hosts == first.hosts == ("h0.example.com", "h1.example.com", "h2.example.com")
