@@ -22,17 +22,21 @@ NAME = "ingress.example.test"
 TTL = 2
 
 
-@pytest.fixture
-def dns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Dnsmasq]:
-    """dnsmasq serving NAME -> 127.0.0.1 with a TTL of TTL seconds (its default is 0)."""
-    monkeypatch.setattr(dnsmasq_module, "RECORDS",
-                        (*dnsmasq_module.RECORDS, f"--local-ttl={TTL}"))
+def serving(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ttl: int) -> Iterator[Dnsmasq]:
+    """dnsmasq serving NAME -> 127.0.0.1 with a TTL of ``ttl`` seconds (its default is 0)."""
+    monkeypatch.setattr(dnsmasq_module, "RECORDS", (*dnsmasq_module.RECORDS, f"--local-ttl={ttl}"))
     server = Dnsmasq(tmp_path, hosts={NAME: ["127.0.0.1"]})
     server.start()
     try:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def dns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Dnsmasq]:
+    """dnsmasq serving NAME -> 127.0.0.1 with a TTL of TTL seconds."""
+    yield from serving(tmp_path, monkeypatch, TTL)
 
 
 def queries(server: Dnsmasq, rdtype: str = "A") -> list[str]:
@@ -154,13 +158,7 @@ def test_the_relay_counts_failures_and_serves_the_last_good_answer(
 def dns_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Dnsmasq]:
     """dnsmasq whose answers outlive any test (TTL 300 s): what the relay caches stays
     cached, so its connections take the cached-address path whatever the load."""
-    monkeypatch.setattr(dnsmasq_module, "RECORDS", (*dnsmasq_module.RECORDS, "--local-ttl=300"))
-    server = Dnsmasq(tmp_path, hosts={NAME: ["127.0.0.1"]})
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from serving(tmp_path, monkeypatch, 300)
 
 
 def test_a_cached_name_is_connected_to_at_once_and_fails_as_through_the_resolver(
