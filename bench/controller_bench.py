@@ -56,15 +56,8 @@ from bench import corefile_bench
 from bench.corefile_bench import PROXY_IP, TEMPLATE_FORMAT, median_ms
 from bench.run import sections, with_sections
 from hairpin_proxy import corefile
-from hairpin_proxy.ingress.policy import evaluate
-from hairpin_proxy.kube.watch import object_key
 from hairpin_proxy.policy import HostPolicy
 from hairpin_proxy.settings import ControllerSettings
-
-try:
-    from hairpin_proxy.ingress.policy_cache import PolicyCache
-except ImportError:  # versions before it had it in the controller
-    from hairpin_proxy.controller import PolicyCache  # type: ignore[no-redef]
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "hairpin-proxy"
@@ -225,28 +218,42 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def policy_ms(api: FakeApiServer) -> dict[str, float]:
-    """The policy's share of a reconcile on these Ingresses, in this process: a full evaluate
-    (what every reconcile did before the per-Ingress cache, and what the first one still does)
-    against the controller's incremental pass after one new Ingress."""
-    objs = {object_key(o): o for o in api.list("Ingress")}
-    policy = HostPolicy()
-    full = median_ms(lambda: evaluate(list(objs.values()), [], policy), 9)
-    cache = PolicyCache(policy)
+def plan_ms(api: FakeApiServer) -> dict[str, float]:
+    """The plan's share of a pass, in this process, on a snapshot of the API server's objects:
+    the whole plan (what a first pass computes) against the controller's incremental plan
+    (``Planner``) after one new Ingress; empty for versions before the one plan."""
+    try:
+        from hairpin_proxy.plan import PlanSettings, plan
+        from hairpin_proxy.plan.incremental import Planner
+        from hairpin_proxy.plan.objects import snapshot_of
+        from hairpin_proxy.policy import proxy_service_fqdn
+    except ImportError:
+        return {}
+    kinds = ("Service", "IngressClass", "Ingress", "GatewayClass", "Gateway",
+             "ClientTrafficPolicy", "HTTPRoute", "ConfigMap")
+    objs = [{"apiVersion": o.get("apiVersion", "v1"), "kind": k, **o}
+            for k in kinds for o in api.list(k)]
+    fqdn = proxy_service_fqdn("cluster.local", "hairpin-proxy", NAMESPACE)
+    snap = snapshot_of(objs, PlanSettings(HostPolicy(proxy_fqdn=fqdn), namespace=NAMESPACE),
+                       targets_configmap="hairpin-proxy-targets", now=time.time())
+    full = median_ms(lambda: plan(snap), 5)
+    planner = Planner()
     t0 = time.perf_counter()
-    cache.update(dict(objs), [])
+    planner.plan(snap)
     first = (time.perf_counter() - t0) * 1000
     times = []
+    ingresses = list(snap.ingresses)
     for i in range(50):
-        obj = ingress("bench-policy", f"p{i}", tls_hosts=[f"policy{i}.example.com"])
-        obj["metadata"].update(uid=f"bench-policy-{i}", resourceVersion=f"bench-{i}")
-        objs[object_key(obj)] = obj
+        obj = ingress("bench-plan", f"p{i}", tls_hosts=[f"plan{i}.example.com"])
+        obj["metadata"].update(uid=f"bench-plan-{i}", resourceVersion=f"bench-{i}")
+        ingresses.append({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", **obj})
+        one_more = dataclasses.replace(snap, ingresses=list(ingresses))
         t0 = time.perf_counter()
-        cache.update(dict(objs), [])
+        planner.plan(one_more)
         times.append(time.perf_counter() - t0)
-    return {"evaluate_full_ms": full, "policy_first_ms": first,
-            "policy_incremental_ms": statistics.median(times) * 1000,
-            "policy_incremental_max_ms": max(times) * 1000}
+    return {"plan_full_ms": full, "plan_first_ms": first,
+            "plan_incremental_ms": statistics.median(times) * 1000,
+            "plan_incremental_max_ms": max(times) * 1000}
 
 
 def start_profiler(pid: int, path: Path | None) -> subprocess.Popen[bytes] | None:
@@ -357,7 +364,7 @@ def run(count: int, events: int, steady: float, debounce: float | None,
             t0 = time.perf_counter()
             corefile_bench.apply(text, (*hosts, "one-more.example.com"))
             out["apply_ms"] = (time.perf_counter() - t0) * 1000
-            out.update(policy_ms(api))
+            out.update(plan_ms(api))
 
             time.sleep(1.0)
             out["steady_seconds"] = steady
@@ -407,6 +414,13 @@ def steady_state(api: FakeApiServer, seconds: float) -> tuple[float, dict[str, f
 Row = tuple[str, Callable[[dict[str, Any]], str], str]
 
 
+def _pair(x: dict[str, Any], a: str, b: str, unit: str) -> str:
+    """Two figures of a result, or "n/a" where its version did not have them."""
+    if a not in x or b not in x:
+        return "n/a"
+    return f"{x[a]:.1f} {unit}, {x[b]:.1f} {unit}"
+
+
 def rows(r: dict[str, Any]) -> list[Row]:
     """(measure, its value in a result, target) for each line of the table."""
     n = r["ingresses"]
@@ -419,13 +433,11 @@ def rows(r: dict[str, Any]) -> list[Row]:
         ("Event-to-write latency max", lambda x: f"{x['latency_max_ms']:.1f} ms", ""),
         ("of which one `corefile.apply` on that Corefile (measured alone)",
          lambda x: f"{x['apply_ms']:.1f} ms", ""),
-        ("of which the host policy per reconcile, one new Ingress (measured alone; median, "
-         "max of 50)",
-         lambda x: f"{x['policy_incremental_ms']:.1f} ms, {x['policy_incremental_max_ms']:.1f}"
-                   " ms", ""),
-        ("host policy, full pass over all Ingresses: first reconcile / `policy.evaluate` "
-         "(median)",
-         lambda x: f"{x['policy_first_ms']:.0f} ms / {x['evaluate_full_ms']:.0f} ms", ""),
+        ("of which the plan per pass, one new Ingress (`Planner.plan` measured alone; "
+         "median, max of 50)",
+         lambda x: _pair(x, "plan_incremental_ms", "plan_incremental_max_ms", "ms"), ""),
+        ("the whole plan of every object: a first `Planner.plan`, then `plan.plan` (median of 5)",
+         lambda x: _pair(x, "plan_first_ms", "plan_full_ms", "ms"), ""),
         (f"Controller RSS with {n:,} Ingresses cached", lambda x: f"{x['rss_mib']:.0f} MiB",
          "<= 60 MiB"),
         ("Corefile bytes: before the controller / after its first write / after the events",

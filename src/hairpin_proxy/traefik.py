@@ -36,6 +36,7 @@ from hairpin_proxy.policy import HostPolicy, Rejection, check_host
 from hairpin_proxy.targets import proxydetect
 from hairpin_proxy.targets.discovery import (
     NAME_LABEL,
+    TRAEFIK_INGRESS,
     DataPlane,
     controller_of,
     dataplane_of,
@@ -57,7 +58,7 @@ LEGACY_GROUP: Final = "traefik.containo.us"
 KIND: Final = "IngressRoute"
 PLURAL: Final = "ingressroutes"
 VERSIONS: Final = ("v1alpha1",)
-TRAEFIK_CONTROLLER: Final = "traefik.io/ingress-controller"
+TRAEFIK_CONTROLLER: Final = TRAEFIK_INGRESS
 # The data plane of IngressRoutes that name no IngressClass.
 DEFAULT_NAME: Final = "default"
 # The Helm chart's entry points behind Service ports 80 and 443.

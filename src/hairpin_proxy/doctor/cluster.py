@@ -44,7 +44,7 @@ from hairpin_proxy.registry import (
 )
 from hairpin_proxy.settings import DoctorSettings
 from hairpin_proxy.targets import table as targets_table
-from hairpin_proxy.targets.discovery import NAME_LABEL, service_addresses
+from hairpin_proxy.targets.discovery import CILIUM_INGRESS, NAME_LABEL, service_addresses
 from hairpin_proxy.targets.mapping import MapEntry, parse_target_flags
 from hairpin_proxy.targets.model import parse_key, split_service
 from hairpin_proxy.targets.plan import Plan
@@ -61,8 +61,6 @@ from hairpin_proxy.wildcards import wildcard_base
 T = TypeVar("T")
 
 
-# The IngressClass controller whose PROXY setting lives in cilium-config.
-CILIUM_INGRESS = "cilium.io/ingress-controller"
 # The Gateway API source's kinds, as its registration names them: route kinds by plural,
 # every plural of the group in the registry's order, and the implementations' settings
 # objects that tell whether a Gateway expects the PROXY protocol.

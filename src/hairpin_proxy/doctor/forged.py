@@ -29,7 +29,12 @@ from typing import Final
 from hairpin_proxy import proxyproto
 from hairpin_proxy.doctor.facts import DataPlaneFacts, ForgedCheck, ForgedVerdict
 from hairpin_proxy.doctor.probe import tls_context
-from hairpin_proxy.targets.discovery import controller_of
+from hairpin_proxy.targets.discovery import (
+    HAPROXY_INGRESS,
+    INGRESS_NGINX,
+    TRAEFIK_INGRESS,
+    controller_of,
+)
 from hairpin_proxy.targets.resolve import CILIUM, ENVOY_GATEWAY, ISTIO, NGINX_GATEWAY_FABRIC
 
 FORGED_V4: Final = "192.0.2.1"
@@ -89,7 +94,7 @@ def _mentions(body: str, address: str) -> bool:
 
 # Where each implementation decides whom it believes a PROXY header from.
 _FIXES: Final = {
-    "k8s.io/ingress-nginx": (
+    INGRESS_NGINX: (
         "ingress-nginx: set `proxy-real-ip-cidr` in its ConfigMap to the load balancer's "
         "addresses (it defaults to 0.0.0.0/0, every sender), or install hairpin-proxy's "
         "guard (--guard-data-planes)"),
@@ -97,11 +102,11 @@ _FIXES: Final = {
         "Envoy Gateway: list the load balancer's ranges as trusted CIDRs in the "
         "ClientTrafficPolicy that turns proxyProtocol on, or install hairpin-proxy's guard "
         "(--guard-data-planes)"),
-    "traefik.io/ingress-controller": (
+    TRAEFIK_INGRESS: (
         "Traefik: set the entry points' `proxyProtocol.trustedIPs` to the load balancer's "
         "addresses (never `insecure: true`), or install hairpin-proxy's guard "
         "(--guard-data-planes)"),
-    "haproxy.org/ingress-controller": (
+    HAPROXY_INGRESS: (
         "HAProxy Ingress: restrict `proxy-protocol` in its ConfigMap to the load balancer's "
         "addresses, or install hairpin-proxy's guard (--guard-data-planes)"),
     NGINX_GATEWAY_FABRIC: (

@@ -98,6 +98,11 @@ ENVOY_GATEWAYCLASS_LABEL: Final = "gateway.envoyproxy.io/owning-gatewayclass"
 CILIUM_GATEWAY_LABEL: Final = "io.cilium.gateway/owning-gateway"
 CILIUM_GATEWAY_PREFIX: Final = "cilium-gateway-"
 INSTANCE_LABEL: Final = "app.kubernetes.io/instance"
+# IngressClass spec.controller of the implementations recognised by name.
+INGRESS_NGINX: Final = "k8s.io/ingress-nginx"
+TRAEFIK_INGRESS: Final = "traefik.io/ingress-controller"
+HAPROXY_INGRESS: Final = "haproxy.org/ingress-controller"
+CILIUM_INGRESS: Final = "cilium.io/ingress-controller"
 NAME_LABEL: Final = "app.kubernetes.io/name"
 COMPONENT_LABEL: Final = "app.kubernetes.io/component"
 
@@ -307,17 +312,17 @@ class _Controller:
 
 # IngressClass spec.controller → how to recognise its Service.
 CONTROLLERS: Final[Mapping[str, _Controller]] = {
-    "k8s.io/ingress-nginx": _Controller(
+    INGRESS_NGINX: _Controller(
         {NAME_LABEL: "ingress-nginx", COMPONENT_LABEL: "controller"}),
-    "traefik.io/ingress-controller": _Controller({NAME_LABEL: "traefik"}),
-    "haproxy.org/ingress-controller": _Controller({NAME_LABEL: "kubernetes-ingress"}),
-    "cilium.io/ingress-controller": _Controller({}, names=("cilium-ingress",)),
+    TRAEFIK_INGRESS: _Controller({NAME_LABEL: "traefik"}),
+    HAPROXY_INGRESS: _Controller({NAME_LABEL: "kubernetes-ingress"}),
+    CILIUM_INGRESS: _Controller({}, names=("cilium-ingress",)),
     "projectcontour.io/ingress-controller": _Controller(
         {}, names=("envoy",), namespaces=("projectcontour",)),
     "projectcontour.io/contour": _Controller(
         {}, names=("envoy",), namespaces=("projectcontour",)),
 }
-_HAPROXY_PREFIX: Final = "haproxy.org/ingress-controller/"
+_HAPROXY_PREFIX: Final = HAPROXY_INGRESS + "/"
 
 
 def controller_of(controller: str) -> str:
@@ -326,7 +331,7 @@ def controller_of(controller: str) -> str:
     if controller in CONTROLLERS:
         return controller
     if controller.startswith(_HAPROXY_PREFIX):
-        return "haproxy.org/ingress-controller"
+        return HAPROXY_INGRESS
     return ""
 
 

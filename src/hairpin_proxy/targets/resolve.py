@@ -14,6 +14,8 @@ from typing import Any, Final, Literal
 
 from hairpin_proxy.targets import proxydetect
 from hairpin_proxy.targets.discovery import (
+    CILIUM_INGRESS,
+    INGRESS_NGINX,
     DataPlane,
     controller_of,
     dataplane_of,
@@ -152,11 +154,11 @@ def _class_detected(facts: TargetFacts, name: str, plane: DataPlane
                     ) -> proxydetect.Detected:
     ingress_class = facts.ingress_classes.get(name) or {}
     controller = controller_of(str(_dict(ingress_class.get("spec")).get("controller") or ""))
-    if controller == "k8s.io/ingress-nginx":
+    if controller == INGRESS_NGINX:
         namespace = split_service(plane.service)[0]
         return proxydetect.ingress_nginx(
             facts.configmaps.get(f"{namespace}/{INGRESS_NGINX_CONFIGMAP}"))
-    if controller == "cilium.io/ingress-controller":
+    if controller == CILIUM_INGRESS:
         return proxydetect.cilium_ingress(facts.configmaps.get("/".join(CILIUM_CONFIGMAP)))
     return proxydetect.Detected("unknown", f"hairpin-proxy cannot read whether IngressClass "
                                 f"{name}'s controller expects the PROXY protocol")
