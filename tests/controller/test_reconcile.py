@@ -9,6 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from hairpin_proxy import corefile
+from hairpin_proxy.controller import holds
 from tests.controller.conftest import (
     COREFILE,
     NAMESPACE,
@@ -409,3 +410,32 @@ def test_only_new_ingresses_are_evaluated_until_the_default_class_changes(
     wait_until(lambda: "free.example.com" in managed(cluster), what="class-less Ingress")
     assert len(managed(cluster)) == 22
     assert ctl.metric(evaluations) == 44
+
+
+SERVICE_ACCOUNT_GET = r"/api/v1/namespaces/hairpin-proxy/serviceaccounts/hairpin-proxy-controller$"
+
+
+def test_objects_to_hold_that_do_not_exist_are_not_asked_for_in_every_pass(
+        cluster: FakeApiServer, start: Start) -> None:
+    # An install whose ServiceAccount and Role carry other names (RBAC made by hand): the
+    # withdrawal's holds are looked for before the first rule, then only once a watch shows
+    # one appear, not with two requests in every pass.
+    ctl = start()
+    ctl.wait_ready()
+    cluster.create(ingress("shop", "a", tls_hosts=["a.example.com"]))
+    wait_until(lambda: managed(cluster) == ("a.example.com",), what="first rule")
+    asked = cluster.count("GET", SERVICE_ACCOUNT_GET, watch=False)
+    assert asked >= 1
+    for host in ("b.example.com", "c.example.com", "d.example.com"):
+        cluster.create(ingress("shop", host.split(".")[0], tls_hosts=[host]))
+        wait_until(lambda h=host: h in managed(cluster), what=f"rule for {host}")
+    assert cluster.count("GET", SERVICE_ACCOUNT_GET, watch=False) == asked
+    cluster.create({"apiVersion": "v1", "kind": "ServiceAccount",
+                    "metadata": {"namespace": NAMESPACE, "name": holds.SERVICE_ACCOUNT}})
+    cluster.create(ingress("shop", "e", tls_hosts=["e.example.com"]))
+
+    def held() -> bool:
+        account = cluster.get("ServiceAccount", NAMESPACE, holds.SERVICE_ACCOUNT)
+        return account is not None and holds.FINALIZER in (
+            account["metadata"].get("finalizers") or ())
+    wait_until(held, what="the account held once it exists")

@@ -204,7 +204,10 @@ class Uninstall:
         """Before our first rule: hold what the withdrawal needs. A refusal (RBAC of an older
         release, say) is told once and does not stop the rules."""
         synced = all(r is not None and r.synced.is_set() for r in (self.account, self.role))
-        if self.holding and not (synced and not all(map(holds.held, self._held_objects()))):
+        # Held already, or absent (an install without them): the watches show either one
+        # appearing unheld, and only then is it worth two requests in a pass.
+        if self.holding and not (synced and not all(
+                o is None or holds.held(o) for o in self._held_objects())):
             return
         try:
             found = await holds.hold(client, self.place)
