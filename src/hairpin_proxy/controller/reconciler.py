@@ -1,8 +1,9 @@
 """The reconciler: caches → one pass → every writer, and the loop that decides when a pass runs.
 
-    sources (list+watch; Ingresses, Gateway API routes) ──▶ claims through the host policy
-        ──▶ routing (targets.plan: conflicts, targets, slots)
-        ──▶ verification ──▶ rules budget and ConfigMap room ──▶ removal guard
+    sources' caches (list+watch; Ingresses, Gateway API routes, ...), verification verdicts,
+    what the rules hold and the room their ConfigMaps leave ──▶ one snapshot
+        ──▶ the plan (plan/: claims through the host policy, routing, verification, rules
+            budget and ConfigMap room) ──▶ removal guard
         ──▶ writers: targets table + per-target Services, DNS rules (Corefile block or import
             key), node-local-dns, published hosts
             (each a PUT with resourceVersion; 409 → re-read, re-apply)

@@ -76,6 +76,8 @@ class Verification:
         self.pending = 0
         # The hosts the checker keeps verdicts for: the last plan's candidates.
         self._hosts: tuple[str, ...] = ()
+        # The load balancer index the checker was last given.
+        self._told_lb: LbIndex | None = None
         metrics.kept_age_source = lambda: checker.stats().oldest_kept_age or 0.0
 
     async def _lb_index(self) -> LbIndex:
@@ -98,7 +100,12 @@ class Verification:
     async def verdicts(self) -> Mapping[str, Verdict]:
         """The verdicts for the plan's snapshot: the last pass's candidates judged against
         the load balancers as they are now (a moved address is followed in this pass)."""
-        self.checker.update(self._hosts, await self._lb_index())
+        lb = await self._lb_index()
+        if lb is not self._told_lb:
+            # Only a new index is worth an update here (the hosts are the checker's already,
+            # and each update walks every one of them).
+            self.checker.update(self._hosts, lb)
+            self._told_lb = lb
         return self.checker.verdicts()
 
     def planned(self, state: DesiredState, verdicts: Mapping[str, Verdict]) -> None:
@@ -108,6 +115,7 @@ class Verification:
         asked for it."""
         self._hosts = state.candidates
         self.checker.update(state.candidates, self._lb)
+        self._told_lb = self._lb
         origins = state.plan.origins
         for host, code in state.unverified.items():
             verdict = verdicts.get(host)
