@@ -19,6 +19,7 @@ from hairpin_proxy.claims import ObjectRef
 from hairpin_proxy.plan import PlanSettings, answer_groups, plan, route_answers
 from hairpin_proxy.plan.core import verified
 from hairpin_proxy.plan.objects import snapshot_of
+from hairpin_proxy.plan.snapshot import Rooms
 from hairpin_proxy.policy import HostPolicy
 from hairpin_proxy.targets.plan import Plan
 from hairpin_proxy.verify.verdict import Code, Verdict
@@ -150,6 +151,58 @@ def test_refusals_carry_the_full_object_reference() -> None:
                        SETTINGS, targets_configmap="hairpin-proxy-targets")
     refs = {r.ref for r in plan(snap).refusals}
     assert refs == {ObjectRef("Ingress", "tenant", "sneaky", "", "networking.k8s.io")}
+
+
+def over_budget(**verdicts: Code) -> tuple[tuple[str, ...], Any]:
+    """The over-budget corpus case (six Ingresses of 8 hosts, --rules-budget 1500), every
+    host verified but those of the teams given: (every host, the plan of the snapshot)."""
+    objs = with_ips(corpus("25-over-budget")["objects"], PLANES)
+    snap = snapshot_of(objs, dataclasses.replace(SETTINGS, verify_hosts=True,
+                                                 rules_budget=1500),
+                       targets_configmap="hairpin-proxy-targets")
+    hosts = tuple(sorted(c.host for c in plan(snap).claims))
+    given = {h: Verdict(h, verdicts.get(h.split(".")[1], Code.VERIFIED), "") for h in hosts}
+    return hosts, plan(dataclasses.replace(
+        snap, verdicts=given, rooms=Rooms(10**6, "kube-system/coredns")))
+
+
+def test_the_size_limits_measure_only_what_verification_lets_through() -> None:
+    """Verification, then the size limits, both in the plan: a host kept out by its verdict
+    takes no room, so objects refused when every host is verified fit once two teams' hosts
+    are not this cluster's; the candidates (what the checker is told to check) are every
+    routed host either way, and the metrics follow."""
+    hosts, every = over_budget()
+    assert [str(r.ref) for r in every.refusals] == [
+        "Ingress team2/web", "Ingress team3/web", "Ingress team4/web", "Ingress team5/web"]
+    assert every.candidates == hosts and len(every.hosts) == 16
+    assert every.fitted is not None and every.fitted.refused == tuple(
+        r.ref for r in every.refusals)
+    assert every.metrics["over_budget"] == {"": 4.0}
+    assert every.metrics["hosts_rejected"] == {"": 4.0}
+    assert every.metrics["rules_bytes"] == {"": float(every.fitted.sizes[0])}
+    assert 0 < every.fitted.sizes[0] <= 1500
+    _, some = over_budget(team0=Code.NOT_THIS_CLUSTER, team1=Code.UNRESOLVED)
+    assert [str(r.ref) for r in some.refusals] == ["Ingress team4/web", "Ingress team5/web"]
+    assert some.candidates == hosts
+    assert {h.split(".")[1] for h in some.hosts} == {"team2", "team3"}
+    assert set(some.unverified.values()) == {"not-this-cluster", "unresolved"}
+    assert some.metrics["verdicts"]["verified"] == 32.0
+
+
+def test_held_hosts_keep_their_rule_until_their_first_verdict_whatever_their_answers() -> None:
+    """The controller reads the hosts its rules hold apart from their answers (an import
+    snippet's hosts without published answers): those, not the answers' keys, are what a
+    host without a verdict keeps."""
+    objs = with_ips(corpus("01-nginx-alone")["objects"], PLANES)
+    snap = snapshot_of(objs, dataclasses.replace(SETTINGS, verify_hosts=True),
+                       targets_configmap="hairpin-proxy-targets")
+    hosts = plan(dataclasses.replace(snap, settings=SETTINGS)).hosts
+    held, new = hosts[0], hosts[1:]
+    state = plan(dataclasses.replace(snap, held={}, held_hosts=(held,)))
+    assert state.hosts == (held,) and state.candidates == hosts
+    assert state.unverified == dict.fromkeys(new, "pending")
+    assert plan(dataclasses.replace(snap, held={held: A})).hosts == (held,)
+    assert plan(dataclasses.replace(snap, held={held: A}, held_hosts=())).hosts == ()
 
 
 def test_only_the_settings_objects_the_controller_reads_are_read() -> None:

@@ -175,6 +175,8 @@ def same(inc: DesiredState, full: DesiredState) -> None:
     assert inc.unverified == full.unverified
     assert inc.missing_services == full.missing_services
     assert inc.metrics == full.metrics
+    assert inc.candidates == full.candidates
+    assert inc.fitted == full.fitted
     # Sets in all but type: compared as such.
     assert Counter(map(repr, inc.claims)) == Counter(map(repr, full.claims))
     assert Counter(map(repr, inc.refusals)) == Counter(map(repr, full.refusals))

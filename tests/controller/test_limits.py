@@ -61,6 +61,10 @@ def removals(ctl: Controller) -> list[dict[str, object]]:
             and r.get("removed") != 0]
 
 
+def said(ctl: Controller, msg: str) -> list[dict[str, object]]:
+    return [r for r in ctl.records() if r.get("msg") == msg]
+
+
 def ingress_nginx(api: FakeApiServer) -> None:
     """An ingress-nginx data plane that expects the PROXY protocol: class nginx gets a slot."""
     api.create(service("ingress-nginx", "ingress-nginx-controller", type="LoadBalancer",
@@ -118,6 +122,9 @@ def test_a_tenant_over_the_budget_leaves_every_other_host(cluster: FakeApiServer
     created(cluster, ingress("team", "small", tls_hosts=["c.shop.example"]))
     wait_until(lambda: "c.shop.example" in answers(cluster), what="a small newcomer written")
     assert not removals(ctl)
+    # The same refusal pass after pass: said once.
+    assert len(said(ctl, "over a size limit: the newest objects are refused")) == 1
+    assert ctl.metric("hairpin_controller_hosts_rejected") == 1
     # Once the tenant fits (its Ingress trimmed), it is written and the metric goes back.
     obj = cluster.get("Ingress", "tenant", "bulk")
     assert obj is not None
@@ -126,6 +133,12 @@ def test_a_tenant_over_the_budget_leaves_every_other_host(cluster: FakeApiServer
     wait_until(lambda: set(BULK[:3]) <= set(answers(cluster)), what="the trimmed tenant")
     wait_until(lambda: ctl.metric("hairpin_controller_ingresses_over_budget") == 0,
                what="the metric back to 0")
+    wait_until(lambda: said(ctl, "every object fits the rules budget again"),
+               what="the all-clear logged")
+    assert ctl.metric("hairpin_controller_hosts_rejected") == 0
+    assert len(answers(cluster)) == 6
+    wait_until(lambda: ctl.metric("hairpin_controller_hosts_managed") == 6,
+               what="the hosts written counted")
 
 
 def test_the_default_budget_with_45_tenants_of_100_long_hosts(cluster: FakeApiServer,

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from hairpin_proxy import corefile
-from tests.controller.conftest import Controller, corefile_text, wait_until
+from tests.controller.conftest import PROXY_IP, Controller, corefile_text, wait_until
+from tests.controller.test_limits import created
 from tests.fakeapi.fixtures import ingress, service
 from tests.fakeapi.server import FakeApiServer
 from tests.verify.dnsmasq import LB_IP, OTHER_IP, Dnsmasq
@@ -336,3 +337,29 @@ def test_no_host_resolving_at_all_is_one_warning_shown_in_readyz(
     wait_until(lambda: managed(cluster) == ("app.example.test",), what="verified host written")
     wait_until(lambda: "verification" not in ctl.get("/readyz")[1], what="readyz clear")
     assert len(warnings()) == 1
+
+
+def test_hosts_verification_keeps_out_take_no_room_in_the_rules_budget(
+        cluster: FakeApiServer, start: Start, dns: Dnsmasq) -> None:
+    """Verification comes before the size limits, in the same plan: an older Ingress whose
+    hosts are not this cluster's takes no room, so a newer one that fits the budget alone
+    is written whole and refused nothing, although both would not fit together."""
+    with_lb(cluster)
+    far = [f"h{i:02d}-{'x' * 30}.elsewhere-wild.example.test" for i in range(20)]
+    ours = [f"h{i:02d}-{'x' * 30}.wild.example.test" for i in range(20)]
+    proxy = corefile.Answers.of([PROXY_IP])
+    alone = max(corefile.rules_bytes([(far, proxy)]), corefile.rules_bytes([(ours, proxy)]))
+    both = corefile.rules_bytes([(sorted([*far, *ours]), proxy)])
+    budget = (alone + both) // 2
+    assert alone < budget < both
+    cluster.create(ingress("shop", "far", tls_hosts=far))
+    created(cluster, ingress("shop", "ours", tls_hosts=ours))
+    ctl = verifying(start, dns, "--rules-budget", str(budget))
+    wait_until(lambda: managed(cluster) == tuple(sorted(ours)), what="the verified hosts")
+    wait_until(lambda: ctl.metric('hairpin_controller_host_verdicts{verdict="not-this-cluster"}')
+               == 20, what="the other cluster's hosts judged")
+    assert ctl.metric("hairpin_controller_ingresses_over_budget") == 0
+    assert 0 < ctl.metric("hairpin_controller_rules_bytes") <= budget
+    assert not events(cluster, "HostRejected")
+    wait_until(lambda: refusals(cluster), what="told on the far one")
+    assert set(refusals(cluster)) == {("shop", "far")}

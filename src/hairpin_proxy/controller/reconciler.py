@@ -1,8 +1,9 @@
 """The reconciler: caches → one pass → every writer, and the loop that decides when a pass runs.
 
-    sources (list+watch; Ingresses, Gateway API routes) ──▶ claims through the host policy
-        ──▶ routing (targets.plan: conflicts, targets, slots)
-        ──▶ verification ──▶ rules budget and ConfigMap room ──▶ removal guard
+    sources' caches (list+watch; Ingresses, Gateway API routes, ...), verification verdicts,
+    what the rules hold and the room their ConfigMaps leave ──▶ one snapshot
+        ──▶ the plan (plan/: claims through the host policy, routing, verification, rules
+            budget and ConfigMap room) ──▶ removal guard
         ──▶ writers: targets table + per-target Services, DNS rules (Corefile block or import
             key), node-local-dns, published hosts
             (each a PUT with resourceVersion; 409 → re-read, re-apply)
@@ -24,20 +25,14 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 
 from hairpin_proxy import corefile
 from hairpin_proxy.admin import Check
-from hairpin_proxy.claims import Claim, ObjectRef
+from hairpin_proxy.claims import ObjectRef
 from hairpin_proxy.controller import holds
 from hairpin_proxy.controller.background import Background
-from hairpin_proxy.controller.budget import (
-    AnswerSets,
-    Measure,
-    RulesBudget,
-    configmap_room,
-    corefile_room,
-)
+from hairpin_proxy.controller.budget import configmap_room, corefile_room
 from hairpin_proxy.controller.corefile_facts import CorefileFacts
 from hairpin_proxy.controller.events import Reports
 from hairpin_proxy.controller.guard import HeldDrops, RemovalGuard
@@ -72,9 +67,8 @@ from hairpin_proxy.kube.events import EventRecorder
 from hairpin_proxy.kube.lease import LeaderElector
 from hairpin_proxy.kube.watch import Backoff, Reflector
 from hairpin_proxy.plan import DesiredState, PlanSettings
-from hairpin_proxy.plan.answers import Routed
-from hairpin_proxy.plan.core import ROUTING_GAUGES
-from hairpin_proxy.policy import HostPolicy, PolicyResult, proxy_service_fqdn
+from hairpin_proxy.plan.snapshot import Rooms
+from hairpin_proxy.policy import HostPolicy, proxy_service_fqdn
 from hairpin_proxy.published import KEYS as PUBLISHED_KEYS
 from hairpin_proxy.settings import ControllerSettings
 from hairpin_proxy.targets.mapping import parse_target_flags
@@ -84,6 +78,10 @@ from hairpin_proxy.verify import HostChecker, make_resolver
 
 log = logging.getLogger("hairpin_proxy.controller")
 
+# The plan's metrics (DesiredState.metrics) set as the gauges of ControllerMetrics of the
+# same name; hosts_managed counts what is written (after the removal guard): set then.
+_GAUGES = frozenset({"targets", "hosts_unrouted", "host_conflicts", "verdicts", "over_budget",
+                     "hosts_rejected", "rules_bytes"})
 
 
 def identity() -> str:
@@ -247,7 +245,8 @@ class Controller:
         """Held drops, the rules budget, the uninstall's withdrawal."""
         s, namespace = self.settings, self.namespace
         self.held = HeldDrops(self.guard, self.metrics, self.dirty.set)
-        self.budget = RulesBudget(s.rules_budget, self.metrics)
+        # The objects the size limits refused in the last pass (told when they change).
+        self._over: tuple[ObjectRef, ...] = ()
         self.withdrawal = Withdrawal(s, namespace, service=self.service, slices=self.slices,
                                      own_namespace=self.own_namespace, coredns=self.coredns,
                                      metrics=self.metrics, reports=self.reports,
@@ -484,11 +483,12 @@ class Controller:
         s = self.settings
         coredns_cm = self.tracker.current(self.coredns, s.configmap_namespace, s.configmap_name)
         self.facts.learn(coredns_cm)
-        result, routed, claims = await self._route(coredns_cm)
-        self.metrics.hosts_rejected.set(len(result.rejections))
-        self.reports.rejections(result.rejections)
         try:
-            hosts = await self._write(coredns_cm, result, routed, claims)
+            # What the rules hold first: the plan keeps held hosts whose verdict is unknown,
+            # and measures the room their ConfigMap leaves.
+            held = await self.rules.read(coredns_cm)
+            state = await self._route(coredns_cm, held)
+            hosts = await self._write(held, state)
         except NotLeading:
             return self._not_leading()
         except corefile.CorefileError as exc:
@@ -499,25 +499,33 @@ class Controller:
             return await self._uninstall_end(withdrawn=False)
         except ApiError as exc:
             return await self._api_failed(exc)
-        return await self._written(hosts, result, routed, started)
+        return await self._written(hosts, state, started)
 
-    async def _route(self, coredns_cm: JsonObj | None
-                     ) -> tuple[PolicyResult, Routed | None, Sequence[Claim]]:
-        """The plan of the caches' snapshot (nothing while uninstalling)."""
+    async def _route(self, coredns_cm: JsonObj | None, held: Held) -> DesiredState | None:
+        """The plan of the caches' snapshot, with the verdicts and the rooms the ConfigMaps
+        leave, and what it tells (nothing while uninstalling)."""
         # Uninstalling is a race with the namespace's deletion (our service account goes with
         # it): the withdrawal is written before anything else is computed.
         if self.withdrawal.uninstalling:
-            return PolicyResult((), (), {}, ()), None, []
-        rules = self.rules
-        snap = self.routing.snapshot(self._plan_settings(), self.targets_writer.current(),
-                                     lambda: rules.held_answers(coredns_cm), time.time())
+            return None
+        rules, verification = self.rules, self.verification
+        verdicts = await verification.verdicts() if verification is not None else {}
+        rooms = self._rooms(held)
+        snap = dataclasses.replace(
+            self.routing.snapshot(self._plan_settings(), self.targets_writer.current(),
+                                  lambda: rules.held_answers(coredns_cm), time.time()),
+            held_hosts=held.hosts, verdicts=verdicts, rooms=rooms)
         # The first pass, and one after the IngressClasses or the policy changed, reads
         # every Ingress: in a thread, so that the Lease and the watches go on meanwhile.
         heavy = (self.source.classes.generation, self._policy_gen)
         state = await self.routing.plan(snap, in_thread=heavy != self._heavy_at)
         self._heavy_at = heavy
         self._report_routing(state)
-        return PolicyResult(state.hosts, state.refusals, {}), state.routed, state.claims
+        if verification is not None:
+            verification.planned(state, verdicts)
+        self._report_limits(state, min(self.settings.rules_budget, rooms.rules))
+        self.reports.rejections(state.refusals)
+        return state
 
     def _plan_settings(self) -> PlanSettings:
         """The settings the plan reads (made again when the policy changes)."""
@@ -530,24 +538,41 @@ class Controller:
             target_map=self.target_map, cluster_domain=s.cluster_domain,
             target_server=s.target_server, max_targets=s.max_targets, settle=s.target_settle,
             dns_ttl=s.dns_ttl, gateway_api=self.gateway is not None,
-            gateway_classes=tuple(s.gateway_class), rules_budget=s.rules_budget)
+            gateway_classes=tuple(s.gateway_class), rules_budget=s.rules_budget,
+            verify_hosts=self.verification is not None)
         return self._planned
 
-    async def _write(self, coredns_cm: JsonObj | None, result: PolicyResult,
-                     routed: Routed | None, claims: Sequence[Claim]) -> tuple[str, ...]:
-        """The pass's hosts through verification, the limits and the guard, written to every
-        writer; the hosts written."""
+    def _rooms(self, held: Held) -> Rooms:
+        """The room the ConfigMaps the pass writes leave: the rules' (as the pass read it),
+        the published hosts', node-local-dns's where we edit it."""
+        s = self.settings
+        if s.mode == "coredns":
+            rules_room = corefile_room(held.cm, s.configmap_key)
+        else:
+            rules_room = configmap_room(held.cm, (s.import_key,))
+        pub = self.tracker.current(self.published_cm, self.published.namespace,
+                                   self.published.name)
+        others = [("published hosts", "published", configmap_room(pub, PUBLISHED_KEYS),
+                   self.published.where)]
+        if s.node_local_dns == "auto":
+            for (ns, name), reflector in zip(NODE_LOCAL_CANDIDATES, self.node_local,
+                                             strict=True):
+                cm = self.tracker.current(reflector, ns, name)
+                if cm is not None and self.node_local_writer.edits(cm):
+                    others.append(("node-local-dns rules", "node-local",
+                                   corefile_room(cm, "Corefile"), f"{ns}/{name}"))
+        return Rooms(rules_room, self.rules.where, tuple(others))
+
+    async def _write(self, held: Held, state: DesiredState | None) -> tuple[str, ...]:
+        """The plan's hosts through the removal guard, written to every writer; the hosts
+        written."""
         answers, withdrawn = self.withdrawal.answers()
         self.withdrawal.set_reason(withdrawn)
-        held = await self.rules.read(coredns_cm)
-        wanted = await self._verified(result, held.hosts, routed)
-        if routed is not None:
-            wanted = self._fit(wanted, routed, claims, answers=answers, held=held,
-                               rejected=len(result.rejections))
+        wanted = state.hosts if state is not None else ()
         hosts = () if withdrawn else self.held.hosts(wanted, held.hosts)
         desired = Desired(hosts, answers, held,
-                          routed=routed.answers if routed is not None else {},
-                          plan=routed.plan if routed is not None else None)
+                          routed=state.routed.answers if state is not None else {},
+                          plan=state.plan if state is not None else None)
         if hosts and not self.withdrawal.uninstalling:
             # Before any rule exists: what its withdrawal on uninstall will need.
             await self.withdrawal.uninstall.hold(self.client)
@@ -582,8 +607,8 @@ class Controller:
         await self._uninstall_end(withdrawn=False)
         return False
 
-    async def _written(self, hosts: tuple[str, ...], result: PolicyResult,
-                       routed: Routed | None, started: float) -> bool:
+    async def _written(self, hosts: tuple[str, ...], state: DesiredState | None,
+                       started: float) -> bool:
         """A pass that wrote what it meant to: its metrics, and what follows the first."""
         self.metrics.reconciles.labels("ok").inc()
         self.metrics.hosts_managed.set(len(hosts))
@@ -599,8 +624,8 @@ class Controller:
             # collections no longer walk them in the middle of later reconciles.
             gc.freeze()
             log.info("first sync done", extra={
-                "hosts": len(hosts), "rejected": len(result.rejections),
-                "pending": routed.pending_hosts if routed is not None else 0,
+                "hosts": len(hosts), "rejected": len(state.refusals) if state else 0,
+                "pending": state.routed.pending_hosts if state is not None else 0,
                 "verifying": self.verification.pending if self.verification else 0})
         return True
 
@@ -626,10 +651,9 @@ class Controller:
     def _report_routing(self, state: DesiredState) -> None:
         """Metrics, log lines and Events for what the plan leaves out."""
         plan, m = state.plan, self.metrics
-        for name in ROUTING_GAUGES:
-            values = state.metrics[name]
+        for name in _GAUGES.intersection(state.metrics):
             gauge = getattr(m, name)
-            for label, value in values.items():
+            for label, value in state.metrics[name].items():
                 (gauge.labels(label) if label else gauge).set(value)
         origins = plan.origins
         for loser, winner in plan.losers:
@@ -647,43 +671,20 @@ class Controller:
                                     event_type=("Normal" if why.problem == "target-no-proxy"
                                                 else "Warning"))
 
-    async def _verified(self, result: PolicyResult, previous: Iterable[str],
-                        routed: Routed | None) -> tuple[str, ...]:
-        """The hosts of ``result`` that verification lets through (all without it, and none
-        is checked while uninstalling)."""
-        if self.verification is None or routed is None:
-            return result.hosts
-        return await self.verification.verified(result, previous, routed.plan.origins)
-
-    def _fit(self, hosts: tuple[str, ...], routed: Routed, claims: Sequence[Claim], *,
-             answers: corefile.Answers, held: Held, rejected: int) -> tuple[str, ...]:
-        """The hosts that fit the rules budget and the room of the ConfigMaps they are
-        written to, measured in the answer sets they are written with; each object that
-        overflows is refused, told on itself."""
-        s = self.settings
-        if s.mode == "coredns":
-            rules_room = corefile_room(held.cm, s.configmap_key)
-        else:
-            rules_room = configmap_room(held.cm, (s.import_key,))
-        b = self.budget
-        pub = self.tracker.current(self.published_cm, self.published.namespace,
-                                   self.published.name)
-        rooms: list[tuple[str, Measure, int, str]] = [
-            ("published hosts", b.published, configmap_room(pub, PUBLISHED_KEYS),
-             self.published.where)]
-        if s.node_local_dns == "auto":
-            for (ns, name), reflector in zip(NODE_LOCAL_CANDIDATES, self.node_local,
-                                             strict=True):
-                cm = self.tracker.current(reflector, ns, name)
-                if cm is not None and self.node_local_writer.edits(cm):
-                    rooms.append(("node-local-dns rules", b.node_local,
-                                  corefile_room(cm, "Corefile"), f"{ns}/{name}"))
-        limits = b.limits(rules_room, self.rules.where, rooms)
-        kept, refused = self.budget.apply(hosts, routed.plan.origins, claims,
-                                          AnswerSets(answers, routed.answers), limits)
-        self.metrics.hosts_rejected.set(rejected + len(refused))
-        self.reports.rejections(refused)
-        return kept
+    def _report_limits(self, state: DesiredState, limit: int) -> None:
+        """One log line when the objects the size limits refuse change (the refusals
+        themselves are told on each object), one when every object fits again."""
+        got = state.fitted
+        refused = got.refused if got is not None else ()
+        if got is None or not refused:
+            if self._over:
+                log.info("every object fits the rules budget again")
+        elif refused != self._over:
+            log.warning("over a size limit: the newest objects are refused", extra={
+                "wanted": got.wanted, "budget": limit, "refused": len(refused),
+                "objects": ", ".join(map(str, refused[:10]))
+                           + (f" and {len(refused) - 10} more" if len(refused) > 10 else "")})
+        self._over = refused
 
     def _not_leading(self) -> bool:
         # A standby is done. A leader whose renewal is merely overdue must try again soon:

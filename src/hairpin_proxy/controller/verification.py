@@ -6,6 +6,10 @@ most one per pass, and while verdicts are still coming in at most one per ``SUMM
 seconds, so 1,000 new hosts make a handful of lines, not thousands); per-host lines at debug
 level; per-host Events (rate-limited) on the objects that asked. When no host resolves at all
 (no public DNS from here), one warning names the ways out, and /readyz shows it.
+
+Which hosts go is the plan's decision (plan/core.py ``verified``, from the verdicts in its
+snapshot); this shell keeps the checker's hosts (the plan's candidates) and load balancers,
+hands the plan the verdicts and tells what the plan kept out.
 """
 
 from __future__ import annotations
@@ -13,19 +17,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from hairpin_proxy.claims import ObjectRef
 from hairpin_proxy.controller.events import Reports
 from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.sources.ingress import IngressSource
 from hairpin_proxy.kube.watch import Reflector
-from hairpin_proxy.plan.core import VERDICTS, verified
-from hairpin_proxy.policy import PolicyResult
+from hairpin_proxy.plan import DesiredState
+from hairpin_proxy.plan.core import VERDICTS
 from hairpin_proxy.verify import (
     NO_PUBLIC_DNS,
     HostChecker,
     LbIndex,
+    Verdict,
     lb_addresses,
     nothing_resolves,
 )
@@ -69,6 +74,10 @@ class Verification:
         self.no_public_dns = False
         # Hosts the last pass had no verdict for yet (not redirected until they have one).
         self.pending = 0
+        # The hosts the checker keeps verdicts for: the last plan's candidates.
+        self._hosts: tuple[str, ...] = ()
+        # The load balancer index the checker was last given.
+        self._told_lb: LbIndex | None = None
         metrics.kept_age_source = lambda: checker.stats().oldest_kept_age or 0.0
 
     async def _lb_index(self) -> LbIndex:
@@ -88,32 +97,39 @@ class Verification:
             loop.call_later(self._lb_at + _LB_REBUILD - now + 0.05, self.wake)
         return self._lb
 
-    async def verified(self, result: PolicyResult, previous: Iterable[str],
-                       origins: Mapping[str, Sequence[ObjectRef]]) -> tuple[str, ...]:
-        """The hosts of ``result`` whose public DNS leads to this cluster's load balancer.
+    async def verdicts(self) -> Mapping[str, Verdict]:
+        """The verdicts for the plan's snapshot: the last pass's candidates judged against
+        the load balancers as they are now (a moved address is followed in this pass)."""
+        lb = await self._lb_index()
+        if lb is not self._told_lb:
+            # Only a new index is worth an update here (the hosts are the checker's already,
+            # and each update walks every one of them).
+            self.checker.update(self._hosts, lb)
+            self._told_lb = lb
+        return self.checker.verdicts()
 
-        A host not checked yet keeps what the rules hold now (a restart or a new leader
-        neither withdraws nor adds anything before its first answer); a host that cannot be
-        checked because the resolver fails keeps its last verdict (the checker's rule).
-        ``origins`` (host → the objects asking for it) says whom to tell."""
-        self.checker.update(result.hosts, await self._lb_index())
-        verdicts = self.checker.verdicts()
-        out, refused, counts = verified(result.hosts, verdicts, previous)
-        for host, code in refused.items():
+    def planned(self, state: DesiredState, verdicts: Mapping[str, Verdict]) -> None:
+        """After the plan (which decided with ``verdicts``): the checker keeps verdicts for
+        the plan's candidates (a new one is checked at once: pending until then, it kept
+        what the rules hold), and what verification kept out is told on the objects that
+        asked for it."""
+        self._hosts = state.candidates
+        self.checker.update(state.candidates, self._lb)
+        self._told_lb = self._lb
+        origins = state.plan.origins
+        for host, code in state.unverified.items():
             verdict = verdicts.get(host)
             if verdict is not None and code in _REPORTED:
                 self._report(host, code, verdict.reason, origins.get(host, ()))
-        for code in VERDICTS:
-            self.metrics.verdicts.labels(code).set(counts.get(code, 0))
+        counts = {code: int(n) for code, n in state.metrics.get("verdicts", {}).items() if n}
         self.pending = counts.get("pending", 0)
         self._summarize(counts)
-        self._warn_no_public_dns([c for c, n in counts.items() if n])
+        self._warn_no_public_dns(list(counts))
         stats = self.checker.stats()
         checks, errors = self._counts
         self.metrics.verify_checks.inc(max(0, stats.checks - checks))
         self.metrics.verify_errors.inc(max(0, stats.errors - errors))
         self._counts = (stats.checks, stats.errors)
-        return out
 
     def note(self) -> str:
         """The /readyz clause: empty unless no host resolves at all."""

@@ -61,6 +61,10 @@ class DesiredState:
     missing_services: tuple[str, ...] = ()
     # Gauge name → {label: value} (label "" for an unlabelled gauge).
     metrics: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    # The hosts routed before verification and the size limits: those verification checks.
+    candidates: tuple[str, ...] = ()
+    # What the size limits kept and refused (None: the snapshot has no rooms).
+    fitted: Within | None = None
 
     @property
     def plan(self) -> Plan:
@@ -173,19 +177,22 @@ def desired(snap: Snapshot, claims: Sequence[Claim], refusals: Sequence[Rejectio
                            for slot, name in slot_svcs.items()},
         published=published, settle=s.settle, now=snap.now, dns_ttl=s.dns_ttl,
         held_answers=lambda: snap.held, slotted=slotted)
-    hosts = routable(routed, routes_sorted)
+    hosts = candidates = routable(routed, routes_sorted)
     unverified: dict[str, str] = {}
     metrics = routing_metrics(routed)
     if s.verify_hosts:
-        hosts, unverified, counts = verified(hosts, snap.verdicts, snap.held)
+        hosts, unverified, counts = verified(
+            hosts, snap.verdicts, snap.held if snap.held_hosts is None else snap.held_hosts)
         metrics["verdicts"] = {code: float(counts[code]) for code in VERDICTS}
     proxy = services.get(f"{s.namespace}/{s.proxy_service}")
     default = corefile.Answers.of(service_addresses(proxy), s.dns_ttl)
+    got = None
     if snap.rooms is not None:
         got = fit_rooms(snap.rooms, s.rules_budget, hosts, routed=routed, claims=claims,
                         default=default, measures=measures)
         hosts, refusals = got.hosts, (*refusals, *got.rejections)
         metrics["over_budget"] = {"": float(len(got.refused))}
+        metrics["rules_bytes"] = {"": float(got.sizes[0])}
     metrics["hosts_rejected"] = {"": float(len(refusals))}
     metrics["hosts_managed"] = {"": float(len(hosts))}
     used = {p.slots[k] for k in set((p.routes if slotted is None else slotted).values())
@@ -195,7 +202,7 @@ def desired(snap: Snapshot, claims: Sequence[Claim], refusals: Sequence[Rejectio
     if proxy is None or not service_addresses(proxy):
         missing.insert(0, f"{s.namespace}/{s.proxy_service}")
     return DesiredState(routed, hosts, default, tuple(claims), tuple(refusals), unverified,
-                        tuple(missing), metrics)
+                        tuple(missing), metrics, candidates=candidates, fitted=got)
 
 
 def new_measures() -> dict[str, Measure]:

@@ -83,6 +83,9 @@ class Snapshot:
     targets_configmap: Obj | None = None
     # What the DNS rules answer for each host now.
     held: Mapping[str, corefile.Answers] = field(default_factory=dict)
+    # The hosts the rules hold now, where the caller reads them apart from their answers
+    # (verification keeps these while their verdict is unknown); None: the keys of ``held``.
+    held_hosts: Sequence[str] | None = None
     # Host → verification verdict (read only with settings.verify_hosts).
     verdicts: Mapping[str, Verdict] = field(default_factory=dict)
     # Unix seconds: when the plan is made (slots settle against it).
