@@ -124,6 +124,10 @@ def _changes(old: list[Any], now: list[Any]) -> tuple[list[Any], list[int]]:
             list(itertools.compress(range(len(now)), map(new.__contains__, map(id, now)))))
 
 
+def _tuple(claims: Claim | tuple[Claim, ...]) -> tuple[Claim, ...]:
+    return (claims,) if isinstance(claims, Claim) else claims
+
+
 class _PerObject:
     """Claims and refusals per object of one kind, made for new objects only while the
     context they are read against stays the same. A relist brings equal objects anew: one
@@ -131,8 +135,10 @@ class _PerObject:
 
     def __init__(self) -> None:
         self.context: tuple[Any, ...] | None = None
-        # id(object) → (its item, what it made); the objects in the order last given.
-        self.made: dict[int, tuple[Any, Made]] = {}
+        # id(object) → its claims (a lone claim as itself: nearly every object makes one, and
+        # tens of thousands of one-claim tuples cost a megabyte); ``objs`` holds the objects
+        # (in the order last given), which keeps each id theirs.
+        self.made: dict[int, Claim | tuple[Claim, ...]] = {}
         self.objs: list[Any] = []
         # The objects with refusals (few): their refusals.
         self.flagged: dict[int, tuple[Rejection, ...]] = {}
@@ -144,8 +150,8 @@ class _PerObject:
         """``key(item)`` is the object of an item of ``objs`` (None: the item itself);
         ``make(item)`` its claims and refusals."""
         if context != self.context:
-            for _, (claims, _r) in self.made.values():
-                removed.extend(claims)
+            for claims in self.made.values():
+                removed.extend(_tuple(claims))
             self.made, self.flagged, self.objs, self.context = {}, {}, [], context
         items = list(objs)
         now = items if key is None else list(map(key, items))
@@ -157,11 +163,10 @@ class _PerObject:
 
     def _apply(self, gone: list[Any], new: list[Any], of: Any, *, make: Any,
                added: list[Claim], removed: list[Claim]) -> None:
-        made = self.made
+        made, flagged = self.made, self.flagged
         recycled: dict[tuple[str, str], Made] = {}
         for obj in gone:
-            item, was = made.pop(id(obj))
-            self.flagged.pop(id(obj), None)
+            was = (_tuple(made.pop(id(obj))), flagged.pop(id(obj), ()))
             version = version_of(obj)
             if version is None:
                 removed.extend(was[0])
@@ -175,9 +180,10 @@ class _PerObject:
                 got = make(item)
                 self.count += 1
                 added.extend(got[0])
-            made[id(obj)] = (item, got)
+            claims = got[0]
+            made[id(obj)] = claims[0] if len(claims) == 1 else claims
             if got[1]:
-                self.flagged[id(obj)] = got[1]
+                flagged[id(obj)] = got[1]
         for left in recycled.values():
             removed.extend(left[0])
 
