@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Sequence
 from hairpin_proxy import corefile
 from hairpin_proxy.admin import Check
 from hairpin_proxy.claims import Claim, ObjectRef
-from hairpin_proxy.controller import holds
+from hairpin_proxy.controller import heap, holds
 from hairpin_proxy.controller.background import Background
 from hairpin_proxy.controller.budget import (
     AnswerSets,
@@ -598,6 +598,7 @@ class Controller:
             # dicts with 10,000 Ingresses): out of the cyclic GC's sight, so its full
             # collections no longer walk them in the middle of later reconciles.
             gc.freeze()
+            heap.give_back()
             log.info("first sync done", extra={
                 "hosts": len(hosts), "rejected": len(result.rejections),
                 "pending": routed.pending_hosts if routed is not None else 0,
