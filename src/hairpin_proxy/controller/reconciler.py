@@ -598,7 +598,8 @@ class Controller:
             # dicts with 10,000 Ingresses): out of the cyclic GC's sight, so its full
             # collections no longer walk them in the middle of later reconciles.
             gc.freeze()
-            heap.give_back()
+            # Once this pass's own objects are gone too (the loop's next turn).
+            asyncio.get_running_loop().call_soon(heap.give_back)
             log.info("first sync done", extra={
                 "hosts": len(hosts), "rejected": len(result.rejections),
                 "pending": routed.pending_hosts if routed is not None else 0,
