@@ -10,8 +10,20 @@ importing ``ctypes`` costs (0.4 MiB), which is why it is imported only here.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 log = logging.getLogger("hairpin_proxy.controller")
+
+
+def rss_kib(status: Path = Path("/proc/self/status")) -> int:
+    """The process's resident set in KiB (0 where the system does not say)."""
+    try:
+        for line in status.read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def give_back() -> bool:
@@ -22,7 +34,12 @@ def give_back() -> bool:
     try:
         trim = ctypes.CDLL(None).malloc_trim
     except (AttributeError, OSError):
+        log.debug("no malloc_trim in this C library; freed heap memory stays with it")
         return False
     trim.argtypes = [ctypes.c_size_t]
     trim.restype = ctypes.c_int
-    return bool(trim(0))
+    before = rss_kib()
+    trim(0)
+    log.debug("freed heap memory returned to the system",
+              extra={"rss_kib_before": before, "rss_kib_after": rss_kib()})
+    return True

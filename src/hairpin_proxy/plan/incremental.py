@@ -77,6 +77,9 @@ def ingress_made(obj: Obj, index: ClassIndex, defaults: frozenset[str], snap: Sn
     if not result.hosts or result.origin != f"{ref.namespace}/{ref.name}":
         # A name shortened for display names no Ingress: it claims nothing (as plan.claims).
         return (), result.rejections
+    if len(result.hosts) == 1:
+        # Nearly every Ingress: no generator, no de-duplication to do.
+        return (Claim(result.hosts[0], target, ref, created),), result.rejections
     return (tuple(Claim(h, target, ref, created) for h in dict.fromkeys(result.hosts)),
             result.rejections)
 
@@ -191,6 +194,11 @@ class _PerObject:
         return [r for refused in self.flagged.values() for r in refused]
 
 
+def _hosts_of(key: str) -> tuple[str, ...]:
+    """The hosts a name may be decided as (``resolve_key`` in reverse)."""
+    return (key, "*" + key) if key.startswith("*.") else (key,)
+
+
 class _Hosts:
     """targets.plan's per-name work, kept: the claims of each name, its decision, the route
     (or exclusion) of its host. A name with one claim (nearly all) keeps the claim alone."""
@@ -198,7 +206,9 @@ class _Hosts:
     def __init__(self) -> None:
         self.by_key: dict[str, Claim | list[Claim]] = {}
         self.asked: Counter[str] = Counter()
-        self.decided: dict[str, Claim | Decision] = {}
+        # The decisions among several claims (a few); a name with one claim is decided by it
+        # alone, and its host is the name (or, for "*.d", possibly "**.d").
+        self.decided: dict[str, Decision] = {}
         self.routes: dict[str, str] = {}
         # The routes to a target other than the default (a few thousand of ten).
         self.slotted: dict[str, str] = {}
@@ -247,10 +257,9 @@ class _Hosts:
         changed: set[str] = set()
         for key in keys:
             old = self.decided.pop(key, None)
-            if old is not None:
-                host = old.host if isinstance(old, Claim) else old[0]
-                self._forget(host)
-                changed.add(host)
+            for host in (old[0],) if old is not None else _hosts_of(key):
+                if self._forget(host):
+                    changed.add(host)
             self.losing.discard(key)
             found = self.by_key.get(key)
             if found is None:
@@ -258,14 +267,14 @@ class _Hosts:
             agree: tuple[Claim, ...]
             if isinstance(found, Claim):
                 host, winner, agree = found.host, found, (found,)
-                self.decided[key] = found
             else:
                 got = self.decided[key] = decide(key, found, target)
                 host, winner, agree, lost = got
                 if lost:
                     self.losing.add(key)
             changed.add(host)
-            self.origins[host] = tuple(c.origin for c in agree)
+            self.origins[host] = (winner.origin,) if len(agree) == 1 else tuple(
+                c.origin for c in agree)
             k = fallbacks.get(winner.target, winner.target)
             if k in unresolved:
                 self.excluded[host] = unresolved[k]
@@ -278,11 +287,12 @@ class _Hosts:
                     self.slotted[host] = k
         self._resort(changed, full)
 
-    def _forget(self, host: str) -> None:
+    def _forget(self, host: str) -> bool:
+        """Whether ``host`` had been decided (every decided host has its origins)."""
         self.routes.pop(host, None)
         self.slotted.pop(host, None)
-        self.origins.pop(host, None)
         self.excluded.pop(host, None)
+        return self.origins.pop(host, None) is not None
 
     def _resort(self, changed: set[str], full: bool) -> None:
         if full or len(changed) > 64:
@@ -299,9 +309,7 @@ class _Hosts:
     def losers(self) -> tuple[tuple[Claim, Claim], ...]:
         out: list[tuple[Claim, Claim]] = []
         for key in sorted(self.losing):
-            got = self.decided[key]
-            if not isinstance(got, Claim):
-                out.extend(got[3])
+            out.extend(self.decided[key][3])
         return tuple(out)
 
 
