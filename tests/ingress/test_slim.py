@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import pytest
@@ -115,3 +116,42 @@ def test_repeated_values_are_shared_and_an_empty_status_dropped() -> None:
     assert a["apiVersion"] is b["apiVersion"]
     assert a["status"] is b["status"] and a["status"] == lb
     assert "status" not in slim_ingress(make("c", {"loadBalancer": {}}))
+
+
+def test_a_cached_ingress_is_a_plain_dict_with_shared_keys() -> None:
+    def make(name: str) -> dict[str, Any]:
+        obj: dict[str, Any] = json.loads(json.dumps({
+            "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+            "metadata": {"name": name, "namespace": "shop", "uid": f"u-{name}",
+                         "resourceVersion": "7", "creationTimestamp": "2026-01-01T00:00:00Z",
+                         "labels": {"app": name}},
+            "spec": {"tls": [{"hosts": [f"{name}.example.com"]}],
+                     "rules": [{"host": f"{name}.example.com"}]}}))
+        return obj
+
+    a, b = slim_ingress(make("a")), slim_ingress(make("b"))
+    # Readers may treat it as any dict (JSON, copies, `**`); equal to what it stands for.
+    assert type(a) is dict and type(a["metadata"]) is dict
+    assert json.loads(json.dumps(a, default=dict)) == {
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "a", "namespace": "shop", "uid": "u-a", "resourceVersion": "7",
+                     "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"tls": [{"hosts": ["a.example.com"]}], "rules": [{"host": "a.example.com"}]}}
+    assert {**a["metadata"], "name": "x"}["name"] == "x" and a["metadata"]["name"] == "a"
+    # One keys table for every cached Ingress's metadata: smaller than a dict of its own.
+    assert sys.getsizeof(a["metadata"]) < sys.getsizeof(dict(a["metadata"]))
+    assert sys.getsizeof(a) < sys.getsizeof(dict(a))
+    # Values that repeat are one object; the TLS entry naming the rules' hosts is their tuple.
+    assert a["metadata"]["creationTimestamp"] is b["metadata"]["creationTimestamp"]
+    spec = a["spec"]
+    assert isinstance(spec, CompactSpec) and spec.tls is not None
+    assert spec.tls[0] is spec.rules
+
+
+def test_a_compact_spec_reads_its_class_with_get() -> None:
+    named = slim_ingress({"metadata": {"name": "web"}, "spec": {"ingressClassName": "nginx"}})
+    unnamed = slim_ingress({"metadata": {"name": "web"}, "spec": {"rules": []}})
+    assert named["spec"].get("ingressClassName") == "nginx"
+    assert unnamed["spec"].get("ingressClassName") is None
+    assert unnamed["spec"].get("ingressClassName", "none") == "none"
+    assert unnamed["spec"].get("rules") == [] and unnamed["spec"].get("tls") is None

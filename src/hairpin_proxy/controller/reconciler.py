@@ -30,7 +30,7 @@ from collections.abc import Callable
 from hairpin_proxy import corefile
 from hairpin_proxy.admin import Check
 from hairpin_proxy.claims import ObjectRef
-from hairpin_proxy.controller import holds
+from hairpin_proxy.controller import heap, holds
 from hairpin_proxy.controller.background import Background
 from hairpin_proxy.controller.budget import configmap_room, corefile_room
 from hairpin_proxy.controller.corefile_facts import CorefileFacts
@@ -623,6 +623,8 @@ class Controller:
             # dicts with 10,000 Ingresses): out of the cyclic GC's sight, so its full
             # collections no longer walk them in the middle of later reconciles.
             gc.freeze()
+            # Once this pass's own objects are gone too (the loop's next turn).
+            asyncio.get_running_loop().call_soon(heap.give_back)
             log.info("first sync done", extra={
                 "hosts": len(hosts), "rejected": len(state.refusals) if state else 0,
                 "pending": state.routed.pending_hosts if state is not None else 0,

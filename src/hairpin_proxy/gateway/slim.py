@@ -4,14 +4,26 @@ Same idea as for Ingresses: rules, filters, backends, TLS settings, addresses an
 are dropped as each object arrives, and the result keeps the shape of the original so the
 parsers in ``model`` read either and reach the same verdict. Parts that are not of the expected
 type are kept untouched so that the parser still reports them.
+
+Cached objects are read, never edited (the watch replaces an object when it changes), so parts
+that are equal across objects are shared: a route's parent references and status are usually
+the same for every route of a Gateway, and a JSON parser gives each route its own copy.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Hashable
 from typing import Any
 
 JsonObj = dict[str, Any]
+
+# One object per distinct shared part, keyed by its content; bounded, as what is in it comes
+# from the API (cleared when full: sharing is an economy, never a meaning).
+_SHARED: dict[Hashable, Any] = {}
+_SHARED_MAX = 4096
+# Metadata values that repeat across objects (a namespace, a second of creation).
+_REPEATED = ("namespace", "creationTimestamp")
 
 _META = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "generation")
 _REF = ("group", "kind", "namespace", "name", "sectionName", "port")
@@ -27,10 +39,47 @@ def _each(src: Any, fn: Callable[[Any], Any]) -> Any:
     return [fn(item) for item in src] if isinstance(src, list) else src
 
 
+def _content(value: Any) -> Hashable | None:
+    """A hashable stand-in for a JSON value, equal for equal values (None: not plain JSON)."""
+    kind = type(value)
+    if kind is dict:
+        parts = tuple((k, _content(v)) for k, v in value.items())
+        return None if any(p[1] is None for p in parts) else ("{", parts)
+    if kind is list:
+        items = tuple(_content(v) for v in value)
+        return None if any(i is None for i in items) else ("[", items)
+    if kind in (str, int, bool, float) or value is None:
+        # The type is part of the key: 1, 1.0 and True are equal in Python, not in JSON.
+        return (kind.__name__, value)
+    return None
+
+
+def _shared(value: Any) -> Any:
+    """``value``, or an equal one already kept: one copy for every object that has it."""
+    key = _content(value)
+    if key is None:
+        return value
+    found = _SHARED.get(key)
+    if found is None:
+        if len(_SHARED) >= _SHARED_MAX:
+            _SHARED.clear()
+        found = _SHARED[key] = value
+    return found
+
+
+def _str(value: Any) -> Any:
+    return sys.intern(value) if type(value) is str else value
+
+
 def _head(obj: JsonObj, meta_keys: tuple[str, ...] = _META) -> JsonObj:
-    out: JsonObj = {k: obj[k] for k in ("apiVersion", "kind") if k in obj}
+    out: JsonObj = {k: _str(obj[k]) for k in ("apiVersion", "kind") if k in obj}
     if "metadata" in obj:
-        out["metadata"] = _pick(obj["metadata"], meta_keys)
+        meta = _pick(obj["metadata"], meta_keys)
+        if isinstance(meta, dict):
+            for key in _REPEATED:
+                if key in meta:
+                    meta[key] = _str(meta[key])
+        out["metadata"] = meta
     return out
 
 
@@ -86,13 +135,13 @@ def slim_route(obj: JsonObj) -> JsonObj:
     if "spec" in obj:
         spec = _pick(obj["spec"], ("hostnames", "parentRefs"))
         if isinstance(spec, dict) and "parentRefs" in spec:
-            spec["parentRefs"] = _each(spec["parentRefs"], lambda r: _pick(r, _REF))
+            spec["parentRefs"] = _shared(_each(spec["parentRefs"], lambda r: _pick(r, _REF)))
         out["spec"] = spec
     if "status" in obj:
         status = _pick(obj["status"], ("parents",))
         if isinstance(status, dict) and "parents" in status:
             status["parents"] = _each(status["parents"], _parent_status)
-        out["status"] = status
+        out["status"] = _shared(status)
     return out
 
 

@@ -57,6 +57,16 @@ class CompactSpec(Mapping[str, Any]):
             return [{} if h is None else {"hosts": list(h)} for h in self.tls]
         raise KeyError(key)
 
+    def get(self, key: str, default: Any = None) -> Any:
+        # Mapping.get would raise and catch a KeyError for every Ingress that names no class
+        # (most of them), twice a first pass: a fifth of planning 10,000 Ingresses.
+        if key == "ingressClassName":
+            return default if self.class_name is None else self.class_name
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
     def __iter__(self) -> Iterator[str]:
         if self.class_name is not None:
             yield "ingressClassName"

@@ -77,6 +77,9 @@ def ingress_made(obj: Obj, index: ClassIndex, defaults: frozenset[str], snap: Sn
     if not result.hosts or result.origin != f"{ref.namespace}/{ref.name}":
         # A name shortened for display names no Ingress: it claims nothing (as plan.claims).
         return (), result.rejections
+    if len(result.hosts) == 1:
+        # Nearly every Ingress: no generator, no de-duplication to do.
+        return (Claim(result.hosts[0], target, ref, created),), result.rejections
     return (tuple(Claim(h, target, ref, created) for h in dict.fromkeys(result.hosts)),
             result.rejections)
 
@@ -124,6 +127,10 @@ def _changes(old: list[Any], now: list[Any]) -> tuple[list[Any], list[int]]:
             list(itertools.compress(range(len(now)), map(new.__contains__, map(id, now)))))
 
 
+def _tuple(claims: Claim | tuple[Claim, ...]) -> tuple[Claim, ...]:
+    return (claims,) if isinstance(claims, Claim) else claims
+
+
 class _PerObject:
     """Claims and refusals per object of one kind, made for new objects only while the
     context they are read against stays the same. A relist brings equal objects anew: one
@@ -131,8 +138,10 @@ class _PerObject:
 
     def __init__(self) -> None:
         self.context: tuple[Any, ...] | None = None
-        # id(object) → (its item, what it made); the objects in the order last given.
-        self.made: dict[int, tuple[Any, Made]] = {}
+        # id(object) → its claims (a lone claim as itself: nearly every object makes one, and
+        # tens of thousands of one-claim tuples cost a megabyte); ``objs`` holds the objects
+        # (in the order last given), which keeps each id theirs.
+        self.made: dict[int, Claim | tuple[Claim, ...]] = {}
         self.objs: list[Any] = []
         # The objects with refusals (few): their refusals.
         self.flagged: dict[int, tuple[Rejection, ...]] = {}
@@ -144,8 +153,8 @@ class _PerObject:
         """``key(item)`` is the object of an item of ``objs`` (None: the item itself);
         ``make(item)`` its claims and refusals."""
         if context != self.context:
-            for _, (claims, _r) in self.made.values():
-                removed.extend(claims)
+            for claims in self.made.values():
+                removed.extend(_tuple(claims))
             self.made, self.flagged, self.objs, self.context = {}, {}, [], context
         items = list(objs)
         now = items if key is None else list(map(key, items))
@@ -157,11 +166,10 @@ class _PerObject:
 
     def _apply(self, gone: list[Any], new: list[Any], of: Any, *, make: Any,
                added: list[Claim], removed: list[Claim]) -> None:
-        made = self.made
+        made, flagged = self.made, self.flagged
         recycled: dict[tuple[str, str], Made] = {}
         for obj in gone:
-            item, was = made.pop(id(obj))
-            self.flagged.pop(id(obj), None)
+            was = (_tuple(made.pop(id(obj))), flagged.pop(id(obj), ()))
             version = version_of(obj)
             if version is None:
                 removed.extend(was[0])
@@ -175,14 +183,20 @@ class _PerObject:
                 got = make(item)
                 self.count += 1
                 added.extend(got[0])
-            made[id(obj)] = (item, got)
+            claims = got[0]
+            made[id(obj)] = claims[0] if len(claims) == 1 else claims
             if got[1]:
-                self.flagged[id(obj)] = got[1]
+                flagged[id(obj)] = got[1]
         for left in recycled.values():
             removed.extend(left[0])
 
     def refusals(self) -> list[Rejection]:
         return [r for refused in self.flagged.values() for r in refused]
+
+
+def _hosts_of(key: str) -> tuple[str, ...]:
+    """The hosts a name may be decided as (``resolve_key`` in reverse)."""
+    return (key, "*" + key) if key.startswith("*.") else (key,)
 
 
 class _Hosts:
@@ -192,7 +206,9 @@ class _Hosts:
     def __init__(self) -> None:
         self.by_key: dict[str, Claim | list[Claim]] = {}
         self.asked: Counter[str] = Counter()
-        self.decided: dict[str, Claim | Decision] = {}
+        # The decisions among several claims (a few); a name with one claim is decided by it
+        # alone, and its host is the name (or, for "*.d", possibly "**.d").
+        self.decided: dict[str, Decision] = {}
         self.routes: dict[str, str] = {}
         # The routes to a target other than the default (a few thousand of ten).
         self.slotted: dict[str, str] = {}
@@ -241,10 +257,9 @@ class _Hosts:
         changed: set[str] = set()
         for key in keys:
             old = self.decided.pop(key, None)
-            if old is not None:
-                host = old.host if isinstance(old, Claim) else old[0]
-                self._forget(host)
-                changed.add(host)
+            for host in (old[0],) if old is not None else _hosts_of(key):
+                if self._forget(host):
+                    changed.add(host)
             self.losing.discard(key)
             found = self.by_key.get(key)
             if found is None:
@@ -252,14 +267,14 @@ class _Hosts:
             agree: tuple[Claim, ...]
             if isinstance(found, Claim):
                 host, winner, agree = found.host, found, (found,)
-                self.decided[key] = found
             else:
                 got = self.decided[key] = decide(key, found, target)
                 host, winner, agree, lost = got
                 if lost:
                     self.losing.add(key)
             changed.add(host)
-            self.origins[host] = tuple(c.origin for c in agree)
+            self.origins[host] = (winner.origin,) if len(agree) == 1 else tuple(
+                c.origin for c in agree)
             k = fallbacks.get(winner.target, winner.target)
             if k in unresolved:
                 self.excluded[host] = unresolved[k]
@@ -272,11 +287,12 @@ class _Hosts:
                     self.slotted[host] = k
         self._resort(changed, full)
 
-    def _forget(self, host: str) -> None:
+    def _forget(self, host: str) -> bool:
+        """Whether ``host`` had been decided (every decided host has its origins)."""
         self.routes.pop(host, None)
         self.slotted.pop(host, None)
-        self.origins.pop(host, None)
         self.excluded.pop(host, None)
+        return self.origins.pop(host, None) is not None
 
     def _resort(self, changed: set[str], full: bool) -> None:
         if full or len(changed) > 64:
@@ -293,9 +309,7 @@ class _Hosts:
     def losers(self) -> tuple[tuple[Claim, Claim], ...]:
         out: list[tuple[Claim, Claim]] = []
         for key in sorted(self.losing):
-            got = self.decided[key]
-            if not isinstance(got, Claim):
-                out.extend(got[3])
+            out.extend(self.decided[key][3])
         return tuple(out)
 
 
