@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import itertools
+import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -238,3 +240,69 @@ def entries_text(entries: Mapping[str, Sequence[str]]) -> str:
         if addrs not in tails:
             tails[addrs] = " " + " ".join(addrs) + "\n"
     return "".join([host + tails[addrs] for host, addrs in reading.entries.items()])
+
+
+def _ascending(items: Sequence[str]) -> bool:
+    # In C: a pass's hosts come sorted and distinct, which this checks without sorting them.
+    return all(map(operator.lt, items, itertools.islice(items, 1, None)))
+
+
+class EntriesText:
+    """``entries_text`` for a writer whose hosts change a few at a time: each host's line is
+    made once while its addresses stay, and the value is the lines joined in the hosts'
+    order. The same text as ``entries_text``, whatever the calls (tests/test_published.py)."""
+
+    def __init__(self) -> None:
+        # host → its line ("" when the reader would refuse it), made with the addresses the
+        # last call gave it.
+        self._lines: dict[str, str] = {}
+        self._default: tuple[str, ...] | None = None
+        self._routed: dict[str, tuple[str, ...]] = {}
+        # Hosts whose key is another spelling of them: where one is written, the order and
+        # the duplicates are the plain function's to sort out.
+        self._odd: set[str] = set()
+        self._tails: dict[tuple[str, ...], str] = {}
+
+    def text(self, hosts: Sequence[str], default: tuple[str, ...],
+             routed: Mapping[str, tuple[str, ...]]) -> str:
+        """``entries_text({h: routed.get(h, default) for h in hosts})``."""
+        self._forget_changed(default, routed)
+        lines = self._lines
+        for host in set(hosts).difference(lines):
+            lines[host] = self._line(host, routed.get(host, default))
+        if (self._odd and not self._odd.isdisjoint(hosts)) or not _ascending(hosts):
+            return entries_text({h: routed.get(h, default) for h in hosts})
+        if len(lines) > 2 * len(hosts) + 1024:
+            present = set(hosts)
+            self._lines = {h: line for h, line in lines.items() if h in present}
+            self._odd &= present
+        return "".join(map(self._lines.__getitem__, hosts))
+
+    def _forget_changed(self, default: tuple[str, ...],
+                        routed: Mapping[str, tuple[str, ...]]) -> None:
+        """Forget the lines made with addresses that are no longer the host's."""
+        if default != self._default:
+            self._lines.clear()
+            self._odd.clear()
+            self._default = default
+        elif routed != self._routed:
+            last = self._routed
+            for host in {*routed, *last}:
+                if routed.get(host) != last.get(host):
+                    self._lines.pop(host, None)
+        if routed != self._routed:
+            self._routed = dict(routed)
+        if len(self._tails) > 4096:
+            self._tails.clear()
+
+    def _line(self, host: str, addresses: tuple[str, ...]) -> str:
+        key, why = _writer_host_key(host)
+        if why:
+            return ""
+        if key != host:
+            self._odd.add(host)
+        tail = self._tails.get(addresses)
+        if tail is None:
+            good = _addresses(addresses)[0]
+            tail = self._tails[addresses] = " " + " ".join(good) + "\n" if good else ""
+        return host + tail if tail else ""
