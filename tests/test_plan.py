@@ -199,3 +199,34 @@ def test_ingressroutes_are_read_only_when_their_source_is_on() -> None:
     assert set(claims) == {"shop.example.com", "www.shop.example.com"}
     assert claims["shop.example.com"].origin == ObjectRef(
         "IngressRoute", "shop", "shop", "", "traefik.io")
+
+
+def plain_groups(hosts: list[str], default: corefile.Answers,
+                 routed: Mapping[str, corefile.Answers]) -> tuple[Any, ...]:
+    """answer_groups as first written: host by host."""
+    if not routed:
+        return ((tuple(hosts), default),) if hosts and default else ()
+    on_default = [h for h in hosts if h not in routed]
+    by_answers: dict[corefile.Answers, list[str]] = {}
+    for host in hosts:
+        if host in routed:
+            by_answers.setdefault(routed[host], []).append(host)
+    out = [(tuple(on_default), default)] if on_default and default else []
+    out += [(tuple(group), answers) for answers, group in by_answers.items() if answers]
+    return tuple(out)
+
+
+# Equal answer sets in distinct objects (two slots' Services with the same addresses, or
+# a set made again), interleaved among the hosts.
+A_AGAIN = corefile.Answers.of(["10.96.0.50"])
+
+
+@given(st.lists(st.sampled_from([f"h{i}.example.com" for i in range(12)])),
+       st.dictionaries(st.sampled_from([f"h{i}.example.com" for i in range(12)]),
+                       st.sampled_from([A, A_AGAIN, B, corefile.Answers()])),
+       st.sampled_from([A, corefile.Answers()]))
+def test_answer_groups_are_those_of_the_plain_algorithm(
+        hosts: list[str], routed: dict[str, corefile.Answers],
+        default: corefile.Answers) -> None:
+    assert A_AGAIN is not A
+    assert answer_groups(hosts, default, routed) == plain_groups(hosts, default, routed)

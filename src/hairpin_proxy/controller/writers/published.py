@@ -92,12 +92,17 @@ class PublishedWriter:
     def entries_text(self, hosts: Sequence[str], answers: Answers,
                      routed: Mapping[str, Answers]) -> str:
         """``entries_text(Desired.entries())``, made from the lines of the last pass."""
-        # One tuple per answer set (a slot's thousand hosts share one object).
-        tuples: dict[int, tuple[str, ...]] = {}
-        by_host: dict[str, tuple[str, ...]] = {}
-        for host, its in routed.items():
-            got = tuples.get(id(its))
-            if got is None:
-                got = tuples[id(its)] = addresses_of(its)
-            by_host[host] = got
-        return self.entries.text(hosts, addresses_of(answers), by_host)
+        return self.entries.text(hosts, addresses_of(answers), routed_addresses(routed))
+
+
+def routed_addresses(routed: Mapping[str, Answers]) -> dict[str, tuple[str, ...]]:
+    """Each routed host's addresses, one tuple per answer set (a slot's thousand hosts share
+    one object)."""
+    tuples: dict[int, tuple[str, ...]] = {}
+    out: dict[str, tuple[str, ...]] = {}
+    for host, its in routed.items():
+        got = tuples.get(id(its))
+        if got is None:
+            got = tuples[id(its)] = addresses_of(its)
+        out[host] = got
+    return out
