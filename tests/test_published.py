@@ -93,11 +93,18 @@ def test_the_kept_lines_give_the_plain_text_whatever_the_calls(
     """Hosts added and removed, other spellings and refused names among them, the default
     and the routed addresses changed: the text made from the kept lines is always the plain
     function's text of the same entries."""
-    kept = EntriesText()
+    kept, joined = EntriesText(), FewSplices()
     for hosts, tidy, default, routed in calls:
         given_hosts = sorted(set(hosts)) if tidy else hosts
-        assert kept.text(given_hosts, default, routed) == entries_text(
-            {h: routed.get(h, default) for h in given_hosts})
+        plain = entries_text({h: routed.get(h, default) for h in given_hosts})
+        assert kept.text(given_hosts, default, routed) == plain
+        assert joined.text(given_hosts, default, routed) == plain
+
+
+class FewSplices(EntriesText):
+    """Joins the lines afresh as soon as more than one host changed."""
+
+    SPLICES = 1
 
 
 def test_the_kept_lines_forget_hosts_that_went_away() -> None:

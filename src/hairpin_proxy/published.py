@@ -19,10 +19,9 @@ one bad line must not take every host of the node out of the hosts file.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import ipaddress
-import itertools
-import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -242,15 +241,14 @@ def entries_text(entries: Mapping[str, Sequence[str]]) -> str:
     return "".join([host + tails[addrs] for host, addrs in reading.entries.items()])
 
 
-def _ascending(items: Sequence[str]) -> bool:
-    # In C: a pass's hosts come sorted and distinct, which this checks without sorting them.
-    return all(map(operator.lt, items, itertools.islice(items, 1, None)))
-
-
 class EntriesText:
     """``entries_text`` for a writer whose hosts change a few at a time: each host's line is
-    made once while its addresses stay, and the value is the lines joined in the hosts'
-    order. The same text as ``entries_text``, whatever the calls (tests/test_published.py)."""
+    made once while its addresses stay, and the last value has the lines of the hosts that
+    changed cut out or put in (where few changed) rather than every line joined again. The
+    same text as ``entries_text``, whatever the calls (tests/test_published.py)."""
+
+    # More changes than this in one call: the lines are joined afresh.
+    SPLICES = 32
 
     def __init__(self) -> None:
         # host → its line ("" when the reader would refuse it), made with the addresses the
@@ -262,38 +260,85 @@ class EntriesText:
         # the duplicates are the plain function's to sort out.
         self._odd: set[str] = set()
         self._tails: dict[tuple[str, ...], str] = {}
+        # The last value (None: to be joined afresh), the hosts it was made for, and those
+        # of them with a line, sorted (the value's lines in order).
+        self._text: str | None = None
+        self._present: set[str] = set()
+        self._order: list[str] = []
 
     def text(self, hosts: Sequence[str], default: tuple[str, ...],
              routed: Mapping[str, tuple[str, ...]]) -> str:
         """``entries_text({h: routed.get(h, default) for h in hosts})``."""
-        self._forget_changed(default, routed)
+        stale = self._forget_changed(default, routed)
         lines = self._lines
-        for host in set(hosts).difference(lines):
+        present = set(hosts)
+        for host in present.difference(lines):
             lines[host] = self._line(host, routed.get(host, default))
-        if (self._odd and not self._odd.isdisjoint(hosts)) or not _ascending(hosts):
+        if self._odd and not self._odd.isdisjoint(present):
+            self._text = None
             return entries_text({h: routed.get(h, default) for h in hosts})
-        if len(lines) > 2 * len(hosts) + 1024:
-            present = set(hosts)
+        text = self._spliced(present, stale)
+        if text is None:
+            # Every host is its own key: the lines in the order of the hosts (sorted in C,
+            # which is linear when they come sorted, as a pass's do), each once.
+            order = sorted(hosts) if len(present) == len(hosts) else sorted(present)
+            self._order = list(filter(lines.__getitem__, order))
+            text = "".join(map(lines.__getitem__, self._order))
+        self._text, self._present = text, present
+        if len(lines) > 2 * len(present) + 1024:
             self._lines = {h: line for h, line in lines.items() if h in present}
             self._odd &= present
-        return "".join(map(self._lines.__getitem__, hosts))
+        return text
 
     def _forget_changed(self, default: tuple[str, ...],
-                        routed: Mapping[str, tuple[str, ...]]) -> None:
-        """Forget the lines made with addresses that are no longer the host's."""
+                        routed: Mapping[str, tuple[str, ...]]) -> set[str]:
+        """Forget the lines made with addresses that are no longer the host's; the hosts
+        whose line was forgotten (all of them: none is listed, the value is made afresh)."""
+        stale: set[str] = set()
         if default != self._default:
             self._lines.clear()
             self._odd.clear()
             self._default = default
+            self._text = None
         elif routed != self._routed:
             last = self._routed
-            for host in {*routed, *last}:
-                if routed.get(host) != last.get(host):
-                    self._lines.pop(host, None)
+            stale = {h for h in {*routed, *last} if routed.get(h) != last.get(h)}
+            for host in stale:
+                self._lines.pop(host, None)
         if routed != self._routed:
             self._routed = dict(routed)
         if len(self._tails) > 4096:
             self._tails.clear()
+        return stale
+
+    def _spliced(self, present: set[str], stale: set[str]) -> str | None:
+        """The last value with the lines of the hosts that came, went or changed put in or
+        cut out; None when there is no last value or too much changed."""
+        text, last = self._text, self._present
+        if text is None:
+            return None
+        added = present.difference(last)
+        # Counted, not searched for, when nothing went (a pass that only adds).
+        gone = len(last) - len(present) + len(added)
+        out = (last.difference(present) if gone else set()) | stale.intersection(last)
+        into = added | stale.intersection(present)
+        if len(out) + len(into) > self.SPLICES:
+            return None
+        order = self._order
+        for host in out:
+            at = bisect.bisect_left(order, host)
+            if at < len(order) and order[at] == host:
+                begin = _line_at(text, host)
+                text = text[:begin] + text[text.index("\n", begin) + 1:]
+                del order[at]
+        for host in into:
+            line = self._lines[host]
+            if line:
+                at = bisect.bisect_left(order, host)
+                begin = len(text) if at == len(order) else _line_at(text, order[at])
+                text = text[:begin] + line + text[begin:]
+                order.insert(at, host)
+        return text
 
     def _line(self, host: str, addresses: tuple[str, ...]) -> str:
         key, why = _writer_host_key(host)
@@ -306,3 +351,9 @@ class EntriesText:
             good = _addresses(addresses)[0]
             tail = self._tails[addresses] = " " + " ".join(good) + "\n" if good else ""
         return host + tail if tail else ""
+
+
+def _line_at(text: str, host: str) -> int:
+    """Where ``host``'s line begins in a value of lines "HOST ADDR...": a line ends at the
+    only new line it holds, and a host holds no white space."""
+    return 0 if text.startswith(host + " ") else text.index("\n" + host + " ") + 1

@@ -419,8 +419,14 @@ def data_bytes(cm: JsonObj | None, keys: Collection[str] | None = None) -> int:
     for what in ("data", "binaryData"):
         for k, v in ((cm or {}).get(what) or {}).items():
             if keys is None or k in keys:
-                total += len(str(k)) + len(str(v).encode())
+                total += len(str(k)) + _utf8_len(str(v))
     return total
+
+
+def _utf8_len(text: str) -> int:
+    # Whether a str is ASCII is known without reading it: half a megabyte is not encoded
+    # again on every pass to be measured.
+    return len(text) if text.isascii() else len(text.encode())
 
 
 def _room(free: int) -> int:
@@ -446,7 +452,7 @@ def corefile_room(cm: JsonObj | None, key: str) -> int:
         if end < 0:
             break
         at = end + len(corefile.END_MARKER)
-        ours += len(text[begin:at].encode())
+        ours += _utf8_len(text[begin:at])
         blocks += 1
     return _room(MAX_CONFIGMAP_BYTES - (data_bytes(cm) - ours)) // max(1, blocks)
 

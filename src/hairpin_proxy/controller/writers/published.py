@@ -8,6 +8,7 @@ host with the addresses of its own target's proxy Service), and for agents of ea
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -80,7 +81,7 @@ class PublishedWriter:
         svc = self.service.get(self.service_key)
         pub = self.tracker.current(self.configmap, self.edit.namespace, self.edit.name)
         routed = desired.routed
-        default = [h for h in hosts if h not in routed] if routed else hosts
+        default = list(itertools.filterfalse(routed.__contains__, hosts)) if routed else hosts
         mutate = self.edit.mutate(default, service_addresses(svc),
                                   self.entries_text(hosts, desired.answers, routed))
         written = await self.tracker.write(self.edit.namespace, self.edit.name, mutate, pub)
