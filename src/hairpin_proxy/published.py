@@ -22,6 +22,7 @@ from __future__ import annotations
 import bisect
 import functools
 import ipaddress
+import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -242,25 +243,22 @@ def entries_text(entries: Mapping[str, Sequence[str]]) -> str:
 
 
 class EntriesText:
-    """``entries_text`` for a writer whose hosts change a few at a time: each host's line is
-    made once while its addresses stay, and the last value has the lines of the hosts that
-    changed cut out or put in (where few changed) rather than every line joined again. The
-    same text as ``entries_text``, whatever the calls (tests/test_published.py)."""
+    """``entries_text`` for a writer whose hosts change a few at a time: the last value with
+    the lines of the hosts that came, went or changed addresses cut out or put in, rather
+    than every line made and joined again (where many changed, it is made afresh). The same
+    text as ``entries_text``, whatever the calls (tests/test_published.py)."""
 
-    # More changes than this in one call: the lines are joined afresh.
+    # More changes than this in one call: the value is made afresh.
     SPLICES = 32
 
     def __init__(self) -> None:
-        # host → its line ("" when the reader would refuse it), made with the addresses the
-        # last call gave it.
-        self._lines: dict[str, str] = {}
         self._default: tuple[str, ...] | None = None
         self._routed: dict[str, tuple[str, ...]] = {}
         # Hosts whose key is another spelling of them: where one is written, the order and
         # the duplicates are the plain function's to sort out.
         self._odd: set[str] = set()
         self._tails: dict[tuple[str, ...], str] = {}
-        # The last value (None: to be joined afresh), the hosts it was made for, and those
+        # The last value (None: to be made afresh), the hosts it was made for, and those
         # of them with a line, sorted (the value's lines in order).
         self._text: str | None = None
         self._present: set[str] = set()
@@ -270,46 +268,42 @@ class EntriesText:
              routed: Mapping[str, tuple[str, ...]]) -> str:
         """``entries_text({h: routed.get(h, default) for h in hosts})``."""
         stale = self._forget_changed(default, routed)
-        lines = self._lines
         present = set(hosts)
-        for host in present.difference(lines):
-            lines[host] = self._line(host, routed.get(host, default))
+        text = self._spliced(present, stale)
+        if text is None:
+            text = self._joined(hosts, present)
         if self._odd and not self._odd.isdisjoint(present):
             self._text = None
             return entries_text({h: routed.get(h, default) for h in hosts})
-        text = self._spliced(present, stale)
-        if text is None:
-            # Every host is its own key: the lines in the order of the hosts (sorted in C,
-            # which is linear when they come sorted, as a pass's do), each once.
-            order = sorted(hosts) if len(present) == len(hosts) else sorted(present)
-            self._order = list(filter(lines.__getitem__, order))
-            text = "".join(map(lines.__getitem__, self._order))
         self._text, self._present = text, present
-        if len(lines) > 2 * len(present) + 1024:
-            self._lines = {h: line for h, line in lines.items() if h in present}
-            self._odd &= present
         return text
 
     def _forget_changed(self, default: tuple[str, ...],
                         routed: Mapping[str, tuple[str, ...]]) -> set[str]:
-        """Forget the lines made with addresses that are no longer the host's; the hosts
-        whose line was forgotten (all of them: none is listed, the value is made afresh)."""
+        """The hosts whose addresses changed since the last call (none listed when the
+        default's did: the value is then made afresh)."""
         stale: set[str] = set()
         if default != self._default:
-            self._lines.clear()
-            self._odd.clear()
             self._default = default
             self._text = None
         elif routed != self._routed:
             last = self._routed
             stale = {h for h in {*routed, *last} if routed.get(h) != last.get(h)}
-            for host in stale:
-                self._lines.pop(host, None)
         if routed != self._routed:
             self._routed = dict(routed)
         if len(self._tails) > 4096:
             self._tails.clear()
         return stale
+
+    def _joined(self, hosts: Sequence[str], present: set[str]) -> str:
+        # Every host is its own key (or the plain function takes over): the lines in the
+        # order of the hosts (sorted in C, which is linear when they come sorted, as a
+        # pass's do), each once.
+        self._odd &= present
+        order = sorted(hosts) if len(present) == len(hosts) else sorted(present)
+        lines = [self._line(h) for h in order]
+        self._order = list(itertools.compress(order, lines))
+        return "".join(lines)
 
     def _spliced(self, present: set[str], stale: set[str]) -> str | None:
         """The last value with the lines of the hosts that came, went or changed put in or
@@ -332,7 +326,7 @@ class EntriesText:
                 text = text[:begin] + text[text.index("\n", begin) + 1:]
                 del order[at]
         for host in into:
-            line = self._lines[host]
+            line = self._line(host)
             if line:
                 at = bisect.bisect_left(order, host)
                 begin = len(text) if at == len(order) else _line_at(text, order[at])
@@ -340,12 +334,14 @@ class EntriesText:
                 order.insert(at, host)
         return text
 
-    def _line(self, host: str, addresses: tuple[str, ...]) -> str:
+    def _line(self, host: str) -> str:
+        """``host``'s line ("" when the reader would refuse it)."""
         key, why = _writer_host_key(host)
         if why:
             return ""
         if key != host:
             self._odd.add(host)
+        addresses = self._routed.get(host, self._default or ())
         tail = self._tails.get(addresses)
         if tail is None:
             good = _addresses(addresses)[0]
