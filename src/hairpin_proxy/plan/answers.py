@@ -58,17 +58,25 @@ def route_answers(p: Plan, *, slot_addresses: Mapping[int, Sequence[str]],
     routed = Routed(p)
     held: Mapping[str, corefile.Answers] | None = None
     waits: dict[str, list[str]] = {}
+    routes = p.routes if slotted is None else slotted
     # Per target, not per host (a slot's thousands of hosts share one answer): seconds
     # until it settles, and its answer set once settled (None: it has none yet).
-    keys: dict[str, tuple[float, corefile.Answers | None]] = {}
-    for host, key in (p.routes if slotted is None else slotted).items():
+    keys = {key: _settled(key, p, slot_addresses, published=published, settle=settle,
+                          now=now, dns_ttl=dns_ttl)
+            for key in dict.fromkeys(routes.values()) if key != DEFAULT_KEY}
+    settled = {key: answers for key, (_, answers) in keys.items() if answers is not None}
+    if len(settled) == len(keys):
+        # No host waits (the steady state): each host gets its target's set, in C where
+        # there is one target.
+        if len(settled) == 1 and DEFAULT_KEY not in routes.values():
+            routed.answers = dict.fromkeys(routes, *settled.values())
+        elif settled:
+            routed.answers = {h: settled[k] for h, k in routes.items() if k != DEFAULT_KEY}
+        return routed
+    for host, key in routes.items():
         if key == DEFAULT_KEY:
             continue
-        known = keys.get(key)
-        if known is None:
-            known = keys[key] = _settled(key, p, slot_addresses, published=published,
-                                         settle=settle, now=now, dns_ttl=dns_ttl)
-        left, answers = known
+        left, answers = keys[key]
         if answers is not None:
             routed.answers[host] = answers
             continue
