@@ -486,7 +486,8 @@ class Within:
 def within(hosts: Sequence[str], origins: Mapping[str, Collection[ObjectRef]],
            claims: Iterable[Claim], sets: AnswerSets, limits: Sequence[Limit]) -> Within:
     """The hosts that fit ``limits``, and a refusal per object that does not. ``hosts`` are
-    distinct (a pass's); ``claims`` (read only when over a limit) date the objects. Pure."""
+    distinct (a pass's); ``claims`` (read only when over a limit) date the objects. Pure
+    but for the measures' caches, which change no answer."""
     sizes = measure(hosts, sets, limits, distinct=True)
     for limit in limits:
         limit.measure.keep_only(hosts)

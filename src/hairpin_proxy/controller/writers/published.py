@@ -73,7 +73,7 @@ class PublishedWriter:
         self.service_key = service_key  # "namespace/name" of the proxy Service
         self.tracker = tracker
         self.metrics = metrics
-        # The entries of the last pass, kept host by host: a pass changes a few.
+        # The last pass's ``entries`` value, which the next changes where its hosts did.
         self.entries = EntriesText()
 
     async def write(self, desired: Desired) -> None:
@@ -92,7 +92,7 @@ class PublishedWriter:
 
     def entries_text(self, hosts: Sequence[str], answers: Answers,
                      routed: Mapping[str, Answers]) -> str:
-        """``entries_text(Desired.entries())``, made from the lines of the last pass."""
+        """``entries_text(Desired.entries())``, from the value of the last pass."""
         return self.entries.text(hosts, addresses_of(answers), routed_addresses(routed))
 
 
