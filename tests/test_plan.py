@@ -5,6 +5,7 @@ snapshot lacks. End to end against the controller: tests/controller/test_plan_eq
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,10 +18,13 @@ from hypothesis import strategies as st
 from hairpin_proxy import corefile
 from hairpin_proxy.claims import ObjectRef
 from hairpin_proxy.plan import PlanSettings, answer_groups, plan, route_answers
+from hairpin_proxy.plan.answers import Pending, Routed
 from hairpin_proxy.plan.core import verified
 from hairpin_proxy.plan.objects import snapshot_of
 from hairpin_proxy.plan.snapshot import Rooms
 from hairpin_proxy.policy import HostPolicy
+from hairpin_proxy.targets import table
+from hairpin_proxy.targets.model import DEFAULT_KEY
 from hairpin_proxy.targets.plan import Plan
 from hairpin_proxy.verify.verdict import Code, Verdict
 
@@ -252,3 +256,96 @@ def test_ingressroutes_are_read_only_when_their_source_is_on() -> None:
     assert set(claims) == {"shop.example.com", "www.shop.example.com"}
     assert claims["shop.example.com"].origin == ObjectRef(
         "IngressRoute", "shop", "shop", "", "traefik.io")
+
+
+def plain_groups(hosts: list[str], default: corefile.Answers,
+                 routed: Mapping[str, corefile.Answers]) -> tuple[Any, ...]:
+    """answer_groups as first written: host by host."""
+    if not routed:
+        return ((tuple(hosts), default),) if hosts and default else ()
+    on_default = [h for h in hosts if h not in routed]
+    by_answers: dict[corefile.Answers, list[str]] = {}
+    for host in hosts:
+        if host in routed:
+            by_answers.setdefault(routed[host], []).append(host)
+    out = [(tuple(on_default), default)] if on_default and default else []
+    out += [(tuple(group), answers) for answers, group in by_answers.items() if answers]
+    return tuple(out)
+
+
+# Equal answer sets in distinct objects (two slots' Services with the same addresses, or
+# a set made again), interleaved among the hosts.
+A_AGAIN = corefile.Answers.of(["10.96.0.50"])
+
+
+@given(st.lists(st.sampled_from([f"h{i}.example.com" for i in range(12)])),
+       st.dictionaries(st.sampled_from([f"h{i}.example.com" for i in range(12)]),
+                       st.sampled_from([A, A_AGAIN, B, corefile.Answers()])),
+       st.sampled_from([A, corefile.Answers()]))
+def test_answer_groups_are_those_of_the_plain_algorithm(
+        hosts: list[str], routed: dict[str, corefile.Answers],
+        default: corefile.Answers) -> None:
+    assert A_AGAIN is not A
+    assert answer_groups(hosts, default, routed) == plain_groups(hosts, default, routed)
+
+
+def plain_route_answers(p: Plan, slot_addresses: Mapping[int, tuple[str, ...]],
+                        published: Mapping[str, float], *, now: float,
+                        held: Mapping[str, corefile.Answers],
+                        slotted: Mapping[str, str] | None) -> Routed:
+    """route_answers as first written: host by host, each target's answer made once."""
+    routed = Routed(p)
+    waits: dict[str, list[str]] = {}
+    keys: dict[str, tuple[float, corefile.Answers | None]] = {}
+    for host, key in (p.routes if slotted is None else slotted).items():
+        if key == DEFAULT_KEY:
+            continue
+        if key not in keys:
+            addresses = slot_addresses.get(p.slots[key], ())
+            left = table.settles_at(published, key, 90, now) - now
+            answers = None
+            if left <= 0 and addresses:
+                with contextlib.suppress(corefile.CorefileError):
+                    answers = corefile.Answers.of(addresses, 10)
+            keys[key] = (left, answers)
+        left, answers = keys[key]
+        if answers is not None:
+            routed.answers[host] = answers
+            continue
+        waits.setdefault(key, []).append(host)
+        if left > 0:
+            due = left + 0.05
+            routed.wake_in = due if routed.wake_in is None else min(routed.wake_in, due)
+        if held.get(host):
+            routed.answers[host] = held[host]
+        else:
+            routed.waiting.add(host)
+    for key, hosts in waits.items():
+        at = table.settles_at(published, key, 90, now)
+        routed.pending[key] = Pending(p.slots[key], len(hosts), at if at > now else None)
+    return routed
+
+
+ROUTE_KEYS = [DEFAULT_KEY, "gateway/web/a", "gateway/web/b", "ingressclass/x"]
+NAMES_12 = [f"h{i}.example.com" for i in range(12)]
+
+
+@given(routes=st.dictionaries(st.sampled_from(NAMES_12), st.sampled_from(ROUTE_KEYS)),
+       addresses=st.dictionaries(st.sampled_from([1, 2, 3]), st.sampled_from(
+           [("10.96.0.51",), ("10.96.0.52", "fd00::52"), ("nope",), ()])),
+       published=st.dictionaries(st.sampled_from(ROUTE_KEYS[1:]), st.sampled_from([0.0, 150.0])),
+       held=st.dictionaries(st.sampled_from(NAMES_12), st.sampled_from([A, B, corefile.Answers()])),
+       apart=st.booleans())
+def test_route_answers_are_those_of_the_plain_algorithm(
+        routes: dict[str, str], addresses: dict[int, tuple[str, ...]],
+        published: dict[str, float], held: dict[str, corefile.Answers], apart: bool) -> None:
+    """Settled, settling and Service-less slots, bad addresses, with and without the routes
+    to other targets kept apart: the answers (in order), the waiting hosts, the pending
+    targets and the wake-up are those of the host-by-host algorithm."""
+    p = Plan(routes=routes, slots={k: i for i, k in enumerate(ROUTE_KEYS[1:], 1)})
+    slotted = {h: k for h, k in routes.items() if k != DEFAULT_KEY} if apart else None
+    got = route_answers(p, slot_addresses=addresses, published=published, settle=90,
+                        now=200.0, dns_ttl=10, held_answers=lambda: held, slotted=slotted)
+    want = plain_route_answers(p, addresses, published, now=200.0, held=held, slotted=slotted)
+    assert list(got.answers.items()) == list(want.answers.items())
+    assert (got.waiting, got.pending, got.wake_in) == (want.waiting, want.pending, want.wake_in)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import ipaddress
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hairpin_proxy.published import entries_text, read_entries
+from hairpin_proxy.published import EntriesText, entries_text, read_entries
 
 ADDRESS_LIKE = st.text(alphabet="0123456789abcdefABCDEF.:%x٣", min_size=1, max_size=24)
 
@@ -66,3 +66,52 @@ def test_what_the_writer_writes_reads_back_whole(entries: dict[str, list[str]]) 
             sets.setdefault(host.lower().removesuffix("."), set()).add(good_of(addresses))
     assert {k: frozenset(v) for k, v in back.entries.items()} == {
         k: next(iter(v)) for k, v in sets.items() if len(v) == 1}
+
+
+# Hosts as a pass has them (sorted, plain) and as the plain function must sort out: other
+# spellings of a name, names refused for their form, an address as a name.
+PASS_HOSTS = st.sampled_from(["a.example.com", "b.example.com", "c.example.com",
+                              "d.example.com", "*.e.example.com", "A.example.com",
+                              "b.example.com.", "10.0.0.1", "bad host", "#c", "", "x..",
+                              "é.example.com"])
+ADDRESS_TUPLES = st.lists(st.sampled_from(["10.96.0.50", "10.96.0.51", "fd00::1", "FD00::1",
+                                           "nope", "fe80::1%eth0"]), max_size=3).map(tuple)
+# One call: the hosts (sorted and distinct, or as they come), the default target's
+# addresses, the routed hosts' addresses.
+# (A few tuples, so that consecutive calls often keep them.)
+FEW_TUPLES = st.one_of(st.sampled_from([("10.96.0.50",), ("10.96.0.51", "fd00::1"), ()]),
+                       ADDRESS_TUPLES)
+CALL = st.tuples(st.lists(PASS_HOSTS, max_size=10), st.booleans(), FEW_TUPLES,
+                 st.dictionaries(PASS_HOSTS, FEW_TUPLES, max_size=4))
+
+
+@settings(max_examples=300, deadline=None)
+@given(calls=st.lists(CALL, min_size=1, max_size=12))
+def test_the_kept_lines_give_the_plain_text_whatever_the_calls(
+        calls: list[tuple[list[str], bool, tuple[str, ...], dict[str, tuple[str, ...]]]]
+        ) -> None:
+    """Hosts added and removed, other spellings and refused names among them, the default
+    and the routed addresses changed: the text made from the kept lines is always the plain
+    function's text of the same entries."""
+    kept, joined = EntriesText(), FewSplices()
+    for hosts, tidy, default, routed in calls:
+        given_hosts = sorted(set(hosts)) if tidy else hosts
+        plain = entries_text({h: routed.get(h, default) for h in given_hosts})
+        assert kept.text(given_hosts, default, routed) == plain
+        assert joined.text(given_hosts, default, routed) == plain
+
+
+class FewSplices(EntriesText):
+    """Joins the lines afresh as soon as more than one host changed."""
+
+    SPLICES = 1
+
+
+def test_many_changes_make_the_value_afresh_and_keep_nothing_of_the_gone() -> None:
+    kept = EntriesText()
+    many = [f"h{i:05}.example.com" for i in range(3000)]
+    kept.text(many, ("10.96.0.50",), {})
+    few = many[:10]
+    assert kept.text(few, ("10.96.0.50",), {}) == "".join(f"{h} 10.96.0.50\n" for h in few)
+    assert kept._order == few
+    assert kept._present == set(few)

@@ -19,8 +19,10 @@ one bad line must not take every host of the node out of the hosts file.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import ipaddress
+import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -238,3 +240,116 @@ def entries_text(entries: Mapping[str, Sequence[str]]) -> str:
         if addrs not in tails:
             tails[addrs] = " " + " ".join(addrs) + "\n"
     return "".join([host + tails[addrs] for host, addrs in reading.entries.items()])
+
+
+class EntriesText:
+    """``entries_text`` for a writer whose hosts change a few at a time: the last value with
+    the lines of the hosts that came, went or changed addresses cut out or put in, rather
+    than every line made and joined again (where many changed, it is made afresh). The same
+    text as ``entries_text``, whatever the calls (tests/test_published.py)."""
+
+    # More changes than this in one call: the value is made afresh.
+    SPLICES = 32
+
+    def __init__(self) -> None:
+        self._default: tuple[str, ...] | None = None
+        self._routed: dict[str, tuple[str, ...]] = {}
+        # Hosts whose key is another spelling of them: where one is written, the order and
+        # the duplicates are the plain function's to sort out.
+        self._odd: set[str] = set()
+        self._tails: dict[tuple[str, ...], str] = {}
+        # The last value (None: to be made afresh), the hosts it was made for, and those
+        # of them with a line, sorted (the value's lines in order).
+        self._text: str | None = None
+        self._present: set[str] = set()
+        self._order: list[str] = []
+
+    def text(self, hosts: Sequence[str], default: tuple[str, ...],
+             routed: Mapping[str, tuple[str, ...]]) -> str:
+        """``entries_text({h: routed.get(h, default) for h in hosts})``."""
+        stale = self._forget_changed(default, routed)
+        present = set(hosts)
+        text = self._spliced(present, stale)
+        if text is None:
+            text = self._joined(hosts, present)
+        if self._odd and not self._odd.isdisjoint(present):
+            self._text = None
+            return entries_text({h: routed.get(h, default) for h in hosts})
+        self._text, self._present = text, present
+        return text
+
+    def _forget_changed(self, default: tuple[str, ...],
+                        routed: Mapping[str, tuple[str, ...]]) -> set[str]:
+        """The hosts whose addresses changed since the last call (none listed when the
+        default's did: the value is then made afresh)."""
+        stale: set[str] = set()
+        if default != self._default:
+            self._default = default
+            self._text = None
+        elif routed != self._routed:
+            last = self._routed
+            stale = {h for h in {*routed, *last} if routed.get(h) != last.get(h)}
+        if routed != self._routed:
+            self._routed = dict(routed)
+        if len(self._tails) > 4096:
+            self._tails.clear()
+        return stale
+
+    def _joined(self, hosts: Sequence[str], present: set[str]) -> str:
+        # Every host is its own key (or the plain function takes over): the lines in the
+        # order of the hosts (sorted in C, which is linear when they come sorted, as a
+        # pass's do), each once.
+        self._odd &= present
+        order = sorted(hosts) if len(present) == len(hosts) else sorted(present)
+        lines = [self._line(h) for h in order]
+        self._order = list(itertools.compress(order, lines))
+        return "".join(lines)
+
+    def _spliced(self, present: set[str], stale: set[str]) -> str | None:
+        """The last value with the lines of the hosts that came, went or changed put in or
+        cut out; None when there is no last value or too much changed."""
+        text, last = self._text, self._present
+        if text is None:
+            return None
+        added = present.difference(last)
+        # Counted, not searched for, when nothing went (a pass that only adds).
+        gone = len(last) - len(present) + len(added)
+        out = (last.difference(present) if gone else set()) | stale.intersection(last)
+        into = added | stale.intersection(present)
+        if len(out) + len(into) > self.SPLICES:
+            return None
+        order = self._order
+        for host in out:
+            at = bisect.bisect_left(order, host)
+            if at < len(order) and order[at] == host:
+                begin = _line_at(text, host)
+                text = text[:begin] + text[text.index("\n", begin) + 1:]
+                del order[at]
+        for host in into:
+            line = self._line(host)
+            if line:
+                at = bisect.bisect_left(order, host)
+                begin = len(text) if at == len(order) else _line_at(text, order[at])
+                text = text[:begin] + line + text[begin:]
+                order.insert(at, host)
+        return text
+
+    def _line(self, host: str) -> str:
+        """``host``'s line ("" when the reader would refuse it)."""
+        key, why = _writer_host_key(host)
+        if why:
+            return ""
+        if key != host:
+            self._odd.add(host)
+        addresses = self._routed.get(host, self._default or ())
+        tail = self._tails.get(addresses)
+        if tail is None:
+            good = _addresses(addresses)[0]
+            tail = self._tails[addresses] = " " + " ".join(good) + "\n" if good else ""
+        return host + tail if tail else ""
+
+
+def _line_at(text: str, host: str) -> int:
+    """Where ``host``'s line begins in a value of lines "HOST ADDR...": a line ends at the
+    only new line it holds, and a host holds no white space."""
+    return 0 if text.startswith(host + " ") else text.index("\n" + host + " ") + 1

@@ -26,6 +26,7 @@ from hairpin_proxy.controller.budget import (
     data_bytes,
     fit,
     measure,
+    within,
 )
 from hairpin_proxy.published import entries_text
 from hairpin_proxy.targets.mapping import parse_target_flags
@@ -266,3 +267,57 @@ def test_corefile_room_counts_our_blocks_once_per_root_block() -> None:
 def test_every_measure_of_many_hosts_is_the_sum_of_each(hosts: list[str]) -> None:
     for m in (RulesMeasure(), PublishedMeasure(), NodeLocalMeasure()):
         assert m.hosts(hosts) == sum(type(m)().host(h) for h in hosts)
+
+
+# Enough plain hosts beside the drawn ones for a pass's measure to take the running sums.
+FILLER = [f"f{i}.example.org" for i in range(60)]
+# Answer sets of routed hosts: equal sets in distinct objects among them.
+ROUTED_SETS = [corefile.Answers.of(["10.96.0.50"]), corefile.Answers.of(["10.96.0.51"]),
+               corefile.Answers.of(["10.96.0.51"]), corefile.Answers.of(["fd00::52"]),
+               corefile.Answers()]
+# A pass: hosts added, hosts taken away (by index), how many filler hosts, routed hosts (by
+# index) and their answer sets, the default set, the limit, and whether the measures then
+# forget hosts (as another caller's pass with fewer hosts would make them).
+PASS = st.tuples(st.lists(HOST, max_size=8), st.lists(st.integers(0, 1000), max_size=8),
+                 st.integers(0, 60),
+                 st.dictionaries(st.integers(0, 200), st.sampled_from(ROUTED_SETS), max_size=6),
+                 st.sampled_from([DEFAULT, corefile.Answers()]),
+                 st.sampled_from([10**9, 3000]), st.booleans())
+
+
+@settings(max_examples=150, deadline=None)
+@given(start=st.lists(HOST, max_size=40), passes=st.lists(PASS, min_size=1, max_size=10))
+def test_the_running_sums_measure_what_fresh_measures_measure(
+        start: list[str],
+        passes: list[tuple[list[str], list[int], int, dict[int, corefile.Answers],
+                           corefile.Answers, int, bool]]) -> None:
+    """Hosts added and removed, routed hosts and their answer sets changed, the measures'
+    memo pruned: the measures kept from pass to pass (running sums) give the sizes and the
+    fit of measures that never saw a pass."""
+    measures = (RulesMeasure(), PublishedMeasure(), NodeLocalMeasure())
+    drawn = set(start)
+    for added, removed, filler, routed_at, default, limit, forget in passes:
+        listed = sorted(drawn)
+        drawn = (drawn - {listed[i % len(listed)] for i in removed if listed}) | set(added)
+        hosts = sorted(drawn | set(FILLER[:filler]))
+        routed = {hosts[i % len(hosts)]: a for i, a in routed_at.items()} if hosts else {}
+        sets = AnswerSets(default, routed)
+        kept = [Limit(m, limit, "kept") for m in measures]
+        fresh = [Limit(type(m)(), limit, "fresh") for m in measures]
+        assert measure(hosts, sets, kept, distinct=True) == measure(hosts, sets, fresh)
+        origins = {h: (ref(h),) for h in hosts}
+        got, plain = (within(hosts, origins, (), sets, limits) for limits in (kept, fresh))
+        assert (got.hosts, got.refused, got.sizes) == (plain.hosts, plain.refused, plain.sizes)
+        if forget:
+            for m in measures:
+                m.keep_only(hosts[: len(hosts) // 3])
+
+
+@given(hosts=st.lists(HOST, unique=True, max_size=40),
+       routed=st.dictionaries(HOST, st.sampled_from(ROUTED_SETS), max_size=8))
+def test_counting_a_set_of_hosts_is_counting_them(
+        hosts: list[str], routed: dict[str, corefile.Answers]) -> None:
+    sets = AnswerSets(DEFAULT, routed)
+    wild = sum(h.startswith("*.") for h in hosts)
+    deep = sum(h.startswith("**.") for h in hosts)
+    assert sets.count_present(set(hosts), wild, deep) == sets.count(hosts)

@@ -142,18 +142,35 @@ def test_allowed_drops_build_nothing_from_the_previous_hosts() -> None:
     assert guard.decide(["a"], previous()) == (("a",), False)
 
 
+def set_of(guard: RemovalGuard, hosts: tuple[str, ...]) -> object:
+    return next((its for known, its in guard._sets if known is hosts), None)
+
+
 def test_the_same_previous_tuple_is_looked_at_once() -> None:
     guard = RemovalGuard(0.5, 60, False, Clock())
     previous = ("a", "b", "c", "d")
     assert guard.decide(("a", "b", "c"), previous) == (("a", "b", "c"), False)
-    cached = guard._prev
-    assert cached is not None and cached[0] is previous
+    cached = set_of(guard, previous)
+    assert cached == set(previous)
     assert guard.decide(("a", "b", "x"), previous) == (("a", "b", "x"), False)
-    assert guard._prev is cached
+    assert set_of(guard, previous) is cached
     assert guard.decide(("x",), previous) == (("a", "b", "c", "d", "x"), True)
     assert guard.decide(("a", "b", "c", "d"), ("a", "b", "c", "d")) == (("a", "b", "c", "d"),
                                                                       False)
     assert guard.held_since is None
+
+
+def test_the_hosts_just_written_are_not_looked_at_again() -> None:
+    """The hosts a pass writes come back as the next pass's ``previous``: their set is the
+    one made from ``desired``."""
+    guard = RemovalGuard(0.5, 60, False, Clock())
+    written, _ = guard.decide(["c", "a", "b", "a"], ("a",))
+    assert written == ("a", "b", "c")
+    made = set_of(guard, written)
+    assert made == {"a", "b", "c"}
+    assert guard.decide(("a", "b", "c", "d"), written) == (("a", "b", "c", "d"), False)
+    assert set_of(guard, written) is made
+    assert guard.decide(("d",), written) == (("a", "b", "c", "d"), True)
 
 
 def test_guard_holds_then_releases_end_to_end(cluster: FakeApiServer, start: Start) -> None:

@@ -27,6 +27,8 @@ from hairpin_proxy.wildcards import wildcard_base
 
 log = logging.getLogger("hairpin_proxy.controller")
 
+HostSet = set[str] | frozenset[str]
+
 MAX_CONFIGMAP_BYTES = corefile.MAX_CONFIGMAP_BYTES
 # What the measures leave out, kept free in every ConfigMap so that a fit that passes never
 # meets the API server's limit: a fixed part (marker lines, the ``addresses`` key) and a part
@@ -60,6 +62,28 @@ class Measure:
     def __init__(self) -> None:
         self._hosts: dict[str, int] = {}
         self._frames: dict[tuple[corefile.Answers, Shape], int] = {}
+        # The last host set measured whole (``advance``) and its running sums: its bytes,
+        # and how many of its hosts start with "*." and with "**.".
+        self.present: HostSet = frozenset()
+        self._sums = (0, 0, 0)
+
+    def advance(self, present: HostSet, added: Iterable[str],
+                removed: Iterable[str]) -> tuple[int, int, int]:
+        """The running sums of ``present`` (distinct hosts): those of the last set measured,
+        with ``added`` and less ``removed`` (the difference between the two sets). A pass
+        measures the same ten thousand hosts as the last but a few."""
+        size, wild, deep = self._sums
+        new = list(added)
+        size += self.hosts(new) if new else 0
+        for h in removed:
+            size -= self.host(h)
+            wild -= h.startswith("*.")
+            deep -= h.startswith("**.")
+        for h in new:
+            wild += h.startswith("*.")
+            deep += h.startswith("**.")
+        self.present, self._sums = present, (size, wild, deep)
+        return self._sums
 
     def host(self, host: str) -> int:
         size = self._hosts.get(host)
@@ -185,6 +209,37 @@ class AnswerSets:
     def of(self, host: str) -> corefile.Answers:
         return self.routed.get(host, self.default)
 
+    def count_present(self, present: HostSet, wild: int, deep: int
+                      ) -> dict[corefile.Answers, tuple[int, int, int]]:
+        """``count`` of the distinct hosts ``present``, of which ``wild`` start with "*."
+        and ``deep`` with "**.": Python work only for the routed hosts."""
+        routed = self.routed
+        mine = [h for h in routed if h in present] if len(routed) < len(present) else [
+            h for h in present if h in routed]
+        # Grouped by the answer set's identity first: hashing a set is Python code, and a
+        # slot's thousand hosts share one object.
+        same: dict[int, tuple[corefile.Answers, list[int]]] = {}
+        for h in mine:
+            answers = routed[h]
+            got = same.get(id(answers))
+            if got is None:
+                got = same[id(answers)] = (answers, [0, 0, 0])
+            got[1][_form(h)] += 1
+        counts: dict[corefile.Answers, list[int]] = {}
+        for answers, found in same.values():
+            c = counts.setdefault(answers, [0, 0, 0])
+            for i in range(3):
+                c[i] += found[i]
+        rest = len(present) - len(mine)
+        if rest:
+            wild -= sum(c[1] for c in counts.values())
+            deep -= sum(c[2] for c in counts.values())
+            own = counts.setdefault(self.default, [0, 0, 0])
+            own[0] += rest - wild - deep
+            own[1] += wild
+            own[2] += deep
+        return {answers: (c[0], c[1], c[2]) for answers, c in counts.items()}
+
     def count(self, hosts: Sequence[str]) -> dict[corefile.Answers, tuple[int, int, int]]:
         """Answer set → (exact, ``*.`` and ``**.`` hosts) among the distinct ``hosts``. Python
         work only for the routed hosts: the default set is counted by C string methods."""
@@ -279,8 +334,40 @@ class _Tally:
 def measure(hosts: Sequence[str], sets: AnswerSets, limits: Sequence[Limit], *,
             distinct: bool = False) -> tuple[int, ...]:
     """Bytes of ``hosts`` per limit (over it or not); ``distinct``: the caller knows that
-    no host is there twice (a pass's hosts), which saves a copy."""
-    return tuple(_Tally(limits, sets).grown(hosts if distinct else list(dict.fromkeys(hosts)))[0])
+    no host is there twice (a pass's hosts), which lets the measures' running sums be used."""
+    if distinct and len(hosts) > 32:
+        present = set(hosts)
+        if len(present) == len(hosts):
+            return _running(present, sets, limits)
+    return tuple(_Tally(limits, sets).grown(list(dict.fromkeys(hosts)))[0])
+
+
+def _running(present: set[str], sets: AnswerSets, limits: Sequence[Limit]) -> tuple[int, ...]:
+    """``measure`` of the distinct hosts ``present`` from each measure's running sums: the
+    same bytes as ``_Tally.grown``, at the cost of the hosts that changed since the last."""
+    # Measures that last measured the same set share its differences (set work in C).
+    diffs: dict[int, tuple[set[str], set[str]]] = {}
+    sums: list[tuple[int, int, int]] = []
+    for limit in limits:
+        last = limit.measure.present
+        diff = diffs.get(id(last))
+        if diff is None:
+            added = present.difference(last)
+            # Counted, not searched for, when nothing went (a pass that only adds).
+            gone = len(last) - len(present) + len(added)
+            diff = diffs[id(last)] = (added, set(last.difference(present)) if gone else set())
+        sums.append(limit.measure.advance(present, *diff))
+    counts = sets.count_present(present, sums[0][1], sums[0][2]) if sums else {}
+    sizes: list[int] = []
+    for limit, (total, _, _) in zip(limits, sums, strict=True):
+        m = limit.measure
+        size = total
+        for answers, found in counts.items():
+            shape = (found[0] > 0, found[1] > 0, found[2] > 0)
+            size += (m.frame(answers, shape) - m.frame(answers, _NONE)
+                     + sum(found) * m.per_host(answers))
+        sizes.append(size)
+    return tuple(sizes)
 
 
 def fit(hosts: Sequence[str], origins: Mapping[str, Collection[ObjectRef]],
@@ -332,8 +419,14 @@ def data_bytes(cm: JsonObj | None, keys: Collection[str] | None = None) -> int:
     for what in ("data", "binaryData"):
         for k, v in ((cm or {}).get(what) or {}).items():
             if keys is None or k in keys:
-                total += len(str(k)) + len(str(v).encode())
+                total += len(str(k)) + _utf8_len(str(v))
     return total
+
+
+def _utf8_len(text: str) -> int:
+    # Whether a str is ASCII is known without reading it: half a megabyte is not encoded
+    # again on every pass to be measured.
+    return len(text) if text.isascii() else len(text.encode())
 
 
 def _room(free: int) -> int:
@@ -359,7 +452,7 @@ def corefile_room(cm: JsonObj | None, key: str) -> int:
         if end < 0:
             break
         at = end + len(corefile.END_MARKER)
-        ours += len(text[begin:at].encode())
+        ours += _utf8_len(text[begin:at])
         blocks += 1
     return _room(MAX_CONFIGMAP_BYTES - (data_bytes(cm) - ours)) // max(1, blocks)
 
@@ -393,10 +486,11 @@ class Within:
 def within(hosts: Sequence[str], origins: Mapping[str, Collection[ObjectRef]],
            claims: Iterable[Claim], sets: AnswerSets, limits: Sequence[Limit]) -> Within:
     """The hosts that fit ``limits``, and a refusal per object that does not. ``hosts`` are
-    distinct (a pass's); ``claims`` (read only when over a limit) date the objects. Pure."""
+    distinct (a pass's); ``claims`` (read only when over a limit) date the objects. Pure
+    but for the measures' caches, which change no answer."""
+    sizes = measure(hosts, sets, limits, distinct=True)
     for limit in limits:
         limit.measure.keep_only(hosts)
-    sizes = measure(hosts, sets, limits, distinct=True)
     if not any(size > limit.limit for size, limit in zip(sizes, limits, strict=True)):
         return Within(tuple(hosts), (), (), sizes, sizes[0])
     created = {c.origin: c.created for c in claims}

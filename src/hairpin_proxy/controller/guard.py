@@ -7,9 +7,7 @@ away at once; holding the old rules for ``--mass-removal-grace`` leaves time to 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
-import operator
 import time
 from collections.abc import Callable, Iterable, Sequence
 
@@ -17,6 +15,8 @@ from hairpin_proxy.controller.metrics import ControllerMetrics
 
 # Every part of the controller logs under the one name its logs have always carried.
 log = logging.getLogger("hairpin_proxy.controller")
+
+HostSet = set[str] | frozenset[str]
 
 
 class RemovalGuard:
@@ -33,46 +33,58 @@ class RemovalGuard:
         self.allow = allow
         self.clock = clock
         self.held_since: float | None = None
-        # The set of the last ``previous`` that was a tuple (immutable, so the set stays
-        # right while the same object comes back: passes that write nothing see the same
-        # held hosts).
-        self._prev: tuple[tuple[str, ...], frozenset[str]] | None = None
+        # The sets of the last two tuples decided on or returned (immutable, so a set stays
+        # right while the same object comes back: the hosts the last pass wrote, or the same
+        # held hosts in passes that write nothing).
+        self._sets: list[tuple[tuple[str, ...], HostSet]] = []
 
     def decide(self, desired: Sequence[str], previous: Iterable[str]) -> tuple[tuple[str, ...],
                                                                               bool]:
         """(hosts to write, whether a drop is being held back)."""
-        # The policy's hosts come sorted and unique: checking that (in C) is several times
-        # cheaper than sorting a set of 10,000 names, which comes out in hash order.
-        if all(map(operator.lt, desired, itertools.islice(desired, 1, None))):
-            want = tuple(desired)
-        else:
-            want = tuple(sorted(set(desired)))
+        # Sorted in C (a pass's hosts come sorted: linear), and their set made once: it tells
+        # duplicates, and it is the next pass's ``previous`` when these hosts are written.
+        ordered = sorted(desired)
+        present = set(ordered)
+        want = tuple(ordered) if len(present) == len(ordered) else tuple(dict.fromkeys(ordered))
         if self.allow or (want == previous and self.fraction >= 0):
             # Nothing can be held: no host of ``previous`` is missing from ``want``.
             self.held_since = None
-            return want, False
+            return self._kept(want, present), False
         prev = self._set_of(previous)
         if not prev:
             self.held_since = None
-            return want, False
-        removed = len(prev.difference(want))
+            return self._kept(want, present), False
+        removed = len(prev.difference(present))
         if want and removed / len(prev) <= self.fraction:
             self.held_since = None
-            return want, False
+            return self._kept(want, present), False
         now = self.clock()
         if self.held_since is None:
             self.held_since = now
         if now - self.held_since >= self.grace:
             self.held_since = None
-            return want, False
+            return self._kept(want, present), False
         return tuple(sorted(prev.union(want))), True
 
-    def _set_of(self, previous: Iterable[str]) -> frozenset[str]:
+    def _kept(self, hosts: tuple[str, ...], present: HostSet) -> tuple[str, ...]:
+        self._remember(hosts, present)
+        return hosts
+
+    def _remember(self, hosts: tuple[str, ...], present: HostSet) -> None:
+        if not any(known is hosts for known, _ in self._sets):
+            self._sets = [*self._sets[-1:], (hosts, present)]
+
+    def _set_of(self, previous: Iterable[str]) -> HostSet:
         if not isinstance(previous, tuple):
             return frozenset(previous)
-        if self._prev is None or self._prev[0] is not previous:
-            self._prev = (previous, frozenset(previous))
-        return self._prev[1]
+        for known, its in self._sets:
+            if known is previous:
+                # The most recent of the two now: it may well come back again.
+                self._sets = [*(e for e in self._sets if e[0] is not known), (known, its)]
+                return its
+        got = frozenset(previous)
+        self._remember(previous, got)
+        return got
 
     def release_in(self) -> float:
         if self.held_since is None:

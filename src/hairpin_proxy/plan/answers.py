@@ -3,6 +3,7 @@ has settled, what the rules answer for it now while it settles, or nothing yet. 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -57,17 +58,25 @@ def route_answers(p: Plan, *, slot_addresses: Mapping[int, Sequence[str]],
     routed = Routed(p)
     held: Mapping[str, corefile.Answers] | None = None
     waits: dict[str, list[str]] = {}
+    routes = p.routes if slotted is None else slotted
     # Per target, not per host (a slot's thousands of hosts share one answer): seconds
     # until it settles, and its answer set once settled (None: it has none yet).
-    keys: dict[str, tuple[float, corefile.Answers | None]] = {}
-    for host, key in (p.routes if slotted is None else slotted).items():
+    keys = {key: _settled(key, p, slot_addresses, published=published, settle=settle,
+                          now=now, dns_ttl=dns_ttl)
+            for key in dict.fromkeys(routes.values()) if key != DEFAULT_KEY}
+    settled = {key: answers for key, (_, answers) in keys.items() if answers is not None}
+    if len(settled) == len(keys):
+        # No host waits (the steady state): each host gets its target's set, in C where
+        # there is one target.
+        if len(settled) == 1 and DEFAULT_KEY not in routes.values():
+            routed.answers = dict.fromkeys(routes, *settled.values())
+        elif settled:
+            routed.answers = {h: settled[k] for h, k in routes.items() if k != DEFAULT_KEY}
+        return routed
+    for host, key in routes.items():
         if key == DEFAULT_KEY:
             continue
-        known = keys.get(key)
-        if known is None:
-            known = keys[key] = _settled(key, p, slot_addresses, published=published,
-                                         settle=settle, now=now, dns_ttl=dns_ttl)
-        left, answers = known
+        left, answers = keys[key]
         if answers is not None:
             routed.answers[host] = answers
             continue
@@ -110,11 +119,23 @@ def answer_groups(hosts: Sequence[str], default: corefile.Answers,
     never sent nowhere)."""
     if not routed:
         return ((tuple(hosts), default),) if hosts and default else ()
-    # Most hosts are the default target's: they are sorted out by list comprehensions.
-    on_default = [h for h in hosts if h not in routed]
-    by_answers: dict[corefile.Answers, list[str]] = {}
-    for host in [h for h in hosts if h in routed] if len(on_default) < len(hosts) else ():
-        by_answers.setdefault(routed[host], []).append(host)
+    # Most hosts are the default target's: they are sorted out in C.
+    on_default = list(itertools.filterfalse(routed.__contains__, hosts))
+    # Grouped by the answer set's identity first: hashing one is Python code, and a slot's
+    # thousand hosts share one object.
+    same: dict[int, tuple[corefile.Answers, list[str]]] = {}
+    for host in filter(routed.__contains__, hosts) if len(on_default) < len(hosts) else ():
+        answers = routed[host]
+        got = same.get(id(answers))
+        if got is None:
+            got = same[id(answers)] = (answers, [])
+        got[1].append(host)
+    by_answers = {answers: group for answers, group in same.values()}
+    if len(by_answers) < len(same):
+        # Equal sets in several objects: their hosts are merged in the hosts' order.
+        by_answers = {}
+        for host in filter(routed.__contains__, hosts):
+            by_answers.setdefault(routed[host], []).append(host)
     out = [(tuple(on_default), default)] if on_default and default else []
     out += [(tuple(group), answers) for answers, group in by_answers.items() if answers]
     return tuple(out)

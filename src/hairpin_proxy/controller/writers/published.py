@@ -8,6 +8,7 @@ host with the addresses of its own target's proxy Service), and for agents of ea
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -16,15 +17,22 @@ from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.tracker import WriteTracker
 from hairpin_proxy.controller.writers import Desired
 from hairpin_proxy.controller.writers.configmap import Mutate, set_keys
+from hairpin_proxy.corefile import Answers
 from hairpin_proxy.kube.watch import Reflector
-from hairpin_proxy.published import ADDRESSES_KEY, ENTRIES_KEY, HOSTS_KEY, entries_text
+from hairpin_proxy.published import (
+    ADDRESSES_KEY,
+    ENTRIES_KEY,
+    HOSTS_KEY,
+    EntriesText,
+    entries_text,
+)
 from hairpin_proxy.targets.discovery import service_addresses
 
 log = logging.getLogger("hairpin_proxy.controller")
 
 
 def lines(items: Sequence[str]) -> str:
-    return "".join(f"{item}\n" for item in items)
+    return "\n".join(items) + "\n" if items else ""
 
 
 @dataclass(frozen=True)
@@ -37,10 +45,17 @@ class PublishedEdit:
         return f"{self.namespace}/{self.name}"
 
     def mutate(self, hosts: Sequence[str], addresses: Sequence[str],
-               entries: Mapping[str, Sequence[str]]) -> Mutate:
-        """``hosts``: the default target's; ``entries``: every host with its addresses."""
+               entries: Mapping[str, Sequence[str]] | str) -> Mutate:
+        """``hosts``: the default target's; ``entries``: every host with its addresses, or
+        its ``entries_text`` already made."""
+        text = entries if isinstance(entries, str) else entries_text(entries)
         return set_keys({HOSTS_KEY: lines(sorted(hosts)), ADDRESSES_KEY: lines(addresses),
-                         ENTRIES_KEY: entries_text(entries)})
+                         ENTRIES_KEY: text})
+
+
+def addresses_of(answers: Answers) -> tuple[str, ...]:
+    """What a host of ``answers`` is published with (Desired.entries' tuple)."""
+    return (*answers.ipv4, *answers.ipv6)
 
 
 class PublishedWriter:
@@ -58,15 +73,37 @@ class PublishedWriter:
         self.service_key = service_key  # "namespace/name" of the proxy Service
         self.tracker = tracker
         self.metrics = metrics
+        # The last pass's ``entries`` value, which the next changes where its hosts did.
+        self.entries = EntriesText()
 
     async def write(self, desired: Desired) -> None:
         hosts = desired.hosts
         svc = self.service.get(self.service_key)
         pub = self.tracker.current(self.configmap, self.edit.namespace, self.edit.name)
-        default = [h for h in hosts if h not in desired.routed]
-        mutate = self.edit.mutate(default, service_addresses(svc), desired.entries())
+        routed = desired.routed
+        default = list(itertools.filterfalse(routed.__contains__, hosts)) if routed else hosts
+        mutate = self.edit.mutate(default, service_addresses(svc),
+                                  self.entries_text(hosts, desired.answers, routed))
         written = await self.tracker.write(self.edit.namespace, self.edit.name, mutate, pub)
         if written.changed:
             self.metrics.writes.labels("published").inc()
             log.info("published hosts updated", extra={"configmap": self.edit.where,
                                                        "hosts": len(hosts)})
+
+    def entries_text(self, hosts: Sequence[str], answers: Answers,
+                     routed: Mapping[str, Answers]) -> str:
+        """``entries_text(Desired.entries())``, from the value of the last pass."""
+        return self.entries.text(hosts, addresses_of(answers), routed_addresses(routed))
+
+
+def routed_addresses(routed: Mapping[str, Answers]) -> dict[str, tuple[str, ...]]:
+    """Each routed host's addresses, one tuple per answer set (a slot's thousand hosts share
+    one object)."""
+    tuples: dict[int, tuple[str, ...]] = {}
+    out: dict[str, tuple[str, ...]] = {}
+    for host, its in routed.items():
+        got = tuples.get(id(its))
+        if got is None:
+            got = tuples[id(its)] = addresses_of(its)
+        out[host] = got
+    return out
