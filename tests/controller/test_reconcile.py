@@ -426,9 +426,11 @@ def test_objects_to_hold_that_do_not_exist_are_not_asked_for_in_every_pass(
     wait_until(lambda: managed(cluster) == ("a.example.com",), what="first rule")
     asked = cluster.count("GET", SERVICE_ACCOUNT_GET, watch=False)
     assert asked >= 1
+    hosts = ["a.example.com"]
     for host in ("b.example.com", "c.example.com", "d.example.com"):
         cluster.create(ingress("shop", host.split(".")[0], tls_hosts=[host]))
-        wait_until(lambda h=host: h in managed(cluster), what=f"rule for {host}")
+        hosts.append(host)
+        wait_until(lambda: managed(cluster) == tuple(hosts), what=f"rule for {host}")
     assert cluster.count("GET", SERVICE_ACCOUNT_GET, watch=False) == asked
     cluster.create({"apiVersion": "v1", "kind": "ServiceAccount",
                     "metadata": {"namespace": NAMESPACE, "name": holds.SERVICE_ACCOUNT}})
