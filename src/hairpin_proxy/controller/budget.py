@@ -9,23 +9,20 @@ refused, each with its reason: one new object can never stop the rules of every 
 being written, whatever target its hosts go to (a class falling back to the default, a slot
 of its own, a Gateway).
 
-``fit`` is pure; ``RulesBudget`` is the pass's step (memoised sizes, metrics, the log line).
+Pure: ``within`` is the plan's step (``plan.core.fit_rooms``); the measures memoise each host's
+bytes as a cache only.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hairpin_proxy import corefile
 from hairpin_proxy.claims import Claim, ObjectRef, origin_key
-from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.kube.client import JsonObj
 from hairpin_proxy.policy import Rejection
 from hairpin_proxy.wildcards import wildcard_base
-
-log = logging.getLogger("hairpin_proxy.controller")
 
 HostSet = set[str] | frozenset[str]
 
@@ -501,39 +498,3 @@ def within(hosts: Sequence[str], origins: Mapping[str, Collection[ObjectRef]],
         for ref, count, limit in fitted.refused),
         tuple(ref for ref, _, _ in fitted.refused), fitted.sizes, sizes[0])
 
-
-class RulesBudget:
-    def __init__(self, budget: int, metrics: ControllerMetrics) -> None:
-        self.budget = budget
-        self.metrics = metrics
-        self.rules = RulesMeasure()
-        self.published = PublishedMeasure()
-        self.node_local = NodeLocalMeasure()
-        self._refused: tuple[ObjectRef, ...] = ()
-
-    def limits(self, rules_room: int, rules_where: str,
-               rooms: Iterable[tuple[str, Measure, int, str]]) -> list[Limit]:
-        return limits_of(self.budget, self.rules, rules_room, rules_where, rooms)
-
-    def apply(self, hosts: Sequence[str], origins: Mapping[str, Collection[ObjectRef]],
-              claims: Iterable[Claim], sets: AnswerSets, limits: Sequence[Limit]
-              ) -> tuple[tuple[str, ...], tuple[Rejection, ...]]:
-        """(the hosts that fit ``limits``, a refusal per object that does not). ``hosts``
-        are distinct (a pass's); ``claims`` (read only when over a limit) date the objects."""
-        got = within(hosts, origins, claims, sets, limits)
-        m = self.metrics
-        m.rules_bytes.set(got.sizes[0])
-        m.over_budget.set(len(got.refused))
-        if not got.refused:
-            if self._refused:
-                log.info("every object fits the rules budget again")
-            self._refused = ()
-            return got.hosts, ()
-        if got.refused != self._refused:
-            refused = got.refused
-            log.warning("over a size limit: the newest objects are refused", extra={
-                "wanted": got.wanted, "budget": limits[0].limit, "refused": len(refused),
-                "objects": ", ".join(map(str, refused[:10]))
-                           + (f" and {len(refused) - 10} more" if len(refused) > 10 else "")})
-        self._refused = got.refused
-        return got.hosts, got.rejections
