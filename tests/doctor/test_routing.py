@@ -1,5 +1,5 @@
 """The doctor's reading of claims and targets (pure): the class an Ingress claims, the notes
-on Gateway API objects that cannot be read, and the host targets from the controller's plan."""
+on Gateway API objects that cannot be read, and the host targets read from the plan."""
 
 from __future__ import annotations
 
@@ -9,11 +9,14 @@ import pytest
 
 from hairpin_proxy.claims import Claim, ObjectRef
 from hairpin_proxy.doctor import routing
-from hairpin_proxy.plan import PlanSettings, Snapshot
+from hairpin_proxy.doctor.facts import HostTarget
+from hairpin_proxy.plan import DesiredState, PlanSettings, Snapshot, plan
 from hairpin_proxy.plan.claims import ingress_claims
+from hairpin_proxy.plan.core import desired
 from hairpin_proxy.policy import HostPolicy, PolicyResult
-from hairpin_proxy.targets.mapping import parse_target_flags
+from hairpin_proxy.targets.mapping import MapEntry, parse_target_flags
 from hairpin_proxy.targets.model import ingress_target
+from hairpin_proxy.targets.plan import plan as plan_targets
 from hairpin_proxy.targets.resolve import TargetFacts
 from tests.fakeapi.fixtures import gateway, gateway_class, ingress, ingress_class, route, service
 
@@ -61,11 +64,19 @@ def test_unreadable_gateway_objects_are_named() -> None:
         routes=[("HTTPRoute", route("HTTPRoute", "web", "shop", hostnames=["a.example.com"],
                                     parent="public"))],
         namespace_labels={})
-    got = routing.gateway_claims(objects, HostPolicy(), ())
+    notes = routing.gateway_notes(objects, HostPolicy(), ())
     # Not accepted by its controller (no status): no claim, and a note saying why.
-    assert got.claims == ()
-    assert any(n.startswith("Gateway web/bad: ") for n in got.notes), got.notes
-    assert any("HTTPRoute web/shop" in n and "not accepted" in n for n in got.notes), got.notes
+    assert plan(gateway_snapshot(objects)).claims == ()
+    assert any(n.startswith("Gateway web/bad: ") for n in notes), notes
+    assert any("HTTPRoute web/shop" in n and "not accepted" in n for n in notes), notes
+
+
+def gateway_snapshot(objects: routing.GatewayObjects) -> Snapshot:
+    """The Gateway API objects as doctor puts them in its snapshot."""
+    return Snapshot(PlanSettings(HostPolicy()), gateway_classes=objects.classes,
+                    gateways=objects.gateways, routes=objects.routes,
+                    listener_sets=objects.listener_sets,
+                    namespace_labels=objects.namespace_labels or {})
 
 
 def test_routes_on_listener_sets_are_read_as_the_controller_reads_them() -> None:
@@ -86,17 +97,26 @@ def test_routes_on_listener_sets_are_read_as_the_controller_reads_them() -> None
     objects = routing.GatewayObjects(classes=[gateway_class("eg", "example.net/eg")],
                                      gateways=[gw], routes=[("HTTPRoute", r)],
                                      namespace_labels={}, listener_sets=[ls])
-    got = routing.gateway_claims(objects, HostPolicy(), ())
+    got = plan(gateway_snapshot(objects))
     assert [(c.host, c.target) for c in got.claims] == [("**.shop.example.com",
                                                          "gateway/web/public")]
-    assert routing.gateway_claims(routing.GatewayObjects(
-        classes=objects.classes, gateways=[gw], routes=objects.routes, namespace_labels={}),
-        HostPolicy(), ()).claims == ()
+    assert plan(gateway_snapshot(routing.GatewayObjects(
+        classes=objects.classes, gateways=[gw], routes=objects.routes,
+        namespace_labels={}))).claims == ()
 
 
 def ours() -> routing.ProxyServices:
     return routing.ProxyServices("hairpin-proxy", "hairpin-proxy", True, ("10.0.0.1",),
                                  {"hairpin-proxy-t1": ("10.0.0.11",)})
+
+
+def host_targets(claims: list[Claim], facts: TargetFacts, target_map: dict[str, MapEntry],
+                 table: dict[str, int] | None) -> tuple[dict[str, HostTarget], DesiredState]:
+    """The doctor's reading of the plan of ``claims`` (the targets step of ``plan.plan``,
+    fed the claims directly: the sources' step is tested on its own)."""
+    decided = plan_targets(claims, facts, target_map, table or {}, 32)
+    state = desired(Snapshot(PlanSettings(HostPolicy())), claims, (), decided)
+    return routing.host_targets(state, facts, target_map, table, ours()), state
 
 
 def test_host_targets_from_the_plan() -> None:
@@ -111,7 +131,7 @@ def test_host_targets_from_the_plan() -> None:
               Claim("a.example.com", "default", ingress_ref, "2024-06-01T00:00:00Z"),
               Claim("b.example.com", "default", ingress_ref, "2024-06-01T00:00:00Z")]
     # The implementation is unknown: its host is left alone, the flag named.
-    unknown, _ = routing.host_targets(claims, facts, {}, {}, ours())
+    unknown, _ = host_targets(claims, facts, {}, {})
     a = unknown["a.example.com"]
     assert (a.key, a.verdict, a.proxy, a.service) == (
         "gateway/web/public", "target-proxy-unknown", "unknown", "web/public-eg")
@@ -124,16 +144,15 @@ def test_host_targets_from_the_plan() -> None:
         "default", "redirected", 0, ("10.0.0.1",))
     # The map settles it: slot 1, our Service for it and its addresses.
     target_map = parse_target_flags(["gateway:web/public=web/public-eg:v1"])
-    mapped, decided = routing.host_targets(claims, facts, target_map, {}, ours())
+    mapped, state = host_targets(claims, facts, target_map, {})
     a = mapped["a.example.com"]
     assert (a.verdict, a.proxy, a.proxy_source, a.slot) == ("redirected", "v1", "--target map", 1)
     assert (a.proxy_service, a.proxy_service_found, a.proxy_addresses, a.published) == (
         "hairpin-proxy/hairpin-proxy-t1", True, ("10.0.0.11",), False)
-    assert decided.slots == {"gateway/web/public": 1}
+    assert state.plan.slots == {"gateway/web/public": 1}
     # A slot already published is kept; without the table it is unknown whether it is.
-    kept, _ = routing.host_targets(claims, facts, target_map, {"gateway/web/public": 3},
-                                   ours())
+    kept, _ = host_targets(claims, facts, target_map, {"gateway/web/public": 3})
     assert (kept["a.example.com"].slot, kept["a.example.com"].published) == (3, True)
     assert kept["a.example.com"].proxy_service_found is False
-    blind, _ = routing.host_targets(claims, facts, target_map, None, ours())
+    blind, _ = host_targets(claims, facts, target_map, None)
     assert blind["a.example.com"].published is None

@@ -8,6 +8,8 @@ proxy Service the host should be answered with.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
 import os
 import subprocess
@@ -18,6 +20,10 @@ from typing import Any
 
 import pytest
 
+from hairpin_proxy.doctor.cluster import ClusterView, gather, policy_for
+from hairpin_proxy.kube.client import KubeClient
+from hairpin_proxy.kube.config import load as load_kubeconfig
+from hairpin_proxy.settings import DoctorSettings
 from hairpin_proxy.targets.model import Target
 from hairpin_proxy.targets.table import encode, entry_for
 from tests.doctor.conftest import LB_IP, PROXY_IP
@@ -399,3 +405,46 @@ def test_the_default_installs_class_goes_to_the_main_service(
                            environ={"TARGET_SERVER": "traefik.traefik.svc.cluster.local"})
     t = one(report)["target"]
     assert (t["key"], t["slot"]) == ("ingressclass/nginx", 1)
+
+
+# --------------------------------------------------------------------------- managed hosts
+
+
+def cluster_view(kubeconfig: Path, **settings: Any) -> ClusterView:
+    """doctor's view of the cluster (its controller's Deployment not there: its flags)."""
+    s = dataclasses.replace(DoctorSettings(), namespace=NS, **settings)
+    cfg = load_kubeconfig(kubeconfig)
+
+    async def ask() -> ClusterView:
+        client = KubeClient.from_cluster(cfg, timeout=10)
+        try:
+            return await gather(client, s, NS, policy_for(s, NS))
+        finally:
+            await client.close()
+    return asyncio.run(ask())
+
+
+def test_managed_hosts_are_those_the_plan_writes_a_rule_for(
+        fake_api: FakeApiServer, kubeconfig: Path) -> None:
+    """The hosts the controller manages are the plan's (those it writes a rule for); a host
+    claimed but left alone, or waiting for its slot, is still checked, to say why."""
+    gateway_cluster(fake_api, policy=False, proxy=True)
+    other = "blog.example.test"
+    fake_api.create(ingress("shop", "blog", tls_hosts=[other]))
+    view = cluster_view(kubeconfig)
+    assert view.facts.host_targets is not None
+    assert view.facts.host_targets[HOST].verdict == "target-no-proxy"
+    assert (view.managed, view.unwritten, view.checked) == ((other,), (HOST,), (other, HOST))
+    # With PROXY on, the Gateway's new slot settles before its host gets a rule.
+    fake_api.create(proxy_protocol_policy())
+    fake_api.create(service(NS, "hairpin-proxy-t1", cluster_ips=["127.0.0.6"]))
+    settling = cluster_view(kubeconfig, target_settle=600.0)
+    assert (settling.managed, settling.unwritten) == ((other,), (HOST,))
+    settled = cluster_view(kubeconfig, target_settle=0.0)
+    assert (settled.managed, settled.unwritten) == ((other, HOST), ())
+    # Services not listed: which hosts get a rule is unknown, and every claimed host is
+    # checked as managed.
+    fake_api.fail_requests(1, status=403, method="GET", path_re=r"^/api/v1/services")
+    blind = cluster_view(kubeconfig)
+    assert blind.facts.host_targets is None
+    assert (blind.managed, blind.unwritten) == ((other, HOST), ())

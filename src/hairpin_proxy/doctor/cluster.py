@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from hairpin_proxy import corefile
-from hairpin_proxy.claims import Claim
 from hairpin_proxy.controller.revert_policy import reverter
 from hairpin_proxy.controller.writers.coredns import EditError
 from hairpin_proxy.controller.writers.nodelocal import (
@@ -26,13 +25,11 @@ from hairpin_proxy.doctor import facts as f
 from hairpin_proxy.doctor import routing
 from hairpin_proxy.doctor.deployed import controller_settings, with_controller
 from hairpin_proxy.doctor.facts import DataPlaneFacts
-from hairpin_proxy.ingress.policy import evaluate
 from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
-from hairpin_proxy.plan import PlanSettings, Snapshot
-from hairpin_proxy.plan.claims import ingress_claims, registered_claims
+from hairpin_proxy.plan import PlanSettings, Snapshot, plan
 from hairpin_proxy.plan.core import target_facts
 from hairpin_proxy.plan.objects import registered_of, snapshot_of
-from hairpin_proxy.policy import HostPolicy, PolicyResult, proxy_service_fqdn
+from hairpin_proxy.policy import HostPolicy, proxy_service_fqdn
 from hairpin_proxy.registry import (
     GATEWAY,
     INGRESS,
@@ -73,13 +70,22 @@ SETTINGS_OBJECTS = settings_objects(GATEWAY)
 @dataclass(frozen=True)
 class ClusterView:
     facts: f.ClusterFacts
-    # The hosts the controller would manage, Ingresses' and routes' (None when the
-    # Ingresses could not be listed).
+    # The hosts the controller would write a rule for, as the plan says (None when the
+    # Ingresses could not be listed; every claimed host when the Services could not be,
+    # as which of them get a rule is then unknown).
     managed: tuple[str, ...] | None
     # This cluster's load balancer addresses as the controller gathers them, from every
     # Service and Ingress (None when either could not be listed: a partial index could call
     # a host of ours not this cluster's).
     lb: LbIndex | None = None
+    # The hosts claimed that get no rule (yet): their data plane is left alone, or their
+    # new slot is settling. Checked too, so that the report says why.
+    unwritten: tuple[str, ...] = ()
+
+    @property
+    def checked(self) -> tuple[str, ...] | None:
+        """The hosts to check: the managed ones, then those that get no rule."""
+        return None if self.managed is None else (*self.managed, *self.unwritten)
 
 
 class _Notes:
@@ -140,18 +146,16 @@ async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
                               "is not installed there (see --namespace / --proxy-service)")
     rule_hosts, reload = _rules_in_effect(said, s, notes)
     image = await _coredns_image(client, said.deployments, s.configmap_namespace, notes)
-    result: PolicyResult | None = None
-    if said.ingresses is not None and said.classes is not None:
-        result = evaluate(said.ingresses, said.classes, policy)
     _note_unread(said, notes)
     slots = _table(said.table_cm, f"{namespace}/{s.targets_configmap}",
                    "read the targets table" in notes.failed, notes)
-    route_claims = routing.gateway_claims(said.gateway.objects, policy, s.gateway_class)
+    gateway_notes = routing.gateway_notes(said.gateway.objects, policy, s.gateway_class)
     if said.registered.problem:
         notes.problems.append(said.registered.problem)
-    routed = _Routed(None, None, None) if result is None else _route(
-        said, s, namespace, policy, target_map, result=result, route_claims=route_claims.claims,
-        slots=slots, proxy_found=proxy_found)
+    # Without the Ingresses or their classes the plan would be wrong, not unknown.
+    routed = _Routed(None, None, None) if said.ingresses is None or said.classes is None \
+        else _route(said, s, namespace, policy, target_map, slots=slots,
+                    proxy_found=proxy_found)
     facts = f.ClusterFacts(
         lb_services=_lb_services(said.services),
         proxy_service_found=proxy_found,
@@ -172,12 +176,12 @@ async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
         host_targets=routed.targets,
         gateway_api=said.gateway.state,
         target_slots=slots,
-        gateway_notes=route_claims.notes,
+        gateway_notes=gateway_notes,
         data_planes=routed.planes,
     )
     lb = None if said.services is None or said.ingresses is None \
         else lb_addresses(said.services, said.ingresses)
-    return ClusterView(facts, routed.managed, lb)
+    return ClusterView(facts, routed.managed, lb, routed.unwritten)
 
 
 class _Asker:
@@ -345,56 +349,68 @@ class _Routed:
     managed: tuple[str, ...] | None
     targets: dict[str, f.HostTarget] | None
     planes: tuple[DataPlaneFacts, ...] | None
+    unwritten: tuple[str, ...] = ()
 
 
-def _route(said: _Said, s: DoctorSettings, namespace: str, policy: HostPolicy,
-           target_map: dict[str, MapEntry], *, result: PolicyResult,
-           route_claims: Sequence[Claim], slots: dict[str, int] | None,
-           proxy_found: bool | None) -> _Routed:
-    """The hosts the controller would manage, and where each would go, as its plan says."""
-    services, proxy_svc = said.services, said.proxy_svc
+def _snapshot(said: _Said, s: DoctorSettings, namespace: str, policy: HostPolicy,
+              target_map: dict[str, MapEntry], *, now: float) -> Snapshot:
+    """What doctor listed, and the controller's settings it read, as the plan reads them."""
     plan_settings = PlanSettings(
         policy, namespace=namespace, proxy_service=s.proxy_service, target_map=target_map,
         cluster_domain=s.cluster_domain, target_server=s.target_server,
-        max_targets=s.max_targets, sources_on=turned_on(s))
+        max_targets=s.max_targets, settle=s.target_settle,
+        gateway_api=s.gateway_api == "auto", gateway_classes=tuple(s.gateway_class),
+        sources_on=turned_on(s))
     registered, extra = registered_of(said.registered.objects, plan_settings)
     for name, group in said.registered.served:
         registered.setdefault(name, {}).setdefault(group, [])
     # The settings objects land where the plan reads them, as render's snapshot puts them.
     settings = snapshot_of(said.settings.objects, plan_settings,
                            targets_configmap=s.targets_configmap)
-    snap = Snapshot(
+    gw = said.gateway.objects
+    return Snapshot(
         plan_settings, ingresses=said.ingresses or [], ingress_classes=said.classes or [],
-        gateway_classes=said.gateway.objects.classes,
-        gateways=said.gateway.objects.gateways, services=services or [],
-        listener_sets=said.gateway.objects.listener_sets,
-        registered=registered, extra_facts=extra,
+        gateway_classes=gw.classes, gateways=gw.gateways, routes=gw.routes,
+        listener_sets=gw.listener_sets, namespace_labels=gw.namespace_labels or {},
+        registered=registered, extra_facts=extra, services=said.services or [],
         unreadable=said.registered.unreadable | said.settings.unreadable,
         configmaps=said.detection_cms,
         client_traffic_policies=settings.client_traffic_policies,
-        nginx_proxies=settings.nginx_proxies)
-    claims = [*ingress_claims(result, snap), *route_claims, *registered_claims(snap)[0]]
-    managed = tuple(sorted({c.host for c in claims}))
+        nginx_proxies=settings.nginx_proxies, targets_configmap=said.table_cm, now=now)
+
+
+def _route(said: _Said, s: DoctorSettings, namespace: str, policy: HostPolicy,
+           target_map: dict[str, MapEntry], *, slots: dict[str, int] | None,
+           proxy_found: bool | None) -> _Routed:
+    """The hosts the controller would manage, and where each would go, as its plan says."""
+    services = said.services
+    now = time.time()
+    snap = _snapshot(said, s, namespace, policy, target_map, now=now)
+    state = plan(snap)
     # Every data plane is found among the Services: without them each target would read
-    # as "not found", a wrong answer rather than an unknown one.
+    # as "not found", a wrong answer rather than an unknown one, and so would which hosts
+    # get a rule: every claimed host is checked then.
     if services is None:
-        return _Routed(managed, None, None)
+        return _Routed(tuple(sorted({c.host for c in state.claims})), None, None)
+    decided = state.plan
+    unwritten = set(decided.routes) | set(decided.excluded)
+    unwritten.difference_update(state.hosts)
     facts_for_targets = target_facts(snap)
     ours = routing.ProxyServices(
         namespace=namespace, main=s.proxy_service,
-        main_found=proxy_found, main_addresses=service_addresses(proxy_svc),
+        main_found=proxy_found, main_addresses=service_addresses(said.proxy_svc),
         by_name={str((svc.get("metadata") or {}).get("name")): service_addresses(svc)
                  for svc in services
                  if (svc.get("metadata") or {}).get("namespace") == namespace
                  and slot_of_service_name(
                      str((svc.get("metadata") or {}).get("name"))) is not None})
-    targets, decided = routing.host_targets(
-        claims, facts_for_targets, target_map, slots, ours,
-        max_slots=s.max_targets,
+    targets = routing.host_targets(
+        state, facts_for_targets, target_map, slots, ours,
         settling=routing.Settling(
             targets_table.decode_published(_data(said.table_cm, targets_table.PUBLISHED_KEY)),
-            s.target_settle, time.time()))
-    return _Routed(managed, targets, data_planes(decided, facts_for_targets))
+            s.target_settle, now))
+    return _Routed(state.hosts, targets, data_planes(decided, facts_for_targets),
+                   tuple(sorted(unwritten)))
 
 
 async def _served(client: KubeClient, group: str, plurals: tuple[str, ...]

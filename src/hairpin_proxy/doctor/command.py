@@ -90,6 +90,8 @@ class UsageError(Exception):
 @dataclass(frozen=True)
 class _Cluster:
     facts: f.ClusterFacts | None
+    # The hosts to check (``ClusterView.checked``: those the plan writes a rule for, then
+    # the claimed ones it does not); None: unknown.
     managed: tuple[str, ...] | None
     note: str
     # This cluster's load balancer addresses as the controller gathers them (None: unknown).
@@ -123,7 +125,7 @@ def _ask_cluster(s: DoctorSettings, limit: float,
                 and view.managed is None):
             return _Cluster(None, None, "the API did not answer: "
                             + (c.problems[0] if c.problems else "no reason given"))
-        return _Cluster(c, view.managed, "", view.lb)
+        return _Cluster(c, view.checked, "", view.lb)
     try:
         return run_async(ask, limit)
     except TimeoutError:

@@ -1,10 +1,11 @@
-"""Which target each host goes to, decided with the controller's own pure functions. Pure.
+"""The doctor's reading, for a person, of what the controller's plan decided. Pure.
 
-Ingress hosts (as the host policy accepts them) claim the target of their IngressClass;
-Gateway API routes claim their Gateway's (``gateway.claims``); ``targets.plan.plan`` then
-settles fallbacks, conflicts (oldest wins), PROXY expectations and slots exactly as the
-controller does. What the doctor adds is only the reading for a person: per host, where it
-goes, how the data plane was found, and who lost the host to whom.
+The decision is not made here: ``doctor.cluster`` builds a ``Snapshot`` of what it listed
+and calls ``plan.plan`` once, as the controller and ``render`` do; the claims, the targets
+``Plan`` (fallbacks, conflicts with the oldest winning, PROXY expectations, slots) and the
+refusals are read from that ``DesiredState``. What the doctor adds is only the reading: per
+host, where it goes, how the data plane was found, who lost the host to whom and when a
+settling slot's rules come, and notes on Gateway API objects that cannot be read.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any
 
 from hairpin_proxy.claims import Claim, ObjectRef
 from hairpin_proxy.doctor.facts import HostTarget, LostClaim, TargetVerdict
-from hairpin_proxy.gateway.claims import RouteClaims, claims_of_objects
+from hairpin_proxy.gateway.claims import claims_of_objects
+from hairpin_proxy.plan import DesiredState
 from hairpin_proxy.policy import HostPolicy
 from hairpin_proxy.targets.discovery import (
     DataPlane,
@@ -25,7 +27,6 @@ from hairpin_proxy.targets.discovery import (
 )
 from hairpin_proxy.targets.mapping import MapEntry
 from hairpin_proxy.targets.model import DEFAULT_KEY, parse_key, split_service
-from hairpin_proxy.targets.plan import Plan, plan
 from hairpin_proxy.targets.resolve import TargetFacts, Unresolved
 from hairpin_proxy.targets.resolve import resolve as resolve_target
 from hairpin_proxy.targets.slots import service_name
@@ -42,7 +43,7 @@ def _str(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
-# --------------------------------------------------------------------------- claims
+# --------------------------------------------------------------------------- notes
 
 
 @dataclass(frozen=True)
@@ -55,16 +56,17 @@ class GatewayObjects:
     listener_sets: Sequence[JsonObj] = ()
 
 
-def gateway_claims(objects: GatewayObjects, policy: HostPolicy,
-                   wanted_classes: Sequence[str]) -> RouteClaims:
-    """The routes' claims (``gateway.claims.route_claims`` over the served classes); objects
-    that cannot be read are named in the notes."""
+def gateway_notes(objects: GatewayObjects, policy: HostPolicy,
+                  wanted_classes: Sequence[str]) -> tuple[str, ...]:
+    """What a person is told of the Gateway API objects: those that cannot be read or are
+    not accepted, and the hosts refused. Reporting only: which claims exist is the plan's
+    (these notes are told even when the Ingresses, and so the plan, are unknown)."""
     got = claims_of_objects(objects.classes, objects.gateways, objects.routes,
                             wanted_classes=wanted_classes, policy=policy,
                             namespace_labels=objects.namespace_labels or {},
                             listener_sets=objects.listener_sets)
     rejected = [f"{r.origin}: host {r.host} refused: {r.reason}" for r in got.rejections]
-    return RouteClaims(got.claims, got.rejections, (*got.notes, *rejected))
+    return (*got.notes, *rejected)
 
 
 # --------------------------------------------------------------------------- the plan
@@ -129,15 +131,15 @@ class Settling:
         return f"{clock(at)} UTC" if at > self.now else ""
 
 
-def host_targets(claims: Sequence[Claim], facts: TargetFacts,
+def host_targets(state: DesiredState, facts: TargetFacts,
                  target_map: Mapping[str, MapEntry], table: Mapping[str, int] | None,
-                 ours: ProxyServices, *, max_slots: int = 32,
-                 settling: Settling | None = None
-                 ) -> tuple[dict[str, HostTarget], Plan]:
-    """Every claimed host's target, and the plan it comes from. ``table`` is the published
-    targets table (key -> slot; None when unknown), which keeps slots stable as in the
-    controller."""
-    decided = plan(claims, facts, target_map, table or {}, max_slots)
+                 ours: ProxyServices, *, settling: Settling | None = None
+                 ) -> dict[str, HostTarget]:
+    """Every claimed host's target as the plan of ``state`` decided it (``facts``: the
+    snapshot's ``target_facts``, to name the data plane of a target left alone). ``table``
+    is the published targets table (key -> slot; None when unknown): whether a slot is
+    published yet."""
+    decided, claims = state.plan, state.claims
     losers: dict[str, list[LostClaim]] = {}
     for lost, won in decided.losers:
         lost_key = decided.fallbacks.get(lost.target, lost.target)
@@ -191,4 +193,4 @@ def host_targets(claims: Sequence[Claim], facts: TargetFacts,
             proxy={"target-no-proxy": "none", "target-proxy-unknown": "unknown"}.get(
                 verdict, ""),
             losers=tuple(losers.get(host, ())))
-    return out, decided
+    return out
