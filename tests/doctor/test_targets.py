@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from hairpin_proxy import corefile
 from hairpin_proxy.doctor.cluster import ClusterView, gather, policy_for
 from hairpin_proxy.kube.client import KubeClient
 from hairpin_proxy.kube.config import load as load_kubeconfig
@@ -440,6 +441,18 @@ def test_managed_hosts_are_those_the_plan_writes_a_rule_for(
     fake_api.create(service(NS, "hairpin-proxy-t1", cluster_ips=["127.0.0.6"]))
     settling = cluster_view(kubeconfig, target_settle=600.0)
     assert (settling.managed, settling.unwritten) == ((other,), (HOST,))
+    # A host whose rule exists keeps it while its slot settles, as the controller keeps it.
+    cm = fake_api.get("ConfigMap", "kube-system", "coredns")
+    assert cm is not None
+    text = cm["data"]["Corefile"]
+    cm["data"]["Corefile"] = corefile.apply(
+        text, [HOST], answers=corefile.Answers.of([PROXY_IP]),
+        proxy_fqdn=policy_for(DoctorSettings(), NS).proxy_fqdn)
+    fake_api.update(cm)
+    held = cluster_view(kubeconfig, target_settle=600.0)
+    assert (held.managed, held.unwritten) == ((other, HOST), ())
+    cm["data"]["Corefile"] = text
+    fake_api.update(cm)
     settled = cluster_view(kubeconfig, target_settle=0.0)
     assert (settled.managed, settled.unwritten) == ((other, HOST), ())
     # Services not listed: which hosts get a rule is unknown, and every claimed host is

@@ -376,7 +376,23 @@ def _snapshot(said: _Said, s: DoctorSettings, namespace: str, policy: HostPolicy
         unreadable=said.registered.unreadable | said.settings.unreadable,
         configmaps=said.detection_cms,
         client_traffic_policies=settings.client_traffic_policies,
-        nginx_proxies=settings.nginx_proxies, targets_configmap=said.table_cm, now=now)
+        nginx_proxies=settings.nginx_proxies, targets_configmap=said.table_cm, now=now,
+        held=_held(said, s, policy))
+
+
+def _held(said: _Said, s: DoctorSettings, policy: HostPolicy) -> dict[str, corefile.Answers]:
+    """What the rules answer for each host now (a host waiting for its slot keeps its rule,
+    as the controller keeps it); nothing when they cannot be read."""
+    text, port = _data(said.cm, s.configmap_key), s.dns_port
+    if s.mode == "coredns-import":
+        snippet = _data(said.import_cm, s.import_key)
+        text, port = (None if snippet is None else ".:53 {\n" + snippet + "\n}\n"), 53
+    if text is None:
+        return {}
+    try:
+        return corefile.managed_groups(text, proxy_fqdn=policy.proxy_fqdn, dns_port=port)
+    except corefile.CorefileError:
+        return {}
 
 
 def _route(said: _Said, s: DoctorSettings, namespace: str, policy: HostPolicy,
