@@ -29,6 +29,7 @@ are converted in one write whether or not their marker comments are still there.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import itertools
 import operator
@@ -264,7 +265,15 @@ def render(groups: Sequence[RuleSet], indent: str, unit: str, nl: str) -> str:
 
 def all_stanzas(groups: Sequence[RuleSet], indent: str, unit: str, nl: str) -> str:
     """The stanza pairs of every group, in ``layout`` order (no marker lines)."""
-    return "".join(stanzas(g.hosts, g.answers, indent, unit, nl) for g in layout(groups))
+    return "".join(_kept_stanzas(g, indent, unit, nl) for g in layout(groups))
+
+
+# One event changes one answer set: the others render to the text they rendered last time,
+# kept here (a pure function's results, keyed by all of its arguments). A few entries: the
+# sets of a pass and the one being replaced; at 10,000 hosts each holds ~250 KB of text.
+@functools.lru_cache(maxsize=8)
+def _kept_stanzas(group: RuleSet, indent: str, unit: str, nl: str) -> str:
+    return stanzas(group.hosts, group.answers, indent, unit, nl)
 
 
 def stanzas(hosts: Sequence[str], answers: Answers, indent: str, unit: str, nl: str) -> str:
@@ -334,7 +343,7 @@ def answer_sets(groups: Iterable[tuple[Iterable[str], Answers]]) -> tuple[RuleSe
         lists = merged[answers]
         hosts = lists[0] if len(lists) == 1 else sorted(set(itertools.chain(*lists)))
         out.append(RuleSet(tuple(hosts), answers))
-    if len(out) > 1:
+    if len(out) > 1 and _overlap(out):
         # The regexes are case-insensitive: two spellings of one name are one name.
         owner: dict[str, RuleSet] = {}
         for rule_set in out:
@@ -345,6 +354,22 @@ def answer_sets(groups: Iterable[tuple[Iterable[str], Answers]]) -> tuple[RuleSe
                         f"host {host!r} is in two answer sets ({_describe(other.answers)} "
                         f"and {_describe(rule_set.answers)}); a host may go to one only")
     return tuple(out)
+
+
+def _overlap(sets: Sequence[RuleSet]) -> bool:
+    """Whether two of ``sets`` share a name, case aside: set operations in C, so that only a
+    conflict, to be named, costs a Python step per host."""
+    seen: set[str] = set()
+    for rule_set in sets:
+        hosts = rule_set.hosts
+        joined = "\n".join(hosts)
+        # Names as Kubernetes has them are lower case already: then they are their own
+        # keys, whose hashes Python keeps, and no lower-cased copy of each is made.
+        lowered = set(hosts) if joined.lower() == joined else set(map(str.lower, hosts))
+        if not seen.isdisjoint(lowered):
+            return True
+        seen |= lowered
+    return False
 
 
 # Up to this many any-depth wildcards, the exact hosts under them are found by substring
@@ -376,6 +401,9 @@ def layout(groups: Sequence[RuleSet]) -> list[RuleSet]:
     forms = [split_forms(g.hosts) for g in groups]
     one_at = {h[2:].lower(): k for k, (_, one, _) in enumerate(forms) for h in one}
     deep_at = {h[3:].lower(): k for k, (_, _, deep) in enumerate(forms) for h in deep}
+    if not one_at and not deep_at:
+        # Exact hosts alone never overlap: no need to look at (maybe 10,000) of them.
+        return [g for g in groups if g.hosts]
     # Lower-cased wildcard → its rank, where above 0.
     rank: dict[str, int] = {}
 
