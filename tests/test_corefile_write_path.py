@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from hairpin_proxy import corefile
 from hairpin_proxy.controller.writers.coredns import CorednsEdit, _hosts_of
-from hairpin_proxy.corefile import Answers, CorefileError, editor, rules
+from hairpin_proxy.corefile import Answers, CorefileError, editor, names, rules
 from tests.corefiles import BY_NAME
 
 A1 = Answers.of(["10.96.0.20"])
@@ -122,3 +122,66 @@ def test_kept_renderings_give_the_text_of_a_fresh_edit(
         sets = rules.answer_sets(groups)
         assert rules.all_stanzas(sets, "  ", "\t", "\r\n") == "".join(
             rules.stanzas(g.hosts, g.answers, "  ", "\t", "\r\n") for g in rules.layout(sets))
+
+
+# --- results kept from one event to the next ---------------------------------------------------
+
+# Enough names to be kept (more than the few that are always done afresh), and a handful of
+# odd ones: invalid, duplicated, holding the character the escaping joins names with.
+BASE = [f"h{i:03}.example.com" for i in range(80)]
+ODD = ["", "a..b", "a b", "x\x80y.com", "*.w.example.com", "**.d.example.com", "İx.com",
+       "a+b.example.com", "h005.example.com", "z" * 254, "_x.example.com"]
+CHANGES = st.lists(st.one_of(
+    st.tuples(st.just("add"), st.sampled_from(ODD + [f"n{i}.example.com" for i in range(5)])),
+    st.tuples(st.just("drop"), st.integers(0, 200)),
+    st.tuples(st.just("swap"), st.integers(0, 200))), min_size=1, max_size=10)
+
+
+def _walk(changes: list[tuple[str, object]]) -> list[list[str]]:
+    """The lists of names a random walk of changes goes through."""
+    names = list(BASE)
+    out = []
+    for what, arg in changes:
+        if what == "add":
+            names.append(str(arg))
+        elif names and isinstance(arg, int):
+            k = arg % len(names)
+            names[k:k + 1] = [] if what == "drop" else [names[k] + ".z"]
+        out.append(sorted(names))
+    return out
+
+
+def _plain_checked(hosts: list[str]) -> list[str] | str:
+    try:
+        return names._checked_afresh(sorted(hosts))
+    except CorefileError as exc:
+        return str(exc)
+
+
+@settings(max_examples=300, deadline=None)
+@given(changes=CHANGES)
+def test_kept_checks_give_the_answer_of_a_full_check(changes: list[tuple[str, object]]) -> None:
+    for hosts in _walk(changes):
+        try:
+            got: list[str] | str = names.checked_hosts(tuple(hosts))
+        except CorefileError as exc:
+            got = str(exc)
+        assert got == _plain_checked(hosts)
+
+
+@settings(max_examples=300, deadline=None)
+@given(changes=CHANGES)
+def test_kept_escapes_are_the_escapes(changes: list[tuple[str, object]]) -> None:
+    for hosts in _walk(changes):
+        assert rules._escaped_kept(hosts) == rules._escaped(hosts)
+
+
+@given(old=st.lists(st.sampled_from("abcdefgh"), unique=True).map(sorted),
+       new=st.lists(st.sampled_from("abcdefgh"), unique=True).map(sorted))
+def test_one_edit_finds_exactly_one_name_in_or_out(old: list[str], new: list[str]) -> None:
+    i = names.one_edit(old, new)
+    longer, shorter = (new, old) if len(new) > len(old) else (old, new)
+    if i is None:
+        assert len(set(old) ^ set(new)) != 1
+    else:
+        assert set(old) ^ set(new) == {longer[i]} and longer[:i] + longer[i + 1:] == shorter

@@ -39,7 +39,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from hairpin_proxy.corefile.names import checked_hosts, regex_escape
+from hairpin_proxy.corefile.names import checked_hosts, one_edit, regex_escape
 from hairpin_proxy.corefile.syntax import CorefileError, Directive
 from hairpin_proxy.wildcards import ANY_DEPTH, ONE_LABEL, wildcard_base
 
@@ -144,6 +144,39 @@ def _escaped(names: Sequence[str]) -> list[str]:
     return regex_escape(joined).split(_SEP)
 
 
+# The last few (names, escaped names) that rules were rendered from: one event adds or removes
+# one host of thousands, and only that one then needs escaping.
+_escapes: tuple[tuple[list[str], list[str]], ...] = ()
+_FEW_NAMES = 64
+_KEEP_ESCAPES = 6
+
+
+def _escaped_kept(names: Sequence[str]) -> list[str]:
+    """``_escaped(names)``, from a kept result where ``names`` is one name away from it."""
+    global _escapes
+    if len(names) <= _FEW_NAMES:
+        return _escaped(names)
+    wanted = list(names)
+    for at, (kept, done) in enumerate(_escapes):
+        i = -1 if wanted == kept else one_edit(kept, wanted)
+        # A name holding the joining character escapes to several parts: not kept so.
+        if i is None or len(done) != len(kept):
+            continue
+        out = done
+        if len(wanted) > len(kept):
+            one = _escaped(wanted[i:i + 1])
+            if len(one) != 1:
+                break
+            out = [*done[:i], *one, *done[i:]]
+        elif len(wanted) < len(kept):
+            out = [*done[:i], *done[i + 1:]]
+        _escapes = ((wanted, out), *_escapes[:at], *_escapes[at + 1:])
+        return out[:]
+    out = _escaped(wanted)
+    _escapes = ((wanted, out), *_escapes[:_KEEP_ESCAPES - 1])
+    return out[:]
+
+
 def _chunked(opening: str, parts: Sequence[str], closing: str) -> list[str]:
     """``opening`` + alternatives + ``closing``, as few regexes as fit MAX_REGEX bytes each."""
     out: list[str] = []
@@ -165,17 +198,17 @@ def _chunked(opening: str, parts: Sequence[str], closing: str) -> list[str]:
 
 def exact_regexes(hosts: Sequence[str]) -> list[str]:
     """Anchored regexes matching exactly the (non-wildcard) ``hosts``."""
-    return _chunked(_OPEN, _escaped(hosts), _CLOSE)
+    return _chunked(_OPEN, _escaped_kept(hosts), _CLOSE)
 
 
 def wildcard_regexes(hosts: Sequence[str]) -> list[str]:
     """Anchored regexes matching one label in front of each ``*.domain`` of ``hosts``."""
-    return _chunked(_WILD_OPEN, _escaped([h[2:] for h in hosts]), _WILD_CLOSE)
+    return _chunked(_WILD_OPEN, _escaped_kept([h[2:] for h in hosts]), _WILD_CLOSE)
 
 
 def deep_regexes(hosts: Sequence[str]) -> list[str]:
     """Anchored regexes matching one or more labels in front of each ``**.domain``."""
-    return _chunked(_DEEP_OPEN, _escaped([h[3:] for h in hosts]), _WILD_CLOSE)
+    return _chunked(_DEEP_OPEN, _escaped_kept([h[3:] for h in hosts]), _WILD_CLOSE)
 
 
 def split_hosts(hosts: Sequence[str]) -> tuple[Sequence[str], Sequence[str]]:
@@ -359,16 +392,19 @@ def answer_sets(groups: Iterable[tuple[Iterable[str], Answers]]) -> tuple[RuleSe
 def _overlap(sets: Sequence[RuleSet]) -> bool:
     """Whether two of ``sets`` share a name, case aside: set operations in C, so that only a
     conflict, to be named, costs a Python step per host."""
+    # Smallest first: the largest set (at 10,000 hosts, most of them) is only looked up.
+    ordered = sorted(sets, key=lambda s: len(s.hosts))
     seen: set[str] = set()
-    for rule_set in sets:
+    for rule_set in ordered:
         hosts = rule_set.hosts
         joined = "\n".join(hosts)
         # Names as Kubernetes has them are lower case already: then they are their own
         # keys, whose hashes Python keeps, and no lower-cased copy of each is made.
-        lowered = set(hosts) if joined.lower() == joined else set(map(str.lower, hosts))
+        lowered = hosts if joined.lower() == joined else tuple(map(str.lower, hosts))
         if not seen.isdisjoint(lowered):
             return True
-        seen |= lowered
+        if rule_set is not ordered[-1]:
+            seen.update(lowered)
     return False
 
 
