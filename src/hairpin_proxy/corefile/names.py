@@ -60,10 +60,10 @@ def one_edit(old: Sequence[str], new: Sequence[str]) -> int | None:
 _checked: tuple[list[str], ...] = ()
 
 
-def _checked_before(unique: list[str]) -> int | None:
-    """Which kept result sorted ``unique`` is, or is with one host fewer, or with one host
+def _checked_before(unique: list[str], results: tuple[list[str], ...]) -> int | None:
+    """Which of ``results`` sorted ``unique`` is, or is with one host fewer, or with one host
     more that is distinct from its neighbours and passes the check; None: none of them."""
-    for at, kept in enumerate(_checked):
+    for at, kept in enumerate(results):
         if unique == kept:
             return at
         i = one_edit(kept, unique)
@@ -86,13 +86,14 @@ def checked_hosts(hosts: Iterable[str]) -> list[str]:
     unique = sorted(hosts)
     if len(unique) <= _FEW:
         return _checked_afresh(unique)
-    at = _checked_before(unique)
+    results = _checked  # one snapshot: another thread may replace them meanwhile
+    at = _checked_before(unique, results)
     if at is None:
         unique = _checked_afresh(unique)
-        _checked = (unique[:], *_checked[:_KEEP - 1])
-    elif unique != _checked[at]:
+        _checked = (unique[:], *results[:_KEEP - 1])
+    elif unique != results[at]:
         # This result replaces the one it was found from (a copy: the caller owns its own).
-        _checked = (unique[:], *_checked[:at], *_checked[at + 1:])
+        _checked = (unique[:], *results[:at], *results[at + 1:])
     return unique
 
 

@@ -29,7 +29,6 @@ are converted in one write whether or not their marker comments are still there.
 
 from __future__ import annotations
 
-import functools
 import ipaddress
 import itertools
 import operator
@@ -148,7 +147,7 @@ def _escaped(names: Sequence[str]) -> list[str]:
 # one host of thousands, and only that one then needs escaping.
 _escapes: tuple[tuple[list[str], list[str]], ...] = ()
 _FEW_NAMES = 64
-_KEEP_ESCAPES = 6
+_KEEP_ESCAPES = 4
 
 
 def _escaped_kept(names: Sequence[str]) -> list[str]:
@@ -157,7 +156,8 @@ def _escaped_kept(names: Sequence[str]) -> list[str]:
     if len(names) <= _FEW_NAMES:
         return _escaped(names)
     wanted = list(names)
-    for at, (kept, done) in enumerate(_escapes):
+    known = _escapes  # one snapshot: another thread may replace them meanwhile
+    for at, (kept, done) in enumerate(known):
         i = -1 if wanted == kept else one_edit(kept, wanted)
         # A name holding the joining character escapes to several parts: not kept so.
         if i is None or len(done) != len(kept):
@@ -170,10 +170,10 @@ def _escaped_kept(names: Sequence[str]) -> list[str]:
             out = [*done[:i], *one, *done[i:]]
         elif len(wanted) < len(kept):
             out = [*done[:i], *done[i + 1:]]
-        _escapes = ((wanted, out), *_escapes[:at], *_escapes[at + 1:])
+        _escapes = ((wanted, out), *known[:at], *known[at + 1:])
         return out[:]
     out = _escaped(wanted)
-    _escapes = ((wanted, out), *_escapes[:_KEEP_ESCAPES - 1])
+    _escapes = ((wanted, out), *known[:_KEEP_ESCAPES - 1])
     return out[:]
 
 
@@ -298,15 +298,29 @@ def render(groups: Sequence[RuleSet], indent: str, unit: str, nl: str) -> str:
 
 def all_stanzas(groups: Sequence[RuleSet], indent: str, unit: str, nl: str) -> str:
     """The stanza pairs of every group, in ``layout`` order (no marker lines)."""
-    return "".join(_kept_stanzas(g, indent, unit, nl) for g in layout(groups))
+    global _rendered
+    form = (indent, unit, nl)
+    known = _rendered  # one snapshot: another thread may replace it meanwhile
+    kept = known.get(form, {})
+    now: dict[RuleSet, str] = {}
+    texts: list[str] = []
+    for g in layout(groups):
+        text = kept.get(g)
+        if text is None:
+            text = stanzas(g.hosts, g.answers, indent, unit, nl)
+        now[g] = text
+        texts.append(text)
+    # What this call rendered replaces what the last one of this form did: the texts of
+    # answer sets that changed are dropped at once, not kept until they age out.
+    _rendered = {**(known if len(known) < _FORMS else {}), form: now}
+    return "".join(texts)
 
 
-# One event changes one answer set: the others render to the text they rendered last time,
-# kept here (a pure function's results, keyed by all of its arguments). A few entries: the
-# sets of a pass and the one being replaced; at 10,000 hosts each holds ~250 KB of text.
-@functools.lru_cache(maxsize=8)
-def _kept_stanzas(group: RuleSet, indent: str, unit: str, nl: str) -> str:
-    return stanzas(group.hosts, group.answers, indent, unit, nl)
+# One event changes one answer set: the others render to the text they rendered last time.
+# Per form (indentation, unit, line ending: one per root block, mostly one), the stanzas of
+# the last call, by answer set: a pure function's results, kept.
+_rendered: dict[tuple[str, str, str], dict[RuleSet, str]] = {}
+_FORMS = 4
 
 
 def stanzas(hosts: Sequence[str], answers: Answers, indent: str, unit: str, nl: str) -> str:
