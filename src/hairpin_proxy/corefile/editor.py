@@ -17,7 +17,6 @@ snippet) are reported by ``strays`` and never edited: they are someone else's no
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import cast, overload
@@ -95,9 +94,15 @@ def _line_ending(text: str, offset: int) -> str:
 def _indent_unit(text: str) -> str:
     # The start of the file decides: a large Corefile is large because of our own long lines,
     # which are indented with the unit found before them.
-    head = text[:_UNIT_SAMPLE]
-    tabs = len(re.findall(r"(?m)^\t+\S", head))
-    spaces = len(re.findall(r"(?m)^ +\S", head))
+    tabs = spaces = 0
+    # Line by line rather than a regex over every character: the sample is a few long lines.
+    for line in text[:_UNIT_SAMPLE].split("\n"):
+        first = line[:1]
+        if first in ("\t", " "):
+            rest = line.lstrip(first)
+            if rest and not rest[0].isspace():
+                tabs += first == "\t"
+                spaces += first == " "
     return "\t" if tabs > spaces else "    "
 
 

@@ -38,7 +38,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from hairpin_proxy.corefile.names import checked_hosts, regex_escape
+from hairpin_proxy.corefile.names import checked_hosts, one_edit, regex_escape
 from hairpin_proxy.corefile.syntax import CorefileError, Directive
 from hairpin_proxy.wildcards import ANY_DEPTH, ONE_LABEL, wildcard_base
 
@@ -143,6 +143,40 @@ def _escaped(names: Sequence[str]) -> list[str]:
     return regex_escape(joined).split(_SEP)
 
 
+# The last few (names, escaped names) that rules were rendered from: one event adds or removes
+# one host of thousands, and only that one then needs escaping.
+_escapes: tuple[tuple[list[str], list[str]], ...] = ()
+_FEW_NAMES = 64
+_KEEP_ESCAPES = 4
+
+
+def _escaped_kept(names: Sequence[str]) -> list[str]:
+    """``_escaped(names)``, from a kept result where ``names`` is one name away from it."""
+    global _escapes
+    if len(names) <= _FEW_NAMES:
+        return _escaped(names)
+    wanted = list(names)
+    known = _escapes  # one snapshot: another thread may replace them meanwhile
+    for at, (kept, done) in enumerate(known):
+        i = -1 if wanted == kept else one_edit(kept, wanted)
+        # A name holding the joining character escapes to several parts: not kept so.
+        if i is None or len(done) != len(kept):
+            continue
+        out = done
+        if len(wanted) > len(kept):
+            one = _escaped(wanted[i:i + 1])
+            if len(one) != 1:
+                break
+            out = [*done[:i], *one, *done[i:]]
+        elif len(wanted) < len(kept):
+            out = [*done[:i], *done[i + 1:]]
+        _escapes = ((wanted, out), *known[:at], *known[at + 1:])
+        return out[:]
+    out = _escaped(wanted)
+    _escapes = ((wanted, out), *known[:_KEEP_ESCAPES - 1])
+    return out[:]
+
+
 def _chunked(opening: str, parts: Sequence[str], closing: str) -> list[str]:
     """``opening`` + alternatives + ``closing``, as few regexes as fit MAX_REGEX bytes each."""
     out: list[str] = []
@@ -164,17 +198,17 @@ def _chunked(opening: str, parts: Sequence[str], closing: str) -> list[str]:
 
 def exact_regexes(hosts: Sequence[str]) -> list[str]:
     """Anchored regexes matching exactly the (non-wildcard) ``hosts``."""
-    return _chunked(_OPEN, _escaped(hosts), _CLOSE)
+    return _chunked(_OPEN, _escaped_kept(hosts), _CLOSE)
 
 
 def wildcard_regexes(hosts: Sequence[str]) -> list[str]:
     """Anchored regexes matching one label in front of each ``*.domain`` of ``hosts``."""
-    return _chunked(_WILD_OPEN, _escaped([h[2:] for h in hosts]), _WILD_CLOSE)
+    return _chunked(_WILD_OPEN, _escaped_kept([h[2:] for h in hosts]), _WILD_CLOSE)
 
 
 def deep_regexes(hosts: Sequence[str]) -> list[str]:
     """Anchored regexes matching one or more labels in front of each ``**.domain``."""
-    return _chunked(_DEEP_OPEN, _escaped([h[3:] for h in hosts]), _WILD_CLOSE)
+    return _chunked(_DEEP_OPEN, _escaped_kept([h[3:] for h in hosts]), _WILD_CLOSE)
 
 
 def split_hosts(hosts: Sequence[str]) -> tuple[Sequence[str], Sequence[str]]:
@@ -264,7 +298,29 @@ def render(groups: Sequence[RuleSet], indent: str, unit: str, nl: str) -> str:
 
 def all_stanzas(groups: Sequence[RuleSet], indent: str, unit: str, nl: str) -> str:
     """The stanza pairs of every group, in ``layout`` order (no marker lines)."""
-    return "".join(stanzas(g.hosts, g.answers, indent, unit, nl) for g in layout(groups))
+    global _rendered
+    form = (indent, unit, nl)
+    known = _rendered  # one snapshot: another thread may replace it meanwhile
+    kept = known.get(form, {})
+    now: dict[RuleSet, str] = {}
+    texts: list[str] = []
+    for g in layout(groups):
+        text = kept.get(g)
+        if text is None:
+            text = stanzas(g.hosts, g.answers, indent, unit, nl)
+        now[g] = text
+        texts.append(text)
+    # What this call rendered replaces what the last one of this form did: the texts of
+    # answer sets that changed are dropped at once, not kept until they age out.
+    _rendered = {**(known if len(known) < _FORMS else {}), form: now}
+    return "".join(texts)
+
+
+# One event changes one answer set: the others render to the text they rendered last time.
+# Per form (indentation, unit, line ending: one per root block, mostly one), the stanzas of
+# the last call, by answer set: a pure function's results, kept.
+_rendered: dict[tuple[str, str, str], dict[RuleSet, str]] = {}
+_FORMS = 4
 
 
 def stanzas(hosts: Sequence[str], answers: Answers, indent: str, unit: str, nl: str) -> str:
@@ -334,7 +390,7 @@ def answer_sets(groups: Iterable[tuple[Iterable[str], Answers]]) -> tuple[RuleSe
         lists = merged[answers]
         hosts = lists[0] if len(lists) == 1 else sorted(set(itertools.chain(*lists)))
         out.append(RuleSet(tuple(hosts), answers))
-    if len(out) > 1:
+    if len(out) > 1 and _overlap(out):
         # The regexes are case-insensitive: two spellings of one name are one name.
         owner: dict[str, RuleSet] = {}
         for rule_set in out:
@@ -345,6 +401,25 @@ def answer_sets(groups: Iterable[tuple[Iterable[str], Answers]]) -> tuple[RuleSe
                         f"host {host!r} is in two answer sets ({_describe(other.answers)} "
                         f"and {_describe(rule_set.answers)}); a host may go to one only")
     return tuple(out)
+
+
+def _overlap(sets: Sequence[RuleSet]) -> bool:
+    """Whether two of ``sets`` share a name, case aside: set operations in C, so that only a
+    conflict, to be named, costs a Python step per host."""
+    # Smallest first: the largest set (at 10,000 hosts, most of them) is only looked up.
+    ordered = sorted(sets, key=lambda s: len(s.hosts))
+    seen: set[str] = set()
+    for rule_set in ordered:
+        hosts = rule_set.hosts
+        joined = "\n".join(hosts)
+        # Names as Kubernetes has them are lower case already: then they are their own
+        # keys, whose hashes Python keeps, and no lower-cased copy of each is made.
+        lowered = hosts if joined.lower() == joined else tuple(map(str.lower, hosts))
+        if not seen.isdisjoint(lowered):
+            return True
+        if rule_set is not ordered[-1]:
+            seen.update(lowered)
+    return False
 
 
 # Up to this many any-depth wildcards, the exact hosts under them are found by substring
@@ -376,6 +451,9 @@ def layout(groups: Sequence[RuleSet]) -> list[RuleSet]:
     forms = [split_forms(g.hosts) for g in groups]
     one_at = {h[2:].lower(): k for k, (_, one, _) in enumerate(forms) for h in one}
     deep_at = {h[3:].lower(): k for k, (_, _, deep) in enumerate(forms) for h in deep}
+    if not one_at and not deep_at:
+        # Exact hosts alone never overlap: no need to look at (maybe 10,000) of them.
+        return [g for g in groups if g.hosts]
     # Lower-cased wildcard → its rank, where above 0.
     rank: dict[str, int] = {}
 
