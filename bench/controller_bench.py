@@ -315,10 +315,13 @@ def run(count: int, events: int, steady: float, debounce: float | None,
         proc = controller()
         try:
             wait_until(lambda: api.count("PUT", COREFILE_PUT) >= 1, 120, "first write")
-            first_list = api.requests("GET", r"/apis/networking.k8s.io/v1/ingresses",
-                                      watch=False)[0].time
+            pages = api.requests("GET", r"/apis/networking.k8s.io/v1/ingresses", watch=False)
             first_put = api.requests("PUT", COREFILE_PUT)[0].time
-            out["first_write_s"] = first_put - first_list
+            out["first_write_s"] = first_put - pages[0].time
+            # The list is served in pages (limit/continue); what follows the request for the
+            # last page is that page, then the controller's own first pass.
+            out["last_page_to_write_s"] = first_put - max(
+                r.time for r in pages if r.time <= first_put)
 
             def corefile_text() -> str:
                 cm = api.get("ConfigMap", "kube-system", "coredns")
@@ -427,6 +430,9 @@ def rows(r: dict[str, Any]) -> list[Row]:
     return [
         (f"List of {n:,} Ingresses to first Corefile write",
          lambda x: f"{x['first_write_s']:.2f} s", "<= 1 s"),
+        ("of which from the request for the list's last page",
+         lambda x: f"{x['last_page_to_write_s']:.2f} s" if "last_page_to_write_s" in x
+         else "n/a", ""),
         (f"Event-to-write latency p50 ({r['events']} Ingress creations)",
          lambda x: f"{x['latency_p50_ms']:.1f} ms", ""),
         ("Event-to-write latency p99", lambda x: f"{x['latency_p99_ms']:.1f} ms", "<= 20 ms"),
