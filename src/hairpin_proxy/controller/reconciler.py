@@ -78,10 +78,9 @@ from hairpin_proxy.verify import HostChecker, make_resolver
 
 log = logging.getLogger("hairpin_proxy.controller")
 
-# The plan's metrics (DesiredState.metrics) set as the gauges of ControllerMetrics of the
-# same name; hosts_managed counts what is written (after the removal guard): set then.
-_GAUGES = frozenset({"targets", "hosts_unrouted", "host_conflicts", "verdicts", "over_budget",
-                     "hosts_rejected", "rules_bytes"})
+# The plan's metrics (DesiredState.metrics) are the gauges of ControllerMetrics of the same
+# name, but for hosts_managed: it counts what is written (after the removal guard), set then.
+_WRITTEN = "hosts_managed"
 
 
 def identity() -> str:
@@ -653,9 +652,11 @@ class Controller:
     def _report_routing(self, state: DesiredState) -> None:
         """Metrics, log lines and Events for what the plan leaves out."""
         plan, m = state.plan, self.metrics
-        for name in _GAUGES.intersection(state.metrics):
+        for name, values in state.metrics.items():
+            if name == _WRITTEN:
+                continue
             gauge = getattr(m, name)
-            for label, value in state.metrics[name].items():
+            for label, value in values.items():
                 (gauge.labels(label) if label else gauge).set(value)
         origins = plan.origins
         for loser, winner in plan.losers:

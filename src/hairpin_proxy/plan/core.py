@@ -39,8 +39,6 @@ from hairpin_proxy.verify.verdict import Verdict
 
 VERDICTS = ("verified", "ip-mode-proxy", "not-this-cluster", "unresolved", "pending",
             "resolver-error")
-# The gauges of routing_metrics.
-ROUTING_GAUGES = ("targets", "hosts_unrouted", "host_conflicts")
 # The states a target's hosts can be in, as the metrics label them.
 TARGET_STATES = ("no-proxy", "proxy-unknown", "not-found")
 
