@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 
@@ -41,6 +42,27 @@ def test_get_create_replace_delete(fake_api: FakeApiServer, kubeconfig: Path) ->
             await client.close()
 
     asyncio.run(main())
+
+
+def test_text_and_mappings_travel_unchanged(fake_api: FakeApiServer, kubeconfig: Path) -> None:
+    """Values the API keeps verbatim (non-ASCII, U+0085 and U+2028 inside a Corefile, quotes,
+    backslashes) come back as sent, and a body built from read-only mappings is sent as JSON."""
+    text = 'a.example.com {\n  answer "\\" é\u0085 \u2028 ☃\n}\n'
+    body = MappingProxyType({**configmap("default", "t", {"Corefile": text}),
+                             "metadata": MappingProxyType({"name": "t", "namespace": "default"})})
+
+    async def main() -> None:
+        client = KubeClient.from_cluster(kconfig.load(kubeconfig))
+        try:
+            made = await client.create(resource_path("v1", "configmaps", "default"), body)
+            got = await client.get(resource_path("v1", "configmaps", "default", "t"))
+        finally:
+            await client.close()
+        assert made["data"]["Corefile"] == text
+        assert got is not None and got["data"]["Corefile"] == text
+
+    asyncio.run(main())
+    assert fake_api.get("ConfigMap", "default", "t")["data"]["Corefile"] == text
 
 
 def test_list_follows_continue(fake_api: FakeApiServer, kubeconfig: Path) -> None:

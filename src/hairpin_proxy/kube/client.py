@@ -8,13 +8,13 @@ works on generic objects (the policy takes mappings).
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import httpx2 as httpx
+import msgspec
 from lightkube.config.client_adapter import AsyncClient as _adapter_client
 from lightkube.config.client_adapter import ConnectionParams
 
@@ -23,6 +23,20 @@ from hairpin_proxy.kube.config import ClusterConfig
 JsonObj = dict[str, Any]
 
 log = logging.getLogger("hairpin_proxy.kube")
+
+
+def _plain(obj: Any) -> Any:
+    # Bodies are built from mappings the policy and the edits hand over, not always dicts.
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    raise TypeError(f"cannot send a {type(obj).__name__} as JSON")
+
+
+# The CoreDNS ConfigMap of a large cluster is half a megabyte of JSON, sent and read back on
+# every write: msgspec does both several times faster than the standard library, and it is
+# installed anyway (lightkube's own dependency).
+_encode = msgspec.json.Encoder(enc_hook=_plain).encode
+_decode = msgspec.json.Decoder().decode
 
 # What went wrong, in words, by the transport error's type (the first match in this order).
 _CAUSES: tuple[tuple[type[httpx.HTTPError], str], ...] = (
@@ -103,7 +117,7 @@ def resource_path(api: str, plural: str, namespace: str | None = None,
 def _error_from(resp: httpx.Response, body: bytes) -> ApiError:
     reason, message = resp.reason_phrase, body[:300].decode("utf-8", "replace")
     try:
-        status = json.loads(body)
+        status = _decode(body)
         if isinstance(status, dict) and status.get("kind") == "Status":
             reason = str(status.get("reason") or reason)
             message = str(status.get("message") or message)
@@ -144,7 +158,7 @@ class KubeClient:
     async def request(self, method: str, path: str, *, params: Mapping[str, str] | None = None,
                       body: Mapping[str, Any] | None = None,
                       content_type: str = "application/json") -> JsonObj:
-        content = None if body is None else json.dumps(body).encode()
+        content = None if body is None else _encode(body)
         headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
         if content is not None:
             headers["Content-Type"] = content_type
@@ -157,7 +171,7 @@ class KubeClient:
         if resp.status_code >= 400:
             raise _error_from(resp, resp.content)
         try:
-            out = json.loads(resp.content) if resp.content else {}
+            out = _decode(resp.content) if resp.content else {}
         except ValueError:
             raise ApiError(0, "BadResponse", f"{method} {path}: response is not JSON") from None
         if not isinstance(out, dict):
@@ -241,7 +255,7 @@ class KubeClient:
                         if not line.strip():
                             continue
                         try:
-                            event = json.loads(line)
+                            event = _decode(line)
                         except ValueError:
                             raise ApiError(0, "BadResponse",
                                            f"watch {path}: bad line") from None
