@@ -62,7 +62,8 @@ def test_text_and_mappings_travel_unchanged(fake_api: FakeApiServer, kubeconfig:
         assert got is not None and got["data"]["Corefile"] == text
 
     asyncio.run(main())
-    assert fake_api.get("ConfigMap", "default", "t")["data"]["Corefile"] == text
+    stored = fake_api.get("ConfigMap", "default", "t")
+    assert stored is not None and stored["data"]["Corefile"] == text
 
 
 def test_list_follows_continue(fake_api: FakeApiServer, kubeconfig: Path) -> None:
