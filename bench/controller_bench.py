@@ -358,6 +358,8 @@ def run(count: int, events: int, steady: float, debounce: float | None,
             out["latency_p99_ms"] = pct(latencies, 0.99) * 1000
             out["latency_max_ms"] = max(latencies) * 1000
             out["latency_mean_ms"] = statistics.fmean(latencies) * 1000
+            # Every sample, in order, for --save-json: where the tail comes from.
+            out["latencies_ms"] = [round(x * 1000, 2) for x in latencies]
             # The share of one pure Corefile edit (same size, in this process) in that latency.
             text = corefile_text()
             hosts = corefile.managed_hosts(text)
