@@ -228,26 +228,30 @@ def test_load_balancer_hostnames_are_resolved(dnsmasq: Dnsmasq) -> None:
 def test_concurrency_is_bounded(black_hole: BlackHole) -> None:
     async def body() -> None:
         inner = make_resolver([black_hole.server], timeout=0.3)
-        active = peak = 0
+        active = peak = tasks = 0
 
         class Gauge:
             async def resolve(self, name: str) -> Answers | ResolveError:
-                nonlocal active, peak
+                nonlocal active, peak, tasks
                 active += 1
                 peak = max(peak, active)
+                tasks = max(tasks, len([t for t in asyncio.all_tasks() if getattr(
+                    t.get_coro(), "__qualname__", "") == "HostChecker._check"]))
                 try:
                     return await inner.resolve(name)
                 finally:
                     active -= 1
 
         checker = HostChecker(Gauge(), interval=60, concurrency=3, backoff_base=10)
-        checker.update([f"h{i}.example.test" for i in range(10)], LB)
+        checker.update([f"h{i}.example.test" for i in range(20)], LB)
         checker.start()
         try:
             await until(checker.settled, timeout=10)
         finally:
             await checker.stop()
         assert peak == 3
+        # Hosts waiting their turn are not tasks: one per lookup under way, no more.
+        assert tasks == 3
         assert set(codes(checker).values()) == {"resolver-error"}
 
     run(body)

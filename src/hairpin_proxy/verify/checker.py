@@ -20,7 +20,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import heapq
+import itertools
 import logging
+import operator
 import random
 import time
 import types
@@ -81,12 +84,24 @@ class HostChecker:
         self._clock = clock
         self._rng = rng or random.Random()
         self._hosts: frozenset[str] = frozenset()
+        # Whether ``_hosts`` is exactly the last ``update``'s names, each already normal: the
+        # next update then normalizes only the names it adds.
+        self._hosts_as_given = True
         self._verdicts: dict[str, Verdict] = {}
+        # Verdicts by code, and the hosts whose verdict is kept through failures: stats and
+        # "settled" without walking every verdict (which a lookup result would otherwise do,
+        # making the first round of checks quadratic in the hosts).
+        self._by_code: dict[Code, int] = dict.fromkeys(Code, 0)
+        self._kept: set[str] = set()
         self._static_lb = LbIndex()
         self._lb = LbIndex()
         self._learned: dict[str, tuple[str, ...]] = {}
         self._lb_errors_in_row: dict[str, int] = {}
+        # When each key is due, and the same as a heap with stale entries left in (an entry
+        # counts only while ``_due`` still says that time): the next due lookup without a walk.
         self._due: dict[_Key, float] = {}
+        self._queue: list[tuple[float, int, _Key]] = []
+        self._order = itertools.count()
         self._inflight: set[_Key] = set()
         self._wake = asyncio.Event()
         self._settled = asyncio.Event()
@@ -103,14 +118,15 @@ class HostChecker:
         changed ``lb`` re-evaluates every verdict now (``on_change`` may fire from here).
         """
         now = self._clock()
-        wanted = frozenset(normalize_host(h) for h in hosts)
-        for gone in self._hosts - wanted:
-            self._verdicts.pop(gone, None)
-            self._due.pop(("host", gone), None)
-        for new in wanted - self._hosts:
-            self._verdicts[new] = pending(new)
-            self._due[("host", new)] = now
-        self._hosts = wanted
+        wanted = self._wanted(hosts)
+        if wanted is not self._hosts:
+            for gone in self._hosts - wanted:
+                self._set_verdict(gone, None)
+                self._due.pop(("host", gone), None)
+            for new in wanted - self._hosts:
+                self._set_verdict(new, pending(new))
+                self._schedule(("host", new), now)
+            self._hosts = wanted
         changed = False
         if lb != self._static_lb:
             self._static_lb = lb
@@ -121,12 +137,52 @@ class HostChecker:
             for key in [k for k in self._due if k[0] == "lb" and k[1] not in names]:
                 del self._due[key]
             for name in names:
-                self._due.setdefault(("lb", name), now)
+                if ("lb", name) not in self._due:
+                    self._schedule(("lb", name), now)
             changed = self._rebuild_lb(now)
         self._update_settled()
         self._wake.set()
         if changed:
             self._notify()
+
+    def _wanted(self, hosts: Iterable[str]) -> frozenset[str]:
+        """The normal names of ``hosts``; ``_hosts`` itself when they are the same names."""
+        given = hosts if isinstance(hosts, frozenset) else frozenset(hosts)
+        if self._hosts_as_given:
+            if given == self._hosts:
+                return self._hosts
+            added = given - self._hosts
+            # The names kept are normal already: only the added ones need a look.
+            if all(normalize_host(h) is h for h in added):
+                return given
+        normal = [normalize_host(h) for h in given]
+        self._hosts_as_given = all(map(operator.is_, normal, given))
+        wanted = frozenset(normal)
+        return self._hosts if wanted == self._hosts else wanted
+
+    def _set_verdict(self, host: str, verdict: Verdict | None) -> None:
+        """The one place a verdict is set (or dropped, with None), keeping the counts."""
+        old = self._verdicts.pop(host, None) if verdict is None else \
+            self._verdicts.get(host)
+        if old is not None:
+            self._by_code[old.code] -= 1
+        if verdict is None:
+            self._kept.discard(host)
+            return
+        self._verdicts[host] = verdict
+        self._by_code[verdict.code] += 1
+        if verdict.kept:
+            self._kept.add(host)
+        else:
+            self._kept.discard(host)
+
+    def _schedule(self, key: _Key, when: float) -> None:
+        self._due[key] = when
+        heapq.heappush(self._queue, (when, next(self._order), key))
+        if len(self._queue) > 2 * len(self._due) + 64:
+            # Mostly stale entries (dropped hosts, rescheduled keys): keep only the live ones.
+            self._queue = [(w, next(self._order), k) for k, w in self._due.items()]
+            heapq.heapify(self._queue)
 
     def verdicts(self) -> Mapping[str, Verdict]:
         """A snapshot of the verdict of every host."""
@@ -142,14 +198,12 @@ class HostChecker:
 
     def stats(self) -> CheckerStats:
         now = self._clock()
-        by_code = {c.value: 0 for c in Code}
+        by_code = {c.value: n for c, n in self._by_code.items()}
         oldest: float | None = None
-        for v in self._verdicts.values():
-            by_code[v.code.value] += 1
-            if v.kept:
-                age = v.age(now)
-                if age is not None and (oldest is None or age > oldest):
-                    oldest = age
+        for host in self._kept:
+            age = self._verdicts[host].age(now)
+            if age is not None and (oldest is None or age > oldest):
+                oldest = age
         return CheckerStats(self._checks, self._errors, self._lb_checks, self._lb_error_count,
                             len(self._verdicts), by_code, oldest)
 
@@ -181,19 +235,23 @@ class HostChecker:
 
     async def run(self) -> None:
         """Schedule lookups until cancelled."""
-        sem = asyncio.Semaphore(self.concurrency)
         workers: set[asyncio.Task[None]] = set()
         try:
             while True:
                 now = self._clock()
-                for key, when in list(self._due.items()):
-                    if when <= now and key not in self._inflight:
-                        self._inflight.add(key)
-                        task = asyncio.create_task(self._check(key, sem))
-                        workers.add(task)
-                        task.add_done_callback(workers.discard)
-                waiting = [w for k, w in self._due.items() if k not in self._inflight]
-                delay = max(0.0, min(waiting) - now) if waiting else None
+                # At most ``concurrency`` lookups at a time, the longest due first; the rest
+                # wait in the queue, not as tasks (thousands of hosts are new at start).
+                while len(self._inflight) < self.concurrency:
+                    key = self._next_due(now)
+                    if key is None:
+                        break
+                    self._inflight.add(key)
+                    task = asyncio.create_task(self._check(key, self._due[key]))
+                    workers.add(task)
+                    task.add_done_callback(workers.discard)
+                nxt = self._first_due()
+                full = len(self._inflight) >= self.concurrency
+                delay = None if nxt is None or full else max(0.0, nxt - now)
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(delay):
@@ -204,25 +262,41 @@ class HostChecker:
             await asyncio.gather(*workers, return_exceptions=True)
             self._inflight.clear()
 
-    async def _check(self, key: _Key, sem: asyncio.Semaphore) -> None:
+    def _first_due(self) -> float | None:
+        """When the earliest key not being looked up is due (stale entries dropped)."""
+        queue = self._queue
+        while queue:
+            when, _, key = queue[0]
+            if self._due.get(key) == when and key not in self._inflight:
+                return when
+            heapq.heappop(queue)
+        return None
+
+    def _next_due(self, now: float) -> _Key | None:
+        when = self._first_due()
+        if when is None or when > now:
+            return None
+        return heapq.heappop(self._queue)[2]
+
+    async def _check(self, key: _Key, due: float) -> None:
         kind, name = key
         try:
-            async with sem:
-                if key not in self._due:
-                    return  # dropped while it waited for a slot
-                query = probe_name(name) if kind == "host" else name
-                try:
-                    result = await self.resolver.resolve(query)
-                except Exception as exc:  # a resolver bug must not end the checking
-                    log.warning("host check failed", exc_info=True,
-                                extra={"host": name, "error": str(exc)})
-                    result = ResolveError(query, "error", str(exc) or type(exc).__name__)
+            query = probe_name(name) if kind == "host" else name
+            try:
+                result = await self.resolver.resolve(query)
+            except Exception as exc:  # a resolver bug must not end the checking
+                log.warning("host check failed", exc_info=True,
+                            extra={"host": name, "error": str(exc)})
+                result = ResolveError(query, "error", str(exc) or type(exc).__name__)
             if kind == "host":
                 self._host_result(name, result)
             else:
                 self._lb_result(name, result)
         finally:
             self._inflight.discard(key)
+            if self._due.get(key) == due:
+                # Not rescheduled by a result (a defect, or cancelled): due again as it was.
+                self._schedule(key, due)
             self._wake.set()
 
     def _delay(self, errors: int) -> float:
@@ -242,8 +316,8 @@ class HostChecker:
         failed = isinstance(result, ResolveError) or verdict.errors > 0
         if failed:
             self._errors += 1
-        self._verdicts[host] = verdict
-        self._due[("host", host)] = now + self._delay(verdict.errors)
+        self._set_verdict(host, verdict)
+        self._schedule(("host", host), now + self._delay(verdict.errors))
         self._update_settled()
         if previous is None or verdict.material() != previous.material():
             log.debug("host verdict", extra={"host": host, "verdict": verdict.code.value,
@@ -267,7 +341,7 @@ class HostChecker:
         else:
             self._lb_error_count += 1
             self._lb_errors_in_row[name] = self._lb_errors_in_row.get(name, 0) + 1
-        self._due[("lb", name)] = now + self._delay(self._lb_errors_in_row.get(name, 0))
+        self._schedule(("lb", name), now + self._delay(self._lb_errors_in_row.get(name, 0)))
         if self._rebuild_lb(now):
             self._notify()
 
@@ -287,11 +361,11 @@ class HostChecker:
                 changed = True
                 log.debug("host verdict", extra={"host": host, "verdict": verdict.code.value,
                                                  "reason": verdict.reason})
-            self._verdicts[host] = verdict
+            self._set_verdict(host, verdict)
         return changed
 
     def _update_settled(self) -> None:
-        if any(v.code is Code.PENDING for v in self._verdicts.values()):
+        if self._by_code[Code.PENDING]:
             self._settled.clear()
         else:
             self._settled.set()
