@@ -348,7 +348,7 @@ def measure(hosts: Sequence[str], sets: AnswerSets, limits: Sequence[Limit], *,
         got = _advanced(hosts, sets, limits, *since)
         if got is not None:
             return got
-    if distinct and len(hosts) > 32:
+    if distinct:
         present = set(hosts)
         if len(present) == len(hosts):
             return _running(present, sets, limits,
