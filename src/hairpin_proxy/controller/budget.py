@@ -44,6 +44,8 @@ _STAND_IN = corefile.Answers(("192.0.2.1",))
 # has its own regex, so its own frame.
 Shape = tuple[bool, bool, bool]
 _NONE: Shape = (False, False, False)
+# Answer set → its (exact, ``*.``, ``**.``) hosts.
+Counts = dict[corefile.Answers, tuple[int, int, int]]
 
 
 def _form(host: str) -> int:
@@ -64,12 +66,15 @@ class Measure:
         # and how many of its hosts start with "*." and with "**.".
         self.present: HostSet = frozenset()
         self._sums = (0, 0, 0)
-        # The hosts tuple ``present`` is the set of (None: not known).
+        # The hosts tuple ``present`` is the set of (None: not known), and the hosts per
+        # answer set among them as last counted (``AnswerSets.count_present``).
         self.hosts_of: tuple[str, ...] | None = None
+        self.counted: Counts | None = None
 
     def forget(self) -> None:
         """Drop the running sums (the next measure starts from nothing)."""
         self.present, self._sums, self.hosts_of = frozenset(), (0, 0, 0), None
+        self.counted = None
 
     def advance(self, present: HostSet, added: Iterable[str], removed: Iterable[str],
                 of: tuple[str, ...] | None = None) -> tuple[int, int, int]:
@@ -335,8 +340,9 @@ class _Tally:
         return None
 
 
-# (the hosts tuple the measures last measured, every host that may have come or gone since).
-Touched = tuple[tuple[str, ...], Sequence[str]]
+# (the hosts tuple the measures last measured, every host that may have come, gone or changed
+# its answer since, the answer sets they were measured with).
+Touched = tuple[tuple[str, ...], Sequence[str], "AnswerSets"]
 
 
 def measure(hosts: Sequence[str], sets: AnswerSets, limits: Sequence[Limit], *,
@@ -345,7 +351,7 @@ def measure(hosts: Sequence[str], sets: AnswerSets, limits: Sequence[Limit], *,
     no host is there twice (a pass's hosts), which lets the measures' running sums be used;
     ``since``: and which hosts may differ from the last measured (sorted ``hosts``)."""
     if since is not None and distinct and isinstance(hosts, tuple):
-        got = _advanced(hosts, sets, limits, *since)
+        got = _advanced(hosts, sets, limits, since)
         if got is not None:
             return got
     if distinct:
@@ -357,25 +363,44 @@ def measure(hosts: Sequence[str], sets: AnswerSets, limits: Sequence[Limit], *,
 
 
 def _advanced(hosts: tuple[str, ...], sets: AnswerSets, limits: Sequence[Limit],
-              before: tuple[str, ...], touched: Sequence[str]) -> tuple[int, ...] | None:
+              since: Touched) -> tuple[int, ...] | None:
     """``_running`` from the hosts that may have changed alone, when every measure last
-    measured ``before`` (their one set is updated in place); None when not."""
+    measured ``before`` with the answer sets ``was`` (their one set is updated in place);
+    None when not."""
+    before, touched, was = since
     present = limits[0].measure.present if limits else None
-    if not isinstance(present, set) or any(
+    counted = limits[0].measure.counted if limits else None
+    if not isinstance(present, set) or counted is None or any(
             m.measure.hosts_of is not before or m.measure.present is not present
             for m in limits):
         return None
     added: list[str] = []
     removed: list[str] = []
+    counts = dict(counted)
     for host in touched:
         at = bisect.bisect_left(hosts, host)
-        now = at < len(hosts) and hosts[at] == host
-        if now != (host in present):
+        now, then = at < len(hosts) and hosts[at] == host, host in present
+        if now != then:
             (added if now else removed).append(host)
+        old, new = was.of(host) if then else None, sets.of(host) if now else None
+        if old != new:
+            _recount(counts, host, old, new)
     present.difference_update(removed)
     present.update(added)
     return _sizes(present, sets, limits,
-                  [m.measure.advance(present, added, removed, hosts) for m in limits])
+                  [m.measure.advance(present, added, removed, hosts) for m in limits],
+                  {a: c for a, c in counts.items() if any(c)})
+
+
+def _recount(counts: Counts, host: str, old: corefile.Answers | None,
+             new: corefile.Answers | None) -> None:
+    """Move ``host`` from the answer set ``old`` to ``new`` (None: not counted)."""
+    form = _form(host)
+    for answers, step in ((old, -1), (new, 1)):
+        if answers is not None:
+            c = list(counts.get(answers, (0, 0, 0)))
+            c[form] += step
+            counts[answers] = (c[0], c[1], c[2])
 
 
 def _running(present: set[str], sets: AnswerSets, limits: Sequence[Limit],
@@ -398,9 +423,14 @@ def _running(present: set[str], sets: AnswerSets, limits: Sequence[Limit],
 
 
 def _sizes(present: HostSet, sets: AnswerSets, limits: Sequence[Limit],
-           sums: list[tuple[int, int, int]]) -> tuple[int, ...]:
-    """Each limit's bytes from its measure's running sums of the hosts ``present``."""
-    counts = sets.count_present(present, sums[0][1], sums[0][2]) if sums else {}
+           sums: list[tuple[int, int, int]], counts: Counts | None = None
+           ) -> tuple[int, ...]:
+    """Each limit's bytes from its measure's running sums of the hosts ``present``
+    (``counts``: theirs per answer set, where known)."""
+    if counts is None:
+        counts = sets.count_present(present, sums[0][1], sums[0][2]) if sums else {}
+    if limits:
+        limits[0].measure.counted = counts
     sizes: list[int] = []
     for limit, (total, _, _) in zip(limits, sums, strict=True):
         m = limit.measure

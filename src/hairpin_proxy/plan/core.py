@@ -195,7 +195,8 @@ def desired(snap: Snapshot, claims: Sequence[Claim], refusals: Sequence[Rejectio
     if snap.rooms is not None:
         got = fit_rooms(snap.rooms, s.rules_budget, hosts, routed=routed, claims=claims,
                         default=default, measures=measures,
-                        since=(since.candidates, since.touched) if since else None)
+                        since=(since.candidates, since.touched,
+                               AnswerSets(since.default, since.answers)) if since else None)
         hosts, refusals = got.hosts, (*refusals, *got.rejections)
         metrics["over_budget"] = {"": float(len(got.refused))}
         metrics["rules_bytes"] = {"": float(got.sizes[0])}

@@ -115,12 +115,18 @@ def _changes(old: list[Any], now: list[Any]) -> tuple[list[Any], list[int]]:
     """(the objects of ``old`` gone from ``now``, the positions in ``now`` of objects new to
     it). A cache replaces a changed object where it was and adds new ones at the end: then
     the lists are compared position by position in C (well under a millisecond for
-    10,000); a deletion shifts the rest, and they are compared as sets of objects."""
+    10,000); a deletion shifts the rest by one place, which is compared so too; anything
+    else as sets of objects."""
     n = len(old)
     if len(now) >= n:
         moved = list(itertools.compress(range(n), map(operator.is_not, now[:n], old)))
         if len(moved) <= 64:
             return [old[i] for i in moved], [*moved, *range(n, len(now))]
+    elif len(now) == n - 1:
+        at = next(itertools.compress(range(n - 1), map(operator.is_not, now, old)), n - 1)
+        if not any(map(operator.is_not, itertools.islice(now, at, None),
+                       itertools.islice(old, at + 1, None))):
+            return [old[at]], []
     before, after = set(map(id, old)), set(map(id, now))
     gone, new = before - after, after - before
     return (list(itertools.compress(old, map(gone.__contains__, map(id, old)))),
