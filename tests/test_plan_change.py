@@ -17,7 +17,7 @@ from hairpin_proxy.controller.writers import Desired, Held
 from hairpin_proxy.plan import PlanSettings, Snapshot, plan
 from hairpin_proxy.plan.answers import Regrouper, answer_groups
 from hairpin_proxy.plan.core import DesiredState
-from hairpin_proxy.plan.incremental import Planner
+from hairpin_proxy.plan.incremental import Planner, _changes
 from hairpin_proxy.plan.snapshot import Rooms
 from hairpin_proxy.policy import HostPolicy
 from tests.test_plan_incremental import (
@@ -162,3 +162,32 @@ def test_a_lone_new_ingress_is_planned_from_the_change() -> None:
     # Every host was written by the last pass: the one new host is all the guard looks at.
     assert guard.decide(state.hosts, first.hosts, state.since) == (state.hosts, False)
     assert guard._sets == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 12), st.lists(st.tuples(st.sampled_from(["add", "delete", "replace"]),
+                                              st.integers(0, 20)), max_size=4))
+def test_the_objects_that_changed_are_those_a_set_comparison_finds(
+        size: int, edits: list[tuple[str, int]]) -> None:
+    """``_changes`` (positions compared, a lone deletion as a shift) against sets of
+    objects: what a cache's list looks like after adds, deletions and replacements."""
+    old = [{"n": i} for i in range(size)]
+    now = list(old)
+    for what, at in edits:
+        if what == "add":
+            now.append({"n": "new"})
+        elif now and what == "delete":
+            del now[at % len(now)]
+        elif now:
+            now[at % len(now)] = {"n": "changed"}
+    gone, new = _changes(old, now)
+    before, after = {id(o) for o in old}, {id(o) for o in now}
+    # Every object that went is told gone, every new one new; one told both (moved: the
+    # positions compared) is forgotten and read again, which changes nothing.
+    assert {id(o) for o in gone} >= before - after
+    assert {id(now[i]) for i in new} >= after - before
+    assert {id(o) for o in gone} & after == {id(now[i]) for i in new} & before
+    assert len(new) == len(set(new)) and len(gone) == len({id(o) for o in gone})
+    if len(before - after) == 1 and after <= before:
+        # A lone deletion: that object alone.
+        assert [id(o) for o in gone] == list(before - after) and new == []
