@@ -171,7 +171,7 @@ def test_the_objects_that_changed_are_those_a_set_comparison_finds(
         size: int, edits: list[tuple[str, int]]) -> None:
     """``_changes`` (positions compared, a lone deletion as a shift) against sets of
     objects: what a cache's list looks like after adds, deletions and replacements."""
-    old = [{"n": i} for i in range(size)]
+    old: list[dict[str, object]] = [{"n": i} for i in range(size)]
     now = list(old)
     for what, at in edits:
         if what == "add":
