@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hairpin_proxy import corefile
 
@@ -34,11 +34,18 @@ class Since:
     candidates: tuple[str, ...]
     # Every host whose membership or answer may differ (distinct).
     touched: tuple[str, ...]
+    # Tuples found equal to ``hosts`` (the guard and the log ask of the same one in a pass).
+    equal: list[tuple[str, ...]] = field(default_factory=list, compare=False, repr=False)
 
     def starts_at(self, hosts: object) -> bool:
-        """Whether ``hosts`` are the last pass's (the same tuple, or equal: a string
-        compare of ten thousand names that are mostly the same objects)."""
-        return hosts is self.hosts or (isinstance(hosts, tuple) and hosts == self.hosts)
+        """Whether ``hosts`` are the last pass's (the same tuple, or equal: a compare of
+        ten thousand names read back from the rules, once)."""
+        if hosts is self.hosts or any(hosts is known for known in self.equal):
+            return True
+        if isinstance(hosts, tuple) and hosts == self.hosts:
+            self.equal.append(hosts)
+            return True
+        return False
 
     def split(self, now: Sequence[str]) -> tuple[list[str], list[str]]:
         """(hosts in ``now`` and not in the last pass's, and the reverse); ``now`` sorted."""
