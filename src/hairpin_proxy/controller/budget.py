@@ -15,6 +15,7 @@ bytes as a cache only.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -43,6 +44,8 @@ _STAND_IN = corefile.Answers(("192.0.2.1",))
 # has its own regex, so its own frame.
 Shape = tuple[bool, bool, bool]
 _NONE: Shape = (False, False, False)
+# Answer set → its (exact, ``*.``, ``**.``) hosts.
+Counts = dict[corefile.Answers, tuple[int, int, int]]
 
 
 def _form(host: str) -> int:
@@ -63,9 +66,18 @@ class Measure:
         # and how many of its hosts start with "*." and with "**.".
         self.present: HostSet = frozenset()
         self._sums = (0, 0, 0)
+        # The hosts tuple ``present`` is the set of (None: not known), and the hosts per
+        # answer set among them as last counted (``AnswerSets.count_present``).
+        self.hosts_of: tuple[str, ...] | None = None
+        self.counted: Counts | None = None
 
-    def advance(self, present: HostSet, added: Iterable[str],
-                removed: Iterable[str]) -> tuple[int, int, int]:
+    def forget(self) -> None:
+        """Drop the running sums (the next measure starts from nothing)."""
+        self.present, self._sums, self.hosts_of = frozenset(), (0, 0, 0), None
+        self.counted = None
+
+    def advance(self, present: HostSet, added: Iterable[str], removed: Iterable[str],
+                of: tuple[str, ...] | None = None) -> tuple[int, int, int]:
         """The running sums of ``present`` (distinct hosts): those of the last set measured,
         with ``added`` and less ``removed`` (the difference between the two sets). A pass
         measures the same ten thousand hosts as the last but a few."""
@@ -79,7 +91,7 @@ class Measure:
         for h in new:
             wild += h.startswith("*.")
             deep += h.startswith("**.")
-        self.present, self._sums = present, (size, wild, deep)
+        self.present, self._sums, self.hosts_of = present, (size, wild, deep), of
         return self._sums
 
     def host(self, host: str) -> int:
@@ -328,18 +340,71 @@ class _Tally:
         return None
 
 
+# (the hosts tuple the measures last measured, every host that may have come, gone or changed
+# its answer since, the answer sets they were measured with).
+Touched = tuple[tuple[str, ...], Sequence[str], "AnswerSets"]
+
+
 def measure(hosts: Sequence[str], sets: AnswerSets, limits: Sequence[Limit], *,
-            distinct: bool = False) -> tuple[int, ...]:
+            distinct: bool = False, since: Touched | None = None) -> tuple[int, ...]:
     """Bytes of ``hosts`` per limit (over it or not); ``distinct``: the caller knows that
-    no host is there twice (a pass's hosts), which lets the measures' running sums be used."""
-    if distinct and len(hosts) > 32:
+    no host is there twice (a pass's hosts), which lets the measures' running sums be used;
+    ``since``: and which hosts may differ from the last measured (sorted ``hosts``)."""
+    if since is not None and distinct and isinstance(hosts, tuple):
+        got = _advanced(hosts, sets, limits, since)
+        if got is not None:
+            return got
+    if distinct:
         present = set(hosts)
         if len(present) == len(hosts):
-            return _running(present, sets, limits)
+            return _running(present, sets, limits,
+                            hosts if isinstance(hosts, tuple) else None)
     return tuple(_Tally(limits, sets).grown(list(dict.fromkeys(hosts)))[0])
 
 
-def _running(present: set[str], sets: AnswerSets, limits: Sequence[Limit]) -> tuple[int, ...]:
+def _advanced(hosts: tuple[str, ...], sets: AnswerSets, limits: Sequence[Limit],
+              since: Touched) -> tuple[int, ...] | None:
+    """``_running`` from the hosts that may have changed alone, when every measure last
+    measured ``before`` with the answer sets ``was`` (their one set is updated in place);
+    None when not."""
+    before, touched, was = since
+    present = limits[0].measure.present if limits else None
+    counted = limits[0].measure.counted if limits else None
+    if not isinstance(present, set) or counted is None or any(
+            m.measure.hosts_of is not before or m.measure.present is not present
+            for m in limits):
+        return None
+    added: list[str] = []
+    removed: list[str] = []
+    counts = dict(counted)
+    for host in touched:
+        at = bisect.bisect_left(hosts, host)
+        now, then = at < len(hosts) and hosts[at] == host, host in present
+        if now != then:
+            (added if now else removed).append(host)
+        old, new = was.of(host) if then else None, sets.of(host) if now else None
+        if old != new:
+            _recount(counts, host, old, new)
+    present.difference_update(removed)
+    present.update(added)
+    return _sizes(present, sets, limits,
+                  [m.measure.advance(present, added, removed, hosts) for m in limits],
+                  {a: c for a, c in counts.items() if any(c)})
+
+
+def _recount(counts: Counts, host: str, old: corefile.Answers | None,
+             new: corefile.Answers | None) -> None:
+    """Move ``host`` from the answer set ``old`` to ``new`` (None: not counted)."""
+    form = _form(host)
+    for answers, step in ((old, -1), (new, 1)):
+        if answers is not None:
+            c = list(counts.get(answers, (0, 0, 0)))
+            c[form] += step
+            counts[answers] = (c[0], c[1], c[2])
+
+
+def _running(present: set[str], sets: AnswerSets, limits: Sequence[Limit],
+             of: tuple[str, ...] | None = None) -> tuple[int, ...]:
     """``measure`` of the distinct hosts ``present`` from each measure's running sums: the
     same bytes as ``_Tally.grown``, at the cost of the hosts that changed since the last."""
     # Measures that last measured the same set share its differences (set work in C).
@@ -353,8 +418,19 @@ def _running(present: set[str], sets: AnswerSets, limits: Sequence[Limit]) -> tu
             # Counted, not searched for, when nothing went (a pass that only adds).
             gone = len(last) - len(present) + len(added)
             diff = diffs[id(last)] = (added, set(last.difference(present)) if gone else set())
-        sums.append(limit.measure.advance(present, *diff))
-    counts = sets.count_present(present, sums[0][1], sums[0][2]) if sums else {}
+        sums.append(limit.measure.advance(present, *diff, of))
+    return _sizes(present, sets, limits, sums)
+
+
+def _sizes(present: HostSet, sets: AnswerSets, limits: Sequence[Limit],
+           sums: list[tuple[int, int, int]], counts: Counts | None = None
+           ) -> tuple[int, ...]:
+    """Each limit's bytes from its measure's running sums of the hosts ``present``
+    (``counts``: theirs per answer set, where known)."""
+    if counts is None:
+        counts = sets.count_present(present, sums[0][1], sums[0][2]) if sums else {}
+    if limits:
+        limits[0].measure.counted = counts
     sizes: list[int] = []
     for limit, (total, _, _) in zip(limits, sums, strict=True):
         m = limit.measure
@@ -481,11 +557,12 @@ class Within:
 
 
 def within(hosts: Sequence[str], origins: Mapping[str, Collection[ObjectRef]],
-           claims: Iterable[Claim], sets: AnswerSets, limits: Sequence[Limit]) -> Within:
+           claims: Iterable[Claim], sets: AnswerSets, limits: Sequence[Limit], *,
+           since: Touched | None = None) -> Within:
     """The hosts that fit ``limits``, and a refusal per object that does not. ``hosts`` are
-    distinct (a pass's); ``claims`` (read only when over a limit) date the objects. Pure
-    but for the measures' caches, which change no answer."""
-    sizes = measure(hosts, sets, limits, distinct=True)
+    distinct (a pass's); ``claims`` (read only when over a limit) date the objects;
+    ``since``: as ``measure``'s. Pure but for the measures' caches, which change no answer."""
+    sizes = measure(hosts, sets, limits, distinct=True, since=since)
     for limit in limits:
         limit.measure.keep_only(hosts)
     if not any(size > limit.limit for size, limit in zip(sizes, limits, strict=True)):

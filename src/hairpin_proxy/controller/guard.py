@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 from hairpin_proxy.controller.metrics import ControllerMetrics
+from hairpin_proxy.plan.change import Since
 
 # Every part of the controller logs under the one name its logs have always carried.
 log = logging.getLogger("hairpin_proxy.controller")
@@ -38,9 +39,13 @@ class RemovalGuard:
         # held hosts in passes that write nothing).
         self._sets: list[tuple[tuple[str, ...], HostSet]] = []
 
-    def decide(self, desired: Sequence[str], previous: Iterable[str]) -> tuple[tuple[str, ...],
-                                                                              bool]:
-        """(hosts to write, whether a drop is being held back)."""
+    def decide(self, desired: Sequence[str], previous: Iterable[str],
+               since: Since | None = None) -> tuple[tuple[str, ...], bool]:
+        """(hosts to write, whether a drop is being held back). ``since``: how ``desired``
+        (then the plan's sorted, distinct hosts) differs from the last plan's, which counts
+        the removed hosts when ``previous`` are those."""
+        if since is not None and isinstance(desired, tuple) and since.starts_at(previous):
+            return self._decide_since(desired, since)
         # Sorted in C (a pass's hosts come sorted: linear), and their set made once: it tells
         # duplicates, and it is the next pass's ``previous`` when these hosts are written.
         ordered = sorted(desired)
@@ -65,6 +70,23 @@ class RemovalGuard:
             self.held_since = None
             return self._kept(want, present), False
         return tuple(sorted(prev.union(want))), True
+
+    def _decide_since(self, want: tuple[str, ...], since: Since) -> tuple[tuple[str, ...],
+                                                                          bool]:
+        """``decide`` of the plan's hosts from the last plan's: the same decisions, from the
+        count of the hosts that went."""
+        previous = since.hosts
+        removed = len(since.split(want)[1])
+        if self.allow or not previous or (want and removed / len(previous) <= self.fraction):
+            self.held_since = None
+            return want, False
+        now = self.clock()
+        if self.held_since is None:
+            self.held_since = now
+        if now - self.held_since >= self.grace:
+            self.held_since = None
+            return want, False
+        return tuple(sorted(set(previous).union(want))), True
 
     def _kept(self, hosts: tuple[str, ...], present: HostSet) -> tuple[str, ...]:
         self._remember(hosts, present)
@@ -104,9 +126,10 @@ class HeldDrops:
         self._held_logged = False
         self._wakeup: asyncio.TimerHandle | None = None
 
-    def hosts(self, desired: Sequence[str], previous: Sequence[str]) -> tuple[str, ...]:
+    def hosts(self, desired: Sequence[str], previous: Sequence[str],
+              since: Since | None = None) -> tuple[str, ...]:
         """The hosts to write: ``desired``, unless a large drop from ``previous`` is held."""
-        hosts, held = self.guard.decide(desired, previous)
+        hosts, held = self.guard.decide(desired, previous, since)
         self.metrics.held.set(1 if held else 0)
         if held:
             if not self._held_logged:

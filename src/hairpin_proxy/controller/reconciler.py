@@ -568,10 +568,13 @@ class Controller:
         answers, withdrawn = self.withdrawal.answers()
         self.withdrawal.set_reason(withdrawn)
         wanted = state.hosts if state is not None else ()
-        hosts = () if withdrawn else self.held.hosts(wanted, held.hosts)
+        since = state.since if state is not None else None
+        hosts = () if withdrawn else self.held.hosts(wanted, held.hosts, since)
         desired = Desired(hosts, answers, held,
                           routed=state.routed.answers if state is not None else {},
-                          plan=state.plan if state is not None else None)
+                          plan=state.plan if state is not None else None,
+                          since=since if hosts is wanted else None,
+                          grouper=self.routing.grouper)
         if hosts and not self.withdrawal.uninstalling:
             # Before any rule exists: what its withdrawal on uninstall will need.
             await self.withdrawal.uninstall.hold(self.client)

@@ -3,11 +3,14 @@ has settled, what the rules answer for it now while it settles, or nothing yet. 
 
 from __future__ import annotations
 
+import bisect
 import itertools
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hairpin_proxy import corefile
+from hairpin_proxy.plan.change import Since, has
 from hairpin_proxy.targets import table
 from hairpin_proxy.targets.model import DEFAULT_KEY
 from hairpin_proxy.targets.plan import Plan
@@ -41,6 +44,9 @@ class Routed:
     pending: dict[str, Pending] = field(default_factory=dict)
     # Seconds until the earliest settling slot is due (None: none is settling).
     wake_in: float | None = None
+    # Target key → its answer set, when every target's slot has settled (None: some has
+    # not). Two passes with the same answer each host of an unchanged route the same.
+    settled: dict[str, corefile.Answers] | None = field(default=None, compare=False)
 
     @property
     def pending_hosts(self) -> int:
@@ -66,6 +72,7 @@ def route_answers(p: Plan, *, slot_addresses: Mapping[int, Sequence[str]],
             for key in dict.fromkeys(routes.values()) if key != DEFAULT_KEY}
     settled = {key: answers for key, (_, answers) in keys.items() if answers is not None}
     if len(settled) == len(keys):
+        routed.settled = settled
         # No host waits (the steady state): each host gets its target's set, in C where
         # there is one target.
         if len(settled) == 1 and DEFAULT_KEY not in routes.values():
@@ -139,3 +146,58 @@ def answer_groups(hosts: Sequence[str], default: corefile.Answers,
     out = [(tuple(on_default), default)] if on_default and default else []
     out += [(tuple(group), answers) for answers, group in by_answers.items() if answers]
     return tuple(out)
+
+
+class Regrouper:
+    """``answer_groups`` of each pass, updated from the last pass's groups by the hosts a
+    ``Since`` names: equal to ``answer_groups`` of the same arguments, always. One caller."""
+
+    def __init__(self) -> None:
+        self._hosts: tuple[str, ...] | None = None
+        self._routed: Mapping[str, corefile.Answers] = {}
+        self._default = corefile.Answers()
+        # The default target's hosts, and the others' by answer set (sorted lists).
+        self._own: list[str] = []
+        self._by: dict[corefile.Answers, list[str]] = {}
+
+    def groups(self, hosts: tuple[str, ...], default: corefile.Answers,
+               routed: Mapping[str, corefile.Answers], since: Since | None) -> Groups:
+        if (since is None or self._hosts is None or not since.starts_at(self._hosts)
+                or self._routed is not since.answers or not default
+                or default != self._default or default != since.default
+                or not self._update(hosts, routed, since)):
+            return self._whole(hosts, default, routed)
+        self._hosts, self._routed = hosts, routed
+        by = sorted(((group[0], answers, group) for answers, group in self._by.items()))
+        out = [(tuple(self._own), default)] if self._own else []
+        out += [(tuple(group), answers) for _, answers, group in by]
+        return tuple(out)
+
+    def _update(self, hosts: Sequence[str], routed: Mapping[str, corefile.Answers],
+                since: Since) -> bool:
+        """Move the hosts ``since`` names; False (nothing moved) when one has no answer."""
+        moves = [(host, has(since.hosts, host), has(hosts, host)) for host in since.touched]
+        if any(now and not routed.get(host, True) for host, _, now in moves):
+            return False
+        for host, was, now in moves:
+            if was:
+                old = self._routed.get(host)
+                group = self._own if old is None else self._by[old]
+                del group[bisect.bisect_left(group, host)]
+                if not group and old is not None:
+                    del self._by[old]
+            if now:
+                new = routed.get(host)
+                bisect.insort(self._own if new is None else self._by.setdefault(new, []), host)
+        return True
+
+    def _whole(self, hosts: tuple[str, ...], default: corefile.Answers,
+               routed: Mapping[str, corefile.Answers]) -> Groups:
+        out = answer_groups(hosts, default, routed)
+        self._hosts = None
+        if default and all(routed.values()) and all(map(operator.lt, hosts, hosts[1:])):
+            own = out[0][0] if out and (out[0][0][0] not in routed) else ()
+            self._own = list(own)
+            self._by = {answers: list(group) for group, answers in out[1 if own else 0:]}
+            self._hosts, self._routed, self._default = hosts, routed, default
+        return out

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,11 +20,13 @@ from hairpin_proxy.controller.budget import (
     NodeLocalMeasure,
     PublishedMeasure,
     RulesMeasure,
+    Touched,
     Within,
     limits_of,
     within,
 )
 from hairpin_proxy.plan.answers import Groups, Routed, answer_groups, route_answers
+from hairpin_proxy.plan.change import Since
 from hairpin_proxy.plan.claims import source_claims
 from hairpin_proxy.plan.snapshot import Rooms, Snapshot
 from hairpin_proxy.policy import Rejection
@@ -63,6 +65,8 @@ class DesiredState:
     candidates: tuple[str, ...] = ()
     # What the size limits kept and refused (None: the snapshot has no rooms).
     fitted: Within | None = None
+    # How ``hosts`` differ from the last pass's (None: not known; see plan/change.py).
+    since: Since | None = field(default=None, compare=False)
 
     @property
     def plan(self) -> Plan:
@@ -160,11 +164,13 @@ def plan(snap: Snapshot) -> DesiredState:
 
 def desired(snap: Snapshot, claims: Sequence[Claim], refusals: Sequence[Rejection], p: Plan, *,
             routes_sorted: Sequence[str] | None = None, slotted: Mapping[str, str] | None = None,
-            measures: Mapping[str, Measure] | None = None) -> DesiredState:
+            measures: Mapping[str, Measure] | None = None,
+            last: tuple[DesiredState, Collection[str]] | None = None) -> DesiredState:
     """The desired state from the plan of ``claims``: answer sets, verification, the size
     limits, metrics. Where the caller keeps them: ``routes_sorted``, ``p.routes`` sorted;
     ``slotted``, the routes not to the default target; ``measures``, memoised measures
-    (budget.py). Each is a cache only: the answer is the same without."""
+    (budget.py); ``last``, the last pass's state and every host whose route may have changed
+    since. Each is a cache only: the answer is the same without."""
     s = snap.settings
     published = table.decode_published(
         ((snap.targets_configmap or {}).get("data") or {}).get(table.PUBLISHED_KEY))
@@ -185,9 +191,12 @@ def desired(snap: Snapshot, claims: Sequence[Claim], refusals: Sequence[Rejectio
     proxy = services.get(f"{s.namespace}/{s.proxy_service}")
     default = corefile.Answers.of(service_addresses(proxy), s.dns_ttl)
     got = None
+    since = _since(last, routed, default) if not s.verify_hosts else None
     if snap.rooms is not None:
         got = fit_rooms(snap.rooms, s.rules_budget, hosts, routed=routed, claims=claims,
-                        default=default, measures=measures)
+                        default=default, measures=measures,
+                        since=(since.candidates, since.touched,
+                               AnswerSets(since.default, since.answers)) if since else None)
         hosts, refusals = got.hosts, (*refusals, *got.rejections)
         metrics["over_budget"] = {"": float(len(got.refused))}
         metrics["rules_bytes"] = {"": float(got.sizes[0])}
@@ -199,8 +208,26 @@ def desired(snap: Snapshot, claims: Sequence[Claim], refusals: Sequence[Rejectio
         services.get(slot_svcs[slot])))
     if proxy is None or not service_addresses(proxy):
         missing.insert(0, f"{s.namespace}/{s.proxy_service}")
+    if since is not None and (hosts is not candidates or since.hosts is not since.candidates):
+        # The size limits refused objects, this pass or the last: not known from the routes.
+        since = None
     return DesiredState(routed, hosts, default, tuple(claims), tuple(refusals), unverified,
-                        tuple(missing), metrics, candidates=candidates, fitted=got)
+                        tuple(missing), metrics, candidates=candidates, fitted=got, since=since)
+
+
+def _since(last: tuple[DesiredState, Collection[str]] | None, routed: Routed,
+           default: corefile.Answers) -> Since | None:
+    """How this pass's candidates differ from the last's: by the hosts whose route changed
+    alone, when no host waits for a slot in either pass and every answer set is the same."""
+    if last is None:
+        return None
+    state, touched = last
+    if (routed.settled is None or state.routed.settled is None or routed.waiting
+            or state.routed.waiting or routed.settled != state.routed.settled
+            or default != state.default_answers):
+        return None
+    return Since(state.hosts, state.routed.answers, state.default_answers, state.candidates,
+                 tuple(touched))
 
 
 def new_measures() -> dict[str, Measure]:
@@ -211,15 +238,21 @@ def new_measures() -> dict[str, Measure]:
 
 def fit_rooms(rooms: Rooms, budget: int, hosts: Sequence[str], *, routed: Routed,
               claims: Sequence[Claim], default: corefile.Answers,
-              measures: Mapping[str, Measure] | None = None) -> Within:
+              measures: Mapping[str, Measure] | None = None,
+              since: Touched | None = None) -> Within:
     """The hosts that fit the rules budget and every ConfigMap's room, measured in the
     answer sets they are written with; the newest objects that do not are refused."""
     measures = measures or new_measures()
     limits = limits_of(budget, measures["rules"], rooms.rules, rooms.rules_where,
                        [(what, measures[kind], room, where)
                         for what, kind, room, where in rooms.others])
+    used = {id(limit.measure) for limit in limits}
+    for unused in measures.values():
+        if id(unused) not in used:
+            # Its set is the others' too, which they may now update in place.
+            unused.forget()
     return within(hosts, routed.plan.origins, claims, AnswerSets(default, routed.answers),
-                  limits)
+                  limits, since=since)
 
 
 def slot_table(cm: Mapping[str, Any] | None) -> tuple[dict[str, int], str]:

@@ -115,12 +115,18 @@ def _changes(old: list[Any], now: list[Any]) -> tuple[list[Any], list[int]]:
     """(the objects of ``old`` gone from ``now``, the positions in ``now`` of objects new to
     it). A cache replaces a changed object where it was and adds new ones at the end: then
     the lists are compared position by position in C (well under a millisecond for
-    10,000); a deletion shifts the rest, and they are compared as sets of objects."""
+    10,000); a deletion shifts the rest by one place, which is compared so too; anything
+    else as sets of objects."""
     n = len(old)
     if len(now) >= n:
         moved = list(itertools.compress(range(n), map(operator.is_not, now[:n], old)))
         if len(moved) <= 64:
             return [old[i] for i in moved], [*moved, *range(n, len(now))]
+    elif len(now) == n - 1:
+        at = next(itertools.compress(range(n - 1), map(operator.is_not, now, old)), n - 1)
+        if not any(map(operator.is_not, itertools.islice(now, at, None),
+                       itertools.islice(old, at + 1, None))):
+            return [old[at]], []
     before, after = set(map(id, old)), set(map(id, now))
     gone, new = before - after, after - before
     return (list(itertools.compress(old, map(gone.__contains__, map(id, old)))),
@@ -216,6 +222,8 @@ class _Hosts:
         self.excluded: dict[str, Unresolved] = {}
         self.sorted: list[str] = []
         self.losing: set[str] = set()
+        # The hosts the last ``route`` decided again (None: every host).
+        self.changed: set[str] | None = None
 
     def change(self, added: Iterable[Claim], removed: Iterable[Claim]) -> set[str]:
         """The names whose claims changed."""
@@ -286,6 +294,7 @@ class _Hosts:
                 if k != DEFAULT_KEY:
                     self.slotted[host] = k
         self._resort(changed, full)
+        self.changed = None if full else changed
 
     def _forget(self, host: str) -> bool:
         """Whether ``host`` had been decided (every decided host has its origins)."""
@@ -331,6 +340,7 @@ class Planner:
         self._resolved: dict[str, Target | Unresolved | None] = {}
         self._outcome: tuple[Any, ...] | None = None
         self._measures: dict[str, Measure] = new_measures()
+        self._last: DesiredState | None = None
         # What the last pass's new routes and Gateways leave out, in words (for logs).
         self.notes: list[str] = []
 
@@ -350,8 +360,12 @@ class Planner:
         claims = [*self._claims, *(c for c in self._multi for _ in range(self._claims[c] - 1))]
         refusals = [*self._ingresses.refusals(), *self._routes.refusals(),
                     *self._registered_made[1]]
-        return desired(snap, claims, refusals, p, routes_sorted=self._hosts.sorted,
-                       slotted=self._hosts.slotted, measures=self._measures)
+        changed, last = self._hosts.changed, self._last
+        state = desired(snap, claims, refusals, p, routes_sorted=self._hosts.sorted,
+                        slotted=self._hosts.slotted, measures=self._measures,
+                        last=None if last is None or changed is None else (last, changed))
+        self._last = state
+        return state
 
     def _count(self, added: list[Claim], removed: list[Claim]) -> None:
         counts, multi = self._claims, self._multi

@@ -17,7 +17,8 @@ from typing import Protocol
 from hairpin_proxy import corefile
 from hairpin_proxy.controller.writers.coredns import Groups
 from hairpin_proxy.kube.client import JsonObj
-from hairpin_proxy.plan.answers import answer_groups
+from hairpin_proxy.plan.answers import Regrouper, answer_groups
+from hairpin_proxy.plan.change import Since
 from hairpin_proxy.targets.plan import Plan
 
 
@@ -43,10 +44,26 @@ class Desired:
     routed: Mapping[str, corefile.Answers] = field(default_factory=dict)
     # Which target each host goes to, and the slots (None while uninstalling).
     plan: Plan | None = None
+    # How ``hosts`` differ from the last plan's (plan/change.py), and what keeps the last
+    # pass's groups (None: each is computed from every host).
+    since: Since | None = None
+    grouper: Regrouper | None = None
 
     @functools.cached_property
     def _groups(self) -> Groups:
+        if self.grouper is not None:
+            return self.grouper.groups(self.hosts, self.answers, self.routed, self.since)
         return answer_groups(self.hosts, self.answers, self.routed)
+
+    def counts(self) -> tuple[int, int]:
+        """(hosts added, hosts removed) against what the rules held as the pass started."""
+        since, before = self.since, self.held.hosts
+        if since is not None and since.starts_at(before):
+            added, removed = since.split(self.hosts)
+            return len(added), len(removed)
+        had = set(before)
+        kept = len(had.intersection(self.hosts))
+        return len(self.hosts) - kept, len(had) - kept
 
     def groups(self) -> Groups:
         """The hosts by what they resolve to (plan.answer_groups; made once a pass, read

@@ -66,13 +66,12 @@ class _Rules:
         if written.changed:
             w.tracker.rules_written()
             w.metrics.writes.labels(self.what).inc()
-            before = set(desired.held.hosts)
-            kept = len(before.intersection(hosts))
+            added, removed = desired.counts()
             log.info("rules updated", extra={"target": where,
                                               "action": written.outcome,
                                               "hosts": len(hosts),
-                                              "added": len(hosts) - kept,
-                                              "removed": len(before) - kept})
+                                              "added": added,
+                                              "removed": removed})
             if (w.nudge_always or w.uninstalling()) and written.obj is not None:
                 # On uninstall it is tried anyway: without the permission it is refused,
                 # and the kubelet's own sync brings the withdrawal a minute or so later.
