@@ -89,14 +89,24 @@ def route(ns: str, name: str, hosts: list[str], created: str, uid: int) -> dict[
                                 "observedGeneration": 1}]}]}}
 
 
-def gateway(hostname: str | None) -> dict[str, Any]:
+def gateway(hostname: str | None, selector: bool = False) -> dict[str, Any]:
+    """The Gateway every route attaches to: admitting routes of every namespace, or (with
+    ``selector``) of namespaces labelled team=web."""
+    spaces: dict[str, Any] = {"from": "All"}
+    if selector:
+        spaces = {"from": "Selector", "selector": {"matchLabels": {"team": "web"}}}
     listener: dict[str, Any] = {"name": "http", "port": 80, "protocol": "HTTP",
-                                "allowedRoutes": {"namespaces": {"from": "All"}}}
+                                "allowedRoutes": {"namespaces": spaces}}
     if hostname is not None:
         listener["hostname"] = hostname
     return {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
             "metadata": meta("web", "public", TIMES[0], 0),
             "spec": {"gatewayClassName": "eg", "listeners": [listener]}}
+
+
+def namespace(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "uid": f"ns-{name}", "labels": labels}}
 
 
 def nginx_settings(proxy: str) -> dict[str, Any]:
@@ -134,8 +144,12 @@ events = st.one_of(
               names, hosts, times, uids),
     st.builds(lambda n: (("Ingress", *n), None), names),
     st.builds(lambda n: (("HTTPRoute", *n), None), names),
-    st.builds(lambda h: (("Gateway", "web", "public"), gateway(h)),
-              st.sampled_from([None, "*.example.com", "h1.example.com"])),
+    st.builds(lambda h, sel: (("Gateway", "web", "public"), gateway(h, sel)),
+              st.sampled_from([None, "*.example.com", "h1.example.com"]), st.booleans()),
+    # Namespaces made, relabelled and deleted: they decide only under a selector.
+    st.builds(lambda n, lb: (("Namespace", "", n), namespace(n, lb)),
+              st.sampled_from(["a", "b"]), st.sampled_from([{}, {"team": "web"}])),
+    st.builds(lambda n: (("Namespace", "", n), None), st.sampled_from(["a", "b"])),
     st.builds(lambda d: (("IngressClass", "", "nginx"), ingress_class(d)), st.booleans()),
     st.just((("IngressClass", "", "nginx"), None)),
     st.just((("Gateway", "web", "public"), None)),
@@ -218,3 +232,33 @@ def test_an_unchanged_snapshot_re_plans_no_host() -> None:
     again = planner.plan(snapshot(base, state, s, None))
     assert planner._ingresses.made == made
     assert again.hosts == first.hosts == ("h0.example.com", "h1.example.com", "h2.example.com")
+
+
+def test_namespaces_re_read_routes_only_under_a_namespace_selector() -> None:
+    """A namespace made or relabelled reads no route again while no Gateway admits routes
+    by namespace selector; under one, it decides which routes attach."""
+    s = PlanSettings(HostPolicy(), settle=0.0)
+    state: dict[Key, dict[str, Any]] = {
+        ("HTTPRoute", ns, f"r{i}"): route(ns, f"r{i}", [f"h{i}.example.com"], TIMES[0], 0)
+        for i, ns in enumerate(["a", "b", "a"])}
+    state[("Gateway", "web", "public")] = gateway(None)
+    # Envoy Gateway with PROXY on: the routes' hosts are redirected.
+    state[("ClientTrafficPolicy", "web", "proxy")] = corpus_object("ClientTrafficPolicy")
+    base = base_objects()
+    planner = Planner()
+    first = planner.plan(snapshot(base, state, s, None))
+    assert len(first.hosts) == 3
+    read = planner.routes_read
+    state[("Namespace", "", "a")] = namespace("a", {"team": "web"})
+    again = planner.plan(snapshot(base, state, s, None))
+    assert planner.routes_read == read
+    assert again.hosts == first.hosts == plan(snapshot(base, state, s, None)).hosts
+    state[("Gateway", "web", "public")] = gateway(None, selector=True)
+    selected = planner.plan(snapshot(base, state, s, None))
+    assert selected.hosts == plan(snapshot(base, state, s, None)).hosts
+    read = planner.routes_read
+    state[("Namespace", "", "b")] = namespace("b", {"team": "web"})
+    both = planner.plan(snapshot(base, state, s, None))
+    assert planner.routes_read > read
+    assert set(both.hosts) - set(selected.hosts) == {"h1.example.com"}
+    assert both.hosts == plan(snapshot(base, state, s, None)).hosts

@@ -103,6 +103,36 @@ def route_reader_of(snap: Snapshot, notes: list[str]) -> Callable[[tuple[str, Ob
     return made
 
 
+def _selects(allowed: Any) -> bool:
+    """Whether an ``allowedRoutes`` or ``allowedListeners`` may admit by namespace selector:
+    ``namespaces.from`` is "Selector", or of a shape the parse would not expect."""
+    if allowed is None:
+        return False
+    spaces = allowed.get("namespaces") if isinstance(allowed, dict) else ...
+    if spaces is None:
+        return False
+    origin = spaces.get("from") if isinstance(spaces, dict) else ...
+    return origin is not None and (not isinstance(origin, str) or origin == "Selector")
+
+
+def _reads_labels(parents: Iterable[Obj]) -> bool:
+    """Whether a Gateway or ListenerSet admits by namespace selector: only then do the
+    namespaces' labels decide what a route claims, and a namespace made or relabelled need
+    not read every route again."""
+    for obj in parents:
+        spec = obj.get("spec")
+        if spec is None:
+            continue
+        listeners = spec.get("listeners") if isinstance(spec, dict) else ...
+        if not isinstance(listeners, list | None):
+            return True
+        if _selects(spec.get("allowedListeners")) or any(
+                _selects(x.get("allowedRoutes") if isinstance(x, dict) else ...)
+                for x in listeners or ()):
+            return True
+    return False
+
+
 def version_of(obj: Obj) -> tuple[str, str] | None:
     """(uid, resourceVersion): the same pair is the same content (None without a
     resourceVersion: then only the very same object is)."""
@@ -349,6 +379,11 @@ class Planner:
         """How many Ingresses were read through the host policy so far."""
         return self._ingresses.count
 
+    @property
+    def routes_read(self) -> int:
+        """How many Gateway API routes were read for their claims so far."""
+        return self._routes.count
+
     def plan(self, snap: Snapshot) -> DesiredState:
         self.notes = []
         added: list[Claim] = []
@@ -391,9 +426,9 @@ class Planner:
         self._ingresses.update((s.policy, index, defaults), snap.ingresses, None,
                                make=lambda o: ingress_made(o, index, defaults, snap),
                                added=added, removed=removed)
+        parents = (*snap.gateways, *snap.listener_sets)
         context = (s.gateway_api, s.policy, s.gateway_classes, tuple(snap.gateway_classes),
-                   tuple(snap.gateways), tuple(snap.listener_sets),
-                   _Frozen(snap.namespace_labels))
+                   parents, _Frozen(snap.namespace_labels) if _reads_labels(parents) else None)
         self._routes.update(context, snap.routes if s.gateway_api else (),
                             operator.itemgetter(1),
                             make=route_reader_of(snap, self.notes),
