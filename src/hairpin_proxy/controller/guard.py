@@ -56,18 +56,7 @@ class RemovalGuard:
             self.held_since = None
             return self._kept(want, present), False
         prev = self._set_of(previous)
-        if not prev:
-            self.held_since = None
-            return self._kept(want, present), False
-        removed = len(prev.difference(present))
-        if want and removed / len(prev) <= self.fraction:
-            self.held_since = None
-            return self._kept(want, present), False
-        now = self.clock()
-        if self.held_since is None:
-            self.held_since = now
-        if now - self.held_since >= self.grace:
-            self.held_since = None
+        if not self._holds(len(prev.difference(present)), len(prev), bool(want)):
             return self._kept(want, present), False
         return tuple(sorted(prev.union(want))), True
 
@@ -76,17 +65,23 @@ class RemovalGuard:
         """``decide`` of the plan's hosts from the last plan's: the same decisions, from the
         count of the hosts that went."""
         previous = since.hosts
-        removed = len(since.split(want)[1])
-        if self.allow or not previous or (want and removed / len(previous) <= self.fraction):
-            self.held_since = None
+        if not self._holds(len(since.split(want)[1]), len(previous), bool(want)):
             return want, False
+        return tuple(sorted(set(previous).union(want))), True
+
+    def _holds(self, removed: int, before: int, want: bool) -> bool:
+        """Whether a drop of ``removed`` of the ``before`` hosts written is held back now (its
+        grace starts with the first pass that sees it); ``want``: any host is left."""
+        if self.allow or not before or (want and removed / before <= self.fraction):
+            self.held_since = None
+            return False
         now = self.clock()
         if self.held_since is None:
             self.held_since = now
         if now - self.held_since >= self.grace:
             self.held_since = None
-            return want, False
-        return tuple(sorted(set(previous).union(want))), True
+            return False
+        return True
 
     def _kept(self, hosts: tuple[str, ...], present: HostSet) -> tuple[str, ...]:
         self._remember(hosts, present)
