@@ -190,7 +190,7 @@ def run(settings: ControllerSettings) -> int:
         return 1
     # What the imports made (some hundred thousand objects) lives as long as the process:
     # out of the cyclic GC's sight, so that the full collections the first list's objects set
-    # off do not walk it all again (a tenth of the time from the list to the first write).
+    # off do not walk it all again, on the way to the first write.
     gc.freeze()
     return asyncio.run(_serve(settings, cluster))
 
