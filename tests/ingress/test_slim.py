@@ -186,3 +186,7 @@ def test_one_host_shapes_read_as_what_they_stand_for(rule_host: str, tls_hosts: 
     for policy in POLICIES:
         assert evaluate_ingress(slim, policy, frozenset()) == \
             evaluate_ingress(obj, policy, frozenset())
+    # Two compact specs compare as what they stand for (a relist compares them so).
+    again = slim_ingress(json.loads(json.dumps(obj)))["spec"]
+    other = slim_ingress({"spec": {**spec, "rules": [{"host": "z.example.com"}]}})["spec"]
+    assert again == slim["spec"] and (other == slim["spec"]) == (dict(other) == dict(slim["spec"]))

@@ -113,6 +113,16 @@ class CompactSpec(Mapping[str, Any]):
     def __len__(self) -> int:
         return sum(x is not None for x in (self.class_name, self._rules, self._tls))
 
+    def __eq__(self, other: object) -> bool:
+        # A relist compares every cached Ingress with its fresh copy: field by field, not
+        # through the lists and dicts Mapping's comparison would build for both.
+        if type(other) is CompactSpec:
+            return (self.class_name, self._rules, self._tls) == \
+                (other.class_name, other._rules, other._tls)
+        return super().__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
     def __repr__(self) -> str:
         return f"CompactSpec({dict(self)!r})"
 
