@@ -17,6 +17,7 @@ import contextlib
 import copy
 import json
 import logging
+import posixpath
 import re
 import socket
 import threading
@@ -115,20 +116,34 @@ def _matches(method: str | None, path_re: re.Pattern[str] | None, request: web.R
     return path_re is None or path_re.search(_target(request.path, dict(request.query))) is not None
 
 
-def _encode_continue(rv: int, start: str) -> str:
-    raw = json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": start + "\x00"})
+def _encode_continue(rv: int, last: str) -> str:
+    """The token of a page that ended at storage key `last` (relative to the list's prefix):
+    the next page starts right after it (EncodeContinue, apiserver/pkg/storage)."""
+    raw = json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": last + "\x00"})
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
 def _decode_continue(token: str) -> tuple[int, str]:
+    """(the list's resourceVersion, the key to start at, relative to the list's prefix), with
+    DecodeContinue's checks: a version, a start key, and no path tricks in it."""
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         data = json.loads(raw)
         if data.get("v") != "meta.k8s.io/v1":
-            raise ValueError(data.get("v"))
-        return int(data["rv"]), str(data["start"]).rstrip("\x00")
-    except (ValueError, KeyError, TypeError, binascii.Error) as e:
+            raise ValueError(f"server does not recognize this encoded version {data.get('v')}")
+        rv, start = int(data["rv"]), str(data["start"])
+    except (ValueError, KeyError, TypeError, AttributeError, binascii.Error) as e:
         raise st.bad_request(f"continue key is not valid: {e}") from e
+    if rv == 0:
+        raise st.bad_request("continue key is not valid: incorrect encoded start resourceVersion "
+                             "(version meta.k8s.io/v1)")
+    if not start:
+        raise st.bad_request("continue key is not valid: encoded start key empty (version "
+                             "meta.k8s.io/v1)")
+    rooted = start if start.startswith("/") else "/" + start
+    if posixpath.normpath(rooted) != rooted or rooted.startswith("//"):
+        raise st.bad_request(f"continue key is not valid: {start}")
+    return rv, rooted[1:]
 
 
 def _parse_rv(value: str) -> int:
@@ -953,27 +968,17 @@ class FakeApiServer:
                     {"causes": [{"reason": "ResourceVersionTooLarge",
                                  "message": "Too large resource version"}],
                      "retryAfterSeconds": 1}))
-        snap = self.store.snapshot(rt, at)
-        keys = sorted(k for k in snap if route.namespace is None or k[0] == route.namespace)
-        if start:
-            start_key = tuple(start.split("/", 1)) if "/" in start else ("", start)
-            keys = [k for k in keys if k > start_key]
-        items: list[Obj] = []
+        # The list's prefix under the resource's: a namespace's objects, or all of them.
+        prefix = f"{route.namespace}/" if route.namespace is not None and rt.namespaced else ""
+        page = self.store.page(rt, at, prefix=prefix, start=prefix + start if start else "",
+                               limit=limit, match=match)
         meta: Obj = {"resourceVersion": str(at)}
-        for i, k in enumerate(keys):
-            obj = snap[k]
-            if not match(obj):
-                continue
-            items.append(_strip_item(obj))
-            if limit and len(items) == limit:
-                rest = len(keys) - i - 1
-                if rest > 0:
-                    meta["continue"] = _encode_continue(at, f"{k[0]}/{k[1]}" if k[0] else k[1])
-                    if not selective:
-                        meta["remainingItemCount"] = rest
-                break
+        if page.last is not None:
+            meta["continue"] = _encode_continue(at, page.last[len(prefix):])
+            if not selective:
+                meta["remainingItemCount"] = page.rest
         return _json({"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": meta,
-                      "items": items})
+                      "items": [_strip_item(obj) for obj in page.items]})
 
     def _bookmark(self, rt: ResourceType, rv: int, initial_end: bool = False) -> Obj:
         md: Obj = {"resourceVersion": str(rv)}

@@ -8,8 +8,11 @@ thread, which is what makes "register a watcher and read its backlog" atomic wit
 from __future__ import annotations
 
 import asyncio
+import bisect
 import copy
+import heapq
 import ipaddress
+import itertools
 import json
 import random
 import uuid
@@ -18,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+import msgspec
 
 from tests.fakeapi import managedfields as mf
 from tests.fakeapi import status as st
@@ -38,6 +43,22 @@ def now_rfc3339() -> str:
 def key_of(obj: Obj) -> Key:
     md = obj.get("metadata", {})
     return (md.get("namespace") or "", md.get("name") or "")
+
+
+def storage_key(key: Key) -> str:
+    """The object's key under its resource's prefix in etcd ("namespace/name", or "name"):
+    lists are in the order of these strings, and continue tokens carry them."""
+    return f"{key[0]}/{key[1]}" if key[0] else key[1]
+
+
+@dataclass
+class Page:
+    """One page of a list: its objects, and when more follow, the storage key of the last
+    one and how many objects of the snapshot follow it (matching or not)."""
+
+    items: list[Obj]
+    last: str | None = None
+    rest: int = 0
 
 
 @dataclass
@@ -122,6 +143,9 @@ class Store:
         self._history: dict[str, deque[Event]] = {rt.storage_id: deque() for rt in RESOURCES}
         # A watch or continue from an RV below this for the type answers 410.
         self._compacted: dict[str, int] = {rt.storage_id: rv_start for rt in RESOURCES}
+        # Per storage, (storage key, key) of every object in key order: what the watch cache's
+        # B-tree gives a list, made again only after an object came or went.
+        self._ordered: dict[str, list[tuple[str, Key]]] = {}
         self._watchers: set[Watcher] = set()
         # Storages whose definition is being deleted: creates are refused, and once the last
         # object is gone `on_drained` is called (the server then removes the definition).
@@ -154,6 +178,7 @@ class Store:
         """Forget a storage entirely (its definition is gone) and end its watches."""
         self.end_watchers(sid)
         self._objects.pop(sid, None)
+        self._ordered.pop(sid, None)
         self._history.pop(sid, None)
         self._compacted.pop(sid, None)
         self.terminating.discard(sid)
@@ -199,25 +224,78 @@ class Store:
         return objs
 
     def _snapshot(self, rt: ResourceType, at_rv: int | None) -> dict[Key, Obj]:
-        sid = rt.storage_id
-        objs = dict(self._objects[sid])
+        objs = dict(self._objects[rt.storage_id])
+        for key, then in self._as_of(rt.storage_id, at_rv).items():
+            if then is None:
+                objs.pop(key, None)
+            else:
+                objs[key] = then
+        return objs
+
+    def _as_of(self, sid: str, at_rv: int | None) -> dict[Key, Obj | None]:
+        """What differs at `at_rv` from now: each object changed since, as it was then (None:
+        it did not exist); 410 when that part of history is gone."""
         if at_rv is None or at_rv >= self._rv:
-            return objs
+            return {}
         if at_rv < self._compacted[sid]:
             raise st.expired(
                 f"The resourceVersion for the provided list is too old: {at_rv} is older than "
                 f"the oldest retained version {self._compacted[sid]}"
             )
+        then: dict[Key, Obj | None] = {}
+        # Newest first: the earliest change after `at_rv` is written last, and tells.
         for ev in reversed(self._history[sid]):
             if ev.rv <= at_rv:
                 break
-            key = key_of(ev.obj)
-            if ev.type == "ADDED":
-                objs.pop(key, None)
-            else:
-                assert ev.prev is not None
-                objs[key] = ev.prev
-        return objs
+            then[key_of(ev.obj)] = None if ev.type == "ADDED" else ev.prev
+        return then
+
+    def ordered(self, sid: str) -> list[tuple[str, Key]]:
+        got = self._ordered.get(sid)
+        if got is None:
+            got = self._ordered[sid] = sorted((storage_key(k), k) for k in self._objects[sid])
+        return got
+
+    def page(self, rt: ResourceType, at_rv: int | None, *, prefix: str, start: str,
+             limit: int, match: Match) -> Page:
+        """The objects of the snapshot at `at_rv` whose storage key begins with `prefix` and
+        is at least `start`, in key order, up to `limit` (0: all) of those `match` accepts.
+        As the watch cache serves a list from its snapshot of that version: in the time of
+        the page (plus the changes since `at_rv`), not of the whole collection."""
+        sid = rt.storage_id
+        then = self._as_of(sid, at_rv)
+        objs = self._objects[sid]
+        order = self.ordered(sid)
+        # Keys under "ns/" all sort before "ns0" ("0" follows "/").
+        end = prefix[:-1] + "0" if prefix else None
+        lo = bisect.bisect_left(order, (max(prefix, start),))
+        hi = len(order) if end is None else bisect.bisect_left(order, (end,), lo)
+        gone = sorted((storage_key(k), k) for k, obj in then.items()
+                      if obj is not None and k not in objs)
+        gone = [g for g in gone if g[0] >= start and g[0].startswith(prefix)]
+        items: list[Obj] = []
+        for skey, key in heapq.merge(itertools.islice(order, lo, hi), gone):
+            obj = then[key] if key in then else objs[key]
+            if obj is None or not match(obj):
+                continue
+            items.append(as_version(rt, obj) if rt.crd else obj)
+            if limit and len(items) == limit:
+                rest = self._after(order, hi, (skey, key), prefix=prefix, then=then,
+                                   gone=gone, objs=objs)
+                return Page(items, skey, rest) if rest else Page(items)
+        return Page(items)
+
+    @staticmethod
+    def _after(order: list[tuple[str, Key]], hi: int, last: tuple[str, Key], *, prefix: str,
+               then: dict[Key, Obj | None], gone: list[tuple[str, Key]],
+               objs: dict[Key, Obj]) -> int:
+        """How many objects of the snapshot follow `last` in the list's range."""
+        rest = hi - bisect.bisect_right(order, last, 0, hi)
+        rest += len(gone) - bisect.bisect_right(gone, last)
+        # Objects made since the snapshot are in `order`, not in the snapshot.
+        rest -= sum(1 for k, obj in then.items() if obj is None and k in objs
+                    and storage_key(k) > last[0] and storage_key(k).startswith(prefix))
+        return rest
 
     def history(self, rt: ResourceType) -> list[Event]:
         return [Event(ev.rv, ev.type, as_version(rt, ev.obj), ev.prev)
@@ -248,7 +326,7 @@ class Store:
         backlog: list[tuple[str, Obj]] = []
         sid = rt.storage_id
         if since is None:
-            for key in sorted(self._objects[sid]):
+            for _, key in self.ordered(sid):
                 obj = self._objects[sid][key]
                 if w.passes(obj):
                     backlog.append(("ADDED", self._out(rt, obj)))
@@ -294,6 +372,8 @@ class Store:
         ev = Event(int(obj["metadata"]["resourceVersion"]), type_, obj, prev)
         hist = self._history[sid]
         hist.append(ev)
+        if type_ != "MODIFIED":
+            self._ordered.pop(sid, None)
         while len(hist) > self.history_size:
             self._compacted[sid] = hist.popleft().rv
         for w in list(self._watchers):
@@ -749,11 +829,15 @@ def _content(obj: Obj, rt: ResourceType) -> Obj:
     return {k: v for k, v in obj.items() if k not in skip}
 
 
+_ENCODE = msgspec.json.Encoder().encode
+
+
 def dumps(obj: Any) -> bytes:
     # UTF-8 as the real server sends it: non-ASCII text unescaped (U+0085 NEL included),
-    # except U+2028 and U+2029, which Go's encoder always escapes.
-    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
-    return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").encode()
+    # except U+2028 and U+2029, which Go's encoder always escapes. msgspec writes the same
+    # bytes as the standard library's compact form, several times faster (a page of 500
+    # Ingresses is most of a list's time here).
+    return _ENCODE(obj).replace(b"\xe2\x80\xa8", b"\\u2028").replace(b"\xe2\x80\xa9", b"\\u2029")
 
 
-__all__ = ["Event", "Store", "Watcher", "dumps"]
+__all__ = ["Event", "Page", "Store", "Watcher", "dumps", "storage_key"]

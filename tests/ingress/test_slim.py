@@ -144,8 +144,11 @@ def test_a_cached_ingress_is_a_plain_dict_with_shared_keys() -> None:
     # Values that repeat are one object; the TLS entry naming the rules' hosts is their tuple.
     assert a["metadata"]["creationTimestamp"] is b["metadata"]["creationTimestamp"]
     spec = a["spec"]
-    assert isinstance(spec, CompactSpec) and spec.tls is not None
-    assert spec.tls[0] is spec.rules
+    # The usual one host named by a rule and a TLS entry: the host alone stands for both.
+    assert isinstance(spec, CompactSpec) and spec.tls is not None and spec.rules is not None
+    assert spec.tls == ((spec.rules[0],),) and spec.tls[0][0] is spec.rules[0] is \
+        spec.hosts("tls")[0]
+    assert not any(isinstance(getattr(spec, slot), tuple) for slot in CompactSpec.__slots__)
 
 
 def test_a_compact_spec_reads_its_class_with_get() -> None:
@@ -155,3 +158,35 @@ def test_a_compact_spec_reads_its_class_with_get() -> None:
     assert unnamed["spec"].get("ingressClassName") is None
     assert unnamed["spec"].get("ingressClassName", "none") == "none"
     assert unnamed["spec"].get("rules") == [] and unnamed["spec"].get("tls") is None
+
+
+ONE_HOST = st.sampled_from(["a.example.com", "*.example.com", "10.0.0.1", "x.svc", "A.Example.com",
+                            ""])
+
+
+@settings(max_examples=200, deadline=None)
+@given(rule_host=ONE_HOST, tls_hosts=st.lists(ONE_HOST, max_size=2),
+       more_tls=st.booleans(), more_rules=st.booleans(), cls=st.sampled_from([None, "nginx"]))
+def test_one_host_shapes_read_as_what_they_stand_for(rule_host: str, tls_hosts: list[str],
+                                                     more_tls: bool, more_rules: bool,
+                                                     cls: str | None) -> None:
+    """A rule and a TLS entry naming one host (the compact form) and every near miss: the
+    spec reads as the trimmed original, and the policy's verdicts are the same."""
+    spec: dict[str, Any] = {"rules": [{"host": rule_host}] + ([{"http": {}}] if more_rules
+                                                                 else []),
+                            "tls": [{"hosts": tls_hosts}] + ([{}] if more_tls else [])}
+    if cls is not None:
+        spec["ingressClassName"] = cls
+    obj = {"metadata": {"name": "web", "namespace": "shop"}, "spec": spec}
+    slim = slim_ingress(json.loads(json.dumps(obj)))
+    assert isinstance(slim["spec"], CompactSpec)
+    assert dict(slim["spec"]) == {**({"ingressClassName": cls} if cls else {}),
+                                  "rules": [{"host": rule_host}] + ([{}] if more_rules else []),
+                                  "tls": [{"hosts": tls_hosts}] + ([{}] if more_tls else [])}
+    for policy in POLICIES:
+        assert evaluate_ingress(slim, policy, frozenset()) == \
+            evaluate_ingress(obj, policy, frozenset())
+    # Two compact specs compare as what they stand for (a relist compares them so).
+    again = slim_ingress(json.loads(json.dumps(obj)))["spec"]
+    other = slim_ingress({"spec": {**spec, "rules": [{"host": "z.example.com"}]}})["spec"]
+    assert again == slim["spec"] and (other == slim["spec"]) == (dict(other) == dict(slim["spec"]))

@@ -65,50 +65,66 @@ def _meta(meta: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# What a field's absence reads as, and what a malformed list of entries gives.
+_ABSENT: Any = object()
+_BAD: Any = object()
+
+
+def _tls_hosts(entries: Any, seen: dict[str, str]) -> Any:
+    """``spec.tls`` as CompactSpec keeps it, or _BAD. Loops rather than generators: this runs
+    for every Ingress of every list."""
+    if type(entries) is not list:
+        return _BAD
+    found: list[tuple[str, ...] | None] = []
+    for entry in entries:
+        if type(entry) is not dict:
+            return _BAD
+        hosts = entry.get("hosts", _ABSENT)
+        if hosts is _ABSENT:
+            found.append(None)
+            continue
+        if type(hosts) is not list:
+            return _BAD
+        kept: list[str] = []
+        for host in hosts:
+            if type(host) is not str:
+                return _BAD
+            kept.append(seen.setdefault(host, host))
+        found.append(tuple(kept))
+    return tuple(found)
+
+
+def _rule_hosts(entries: Any, seen: dict[str, str]) -> Any:
+    """``spec.rules`` as CompactSpec keeps it, or _BAD."""
+    if type(entries) is not list:
+        return _BAD
+    names: list[str | None] = []
+    for entry in entries:
+        if type(entry) is not dict:
+            return _BAD
+        host = entry.get("host", _ABSENT)
+        if host is _ABSENT:
+            names.append(None)
+        elif type(host) is str:
+            names.append(seen.setdefault(host, host))
+        else:
+            return _BAD
+    return tuple(names)
+
+
 def _compact_spec(spec: dict[str, Any]) -> CompactSpec | None:
     """``spec`` as a CompactSpec, or None when it has a defect the policy must see as it is."""
     cls = spec.get("ingressClassName")
     if cls is not None and type(cls) is not str:
         return None
     seen: dict[str, str] = {}  # a host named in tls and in a rule: one string
-    tls: tuple[tuple[str, ...] | None, ...] | None = None
-    if "tls" in spec:
-        entries = spec["tls"]
-        if type(entries) is not list:
-            return None
-        found: list[tuple[str, ...] | None] = []
-        for entry in entries:
-            if type(entry) is not dict:
-                return None
-            hosts = entry.get("hosts")
-            if hosts is None and "hosts" not in entry:
-                found.append(None)
-                continue
-            if type(hosts) is not list or any(type(h) is not str for h in hosts):
-                return None
-            found.append(tuple(seen.setdefault(h, h) for h in hosts))
-        tls = tuple(found)
-    rules: tuple[str | None, ...] | None = None
-    if "rules" in spec:
-        entries = spec["rules"]
-        if type(entries) is not list:
-            return None
-        names: list[str | None] = []
-        for entry in entries:
-            if type(entry) is not dict:
-                return None
-            host = entry.get("host")
-            if host is None and "host" not in entry:
-                names.append(None)
-                continue
-            if type(host) is not str:
-                return None
-            names.append(seen.setdefault(host, host))
-        rules = tuple(names)
-        if tls is not None:
-            # The usual Ingress names the same hosts in its rules and its TLS entry: one tuple.
-            tls = tuple(rules if hosts == rules else hosts  # type: ignore[misc]
-                        for hosts in tls)
+    tls = _tls_hosts(spec["tls"], seen) if "tls" in spec else None
+    rules = _rule_hosts(spec["rules"], seen) if "rules" in spec else None
+    if tls is _BAD or rules is _BAD:
+        return None
+    if tls is not None and rules is not None:
+        # The usual Ingress names the same hosts in its rules and its TLS entry: one tuple.
+        tls = tuple([rules if hosts == rules else hosts for hosts in tls])
     return CompactSpec(None if cls is None else sys.intern(cls), tls, rules)
 
 
