@@ -8,6 +8,7 @@ import ipaddress
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hairpin_proxy import published
 from hairpin_proxy.published import EntriesText, entries_text, read_entries
 
 ADDRESS_LIKE = st.text(alphabet="0123456789abcdefABCDEF.:%x٣", min_size=1, max_size=24)
@@ -115,3 +116,22 @@ def test_many_changes_make_the_value_afresh_and_keep_nothing_of_the_gone() -> No
     assert kept.text(few, ("10.96.0.50",), {}) == "".join(f"{h} 10.96.0.50\n" for h in few)
     assert kept._order == few
     assert kept._present == set(few)
+
+
+@settings(max_examples=300)
+@given(st.lists(st.one_of(
+    st.from_regex(r"[a-zA-Z0-9*#-]{0,6}(\.[a-zA-Z0-9-]{0,6}){0,3}\.?", fullmatch=True),
+    ADDRESS_LIKE, st.text(max_size=8)), max_size=12))
+def test_the_writers_kept_hosts_answer_as_a_fresh_check(hosts: list[str]) -> None:
+    """What the writer keeps of the hosts it checked gives the same answer as checking them
+    afresh, twice over and past its bound (then it starts again)."""
+    published._OWN_KEYS.clear()
+    bound = published._OWN_KEYS_MAX
+    published._OWN_KEYS_MAX = 4
+    try:
+        for host in [*hosts, *hosts]:
+            assert published._writer_host_key(host) == published._host_key(host)
+            assert len(published._OWN_KEYS) <= 4
+    finally:
+        published._OWN_KEYS_MAX = bound
+        published._OWN_KEYS.clear()

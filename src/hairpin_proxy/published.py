@@ -89,6 +89,9 @@ def _host_key(raw: object) -> tuple[str, str]:
     # Names are compared case-insensitively and without the root dot, so that two spellings
     # of one name are seen as one host (and, with different addresses, as a conflict).
     key = raw.lower().removesuffix(".")
+    if key == raw:
+        # The caller's string, not an equal copy: it is kept for every host.
+        key = raw
     if not key or key.endswith("."):
         # Checked so that the key is its own key: the writer's output must read back as is.
         return "", "the host name is empty or ends in an empty label"
@@ -104,11 +107,24 @@ def _host_key(raw: object) -> tuple[str, str]:
     return "", "the first field is an address, not a host name (expected HOST ADDR [ADDR...])"
 
 
-@functools.lru_cache(maxsize=1 << 15)
+# The hosts found to be their own key (usable, already lower case, no root dot): the
+# controller writes the same ten thousand hosts every pass but a few, and each is checked
+# once. A set of the names it holds anyway costs a few dozen bytes a host, where a cache of
+# each answer kept a lowered copy and a tuple per host. Not for the reader (the node agents),
+# whose memory matters more.
+_OWN_KEYS: set[str] = set()
+_OWN_KEYS_MAX = 1 << 15
+
+
 def _writer_host_key(raw: object) -> tuple[str, str]:
-    # The controller writes the same ten thousand hosts every pass but a few: each is checked
-    # once. Not for the reader (the node agents), whose memory matters more.
-    return _host_key(raw)
+    if isinstance(raw, str) and raw in _OWN_KEYS:
+        return raw, ""
+    key, why = _host_key(raw)
+    if not why and isinstance(raw, str) and key == raw:
+        if len(_OWN_KEYS) >= _OWN_KEYS_MAX:
+            _OWN_KEYS.clear()
+        _OWN_KEYS.add(raw)
+    return key, why
 
 
 def _address(raw: object) -> str | None:
