@@ -363,6 +363,7 @@ class Controller:
         """A watched single object changed: dirty, unless its data is what we last wrote
         there (our own write coming back, often before the answer to the PUT: that change was
         the outcome of a pass, and another would find nothing to do)."""
+        self.tracker.caught_up(reflector)
         objs = list(reflector.cache.values())
         if not (objs and all(map(self.tracker.is_ours, objs))):
             self.dirty.set()

@@ -29,8 +29,12 @@ class WriteTracker:
         self.client = client
         self.is_leader = is_leader
         self.on_conflict = on_conflict
-        # "namespace/name" → (resourceVersion our write replaced, the object it made).
+        # "namespace/name" → (resourceVersion our write replaced, the object it made), until
+        # the cache has caught up with it (a CoreDNS ConfigMap of 10,000 hosts is half a
+        # megabyte: not kept twice for longer than that).
         self._written: dict[str, tuple[str, JsonObj]] = {}
+        # "namespace/name" → the cache a pass reads it from (``current``).
+        self._caches: dict[str, Reflector] = {}
         # "namespace/name" → the data this pass wrote there, or found already right.
         self._sent: dict[str, object] = {}
         # Event-loop time of the last DNS ConfigMap write (--write-interval counts from it).
@@ -91,6 +95,7 @@ class WriteTracker:
         it shows anything else it has caught up (watch events arrive in order).
         """
         key = f"{namespace}/{name}"
+        self._caches[key] = reflector
         cached = reflector.get(key)
         entry = self._written.get(key)
         if entry is None:
@@ -105,5 +110,19 @@ class WriteTracker:
     def remember(self, written: WriteResult) -> None:
         if written.changed and written.obj is not None:
             meta = written.obj.get("metadata") or {}
-            key = f"{meta.get('namespace')}/{meta.get('name')}"
-            self._written[key] = (written.replaced, written.obj)
+            namespace, name = str(meta.get("namespace")), str(meta.get("name"))
+            self._written[f"{namespace}/{name}"] = (written.replaced, written.obj)
+            cache = self._caches.get(f"{namespace}/{name}")
+            if cache is not None:
+                # The watch may have brought it back before the answer to the write came.
+                self.current(cache, namespace, name)
+
+    def caught_up(self, reflector: Reflector) -> None:
+        """Let go of our writes ``reflector`` now holds (told by its watch)."""
+        for key in [k for k in self._written if self._caches.get(k) is reflector]:
+            self.current(reflector, *key.split("/", 1))
+
+    @property
+    def holding(self) -> int:
+        """How many of our writes are kept because a cache lags behind them."""
+        return len(self._written)
