@@ -345,7 +345,7 @@ def apply(text: str | Corefile, hosts_or_groups: Iterable[str] | Iterable[HostGr
     CorefileError, and changes nothing, when the text cannot be parsed or edited safely, a
     host is in two groups, or hosts are to be redirected with no address to answer with.
     """
-    return _apply(text, hosts_or_groups, answers, proxy_fqdn, dns_port).text
+    return _apply(text, hosts_or_groups, answers, proxy_fqdn, dns_port)[0].text
 
 
 def apply_parsed(text: str | Corefile, hosts_or_groups: Iterable[str] | Iterable[HostGroup],
@@ -354,11 +354,13 @@ def apply_parsed(text: str | Corefile, hosts_or_groups: Iterable[str] | Iterable
     """``apply``, with the result as the check read it back: ``.text`` is what ``apply``
     returns, and the whole can be given to the next edit of that text, which then need not
     parse it again."""
-    return _apply(text, hosts_or_groups, answers, proxy_fqdn, dns_port)
+    return _apply(text, hosts_or_groups, answers, proxy_fqdn, dns_port)[0]
 
 
 def _apply(text: str | Corefile, hosts_or_groups: Iterable[str] | Iterable[HostGroup],
-           answers: Answers | None, proxy_fqdn: str, dns_port: int) -> Corefile:
+           answers: Answers | None, proxy_fqdn: str, dns_port: int
+           ) -> tuple[Corefile, tuple[RuleSet, ...], str]:
+    """The result as read back, the answer sets written and the indentation unit."""
     groups = _rule_sets(hosts_or_groups, answers)
     proxy_fqdns = proxy_fqdns_of(proxy_fqdn)
     cf = text if isinstance(text, Corefile) else parse(text)
@@ -369,7 +371,8 @@ def _apply(text: str | Corefile, hosts_or_groups: Iterable[str] | Iterable[HostG
     # Always a full parse of the result: the guarantee is that what is written reads back
     # as exactly the wanted rules, whatever the splice did, so nothing of the edit's own
     # bookkeeping is trusted here.
-    return _verify(out, groups, dns_port, proxy_fqdns=proxy_fqdns, unit=unit, rendered=rendered)
+    return (_verify(out, groups, dns_port, proxy_fqdns=proxy_fqdns, unit=unit,
+                    rendered=rendered), groups, unit)
 
 
 def remove(text: str | Corefile, *, proxy_fqdn: str = DEFAULT_PROXY_FQDN,
