@@ -57,7 +57,7 @@ HostGroup = tuple[Iterable[str], Answers]
 
 
 def _check_size(text: str) -> None:
-    size = len(text.encode("utf-8"))
+    size = len(text) if text.isascii() else len(text.encode("utf-8"))
     if size > MAX_CONFIGMAP_BYTES:
         raise CorefileError(f"the result would be {size} bytes, over the ConfigMap limit of "
                             f"{MAX_CONFIGMAP_BYTES} bytes")

@@ -25,8 +25,8 @@ caller's), no parse of it.
 
 from __future__ import annotations
 
-import re
 import itertools
+import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -225,10 +225,11 @@ def _stanza_edits(text: str, pos: int, stop: int, last: Edited, pairs: tuple[Rul
                 and text.startswith(text[a:b], at)):
             return None
         if new.hosts is not old.hosts and new.hosts != old.hosts:
-            matches = _new_matches(text, lines, old.hosts, new.hosts, inner, last.nl)
-            if matches is None:
+            edit = _new_matches(text, lines, old.hosts, new.hosts, inner=inner, nl=last.nl)
+            if edit is None:
                 return None
-            edits += [(a, b, matches), (at, at + b - a, matches)]
+            lo, hi, fresh = edit
+            edits += [(lo, hi, fresh), (lo + at - a, hi + at - a, fresh)]
         pos = at + b - a + len(tail_aaaa)
     return edits if pos == stop else None
 
@@ -245,42 +246,55 @@ def _match_lines(text: str, start: int, inner: str, nl: str) -> list[int]:
     return out
 
 
-def _new_matches(text: str, lines: list[int], old: Sequence[str], new: Sequence[str],
-                 inner: str, nl: str) -> str | None:
-    """One pair's match lines for ``new``, from those for ``old`` (one host apart)."""
+def _new_matches(text: str, lines: list[int], old: Sequence[str], new: Sequence[str], *,
+                 inner: str, nl: str) -> tuple[int, int, str] | None:
+    """The edit of one pair's match lines (``lines``: their starts and the last one's end)
+    for ``new``, from those for ``old``, one host apart: (start, end, new lines)."""
     i = one_edit(old, new)
     if i is None:
         return None
-    longer = new if len(new) > len(old) else old
-    host = longer[i]
+    inserted = len(new) > len(old)
+    host = (new if inserted else old)[i]
     f = 2 if host.startswith("**.") else 1 if host.startswith("*.") else 0
-    opening, closing, prefix = _FORMS[f]
+    opening, closing, _ = _FORMS[f]
     old_forms, new_forms = split_forms(old), split_forms(new)
-    # Each line's form and how many hosts it holds: the form runs must be in order and
-    # count exactly the old hosts of each form.
-    lead = len(inner) + len("match ")
-    # An escaped "|" is no separator (and no name ends in a backslash).
-    if text.count("\\|", lines[0], lines[-1]):
+    found = _form_lines(text, lines, old_forms[f], f, lead=len(inner) + len("match "),
+                        nl=nl)
+    if found is None:
         return None
-    runs: list[list[tuple[int, int]]] = [[], [], []]
-    for lo, hi in zip(lines, lines[1:]):
-        g = next(k for k in (2, 1, 0) if text.startswith(_FORMS[k][0], lo + lead))
-        if any(runs[k] for k in range(g + 1, 3)):
-            return None
-        runs[g].append((lo, text.count("|", lo, hi) + 1))
-    if [sum(c for _, c in run) for run in runs] != list(map(len, old_forms)):
-        return None
-    j = bisect_left(new_forms[f] if len(new) > len(old) else old_forms[f], host)
-    got = _rechunk(new_forms[f], [c for _, c in runs[f]], j, len(new) > len(old), f)
+    bounds, starts = found
+    j = bisect_left(new_forms[f] if inserted else old_forms[f], host)
+    got = _rechunk(new_forms[f], starts, j, inserted, f)
     if got is None:
         return None
     k0, k1, bodies = got
-    # Where each of the form's lines starts, and where its run ends (an empty run: where
-    # it would start).
-    bounds = [lo for lo, _ in runs[f]] + [next((r[0][0] for r in runs[f + 1:] if r),
-                                               lines[-1])]
     fresh = "".join(f"{inner}match {opening}{body}{closing}{nl}" for body in bodies)
-    return text[lines[0]:bounds[k0]] + fresh + text[bounds[k1]:lines[-1]]
+    return bounds[k0], bounds[k1], fresh
+
+
+def _form_lines(text: str, lines: list[int], names: Sequence[str], f: int, *, lead: int,
+                nl: str) -> tuple[list[int], list[int]] | None:
+    """Where form ``f``'s lines start (and its run ends, or would start when empty), and the
+    index in ``names`` (the form's old names) of each line's first name."""
+    forms = [next(k for k in (2, 1, 0) if text.startswith(_FORMS[k][0], lo + lead))
+             for lo in lines[:-1]]
+    if forms != sorted(forms):
+        return None
+    first, stop = bisect_left(forms, f), bisect_left(forms, f + 1)
+    opening, closing, prefix = _FORMS[f]
+    starts: list[int] = []
+    for lo, hi in zip(lines[first:stop], lines[first + 1:stop + 1], strict=True):
+        body = lo + lead + len(opening)
+        end = text.find("|", body, hi)
+        name = text[body:hi - len(closing) - len(nl) if end < 0 else end]
+        plain = name.replace("\\.", ".")
+        at = bisect_left(names, prefix + plain)
+        if "\\" in plain or at >= len(names) or names[at] != prefix + plain:
+            return None
+        starts.append(at)
+    if (starts[:1] != [0] if starts else names) or starts != sorted(set(starts)):
+        return None
+    return lines[first:stop + 1], [b - a for a, b in itertools.pairwise([*starts, len(names)])]
 
 
 class _Parts:
