@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from hairpin_proxy import corefile
 from hairpin_proxy.controller.writers.coredns import CorednsEdit, Groups
+from hairpin_proxy.controller.writers.coredns_import import ImportEdit
 from hairpin_proxy.corefile import Answers, CorefileError, editor, incremental, rules
 from tests.corefiles import BY_NAME
 
@@ -92,27 +93,33 @@ def _foreign(text: str, kind: int) -> str:
     return text[:]
 
 
+def _change(owner: dict[str, int], pool: list[Answers], step: tuple[object, ...]) -> None:
+    what, hosts = step[0], list(owner)
+    if what == "add":
+        owner[str(step[1])] = int(str(step[2]))
+    elif what == "drop" and hosts:
+        del owner[hosts[int(str(step[1])) % len(hosts)]]
+    elif what == "move" and hosts:
+        owner[hosts[int(str(step[1])) % len(hosts)]] = int(str(step[2]))
+    elif what == "answers":
+        k = int(str(step[1]))
+        pool[k] = OTHER if pool[k] != OTHER else POOL[k]
+
+
+def _start() -> tuple[dict[str, int], list[Answers]]:
+    # Most in one set, as a cluster's hosts mostly go to one proxy Service.
+    return {h: int(i % 5 == 0) for i, h in enumerate(BASE)}, list(POOL)
+
+
 def _walk(start: str, steps: list[tuple[object, ...]]) -> None:
     edit = CorednsEdit("kube-system", "coredns", "Corefile", FQDN)
-    pool = list(POOL)
-    # Most in one set, as a cluster's hosts mostly go to one proxy Service.
-    owner = {h: int(i % 5 == 0) for i, h in enumerate(BASE)}
+    owner, pool = _start()
     text = start
     for step in [("list", 0), *steps]:
-        what = step[0]
-        hosts = list(owner)
-        if what == "add":
-            owner[str(step[1])] = int(str(step[2]))
-        elif what == "drop" and hosts:
-            del owner[hosts[int(str(step[1])) % len(hosts)]]
-        elif what == "move" and hosts:
-            owner[hosts[int(str(step[1])) % len(hosts)]] = int(str(step[2]))
-        elif what == "answers":
-            k = int(str(step[1]))
-            pool[k] = OTHER if pool[k] != OTHER else POOL[k]
-        elif what == "foreign":
+        _change(owner, pool, step)
+        if step[0] == "foreign":
             text = _foreign(text, int(str(step[1])))
-        groups = _groups(owner, pool, as_list=what == "list")
+        groups = _groups(owner, pool, as_list=step[0] == "list")
         want = _plain(text, groups)
         # The watch's echo of our write: an equal text, another object.
         got = _edited(edit, "".join([text[:1], text[1:]]), groups)
@@ -131,6 +138,26 @@ def _walk(start: str, steps: list[tuple[object, ...]]) -> None:
 def test_an_edit_from_the_last_result_is_the_plain_edit(start: str,
                                                         steps: list[tuple[object, ...]]) -> None:
     _walk(start, steps)
+
+
+@settings(max_examples=40, deadline=None)
+@given(steps=st.lists(STEP, min_size=1, max_size=10))
+def test_a_snippet_from_the_last_one_is_the_plain_snippet(steps: list[tuple[object, ...]]
+                                                          ) -> None:
+    edit = ImportEdit("kube-system", "coredns-custom", "hairpin.override", FQDN)
+    owner, pool = _start()
+    for step in [("list", 0), *steps]:
+        _change(owner, pool, step)
+        groups = _groups(owner, pool, as_list=step[0] == "list")
+        try:
+            want = ImportEdit.snippet(groups)
+        except CorefileError as exc:
+            want = f"error: {exc}"
+        try:
+            got = edit.kept_snippet(groups)
+        except CorefileError as exc:
+            got = f"error: {exc}"
+        assert got == want
 
 
 def _no_full_edit(*args: object, **kwargs: object) -> object:
@@ -199,3 +226,15 @@ def test_held_answers_of_our_own_result_are_read_without_a_parse(
     want = corefile.managed_groups(text, proxy_fqdn=FQDN)
     monkeypatch.setattr(corefile, "managed_groups", _no_full_edit)
     assert edit.held_answers({"data": {"Corefile": text[:]}}) == want
+
+
+def test_a_lone_host_is_spliced_into_the_import_snippet(monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    edit = ImportEdit("kube-system", "coredns-custom", "hairpin.override", FQDN)
+    owner, pool = _start()
+    edit.kept_snippet(_groups(owner, pool))
+    owner["h5-q.example.com"] = 0
+    groups = _groups(owner, pool)
+    want = ImportEdit.snippet(groups)
+    monkeypatch.setattr(editor, "_snippet", _no_full_edit)
+    assert edit.kept_snippet(groups) == want

@@ -37,7 +37,6 @@ from hairpin_proxy.corefile.rules import (
     is_our_template,
     old_rule_host,
     proxy_fqdns_of,
-    render,
     template_answers,
     template_hosts,
 )
@@ -473,11 +472,22 @@ def import_snippet(hosts_or_groups: Iterable[str] | Iterable[HostGroup], /, *,
                    answers: Answers | None = None) -> str:
     """The content of a ``coredns-custom``-style key: our rules, unindented. Takes hosts
     and ``answers``, or (hosts, Answers) groups, as ``apply`` does."""
+    return _snippet(hosts_or_groups, answers)[0]
+
+
+SNIPPET_UNIT = "    "
+
+
+def _snippet(hosts_or_groups: Iterable[str] | Iterable[HostGroup], answers: Answers | None
+             ) -> tuple[str, tuple[RuleSet, ...]]:
+    """The snippet and the answer sets it holds."""
     groups = _rule_sets(hosts_or_groups, answers)
     if not groups:
-        return f"{BEGIN_MARKER}\n{END_MARKER}\n"
-    out = render(groups, "", "    ", "\n")
+        return f"{BEGIN_MARKER}\n{END_MARKER}\n", groups
+    body = all_stanzas(groups, "", SNIPPET_UNIT, "\n")
+    out = f"{BEGIN_MARKER}\n{body}{END_MARKER}\n"
     _check_size(out)
     # The snippet is spliced into the root server block; it must read as directives there.
-    _verify(".:53 {\n" + out + "}\n", groups, DEFAULT_DNS_PORT, proxy_fqdns=(), unit="    ")
-    return out
+    _verify(".:53 {\n" + out + "}\n", groups, DEFAULT_DNS_PORT, proxy_fqdns=(),
+            unit=SNIPPET_UNIT, rendered={("", "\n"): body})
+    return out, groups

@@ -96,6 +96,25 @@ def apply_kept(text: str, groups: Sequence[Group], /, *, proxy_fqdn: str, dns_po
     return _kept(cf, _shared(sets, groups), unit, dns_port)
 
 
+def snippet_kept(groups: Sequence[Group], /, *, last: Edited | None = None,
+                 single: bool = False) -> Edited:
+    """``editor.import_snippet(groups)`` (``single``: of hosts and ``answers=``), from
+    ``last`` where the change allows: the snippet is the managed text alone."""
+    if last is not None:
+        step = _step(last, groups)
+        if step is not None:
+            return step
+    if single:
+        ((hosts, answers),) = groups
+        text, sets = editor._snippet(hosts, answers)
+    else:
+        text, sets = editor._snippet(groups, None)
+    sets = _shared(sets, groups)
+    lower = tuple(_is_lower(s.hosts) for s in sets)
+    return Edited(text, sets, tuple(layout(sets)), lower, editor.SNIPPET_UNIT, "", "\n",
+                  ((0, len(text)),) if sets else ())
+
+
 def _shared(sets: tuple[RuleSet, ...], groups: Iterable[Group]) -> tuple[RuleSet, ...]:
     """``sets`` with the caller's host tuples where equal: kept without a copy of them."""
     given = {answers: hosts for hosts, answers in groups if isinstance(hosts, tuple)}
