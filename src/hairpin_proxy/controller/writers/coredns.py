@@ -157,6 +157,8 @@ def _hosts_after(hosts: tuple[str, ...], before: Sequence[corefile.RuleSet],
     out = list(hosts)
     for host in gone:
         if not any(_holds(s.hosts, host) for s in after):
+            if not _holds(out, host):
+                return None
             del out[bisect.bisect_left(out, host)]
     for host in added:
         at = bisect.bisect_left(out, host)
