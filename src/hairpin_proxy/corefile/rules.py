@@ -256,12 +256,6 @@ def match_regexes(hosts: Sequence[str]) -> list[str]:
     return exact_regexes(exact) + wildcard_regexes(one) + deep_regexes(deep)
 
 
-def render(groups: Sequence[RuleSet], indent: str, unit: str, nl: str) -> str:
-    """The managed text (markers and stanzas) for groups made by ``answer_sets``."""
-    return (f"{indent}{BEGIN_MARKER}{nl}{all_stanzas(groups, indent, unit, nl)}"
-            f"{indent}{END_MARKER}{nl}")
-
-
 def all_stanzas(groups: Sequence[RuleSet], indent: str, unit: str, nl: str) -> str:
     """The stanza pairs of every group, in ``layout`` order (no marker lines)."""
     return "".join(stanzas(g.hosts, g.answers, indent, unit, nl) for g in layout(groups))
