@@ -238,3 +238,17 @@ def test_a_lone_host_is_spliced_into_the_import_snippet(monkeypatch: pytest.Monk
     want = ImportEdit.snippet(groups)
     monkeypatch.setattr(editor, "_snippet", _no_full_edit)
     assert edit.kept_snippet(groups) == want
+
+
+def test_the_watchs_copy_of_our_write_is_kept_instead_of_ours() -> None:
+    """The watch's cache holds its copy of our write anyway: once seen, the edit keeps that
+    one, and its own result can go."""
+    edit = CorednsEdit("kube-system", "coredns", "Corefile", FQDN)
+    owner, pool = _start()
+    ours = edit.edit(BY_NAME["kubeadm"].text, _groups(owner, pool))
+    echo = "".join([ours[:1], ours[1:]])
+    assert echo is not ours
+    assert edit.remembered_hosts({"data": {"Corefile": echo}}) is not None
+    assert edit._memo["last"].edited.text is echo
+    owner["h5-q.example.com"] = 0
+    assert edit.edit(echo, _groups(owner, pool)) == _plain(echo, _groups(owner, pool))

@@ -6,7 +6,7 @@ import bisect
 import itertools
 import operator
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hairpin_proxy import corefile
 from hairpin_proxy.controller.writers.configmap import Mutate, rewrite_key
@@ -68,7 +68,14 @@ class CorednsEdit:
     def _last_for(self, text: str) -> _Last | None:
         """The last edit when ``text`` is its result."""
         last = self._memo.get("last")
-        return last if last is not None and text == last.edited.text else None
+        if last is None or text != last.edited.text:
+            return None
+        if text is not last.edited.text and self._memo.get("last") is last:
+            # The watch's copy of our write, which its cache holds anyway, is kept instead of
+            # ours. (Should an edit be stored meanwhile, this older one may replace it: it is
+            # still a true edit, and only a later one finds nothing to start from.)
+            last = self._memo["last"] = replace(last, edited=replace(last.edited, text=text))
+        return last
 
     def remembered_hosts(self, cm: JsonObj | None) -> tuple[str, ...] | None:
         """current_hosts when the text is our last edit's (no parse needed), else None."""
