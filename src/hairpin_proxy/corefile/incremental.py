@@ -78,6 +78,9 @@ class Edited:
     indent: str
     nl: str
     regions: tuple[tuple[int, int], ...]  # per root block: the managed text, markers included
+    # The hosts this edit added (True) or removed (False) when it was a step from the last
+    # one; None after a full edit.
+    moved: tuple[tuple[str, bool], ...] | None = None
 
 
 def apply_kept(text: str, groups: Sequence[Group], /, *, proxy_fqdn: str, dns_port: int,
@@ -157,8 +160,7 @@ def _step(last: Edited, groups: Sequence[Group]) -> Edited | None:
     found = _next_sets(last, groups)
     if found is None:
         return None
-    sets, lower = found
-    pairs = tuple(layout(sets))
+    pairs = tuple(layout(found.sets))
     if len(pairs) != len(last.pairs):
         return None
     text = last.text
@@ -169,14 +171,24 @@ def _step(last: Edited, groups: Sequence[Group]) -> Edited | None:
     first = text[p + begin:q - end] if others else ""
     if any(hi - lo != q - p or not text.startswith(first, lo + begin) for lo, hi in others):
         return None
-    edits = _stanza_edits(text, p + begin, q - end, last, pairs)
+    edits = _stanza_edits(text, p + begin, q - end, last, pairs, at_set=found.at)
     if edits is None:
         return None
-    return _spliced(last, sets, pairs, lower, [(a - p, b - p, new) for a, b, new in edits])
+    return _spliced(last, found, pairs, [(a - p, b - p, new) for a, b, new in edits])
 
 
-def _next_sets(last: Edited, groups: Sequence[Group]
-               ) -> tuple[tuple[RuleSet, ...], tuple[bool, ...]] | None:
+@dataclass(frozen=True)
+class _Sets:
+    """The answer sets of a step, and where each changed: (id of the old hosts, id of the
+    new) → index of the host added or removed (in the longer)."""
+
+    sets: tuple[RuleSet, ...]
+    lower: tuple[bool, ...]
+    at: dict[tuple[int, int], int]
+    moved: tuple[tuple[str, bool], ...]
+
+
+def _next_sets(last: Edited, groups: Sequence[Group]) -> _Sets | None:
     """``answer_sets(groups)`` from ``last.sets`` when each set gained or lost one host at
     most (and never became empty); None otherwise or when in doubt."""
     given = {answers: hosts for hosts, answers in groups}
@@ -185,6 +197,8 @@ def _next_sets(last: Edited, groups: Sequence[Group]
     sets: list[RuleSet] = []
     lower = list(last.lower)
     added: list[tuple[int, str]] = []
+    at: dict[tuple[int, int], int] = {}
+    moved: list[tuple[str, bool]] = []
     for k, old in enumerate(last.sets):
         hosts = given.get(old.answers)
         if not isinstance(hosts, tuple) or not hosts:
@@ -193,6 +207,8 @@ def _next_sets(last: Edited, groups: Sequence[Group]
             i = one_edit(old.hosts, hosts)
             if i is None:
                 return None
+            at[id(old.hosts), id(hosts)] = i
+            moved.append((max(old.hosts, hosts, key=len)[i], len(hosts) > len(old.hosts)))
             if len(hosts) > len(old.hosts):
                 host = hosts[i]
                 if not (isinstance(host, str) and _fits(hosts, i)):
@@ -206,7 +222,7 @@ def _next_sets(last: Edited, groups: Sequence[Group]
         for m, other in enumerate(sets):
             if m != k and (not lower[m] or _holds(other.hosts, name)):
                 return None
-    return tuple(sets), tuple(lower)
+    return _Sets(tuple(sets), tuple(lower), at, tuple(moved))
 
 
 def _fits(hosts: Sequence[str], i: int) -> bool:
@@ -221,11 +237,11 @@ def _holds(hosts: Sequence[str], name: str) -> bool:
     return at < len(hosts) and hosts[at] == name
 
 
-def _stanza_edits(text: str, pos: int, stop: int, last: Edited, pairs: tuple[RuleSet, ...]
-                  ) -> list[tuple[int, int, str]] | None:
+def _stanza_edits(text: str, pos: int, stop: int, last: Edited, pairs: tuple[RuleSet, ...], *,
+                  at_set: dict[tuple[int, int], int]) -> list[tuple[int, int, str]] | None:
     """The edits of ``text`` between ``pos`` and ``stop``, the stanzas of ``last.pairs``:
     each changed pair's match lines, in both of its stanzas. None when that text is not the
-    pairs' rendering frame by frame."""
+    pairs' rendering frame by frame. (``at_set``: where the sets changed, as ``_Sets.at``.)"""
     edits: list[tuple[int, int, str]] = []
     inner = last.indent + last.unit
     for old, new in zip(last.pairs, pairs, strict=True):
@@ -244,7 +260,8 @@ def _stanza_edits(text: str, pos: int, stop: int, last: Edited, pairs: tuple[Rul
                 and text.startswith(text[a:b], at)):
             return None
         if new.hosts is not old.hosts and new.hosts != old.hosts:
-            edit = _new_matches(text, lines, old.hosts, new.hosts, inner=inner, nl=last.nl)
+            edit = _new_matches(text, lines, old.hosts, new.hosts, inner=inner, nl=last.nl,
+                                i=at_set.get((id(old.hosts), id(new.hosts))))
             if edit is None:
                 return None
             lo, hi, fresh = edit
@@ -266,10 +283,11 @@ def _match_lines(text: str, start: int, inner: str, nl: str) -> list[int]:
 
 
 def _new_matches(text: str, lines: list[int], old: Sequence[str], new: Sequence[str], *,
-                 inner: str, nl: str) -> tuple[int, int, str] | None:
+                 inner: str, nl: str, i: int | None) -> tuple[int, int, str] | None:
     """The edit of one pair's match lines (``lines``: their starts and the last one's end)
-    for ``new``, from those for ``old``, one host apart: (start, end, new lines)."""
-    i = one_edit(old, new)
+    for ``new``, from those for ``old``, one host apart (at ``i`` when known): (start, end,
+    new lines)."""
+    i = one_edit(old, new) if i is None else i
     if i is None:
         return None
     inserted = len(new) > len(old)
@@ -391,8 +409,8 @@ def _rechunk(names: Sequence[str], counts: list[int], j: int, inserted: bool, f:
     return k0, m, bodies
 
 
-def _spliced(last: Edited, sets: tuple[RuleSet, ...], pairs: tuple[RuleSet, ...],
-             lower: tuple[bool, ...], edits: list[tuple[int, int, str]]) -> Edited:
+def _spliced(last: Edited, found: _Sets, pairs: tuple[RuleSet, ...],
+             edits: list[tuple[int, int, str]]) -> Edited:
     """The new text: each root block's managed text edited alike (``edits``: offsets into
     it), all else the last text's."""
     text = last.text
@@ -412,4 +430,5 @@ def _spliced(last: Edited, sets: tuple[RuleSet, ...], pairs: tuple[RuleSet, ...]
     pieces.append(text[done:])
     out = "".join(pieces)
     editor._check_size(out)
-    return Edited(out, sets, pairs, lower, last.unit, last.indent, last.nl, tuple(regions))
+    return Edited(out, found.sets, pairs, found.lower, last.unit, last.indent, last.nl,
+                  tuple(regions), found.moved)

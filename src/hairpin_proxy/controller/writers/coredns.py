@@ -10,7 +10,6 @@ from dataclasses import dataclass, field, replace
 
 from hairpin_proxy import corefile
 from hairpin_proxy.controller.writers.configmap import Mutate, rewrite_key
-from hairpin_proxy.corefile.names import one_edit
 from hairpin_proxy.kube.client import JsonObj
 
 # (hosts, what they resolve to): one per target that has hosts.
@@ -109,8 +108,7 @@ class CorednsEdit:
         edited = corefile.apply_kept(text, groups, proxy_fqdn=self.proxy_fqdn,
                                      dns_port=self.dns_port, single=len(groups) == 1,
                                      last=None if last is None else last.edited)
-        hosts = None if last is None else _hosts_after(last.hosts, last.edited.sets,
-                                                       edited.sets)
+        hosts = None if last is None else _hosts_after(last.hosts, edited)
         self._memo["last"] = _Last(text, groups, _hosts_of(groups) if hosts is None else hosts,
                                    edited)
         return edited.text
@@ -140,37 +138,26 @@ def _hosts_of(groups: Groups) -> tuple[str, ...]:
     return tuple(merged if len(set(merged)) == len(merged) else sorted(set(merged)))
 
 
-def _hosts_after(hosts: tuple[str, ...], before: Sequence[corefile.RuleSet],
-                 after: Sequence[corefile.RuleSet]) -> tuple[str, ...] | None:
-    """``_hosts_of`` of the sets ``after``, from ``hosts``, those of ``before``, where each
-    set gained or lost one host at most; None otherwise. The sets are checked (sorted,
-    distinct, no name in two of them), so a host lost by one set is gone unless another
-    holds it now."""
-    if [s.answers for s in before] != [s.answers for s in after]:
+def _hosts_after(hosts: tuple[str, ...], edited: corefile.Edited) -> tuple[str, ...] | None:
+    """``_hosts_of`` of the sets of ``edited``, from ``hosts``, those of the edit before it,
+    where ``edited`` was a step from that one (None otherwise). The sets are checked
+    (sorted, distinct, no name in two of them), so a host lost by one set is gone unless
+    another holds it now."""
+    if edited.moved is None:
         return None
-    if len(after) == 1:
+    if len(edited.sets) == 1:
         # The very tuple given, when the group came sorted (see _hosts_of).
-        return after[0].hosts
-    gone: list[str] = []
-    added: list[str] = []
-    for old, new in zip(before, after, strict=True):
-        if old.hosts is new.hosts or old.hosts == new.hosts:
-            continue
-        i = one_edit(old.hosts, new.hosts)
-        if i is None:
-            return None
-        (added if len(new.hosts) > len(old.hosts) else gone).append(
-            max(old.hosts, new.hosts, key=len)[i])
+        return edited.sets[0].hosts
     out = list(hosts)
-    for host in gone:
-        if not any(_holds(s.hosts, host) for s in after):
-            if not _holds(out, host):
-                return None
-            del out[bisect.bisect_left(out, host)]
-    for host in added:
+    for host, added in sorted(edited.moved, key=lambda m: m[1]):
         at = bisect.bisect_left(out, host)
-        if out[at:at + 1] != [host]:
+        present = out[at:at + 1] == [host]
+        if added and not present:
             out.insert(at, host)
+        elif not added and present and not any(_holds(s.hosts, host) for s in edited.sets):
+            del out[at]
+        elif not added and not present:
+            return None
     return tuple(out)
 
 
