@@ -153,7 +153,7 @@ def test_directive_positions_without_splitting_long_lines() -> None:
     assert seen > 20
 
 
-def test_edit_reuses_the_parse_of_its_own_last_result() -> None:
+def test_edit_starts_from_its_own_last_result() -> None:
     edit = CorednsEdit("kube-system", "coredns", "Corefile", PROXY_FQDN)
     before = BY_NAME["kubeadm"].text
     first = edit.edit(before, ((tuple(MANY), V4),))

@@ -94,6 +94,9 @@ STEPS = st.lists(st.tuples(st.sampled_from(NAMES), st.sampled_from((None, *POOL)
                  min_size=1, max_size=12)
 
 
+BASE = [f"h{i:03}.example.com" for i in range(80)]
+
+
 def _groups_of(owner: dict[str, Answers]) -> tuple[tuple[tuple[str, ...], Answers], ...]:
     by: dict[Answers, list[str]] = {}
     for host, answers in owner.items():
@@ -101,18 +104,11 @@ def _groups_of(owner: dict[str, Answers]) -> tuple[tuple[tuple[str, ...], Answer
     return tuple((tuple(sorted(hs)), a) for a, hs in by.items())
 
 
-def _forget() -> None:
-    rules._rendered.clear()
-    rules._escapes = ()
-    names._checked = ()
-
-
 @settings(max_examples=60, deadline=None)
 @given(steps=STEPS)
 def test_kept_renderings_give_the_text_of_a_fresh_edit(
         steps: list[tuple[str, Answers | None]]) -> None:
     edit = CorednsEdit("kube-system", "coredns", "Corefile", corefile.DEFAULT_PROXY_FQDN)
-    # Enough hosts for the results kept of one answer set to be used.
     owner: dict[str, Answers] = dict.fromkeys(BASE, A1)
     text = KUBEADM
     for host, answers in steps:
@@ -121,66 +117,12 @@ def test_kept_renderings_give_the_text_of_a_fresh_edit(
             owner[host] = answers
         groups = _groups_of(owner)
         text = edit.edit(text, groups)
-        # The plain computation: nothing kept (every host checked, escaped and rendered
-        # afresh), from the original text.
-        _forget()
+        # The plain computation, from the original text.
         fresh = corefile.apply(KUBEADM, groups, proxy_fqdn=corefile.DEFAULT_PROXY_FQDN)
         assert text == fresh
         sets = rules.answer_sets(groups)
         assert rules.all_stanzas(sets, "  ", "\t", "\r\n") == "".join(
             rules.stanzas(g.hosts, g.answers, "  ", "\t", "\r\n") for g in rules.layout(sets))
-
-
-# --- results kept from one event to the next ---------------------------------------------------
-
-# Enough names to be kept (more than the few that are always done afresh), and a handful of
-# odd ones: invalid, duplicated, holding the character the escaping joins names with.
-BASE = [f"h{i:03}.example.com" for i in range(80)]
-ODD = ["", "a..b", "a b", "x\x80y.com", "*.w.example.com", "**.d.example.com", "İx.com",
-       "a+b.example.com", "h005.example.com", "z" * 254, "_x.example.com"]
-CHANGES = st.lists(st.one_of(
-    st.tuples(st.just("add"), st.sampled_from(ODD + [f"n{i}.example.com" for i in range(5)])),
-    st.tuples(st.just("drop"), st.integers(0, 200)),
-    st.tuples(st.just("swap"), st.integers(0, 200))), min_size=1, max_size=10)
-
-
-def _walk(changes: list[tuple[str, object]]) -> list[list[str]]:
-    """The lists of names a random walk of changes goes through."""
-    names = list(BASE)
-    out = []
-    for what, arg in changes:
-        if what == "add":
-            names.append(str(arg))
-        elif names and isinstance(arg, int):
-            k = arg % len(names)
-            names[k:k + 1] = [] if what == "drop" else [names[k] + ".z"]
-        out.append(sorted(names))
-    return out
-
-
-def _plain_checked(hosts: list[str]) -> list[str] | str:
-    try:
-        return names._checked_afresh(sorted(hosts))
-    except CorefileError as exc:
-        return str(exc)
-
-
-@settings(max_examples=300, deadline=None)
-@given(changes=CHANGES)
-def test_kept_checks_give_the_answer_of_a_full_check(changes: list[tuple[str, object]]) -> None:
-    for hosts in _walk(changes):
-        try:
-            got: list[str] | str = names.checked_hosts(tuple(hosts))
-        except CorefileError as exc:
-            got = str(exc)
-        assert got == _plain_checked(hosts)
-
-
-@settings(max_examples=300, deadline=None)
-@given(changes=CHANGES)
-def test_kept_escapes_are_the_escapes(changes: list[tuple[str, object]]) -> None:
-    for hosts in _walk(changes):
-        assert rules._escaped_kept(hosts) == rules._escaped(hosts)
 
 
 @given(old=st.lists(st.sampled_from("abcdefgh"), unique=True).map(sorted),

@@ -4,7 +4,8 @@
 - ``queries`` answers questions about it (plugins, imports, the zones it already serves);
 - ``rules`` is our rule format (``template`` stanzas answering A/AAAA) and how it is recognised;
 - ``editor`` applies hosts, grouped by the addresses they answer with: exactly one set of
-  our rules (a stanza pair per group), every other byte kept.
+  our rules (a stanza pair per group), every other byte kept;
+- ``incremental`` does the same from the last edit's result, rendering only what changed.
 
 Text in, text out: nothing here touches files, sockets, clocks or the API.
 """
@@ -22,6 +23,7 @@ from hairpin_proxy.corefile.editor import (
     remove,
     strays,
 )
+from hairpin_proxy.corefile.incremental import Edited, apply_kept, snippet_kept
 from hairpin_proxy.corefile.lexer import tokenize
 from hairpin_proxy.corefile.parser import parse, parse_address
 from hairpin_proxy.corefile.queries import (
@@ -39,6 +41,7 @@ from hairpin_proxy.corefile.rules import (
     LEGACY_MARKER,
     MAX_TTL,
     Answers,
+    RuleSet,
     host_rules_bytes,
     match_regexes,
     rules_bytes,
@@ -69,11 +72,14 @@ __all__ = [
     "Corefile",
     "CorefileError",
     "Directive",
+    "Edited",
     "HostGroup",
+    "RuleSet",
     "ServerBlock",
     "Stray",
     "Token",
     "apply",
+    "apply_kept",
     "apply_parsed",
     "has_plugin",
     "host_rules_bytes",
@@ -88,6 +94,7 @@ __all__ = [
     "remove",
     "rules_bytes",
     "served_zones",
+    "snippet_kept",
     "strays",
     "tokenize",
 ]

@@ -37,7 +37,6 @@ from hairpin_proxy.corefile.rules import (
     is_our_template,
     old_rule_host,
     proxy_fqdns_of,
-    render,
     template_answers,
     template_hosts,
 )
@@ -57,7 +56,7 @@ HostGroup = tuple[Iterable[str], Answers]
 
 
 def _check_size(text: str) -> None:
-    size = len(text.encode("utf-8"))
+    size = len(text) if text.isascii() else len(text.encode("utf-8"))
     if size > MAX_CONFIGMAP_BYTES:
         raise CorefileError(f"the result would be {size} bytes, over the ConfigMap limit of "
                             f"{MAX_CONFIGMAP_BYTES} bytes")
@@ -345,7 +344,7 @@ def apply(text: str | Corefile, hosts_or_groups: Iterable[str] | Iterable[HostGr
     CorefileError, and changes nothing, when the text cannot be parsed or edited safely, a
     host is in two groups, or hosts are to be redirected with no address to answer with.
     """
-    return _apply(text, hosts_or_groups, answers, proxy_fqdn, dns_port).text
+    return _apply(text, hosts_or_groups, answers, proxy_fqdn, dns_port)[0].text
 
 
 def apply_parsed(text: str | Corefile, hosts_or_groups: Iterable[str] | Iterable[HostGroup],
@@ -354,11 +353,13 @@ def apply_parsed(text: str | Corefile, hosts_or_groups: Iterable[str] | Iterable
     """``apply``, with the result as the check read it back: ``.text`` is what ``apply``
     returns, and the whole can be given to the next edit of that text, which then need not
     parse it again."""
-    return _apply(text, hosts_or_groups, answers, proxy_fqdn, dns_port)
+    return _apply(text, hosts_or_groups, answers, proxy_fqdn, dns_port)[0]
 
 
 def _apply(text: str | Corefile, hosts_or_groups: Iterable[str] | Iterable[HostGroup],
-           answers: Answers | None, proxy_fqdn: str, dns_port: int) -> Corefile:
+           answers: Answers | None, proxy_fqdn: str, dns_port: int
+           ) -> tuple[Corefile, tuple[RuleSet, ...], str]:
+    """The result as read back, the answer sets written and the indentation unit."""
     groups = _rule_sets(hosts_or_groups, answers)
     proxy_fqdns = proxy_fqdns_of(proxy_fqdn)
     cf = text if isinstance(text, Corefile) else parse(text)
@@ -369,7 +370,8 @@ def _apply(text: str | Corefile, hosts_or_groups: Iterable[str] | Iterable[HostG
     # Always a full parse of the result: the guarantee is that what is written reads back
     # as exactly the wanted rules, whatever the splice did, so nothing of the edit's own
     # bookkeeping is trusted here.
-    return _verify(out, groups, dns_port, proxy_fqdns=proxy_fqdns, unit=unit, rendered=rendered)
+    return (_verify(out, groups, dns_port, proxy_fqdns=proxy_fqdns, unit=unit,
+                    rendered=rendered), groups, unit)
 
 
 def remove(text: str | Corefile, *, proxy_fqdn: str = DEFAULT_PROXY_FQDN,
@@ -470,11 +472,22 @@ def import_snippet(hosts_or_groups: Iterable[str] | Iterable[HostGroup], /, *,
                    answers: Answers | None = None) -> str:
     """The content of a ``coredns-custom``-style key: our rules, unindented. Takes hosts
     and ``answers``, or (hosts, Answers) groups, as ``apply`` does."""
+    return _snippet(hosts_or_groups, answers)[0]
+
+
+SNIPPET_UNIT = "    "
+
+
+def _snippet(hosts_or_groups: Iterable[str] | Iterable[HostGroup], answers: Answers | None
+             ) -> tuple[str, tuple[RuleSet, ...]]:
+    """The snippet and the answer sets it holds."""
     groups = _rule_sets(hosts_or_groups, answers)
     if not groups:
-        return f"{BEGIN_MARKER}\n{END_MARKER}\n"
-    out = render(groups, "", "    ", "\n")
+        return f"{BEGIN_MARKER}\n{END_MARKER}\n", groups
+    body = all_stanzas(groups, "", SNIPPET_UNIT, "\n")
+    out = f"{BEGIN_MARKER}\n{body}{END_MARKER}\n"
     _check_size(out)
     # The snippet is spliced into the root server block; it must read as directives there.
-    _verify(".:53 {\n" + out + "}\n", groups, DEFAULT_DNS_PORT, proxy_fqdns=(), unit="    ")
-    return out
+    _verify(".:53 {\n" + out + "}\n", groups, DEFAULT_DNS_PORT, proxy_fqdns=(),
+            unit=SNIPPET_UNIT, rendered={("", "\n"): body})
+    return out, groups

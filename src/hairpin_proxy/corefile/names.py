@@ -55,51 +55,12 @@ def one_edit(old: Sequence[str], new: Sequence[str]) -> int | None:
     return i if longer[:i] == shorter[:i] and longer[i + 1:] == shorter[i:] else None
 
 
-# The last few results of checked_hosts: one event adds or removes one host of thousands,
-# and only that one then needs checking.
-_checked: tuple[list[str], ...] = ()
-
-
-def _checked_before(unique: list[str], results: tuple[list[str], ...]) -> int | None:
-    """Which of ``results`` sorted ``unique`` is, or is with one host fewer, or with one host
-    more that is distinct from its neighbours and passes the check; None: none of them."""
-    for at, kept in enumerate(results):
-        if unique == kept:
-            return at
-        i = one_edit(kept, unique)
-        if i is None:
-            continue
-        if len(unique) > len(kept):
-            if (i and unique[i - 1] == unique[i]) or unique[i + 1:i + 2] == [unique[i]]:
-                return None
-            _checked_afresh([unique[i]])
-        return at
-    return None
-
-
 def checked_hosts(hosts: Iterable[str]) -> list[str]:
     """Sorted, distinct, checked hosts; CorefileError names the first bad one."""
-    global _checked
     if isinstance(hosts, str):
         raise TypeError("hosts must be an iterable of host names, not a single string")
     # Callers mostly pass sorted, distinct hosts: sorting a sorted list is one pass.
-    unique = sorted(hosts)
-    if len(unique) <= _FEW:
-        return _checked_afresh(unique)
-    results = _checked  # one snapshot: another thread may replace them meanwhile
-    at = _checked_before(unique, results)
-    if at is None:
-        unique = _checked_afresh(unique)
-        _checked = (unique[:], *results[:_KEEP - 1])
-    elif unique != results[at]:
-        # This result replaces the one it was found from (a copy: the caller owns its own).
-        _checked = (unique[:], *results[:at], *results[at + 1:])
-    return unique
-
-
-# Below this many hosts checking afresh is as quick; this many results are kept.
-_FEW = 64
-_KEEP = 4
+    return _checked_afresh(sorted(hosts))
 
 
 def _checked_afresh(unique: list[str]) -> list[str]:

@@ -38,7 +38,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from hairpin_proxy.corefile.names import checked_hosts, one_edit, regex_escape
+from hairpin_proxy.corefile.names import checked_hosts, regex_escape
 from hairpin_proxy.corefile.syntax import CorefileError, Directive
 from hairpin_proxy.wildcards import ANY_DEPTH, ONE_LABEL, wildcard_base
 
@@ -143,40 +143,6 @@ def _escaped(names: Sequence[str]) -> list[str]:
     return regex_escape(joined).split(_SEP)
 
 
-# The last few (names, escaped names) that rules were rendered from: one event adds or removes
-# one host of thousands, and only that one then needs escaping.
-_escapes: tuple[tuple[list[str], list[str]], ...] = ()
-_FEW_NAMES = 64
-_KEEP_ESCAPES = 4
-
-
-def _escaped_kept(names: Sequence[str]) -> list[str]:
-    """``_escaped(names)``, from a kept result where ``names`` is one name away from it."""
-    global _escapes
-    if len(names) <= _FEW_NAMES:
-        return _escaped(names)
-    wanted = list(names)
-    known = _escapes  # one snapshot: another thread may replace them meanwhile
-    for at, (kept, done) in enumerate(known):
-        i = -1 if wanted == kept else one_edit(kept, wanted)
-        # A name holding the joining character escapes to several parts: not kept so.
-        if i is None or len(done) != len(kept):
-            continue
-        out = done
-        if len(wanted) > len(kept):
-            one = _escaped(wanted[i:i + 1])
-            if len(one) != 1:
-                break
-            out = [*done[:i], *one, *done[i:]]
-        elif len(wanted) < len(kept):
-            out = [*done[:i], *done[i + 1:]]
-        _escapes = ((wanted, out), *known[:at], *known[at + 1:])
-        return out[:]
-    out = _escaped(wanted)
-    _escapes = ((wanted, out), *known[:_KEEP_ESCAPES - 1])
-    return out[:]
-
-
 def _chunked(opening: str, parts: Sequence[str], closing: str) -> list[str]:
     """``opening`` + alternatives + ``closing``, as few regexes as fit MAX_REGEX bytes each."""
     out: list[str] = []
@@ -198,17 +164,17 @@ def _chunked(opening: str, parts: Sequence[str], closing: str) -> list[str]:
 
 def exact_regexes(hosts: Sequence[str]) -> list[str]:
     """Anchored regexes matching exactly the (non-wildcard) ``hosts``."""
-    return _chunked(_OPEN, _escaped_kept(hosts), _CLOSE)
+    return _chunked(_OPEN, _escaped(hosts), _CLOSE)
 
 
 def wildcard_regexes(hosts: Sequence[str]) -> list[str]:
     """Anchored regexes matching one label in front of each ``*.domain`` of ``hosts``."""
-    return _chunked(_WILD_OPEN, _escaped_kept([h[2:] for h in hosts]), _WILD_CLOSE)
+    return _chunked(_WILD_OPEN, _escaped([h[2:] for h in hosts]), _WILD_CLOSE)
 
 
 def deep_regexes(hosts: Sequence[str]) -> list[str]:
     """Anchored regexes matching one or more labels in front of each ``**.domain``."""
-    return _chunked(_DEEP_OPEN, _escaped_kept([h[3:] for h in hosts]), _WILD_CLOSE)
+    return _chunked(_DEEP_OPEN, _escaped([h[3:] for h in hosts]), _WILD_CLOSE)
 
 
 def split_hosts(hosts: Sequence[str]) -> tuple[Sequence[str], Sequence[str]]:
@@ -290,54 +256,34 @@ def match_regexes(hosts: Sequence[str]) -> list[str]:
     return exact_regexes(exact) + wildcard_regexes(one) + deep_regexes(deep)
 
 
-def render(groups: Sequence[RuleSet], indent: str, unit: str, nl: str) -> str:
-    """The managed text (markers and stanzas) for groups made by ``answer_sets``."""
-    return (f"{indent}{BEGIN_MARKER}{nl}{all_stanzas(groups, indent, unit, nl)}"
-            f"{indent}{END_MARKER}{nl}")
-
-
 def all_stanzas(groups: Sequence[RuleSet], indent: str, unit: str, nl: str) -> str:
     """The stanza pairs of every group, in ``layout`` order (no marker lines)."""
-    global _rendered
-    form = (indent, unit, nl)
-    known = _rendered  # one snapshot: another thread may replace it meanwhile
-    kept = known.get(form, {})
-    now: dict[RuleSet, str] = {}
-    texts: list[str] = []
-    for g in layout(groups):
-        text = kept.get(g)
-        if text is None:
-            text = stanzas(g.hosts, g.answers, indent, unit, nl)
-        now[g] = text
-        texts.append(text)
-    # What this call rendered replaces what the last one of this form did: the texts of
-    # answer sets that changed are dropped at once, not kept until they age out.
-    _rendered = {**(known if len(known) < _FORMS else {}), form: now}
-    return "".join(texts)
-
-
-# One event changes one answer set: the others render to the text they rendered last time.
-# Per form (indentation, unit, line ending: one per root block, mostly one), the stanzas of
-# the last call, by answer set: a pure function's results, kept.
-_rendered: dict[tuple[str, str, str], dict[RuleSet, str]] = {}
-_FORMS = 4
+    return "".join(stanzas(g.hosts, g.answers, indent, unit, nl) for g in layout(groups))
 
 
 def stanzas(hosts: Sequence[str], answers: Answers, indent: str, unit: str, nl: str) -> str:
     """The two template stanzas alone (no marker lines)."""
     inner = indent + unit
     matches = "".join(f"{inner}match {rx}{nl}" for rx in match_regexes(hosts))
-    out: list[str] = []
+    return "".join(f"{head}{matches}{tail}"
+                   for head, tail in stanza_frames(answers, indent, unit, nl))
+
+
+def stanza_frames(answers: Answers, indent: str, unit: str, nl: str
+                  ) -> tuple[tuple[str, str], tuple[str, str]]:
+    """The text of the A and the AAAA stanza around their ``match`` lines: (head, tail)."""
+    inner = indent + unit
+    out: list[tuple[str, str]] = []
     for qtype, ips in (("A", answers.ipv4), ("AAAA", answers.ipv6)):
-        out.append(f"{indent}template IN {qtype} {{{nl}{matches}")
         if ips:
             rrs = " ".join(f'"{{{{ .Name }}}} {answers.ttl} IN {qtype} {ip}"' for ip in ips)
-            out.append(f"{inner}answer {rrs}{nl}")
+            body = f"{inner}answer {rrs}{nl}"
         else:
             # No address of this family: an empty answer, never the public one.
-            out.append(f"{inner}rcode NOERROR{nl}")
-        out.append(f"{inner}fallthrough{nl}{indent}}}{nl}")
-    return "".join(out)
+            body = f"{inner}rcode NOERROR{nl}"
+        out.append((f"{indent}template IN {qtype} {{{nl}",
+                    f"{body}{inner}fallthrough{nl}{indent}}}{nl}"))
+    return out[0], out[1]
 
 
 # --- several answer sets ---------------------------------------------------------------------
@@ -558,17 +504,18 @@ def hosts_of_regex(regex: str) -> list[str] | None:
     if not regex.startswith(opening) or not regex.endswith(closing):
         return None
     body = _alternatives(regex[len(opening):-len(closing)])
-    hosts = None if body is None else [prefix + d for d in body]
     # Only what we would write back the same way counts as read: sorted, distinct, escaped
     # exactly so, and within the size of one regex.
-    if (hosts is None or len(regex.encode()) > MAX_REGEX
-            or any(map(operator.ge, hosts, itertools.islice(hosts, 1, None)))):
+    if (body is None or len(regex.encode()) > MAX_REGEX
+            or any(map(operator.ge, body, itertools.islice(body, 1, None)))):
         return None
-    if opening + "|".join(_escaped([h[len(prefix):] for h in hosts])) + closing != regex:
+    if opening + "|".join(_escaped(body)) + closing != regex:
         return None
-    if any(wildcard_base(h[len(prefix):]) is not None for h in hosts):
+    # No domain is itself a wildcard (one search in C, not a step per host).
+    domains = "\n" + "\n".join(body)
+    if "\n" + ONE_LABEL in domains or "\n" + ANY_DEPTH in domains:
         return None
-    return hosts
+    return [prefix + d for d in body] if prefix else body
 
 
 def is_our_template(d: Directive) -> bool:

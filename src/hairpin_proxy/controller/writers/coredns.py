@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import operator
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 
 from hairpin_proxy import corefile
 from hairpin_proxy.controller.writers.configmap import Mutate, rewrite_key
@@ -20,21 +21,27 @@ class EditError(RuntimeError):
 
 
 @dataclass(frozen=True)
+class _Last:
+    """The last edit: the text it started from, the groups asked for, the hosts they hold
+    and the result (the watch echoes our own write back, and most passes change nothing,
+    so neither needs a fresh parse)."""
+
+    source: str
+    groups: Groups
+    hosts: tuple[str, ...]
+    edited: corefile.Edited
+
+
+@dataclass(frozen=True)
 class CorednsEdit:
     namespace: str
     name: str
     key: str
     proxy_fqdn: str
     dns_port: int = 53
-    # The last edit, (text before, hosts, groups, text after): the watch echoes our own write
-    # back and most reconciles change nothing, so neither needs a fresh parse.
-    _memo: dict[str, tuple[str, tuple[str, ...], Groups, str]] = field(
-        default_factory=dict, compare=False, repr=False)
-    # The text after the last edit as the editor's check read it back: the next edit starts
-    # from that text (our own write, echoed by the watch), and a Corefile of 10,000 hosts
-    # takes milliseconds to parse.
-    _parsed: dict[str, corefile.Corefile] = field(default_factory=dict, compare=False,
-                                                  repr=False)
+    # The last edit: the next one starts from its result (our own write, echoed back) and
+    # renders only what changed; nothing else is kept of a Corefile.
+    _memo: dict[str, _Last] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def where(self) -> str:
@@ -57,49 +64,54 @@ class CorednsEdit:
         return corefile.managed_hosts(self.text(cm), proxy_fqdn=self.proxy_fqdn,
                                       dns_port=self.dns_port)
 
+    def _last_for(self, text: str) -> _Last | None:
+        """The last edit when ``text`` is its result."""
+        last = self._memo.get("last")
+        if last is None or text != last.edited.text:
+            return None
+        if text is not last.edited.text and self._memo.get("last") is last:
+            # The watch's copy of our write, which its cache holds anyway, is kept instead of
+            # ours. (Should an edit be stored meanwhile, this older one may replace it: it is
+            # still a true edit, and only a later one finds nothing to start from.)
+            last = self._memo["last"] = replace(last, edited=replace(last.edited, text=text))
+        return last
+
     def remembered_hosts(self, cm: JsonObj | None) -> tuple[str, ...] | None:
         """current_hosts when the text is our last edit's (no parse needed), else None."""
-        last = self._memo.get("last")
-        if last is None or self.text(cm) != last[3]:
-            return None
-        return last[1]
+        last = self._last_for(self.text(cm))
+        return None if last is None else last.hosts
 
     def source_of(self, text: str) -> str | None:
         """The text our last edit started from, when ``text`` is that edit's result."""
-        last = self._memo.get("last")
-        return last[0] if last is not None and text == last[3] else None
+        last = self._last_for(text)
+        return None if last is None else last.source
 
     def held_answers(self, cm: JsonObj | None) -> dict[str, corefile.Answers]:
         """Host → what our rules answer for it now."""
-        return corefile.managed_groups(self._parse_of(self.text(cm)), proxy_fqdn=self.proxy_fqdn,
-                                       dns_port=self.dns_port)
-
-    def _parse_of(self, text: str) -> str | corefile.Corefile:
-        """``text``, or its parse when it is the last edit's result (the editor reads a
-        parsed Corefile exactly as it reads its text)."""
-        last = self._parsed.get("last")
-        return last if last is not None and last.text == text else text
+        text = self.text(cm)
+        last = self._last_for(text)
+        if last is not None:
+            # Our own result: its rules read back as exactly the sets written (tested).
+            return dict(sorted((host, s.answers) for s in last.edited.sets for host in s.hosts))
+        return corefile.managed_groups(text, proxy_fqdn=self.proxy_fqdn, dns_port=self.dns_port)
 
     def edit(self, text: str, groups: Groups) -> str:
-        """corefile.apply, remembering the last edit (apply is idempotent). Groups without an
-        address to answer with get no rules: a name is never sent nowhere."""
+        """corefile.apply, from the last edit where ``text`` is its result (apply is
+        idempotent). Groups without an address to answer with get no rules: a name is never
+        sent nowhere."""
         groups = tuple((hosts, answers) for hosts, answers in groups if answers and hosts)
         last = self._memo.get("last")
-        if last is not None and groups == last[2] and text in (last[0], last[3]):
-            return last[3]
-        source = self._parse_of(text)
-        if len(groups) == 1:
-            # One target: the single-set call, whose output earlier versions wrote too.
-            parsed = corefile.apply_parsed(source, groups[0][0], answers=groups[0][1],
-                                           proxy_fqdn=self.proxy_fqdn, dns_port=self.dns_port)
-        else:
-            parsed = corefile.apply_parsed(source, groups, proxy_fqdn=self.proxy_fqdn,
-                                           dns_port=self.dns_port)
-        new = parsed.text
-        self._memo["last"] = (text, _hosts_of(groups), groups, new)
-        self._parsed["last"] = parsed
-        return new
-
+        if last is not None and groups == last.groups and text in (last.source,
+                                                                   last.edited.text):
+            return last.edited.text
+        # One target: the single-set call, whose output earlier versions wrote too.
+        edited = corefile.apply_kept(text, groups, proxy_fqdn=self.proxy_fqdn,
+                                     dns_port=self.dns_port, single=len(groups) == 1,
+                                     last=None if last is None else last.edited)
+        hosts = None if last is None else _hosts_after(last.hosts, edited)
+        self._memo["last"] = _Last(text, groups, _hosts_of(groups) if hosts is None else hosts,
+                                   edited)
+        return edited.text
     def mutate(self, groups: Groups) -> Mutate:
         return self._rewrite(lambda text: self.edit(text, groups))
 
@@ -124,3 +136,31 @@ def _hosts_of(groups: Groups) -> tuple[str, ...]:
     # Each group's hosts come sorted: sorting them together merges the runs, in C.
     merged = sorted(itertools.chain.from_iterable(hs for hs, _ in groups))
     return tuple(merged if len(set(merged)) == len(merged) else sorted(set(merged)))
+
+
+def _hosts_after(hosts: tuple[str, ...], edited: corefile.Edited) -> tuple[str, ...] | None:
+    """``_hosts_of`` of the sets of ``edited``, from ``hosts``, those of the edit before it,
+    where ``edited`` was a step from that one (None otherwise). The sets are checked
+    (sorted, distinct, no name in two of them), so a host lost by one set is gone unless
+    another holds it now."""
+    if edited.moved is None:
+        return None
+    if len(edited.sets) == 1:
+        # The very tuple given, when the group came sorted (see _hosts_of).
+        return edited.sets[0].hosts
+    out = list(hosts)
+    for host, added in sorted(edited.moved, key=lambda m: m[1]):
+        at = bisect.bisect_left(out, host)
+        present = out[at:at + 1] == [host]
+        if added and not present:
+            out.insert(at, host)
+        elif not added and present and not any(_holds(s.hosts, host) for s in edited.sets):
+            del out[at]
+        elif not added and not present:
+            return None
+    return tuple(out)
+
+
+def _holds(hosts: Sequence[str], host: str) -> bool:
+    at = bisect.bisect_left(hosts, host)
+    return at < len(hosts) and hosts[at] == host

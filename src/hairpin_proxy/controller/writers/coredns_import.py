@@ -6,7 +6,7 @@ cleanup may delete it again when nothing else lives in it).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hairpin_proxy import corefile
 from hairpin_proxy.controller.writers.configmap import MANAGED_BY, Mutate
@@ -20,6 +20,8 @@ class ImportEdit:
     name: str
     key: str
     proxy_fqdn: str
+    # The last snippet written and what it holds: the next one renders only what changed.
+    _memo: dict[str, corefile.Edited] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def where(self) -> str:
@@ -32,8 +34,16 @@ class ImportEdit:
         return (corefile.import_snippet(groups[0][0], answers=groups[0][1])
                 if len(groups) == 1 else corefile.import_snippet(groups))
 
+    def kept_snippet(self, groups: Groups) -> str:
+        """``snippet(groups)``, from the last one where the change allows."""
+        groups = tuple((hosts, answers) for hosts, answers in groups if answers and hosts)
+        edited = corefile.snippet_kept(groups, last=self._memo.get("last"),
+                                       single=len(groups) == 1)
+        self._memo["last"] = edited
+        return edited.text
+
     def mutate(self, groups: Groups) -> Mutate:
-        snippet = self.snippet(groups)
+        snippet = self.kept_snippet(groups)
 
         def change(cm: JsonObj | None) -> JsonObj | None:
             if cm is None:
