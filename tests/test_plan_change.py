@@ -7,6 +7,9 @@ foreign edit, a failed write, a drop held back)."""
 from __future__ import annotations
 
 import copy
+import dataclasses
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from hypothesis import given, settings
@@ -20,6 +23,7 @@ from hairpin_proxy.plan.core import DesiredState
 from hairpin_proxy.plan.incremental import Planner, _changes
 from hairpin_proxy.plan.snapshot import Rooms
 from hairpin_proxy.policy import HostPolicy
+from hairpin_proxy.verify.verdict import Code, Verdict
 from tests.test_plan_incremental import (
     HOSTS,
     RELIST,
@@ -41,6 +45,9 @@ HOW = st.sampled_from(["written", "written", "written", "failed", "foreign", "em
 # the incremental plan's own test makes.
 NAMES = st.tuples(st.sampled_from(["a", "b"]), st.sampled_from(["x0", "x1", "x2", "x3", "x4"]))
 CHANGES = st.one_of(
+    st.builds(lambda n, h: (("Ingress", *n), ingress(n[0], n[1], [h], None, created=TIMES[0],
+                                                      uid=0)),
+              NAMES, st.sampled_from(HOSTS[:3])),
     st.builds(lambda n, h: (("Ingress", *n), ingress(n[0], n[1], h, None, created=TIMES[0],
                                                       uid=0)),
               NAMES, st.lists(st.sampled_from(HOSTS), min_size=1, max_size=2)),
@@ -72,7 +79,7 @@ def kept_promise(state: DesiredState, last: DesiredState | None) -> None:
     if since is None:
         return
     assert last is not None and since.hosts is last.hosts
-    assert since.candidates is last.candidates and since.answers is last.routed.answers
+    assert since.candidates is last.measured and since.answers is last.routed.answers
     before, now, touched = set(since.hosts), set(state.hosts), set(since.touched)
     for host in (before | now) - touched:
         assert (host in before) == (host in now), host
@@ -92,24 +99,50 @@ def previous_of(how: str, before: tuple[str, ...], hosts: tuple[str, ...]) -> tu
     return hosts
 
 
+# A verdict's change between passes, as the host checker makes them: a host judged (again),
+# or forgotten; the hosts it holds keep their order, new ones come last.
+VERDICT = st.one_of(
+    st.none(),
+    st.tuples(st.sampled_from(HOSTS[:3]), st.sampled_from([Code.VERIFIED, Code.VERIFIED,
+                                                          Code.NOT_THIS_CLUSTER])),
+    st.tuples(st.sampled_from(HOSTS), st.sampled_from(list(Code))),
+    st.tuples(st.sampled_from(HOSTS), st.none()))
+
+
+def judged(verdicts: dict[str, Verdict], change: tuple[str, Code | None] | None
+           ) -> Mapping[str, Verdict]:
+    """The checker's verdicts after ``change``: a copy, as it hands them to each pass."""
+    if change is not None:
+        host, code = change
+        if code is None:
+            verdicts.pop(host, None)
+        else:
+            verdicts[host] = Verdict(host, code, f"{host} is {code}")
+    return MappingProxyType(dict(verdicts))
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.tuples(st.sampled_from([0.0, 90.0]), st.sampled_from([0, 1, 32]),
                  st.one_of(st.none(), st.integers(150, 1500), st.just(1 << 20))),
-       st.sampled_from([0.0, 0.25, 0.5, -0.5]), st.booleans(),
-       st.lists(st.tuples(CHANGES, HOW, st.booleans(), st.integers(0, 40)), min_size=3,
-                max_size=30))
+       st.sampled_from([0.0, 0.25, 0.5, -0.5]), st.booleans(), st.booleans(),
+       st.lists(st.tuples(CHANGES, HOW, st.booleans(), st.integers(0, 40), VERDICT),
+                min_size=3, max_size=30))
 def test_every_shortcut_decides_as_the_plain_computation(
-        chosen: tuple[float, int, int | None], fraction: float, allow: bool,
-        sequence: list[tuple[tuple[Key, dict[str, Any] | None], str, bool, int]]) -> None:
+        chosen: tuple[float, int, int | None], fraction: float, allow: bool, verify: bool,
+        sequence: list[tuple[tuple[Key, dict[str, Any] | None], str, bool, int,
+                             tuple[str, Code | None] | None]]) -> None:
+    """With host verification on, the verdicts change between passes too, and what the rules
+    hold decides for hosts whose verdict says nothing yet."""
     settle, slots, budget = chosen
-    s = PlanSettings(HostPolicy(), settle=settle, max_targets=slots)
+    s = PlanSettings(HostPolicy(), settle=settle, max_targets=slots, verify_hosts=verify)
+    verdicts: dict[str, Verdict] = {}
     base = base_objects()
     objects: dict[Key, dict[str, Any]] = {}
     planner, grouper, clock = Planner(), Regrouper(), Clock()
     guard, plain = (RemovalGuard(fraction, 30, allow, clock) for _ in range(2))
     written: tuple[str, ...] = ()
     last: DesiredState | None = None
-    for version, ((key, obj), how, node_local, wait) in enumerate(sequence):
+    for version, ((key, obj), how, node_local, wait, verdict) in enumerate(sequence):
         if key == RELIST:
             objects = {k: copy.deepcopy(o) for k, o in objects.items()}
         elif obj is None:
@@ -118,6 +151,9 @@ def test_every_shortcut_decides_as_the_plain_computation(
             objects[key] = copy.deepcopy(obj)
             objects[key]["metadata"]["resourceVersion"] = str(version)
         snap = with_rooms(snapshot(base, objects, s, None), budget, node_local)
+        if verify:
+            snap = dataclasses.replace(snap, verdicts=judged(verdicts, verdict),
+                                       held_hosts=written)
         state = planner.plan(snap)
         same(state, plan(snap))
         kept_promise(state, last)

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from hairpin_proxy.plan.answers import Groups, Routed, answer_groups, route_answ
 from hairpin_proxy.plan.change import Since
 from hairpin_proxy.plan.claims import source_claims
 from hairpin_proxy.plan.snapshot import Rooms, Snapshot
+from hairpin_proxy.plan.verification import Judged, judge, judge_all
 from hairpin_proxy.policy import Rejection
 from hairpin_proxy.targets import table
 from hairpin_proxy.targets.discovery import service_addresses, service_of_host
@@ -67,6 +69,10 @@ class DesiredState:
     fitted: Within | None = None
     # How ``hosts`` differ from the last pass's (None: not known; see plan/change.py).
     since: Since | None = field(default=None, compare=False)
+    # The hosts the size limits were given (the verified candidates), and verification's
+    # outcome: what the next pass's incremental plan starts from.
+    measured: tuple[str, ...] = field(default=(), compare=False)
+    judged: Judged | None = field(default=None, compare=False)
 
     @property
     def plan(self) -> Plan:
@@ -107,29 +113,14 @@ def target_facts(snap: Snapshot) -> TargetFacts:
         default_service=service_of_host(s.target_server, s.cluster_domain, services))
 
 
-# Verdicts that say nothing of where a host's DNS leads: a held host stays as the rules have it.
-UNKNOWN = frozenset({"pending", "resolver-error"})
-
-
 def verified(hosts: Iterable[str], verdicts: Mapping[str, Verdict], held: Iterable[str]
              ) -> tuple[tuple[str, ...], dict[str, str], Counter[str]]:
     """The hosts whose public DNS leads to this cluster (or, not known yet, that the rules
     hold now: a restart neither withdraws nor adds before the first answer, and a resolver
     that fails its first checks is no answer); the others with their verdict code; the count
     per code."""
-    had = set(held)
-    kept: list[str] = []
-    out: dict[str, str] = {}
-    counts: Counter[str] = Counter()
-    for host in hosts:
-        verdict = verdicts.get(host)
-        code = verdict.code if verdict is not None else "pending"
-        counts[code] += 1
-        if (verdict is not None and verdict.redirect) or (code in UNKNOWN and host in had):
-            kept.append(host)
-        else:
-            out[host] = code
-    return tuple(kept), out, counts
+    got = judge_all(tuple(hosts), verdicts, held)
+    return got.hosts, got.unverified, got.counts
 
 
 def routing_metrics(routed: Routed) -> dict[str, dict[str, float]]:
@@ -184,14 +175,16 @@ def desired(snap: Snapshot, claims: Sequence[Claim], refusals: Sequence[Rejectio
     hosts = candidates = routable(routed, routes_sorted)
     unverified: dict[str, str] = {}
     metrics = routing_metrics(routed)
-    if s.verify_hosts:
-        hosts, unverified, counts = verified(
-            hosts, snap.verdicts, snap.held if snap.held_hosts is None else snap.held_hosts)
-        metrics["verdicts"] = {code: float(counts[code]) for code in VERDICTS}
     proxy = services.get(f"{s.namespace}/{s.proxy_service}")
     default = corefile.Answers.of(service_addresses(proxy), s.dns_ttl)
+    since = _since(last, routed, default)
+    judged = None
+    if s.verify_hosts:
+        judged, since = _verify(snap, candidates, last, since)
+        hosts, unverified = judged.hosts, judged.unverified
+        metrics["verdicts"] = {code: float(judged.counts[code]) for code in VERDICTS}
+    measured = hosts
     got = None
-    since = _since(last, routed, default) if not s.verify_hosts else None
     if snap.rooms is not None:
         got = fit_rooms(snap.rooms, s.rules_budget, hosts, routed=routed, claims=claims,
                         default=default, measures=measures,
@@ -208,11 +201,26 @@ def desired(snap: Snapshot, claims: Sequence[Claim], refusals: Sequence[Rejectio
         services.get(slot_svcs[slot])))
     if proxy is None or not service_addresses(proxy):
         missing.insert(0, f"{s.namespace}/{s.proxy_service}")
-    if since is not None and (hosts is not candidates or since.hosts is not since.candidates):
+    if since is not None and (hosts is not measured or since.hosts is not since.candidates):
         # The size limits refused objects, this pass or the last: not known from the routes.
         since = None
     return DesiredState(routed, hosts, default, tuple(claims), tuple(refusals), unverified,
-                        tuple(missing), metrics, candidates=candidates, fitted=got, since=since)
+                        tuple(missing), metrics, candidates=candidates, fitted=got, since=since,
+                        measured=measured, judged=judged)
+
+
+def _verify(snap: Snapshot, candidates: tuple[str, ...],
+            last: tuple[DesiredState, Collection[str]] | None, since: Since | None
+            ) -> tuple[Judged, Since | None]:
+    """Verification of the candidates, judged again only where something changed since the
+    last pass; ``since`` widened by the hosts whose outcome changed (None where not known)."""
+    held = snap.held if snap.held_hosts is None else snap.held_hosts
+    previous = last[0].judged if last is not None and since is not None else None
+    judged, moved = judge(candidates, snap.verdicts, held, previous,
+                          since.touched if since is not None else None)
+    if since is None or moved is None:
+        return judged, None
+    return judged, dataclasses.replace(since, touched=tuple(moved.union(since.touched)))
 
 
 def _since(last: tuple[DesiredState, Collection[str]] | None, routed: Routed,
@@ -226,7 +234,7 @@ def _since(last: tuple[DesiredState, Collection[str]] | None, routed: Routed,
             or state.routed.waiting or routed.settled != state.routed.settled
             or default != state.default_answers):
         return None
-    return Since(state.hosts, state.routed.answers, state.default_answers, state.candidates,
+    return Since(state.hosts, state.routed.answers, state.default_answers, state.measured,
                  tuple(touched))
 
 
