@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 from types import MappingProxyType
 
+import httpx2 as httpx
 import pytest
 
 from hairpin_proxy.kube import config as kconfig
@@ -126,3 +127,31 @@ def test_rotated_token_file_is_reread(fake_api: FakeApiServer, tmp_path: Path) -
     asyncio.run(main())
     assert [r.status for r in fake_api.requests("GET", r"/namespaces/default$")] == \
         [200, 401, 200]
+
+
+def test_an_answer_that_is_not_json_is_said_so() -> None:
+    """A proxy's HTML page where the API's JSON should be (or a truncated body) is an
+    ApiError in our words, whichever msgspec decodes it."""
+    async def main() -> None:
+        async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n")
+            body = b"<html>502 Bad Gateway</html>"
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: "
+                         + str(len(body)).encode() + b"\r\n\r\n" + body)
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(answer, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        client = KubeClient(httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}"))
+        try:
+            with pytest.raises(ApiError) as info:
+                await client.get(resource_path("v1", "configmaps", "default", "x"))
+            assert info.value.reason == "BadResponse"
+            assert "not JSON" in str(info.value)
+        finally:
+            await client.close()
+            server.close()
+            await server.wait_closed()
+
+    asyncio.run(main())

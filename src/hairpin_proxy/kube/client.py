@@ -37,6 +37,8 @@ def _plain(obj: Any) -> Any:
 # installed anyway (lightkube's own dependency).
 _encode = msgspec.json.Encoder(enc_hook=_plain).encode
 _decode = msgspec.json.Decoder().decode
+# What a body that is not JSON raises (msgspec 0.18's DecodeError is no ValueError).
+_NOT_JSON = (ValueError, msgspec.DecodeError)
 
 # What went wrong, in words, by the transport error's type (the first match in this order).
 _CAUSES: tuple[tuple[type[httpx.HTTPError], str], ...] = (
@@ -121,7 +123,7 @@ def _error_from(resp: httpx.Response, body: bytes) -> ApiError:
         if isinstance(status, dict) and status.get("kind") == "Status":
             reason = str(status.get("reason") or reason)
             message = str(status.get("message") or message)
-    except ValueError:
+    except _NOT_JSON:
         pass
     return ApiError(resp.status_code, reason, message)
 
@@ -172,7 +174,7 @@ class KubeClient:
             raise _error_from(resp, resp.content)
         try:
             out = _decode(resp.content) if resp.content else {}
-        except ValueError:
+        except _NOT_JSON:
             raise ApiError(0, "BadResponse", f"{method} {path}: response is not JSON") from None
         if not isinstance(out, dict):
             raise ApiError(0, "BadResponse", f"{method} {path}: response is not an object")
@@ -256,7 +258,7 @@ class KubeClient:
                             continue
                         try:
                             event = _decode(line)
-                        except ValueError:
+                        except _NOT_JSON:
                             raise ApiError(0, "BadResponse",
                                            f"watch {path}: bad line") from None
                         if isinstance(event, dict):
