@@ -19,9 +19,9 @@ from hairpin_proxy import corefile
 from hairpin_proxy.claims import ObjectRef
 from hairpin_proxy.plan import PlanSettings, answer_groups, plan, route_answers
 from hairpin_proxy.plan.answers import Pending, Routed
-from hairpin_proxy.plan.core import verified
 from hairpin_proxy.plan.objects import snapshot_of
 from hairpin_proxy.plan.snapshot import Rooms
+from hairpin_proxy.plan.verification import judge_all
 from hairpin_proxy.policy import HostPolicy
 from hairpin_proxy.targets import table
 from hairpin_proxy.targets.model import DEFAULT_KEY
@@ -87,9 +87,10 @@ def test_a_slot_without_its_service_waits_for_it() -> None:
 def test_verification_keeps_held_hosts_until_their_first_verdict() -> None:
     verdicts = {"ok.example.com": Verdict("ok.example.com", Code.VERIFIED, ""),
                 "far.example.com": Verdict("far.example.com", Code.NOT_THIS_CLUSTER, "")}
-    kept, refused, counts = verified(
-        ["ok.example.com", "far.example.com", "held.example.com", "new.example.com"],
+    got = judge_all(
+        ("ok.example.com", "far.example.com", "held.example.com", "new.example.com"),
         verdicts, ["held.example.com", "far.example.com"])
+    kept, refused, counts = got.hosts, got.unverified, got.counts
     assert kept == ("ok.example.com", "held.example.com")
     assert refused == {"far.example.com": "not-this-cluster", "new.example.com": "pending"}
     assert counts["pending"] == 2
@@ -100,8 +101,8 @@ def test_a_resolver_error_neither_withdraws_a_held_host_nor_adds_a_new_one() -> 
     where a host's DNS leads, so the rules stay as they are."""
     verdicts = {h: Verdict(h, Code.RESOLVER_ERROR, "timeout")
                 for h in ("held.example.com", "new.example.com")}
-    kept, refused, counts = verified(["held.example.com", "new.example.com"], verdicts,
-                                     ["held.example.com"])
+    got = judge_all(("held.example.com", "new.example.com"), verdicts, ["held.example.com"])
+    kept, refused, counts = got.hosts, got.unverified, got.counts
     assert kept == ("held.example.com",)
     assert refused == {"new.example.com": "resolver-error"}
     assert counts["resolver-error"] == 2

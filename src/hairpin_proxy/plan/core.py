@@ -30,7 +30,7 @@ from hairpin_proxy.plan.answers import Groups, Routed, answer_groups, route_answ
 from hairpin_proxy.plan.change import Since
 from hairpin_proxy.plan.claims import source_claims
 from hairpin_proxy.plan.snapshot import Rooms, Snapshot
-from hairpin_proxy.plan.verification import Judged, judge, judge_all
+from hairpin_proxy.plan.verification import Judged, judge
 from hairpin_proxy.policy import Rejection
 from hairpin_proxy.targets import table
 from hairpin_proxy.targets.discovery import service_addresses, service_of_host
@@ -39,7 +39,6 @@ from hairpin_proxy.targets.plan import Plan
 from hairpin_proxy.targets.plan import plan as plan_targets
 from hairpin_proxy.targets.resolve import TargetFacts
 from hairpin_proxy.targets.slots import service_name
-from hairpin_proxy.verify.verdict import Verdict
 
 VERDICTS = ("verified", "ip-mode-proxy", "not-this-cluster", "unresolved", "pending",
             "resolver-error")
@@ -111,16 +110,6 @@ def target_facts(snap: Snapshot) -> TargetFacts:
         nginx_proxies=snap.nginx_proxies, cluster_domain=s.cluster_domain,
         unreadable=snap.unreadable, extra=snap.extra_facts,
         default_service=service_of_host(s.target_server, s.cluster_domain, services))
-
-
-def verified(hosts: Iterable[str], verdicts: Mapping[str, Verdict], held: Iterable[str]
-             ) -> tuple[tuple[str, ...], dict[str, str], Counter[str]]:
-    """The hosts whose public DNS leads to this cluster (or, not known yet, that the rules
-    hold now: a restart neither withdraws nor adds before the first answer, and a resolver
-    that fails its first checks is no answer); the others with their verdict code; the count
-    per code."""
-    got = judge_all(tuple(hosts), verdicts, held)
-    return got.hosts, got.unverified, got.counts
 
 
 def routing_metrics(routed: Routed) -> dict[str, dict[str, float]]:
