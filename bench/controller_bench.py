@@ -1,4 +1,4 @@
-"""Controller benchmark against the fake API server (loopback HTTP), 10,000 Ingresses.
+"""Controller benchmark against the fake API server (loopback HTTPS), 10,000 Ingresses.
 
     python -m bench.controller_bench            # full run, writes docs/benchmarks-controller.md
     python -m bench.controller_bench --quick    # smaller and shorter, prints only
@@ -31,11 +31,13 @@ import json
 import os
 import platform
 import signal
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -52,6 +54,7 @@ from tests.fakeapi.fixtures import (
     service,
 )
 from tests.fakeapi.server import FakeApiServer
+from tests.fakeapi.tls import make_serving_cert
 
 from bench import corefile_bench
 from bench.corefile_bench import PROXY_IP, TEMPLATE_FORMAT, median_ms
@@ -210,6 +213,32 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def passes(port: int) -> float:
+    """The controller's reconcile passes so far, from its /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("hairpin_controller_reconciles_total"))
+
+
+def settle(port: int, seconds: float) -> None:
+    """Return once ``seconds`` went by without a pass: what the start-up set off (the
+    Services and EndpointSlices that follow the first write) is over, and a change is judged
+    after a quiet spell, as a lone change in a cluster is."""
+    def quiet() -> bool:
+        before = passes(port)
+        time.sleep(seconds)
+        return passes(port) == before
+
+    wait_until(quiet, 120, "a quiet controller")
+
+
 def loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
@@ -337,8 +366,14 @@ def run(count: int, events: int, steady: float, debounce: float | None,
     # An event comes after a quiet spell: past the debounce, and past the least interval
     # between two writes, which would otherwise hold the write back by design.
     quiet = max(DEFAULT_DEBOUNCE if debounce is None else debounce, WRITE_INTERVAL) + 0.05
-    with FakeApiServer() as api, tempfile.TemporaryDirectory() as tmp:
+    # HTTPS with the server's certificate as the kubeconfig's CA, as in a cluster: the
+    # client's trust store and its TLS streams are part of what the controller keeps.
+    with tempfile.TemporaryDirectory() as tmp, \
+            FakeApiServer(tls=make_serving_cert(Path(tmp))) as api:
         api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        # The events' namespace exists before they come: a new namespace is a change of its
+        # own, and a change right behind it would wait for the burst to end, by design.
+        api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}})
         # The proxy Service and a ready endpoint of it: without them the rules are withdrawn.
         api.create(service(NAMESPACE, "hairpin-proxy", cluster_ips=[PROXY_IP]))
         api.create(endpoint_slice(NAMESPACE, "hairpin-proxy"))
@@ -358,10 +393,14 @@ def run(count: int, events: int, steady: float, debounce: float | None,
         api.clear_requests()
         log = (Path(tmp) / "controller.log").open("wb")
 
+        # The admin endpoint is on, as it is by default: its /metrics tells when passes stop.
+        admin = free_port()
+
         def controller(*extra: str) -> subprocess.Popen[bytes]:
             return subprocess.Popen(
                 [sys.executable, "-m", "hairpin_proxy", "controller", "--kubeconfig",
-                 str(kubeconfig), "--namespace", NAMESPACE, "--admin-listen", "",
+                 str(kubeconfig), "--namespace", NAMESPACE,
+                 "--admin-listen", f"127.0.0.1:{admin}",
                  *flags, *extra, "--log-level", "info"],
                 stdout=log, stderr=log, cwd=ROOT)
 
@@ -391,6 +430,7 @@ def run(count: int, events: int, steady: float, debounce: float | None,
             out["rss_mib"] = rss_kib(proc.pid) / 1024
 
             latencies: list[float] = []
+            settle(admin, quiet)
             spy = start_profiler(proc.pid, profile)
             for i in range(events):
                 # A short request log keeps the polling below from loading the API server.
@@ -434,6 +474,7 @@ def run(count: int, events: int, steady: float, debounce: float | None,
             proc.terminate()
             proc.wait(20)
             wait_until(lambda: api.open_watches == 0, 30, "the first controller's watches closed")
+            admin = free_port()
             proc = controller("--no-leader-elect")
             wait_until(lambda: api.open_watches == out["open_watches"], 60,
                        "the second controller's watches open")
@@ -544,7 +585,7 @@ def report(r: dict[str, Any], before: dict[str, Any] | None = None) -> str:
         "",
         "Written by `python -m bench.controller_bench` (not part of the test suite). The",
         "controller runs as deployed, in its own process, against the in-repository fake API",
-        "server over loopback HTTP; the API server and the benchmark driver share the machine.",
+        "server over loopback HTTPS; the API server and the benchmark driver share the machine.",
         "The proxy Service (one ClusterIP) and a ready EndpointSlice of it exist throughout.",
         "",
         f"- Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "

@@ -20,6 +20,7 @@ import logging
 import posixpath
 import re
 import socket
+import ssl
 import threading
 import time
 import uuid
@@ -43,6 +44,7 @@ from tests.fakeapi.resources import CrdSpec, ResourceType
 from tests.fakeapi.selectors import matcher, parse_fields, parse_labels
 from tests.fakeapi.status import ApiError
 from tests.fakeapi.store import Obj, Store, Watcher, dumps
+from tests.fakeapi.tls import ServingCert
 from tests.waiting import until, wait_until
 
 log = logging.getLogger(__name__)
@@ -215,8 +217,12 @@ class FakeApiServer:
         seed_namespaces: Iterable[str] = ("default", "kube-system", "kube-public",
                                           "kube-node-lease"),
         service_cidrs: Iterable[str] = ("10.96.0.0/12",),
+        tls: ServingCert | None = None,
     ) -> None:
         self.host = host
+        # Served over HTTPS with this certificate, as a cluster's API server is; plain HTTP
+        # when None.
+        self.tls = tls
         self._port = port
         self._tokens: frozenset[str] | None = frozenset(tokens) if tokens is not None else None
         self.bookmark_interval = bookmark_interval
@@ -317,7 +323,12 @@ class FakeApiServer:
         sock.setblocking(False)
         self._port = sock.getsockname()[1]
         loop = asyncio.get_running_loop()
-        self._listener = await loop.create_server(self._runner.server, sock=sock)
+        ssl_context = None
+        if self.tls is not None:
+            ssl_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            ssl_context.load_cert_chain(self.tls.cert, self.tls.key)
+        self._listener = await loop.create_server(self._runner.server, sock=sock,
+                                                  ssl=ssl_context)
 
     def _close_connections(self) -> None:
         assert self._store is not None and self._runner is not None
@@ -344,7 +355,7 @@ class FakeApiServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self._port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self._port}"
 
     def write_kubeconfig(
         self,
@@ -360,10 +371,13 @@ class FakeApiServer:
             user["token"] = token
         if token_file is not None:
             user["tokenFile"] = str(token_file)
+        cluster: Obj = {"server": self.url}
+        if self.tls is not None:
+            cluster["certificate-authority"] = str(self.tls.cert)
         config = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "clusters": [{"name": "fake", "cluster": cluster}],
             "users": [{"name": "fake-user", "user": user}],
             "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake-user",
                                                       "namespace": namespace}}],
@@ -883,7 +897,8 @@ class FakeApiServer:
         if path == "/api":
             return _json({"kind": "APIVersions", "versions": groups[""],
                           "serverAddressByClientCIDRs": [
-                              {"clientCIDR": "0.0.0.0/0", "serverAddress": self.url[7:]}]})
+                              {"clientCIDR": "0.0.0.0/0",
+                               "serverAddress": f"{self.host}:{self._port}"}]})
         if path == "/apis":
             return _json({"kind": "APIGroupList", "apiVersion": "v1",
                           "groups": [self._group(g, v) for g, v in groups.items() if g]})
