@@ -197,8 +197,12 @@ def _writer(request: web.Request, applied: Any = None) -> mf.Writer:
                      applied=applied if isinstance(applied, dict) else None)
 
 
-def _strip_item(obj: Obj) -> Obj:
-    # Items in a real list answer carry no apiVersion/kind; only the list itself does.
+def _list_item(rt: ResourceType, obj: Obj) -> Obj:
+    """An object as a list answer carries it. A built-in type's items have no apiVersion or
+    kind (the typed list's items are converted without their TypeMeta); a custom resource's
+    list is unstructured, and its items keep both, as they are stored."""
+    if rt.crd:
+        return obj
     return {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
 
 
@@ -993,7 +997,7 @@ class FakeApiServer:
             if not selective:
                 meta["remainingItemCount"] = page.rest
         return _json({"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": meta,
-                      "items": [_strip_item(obj) for obj in page.items]})
+                      "items": [_list_item(rt, obj) for obj in page.items]})
 
     def _bookmark(self, rt: ResourceType, rv: int, initial_end: bool = False) -> Obj:
         md: Obj = {"resourceVersion": str(rv)}
@@ -1225,7 +1229,7 @@ class FakeApiServer:
         deleted = []
         for k, obj in sorted(self.store.snapshot(rt).items()):
             if (route.namespace is None or k[0] == route.namespace) and match(obj):
-                deleted.append(_strip_item(self.store.delete(rt, k[0] or None, k[1],
+                deleted.append(_list_item(rt, self.store.delete(rt, k[0] or None, k[1],
                                                              dry_run=dry)[0]))
         return _json({"kind": f"{rt.kind}List", "apiVersion": rt.api_version,
                       "metadata": {"resourceVersion": str(self.store.rv)}, "items": deleted})

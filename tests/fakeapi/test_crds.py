@@ -136,6 +136,10 @@ def test_versions_share_one_storage(fake_api: FakeApiServer, http: httpx.Client)
     assert listed["kind"] == "TLSRouteList"
     assert listed["apiVersion"] == "gateway.networking.k8s.io/v1alpha3"
     assert [i["metadata"]["name"] for i in listed["items"]] == ["t"]
+    # A custom resource's list is unstructured: its items keep apiVersion (the version asked
+    # for) and kind, where a built-in type's items have neither (test_server's list shape).
+    assert [(i["apiVersion"], i["kind"]) for i in listed["items"]] == [
+        ("gateway.networking.k8s.io/v1alpha3", "TLSRoute")]
     # A body whose apiVersion is not the path's is refused.
     wrong = http.post(v3, json=route("TLSRoute", "default", "u", api_version=(
         "gateway.networking.k8s.io/v1alpha2")))
