@@ -127,3 +127,26 @@ def test_a_new_spelling_of_known_names_is_normalized() -> None:
     assert set(checker.verdicts()) == {"c.example.test"}
     checker.update(["c.example.test", "D.example.test"], LbIndex())
     assert set(checker.verdicts()) == {"c.example.test", "d.example.test"}
+
+
+def test_the_due_queue_stays_bounded_under_host_churn() -> None:
+    """Dropped hosts leave stale entries in the queue of due lookups; churn must not grow it
+    without bound, and no stale entry may lead to a lookup of a host that went."""
+    async def body() -> None:
+        table = Table()
+        checker = HostChecker(table, interval=60)
+        for round_ in range(10):
+            hosts = [f"h{round_}-{i}.example.test" for i in range(100)]
+            checker.update(hosts, LbIndex())
+            # Every live host is due once; the rest of the queue is stale and kept in check.
+            assert len(checker._queue) <= 2 * len(hosts) + 64 + 1
+        table.answers = {probe_name(h): LB_IP for h in hosts}
+        checker.start()
+        try:
+            await until(asked_since(table, 0, {probe_name(h) for h in hosts}),
+                        what="the last round's hosts looked up")
+        finally:
+            await checker.stop()
+        assert set(table.asked) <= {probe_name(h) for h in hosts}
+
+    asyncio.run(body())
