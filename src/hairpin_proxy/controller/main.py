@@ -12,7 +12,7 @@ from pathlib import Path
 
 from hairpin_proxy import corefile
 from hairpin_proxy.admin import AdminServer, serve_admin
-from hairpin_proxy.controller import holds
+from hairpin_proxy.controller import heap, holds
 from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.reconciler import Controller
 from hairpin_proxy.controller.writers.configmap import MANAGED_BY, write_configmap
@@ -188,6 +188,7 @@ def run(settings: ControllerSettings) -> int:
     cluster = _cluster(settings.kubeconfig)
     if cluster is None:
         return 1
+    heap.map_large_blocks()
     # What the imports made (some hundred thousand objects) lives as long as the process:
     # out of the cyclic GC's sight, so that the full collections the first list's objects set
     # off do not walk it all again, on the way to the first write.
