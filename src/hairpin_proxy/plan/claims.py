@@ -21,6 +21,31 @@ from hairpin_proxy.registry import by_name
 from hairpin_proxy.targets.model import ingress_target
 
 
+class IngressClaim(Claim):
+    """An Ingress's claim, equal to ``Claim(host, target, ref, created)``: the reference is
+    made when read from the namespace, name and uid kept here (one object less for each of
+    tens of thousands of Ingresses). Its ``_origin`` is the namespace."""
+
+    __slots__ = ("_name", "_uid")
+    _name: str
+    _uid: str
+
+    def __init__(self, host: str, target: str, ref: ObjectRef, created: str) -> None:
+        _set(self, "host", host)
+        _set(self, "target", target)
+        _set(self, "created", created)
+        _set(self, "_origin", ref.namespace)
+        _set(self, "_name", ref.name)
+        _set(self, "_uid", ref.uid)
+
+    @property
+    def origin(self) -> ObjectRef:
+        return ObjectRef("Ingress", self._origin, self._name, self._uid, INGRESS_GROUP)
+
+
+_set = object.__setattr__
+
+
 def ingress_origin(obj: Mapping[str, Any], defaults: frozenset[str]
                    ) -> tuple[ObjectRef, str, str]:
     """An Ingress as the origin of its claims: (its reference, the target key its class asks

@@ -40,7 +40,7 @@ from hairpin_proxy.ingress.policy import (
     default_ingress_classes,
     evaluate_ingress,
 )
-from hairpin_proxy.plan.claims import ingress_origin, registered_claims
+from hairpin_proxy.plan.claims import IngressClaim, ingress_origin, registered_claims
 from hairpin_proxy.plan.core import (
     DesiredState,
     desired,
@@ -81,8 +81,8 @@ def ingress_made(obj: Obj, index: ClassIndex, defaults: frozenset[str], snap: Sn
         return (), result.rejections
     if len(result.hosts) == 1:
         # Nearly every Ingress: no generator, no de-duplication to do.
-        return (Claim(result.hosts[0], target, ref, created),), result.rejections
-    return (tuple(Claim(h, target, ref, created) for h in dict.fromkeys(result.hosts)),
+        return (IngressClaim(result.hosts[0], target, ref, created),), result.rejections
+    return (tuple(IngressClaim(h, target, ref, created) for h in dict.fromkeys(result.hosts)),
             result.rejections)
 
 
