@@ -226,6 +226,8 @@ def test_an_ingress_claim_is_the_claim_it_stands_for() -> None:
     assert compact == plain and plain == compact and hash(compact) == hash(plain)
     assert repr(compact) == repr(plain)
     assert compact.origin == ref and compact.origin.group == INGRESS_GROUP
+    # Made once, then kept: a pass over a size limit reads every origin.
+    assert compact.origin is compact.origin
     assert dict[Claim, int]({compact: 1})[plain] == 1 and len({plain, compact}) == 1
     for other in (dataclasses.replace(ref, uid="uid-2"), dataclasses.replace(ref, kind="X"),
                   dataclasses.replace(ref, namespace="web")):
