@@ -23,15 +23,14 @@ from hairpin_proxy.targets.model import ingress_target
 
 class IngressClaim(Claim):
     """An Ingress's claim, equal to ``Claim(host, target, ref, created)``: the reference is
-    made on its first read from the namespace, name and uid kept here, then kept (a pass
-    reads few origins, but one over a size limit reads every one, again on every pass).
-    Until then, one object less for each of tens of thousands of Ingresses. Its
-    ``_origin`` is the namespace."""
+    made on its first read from the namespace, name and uid kept here, then kept in place
+    of the namespace (a pass reads few origins, but one over a size limit reads every one,
+    again on every pass). Until then, one object less for each of tens of thousands of
+    Ingresses. Its ``_origin`` is the namespace until then."""
 
-    __slots__ = ("_name", "_ref", "_uid")
+    __slots__ = ("_name", "_uid")
     _name: str
     _uid: str
-    _ref: ObjectRef | None
 
     def __init__(self, host: str, target: str, ref: ObjectRef, created: str) -> None:
         _set(self, "host", host)
@@ -40,14 +39,14 @@ class IngressClaim(Claim):
         _set(self, "_origin", ref.namespace)
         _set(self, "_name", ref.name)
         _set(self, "_uid", ref.uid)
-        _set(self, "_ref", None)
 
     @property
     def origin(self) -> ObjectRef:
-        ref = self._ref
-        if ref is None:
-            ref = ObjectRef("Ingress", self._origin, self._name, self._uid, INGRESS_GROUP)
-            _set(self, "_ref", ref)
+        kept = self._origin
+        if isinstance(kept, ObjectRef):
+            return kept
+        ref = ObjectRef("Ingress", kept, self._name, self._uid, INGRESS_GROUP)
+        _set(self, "_origin", ref)
         return ref
 
 
