@@ -207,3 +207,42 @@ def test_a_wildcard_is_one_name_whichever_source_claims_it() -> None:
     winners, losers, origins = resolve([same, ingress])
     assert winners == {"**.example.com": ingress} and losers == []
     assert origins["**.example.com"] == (ingress, same)
+
+
+def test_an_ingress_claim_is_the_claim_it_stands_for() -> None:
+    """The Planner's compact form of an Ingress's claim (its reference made when read) is
+    equal, hashed, shown, matched, copied and frozen as the plain claim of the same fields,
+    and a claim of another origin or field differs from it."""
+    import copy
+    import dataclasses
+    import pickle
+
+    from hairpin_proxy.ingress.names import INGRESS_GROUP
+    from hairpin_proxy.plan.claims import IngressClaim
+
+    ref = ObjectRef("Ingress", "shop", "web", "uid-1", INGRESS_GROUP)
+    plain = Claim("a.example.com", "default", ref, "2024-01-01T00:00:00Z")
+    compact = IngressClaim("a.example.com", "default", ref, "2024-01-01T00:00:00Z")
+    assert compact == plain and plain == compact and hash(compact) == hash(plain)
+    assert repr(compact) == repr(plain)
+    assert compact.origin == ref and compact.origin.group == INGRESS_GROUP
+    # Made once, then kept: a pass over a size limit reads every origin.
+    assert compact.origin is compact.origin
+    assert dict[Claim, int]({compact: 1})[plain] == 1 and len({plain, compact}) == 1
+    for other in (dataclasses.replace(ref, uid="uid-2"), dataclasses.replace(ref, kind="X"),
+                  dataclasses.replace(ref, namespace="web")):
+        assert IngressClaim("a.example.com", "default", other, plain.created) != plain \
+            or other.kind != "Ingress"
+        assert Claim("a.example.com", "default", other, plain.created) != compact
+    assert compact != Claim("b.example.com", "default", ref, plain.created)
+    assert compact != Claim("a.example.com", "other", ref, plain.created)
+    assert compact != Claim("a.example.com", "default", ref, "2025-01-01T00:00:00Z")
+    assert copy.deepcopy(compact) == plain and pickle.loads(pickle.dumps(compact)) == plain
+    match compact:
+        case Claim(host, target, origin, created):
+            assert (host, target, origin, created) == ("a.example.com", "default", ref,
+                                                       plain.created)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        compact.host = "b.example.com"  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plain.target = "other"  # type: ignore[misc]

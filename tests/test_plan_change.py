@@ -20,7 +20,7 @@ from hairpin_proxy.controller.writers import Desired, Held
 from hairpin_proxy.plan import PlanSettings, Snapshot, plan
 from hairpin_proxy.plan.answers import Regrouper, answer_groups
 from hairpin_proxy.plan.core import DesiredState
-from hairpin_proxy.plan.incremental import Planner, _changes
+from hairpin_proxy.plan.incremental import Planner, _carried, _changes
 from hairpin_proxy.plan.snapshot import Rooms
 from hairpin_proxy.policy import HostPolicy
 from hairpin_proxy.verify.verdict import Code, Verdict
@@ -201,12 +201,14 @@ def test_a_lone_new_ingress_is_planned_from_the_change() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.integers(0, 12), st.lists(st.tuples(st.sampled_from(["add", "delete", "replace"]),
+@given(st.integers(0, 12), st.lists(st.tuples(st.sampled_from(["add", "delete", "replace",
+                                                                "swap"]),
                                               st.integers(0, 20)), max_size=4))
 def test_the_objects_that_changed_are_those_a_set_comparison_finds(
         size: int, edits: list[tuple[str, int]]) -> None:
     """``_changes`` (positions compared, a lone deletion as a shift) against sets of
-    objects: what a cache's list looks like after adds, deletions and replacements."""
+    objects: what a cache's list looks like after adds, deletions, replacements and a
+    reordering; ``_carried`` lays out what was kept per object as the objects went."""
     old: list[dict[str, object]] = [{"n": i} for i in range(size)]
     now = list(old)
     for what, at in edits:
@@ -214,9 +216,19 @@ def test_the_objects_that_changed_are_those_a_set_comparison_finds(
             now.append({"n": "new"})
         elif now and what == "delete":
             del now[at % len(now)]
+        elif now and what == "swap":
+            # The same objects in another order (nothing new, nothing gone).
+            i, j = at % len(now), (at + 1) % len(now)
+            now[i], now[j] = now[j], now[i]
         elif now:
             now[at % len(now)] = {"n": "changed"}
-    gone, new = _changes(old, now)
+    gone_at, new, layout = _changes(old, now)
+    gone = [old[i] for i in gone_at]
+    # Each object neither new nor gone is carried from where it was: ``made`` (one item per
+    # object) follows the objects.
+    carried = _carried(list(old), layout, len(now))
+    assert len(carried) == len(now)
+    assert all(carried[i] is now[i] for i in range(len(now)) if i not in new)
     before, after = {id(o) for o in old}, {id(o) for o in now}
     # Every object that went is told gone, every new one new; one told both (moved: the
     # positions compared) is forgotten and read again, which changes nothing.

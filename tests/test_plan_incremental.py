@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import operator
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -184,6 +185,16 @@ def snapshot(base: list[dict[str, Any]], state: dict[Key, dict[str, Any]], s: Pl
 
 def same(inc: DesiredState, full: DesiredState) -> None:
     assert inc.routed == full.routed
+    # The incremental plan's per-host maps are views read from its claims: each host asked
+    # (those it has, those the other has, and the forms a wildcard may take) as the dicts.
+    wild = [f"*{h}" for h in HOSTS if h.startswith("*.")]
+    for host in {*inc.plan.origins, *full.plan.origins, *inc.plan.routes, *HOSTS, *wild}:
+        assert inc.plan.origins.get(host) == full.plan.origins.get(host)
+        assert inc.plan.routes.get(host) == full.plan.routes.get(host)
+        assert (host in inc.plan.origins, host in inc.plan.routes) == \
+            (host in full.plan.origins, host in full.plan.routes)
+    assert len(inc.plan.origins) == len(full.plan.origins)
+    assert list(inc.plan.routes) == sorted(full.plan.routes)
     assert inc.hosts == full.hosts
     assert inc.default_answers == full.default_answers
     assert inc.unverified == full.unverified
@@ -228,9 +239,10 @@ def test_an_unchanged_snapshot_re_plans_no_host() -> None:
     base = base_objects()
     planner = Planner()
     first = planner.plan(snapshot(base, state, s, None))
-    made = dict(planner._ingresses.made)
+    made, read = list(planner._ingresses.made), planner.ingresses_read
     again = planner.plan(snapshot(base, state, s, None))
-    assert planner._ingresses.made == made
+    assert all(map(operator.is_, planner._ingresses.made, made))
+    assert planner.ingresses_read == read
     assert again.hosts == first.hosts == ("h0.example.com", "h1.example.com", "h2.example.com")
 
 
@@ -262,3 +274,69 @@ def test_namespaces_re_read_routes_only_under_a_namespace_selector() -> None:
     assert planner.routes_read > read
     assert set(both.hosts) - set(selected.hosts) == {"h1.example.com"}
     assert both.hosts == plan(snapshot(base, state, s, None)).hosts
+
+
+def test_a_host_whose_claims_go_from_one_to_several_and_back() -> None:
+    """A name's claims move between the lone-claim form and the several-claims form (with
+    its decision) as objects come and go: its origins, route and losers are the full
+    plan's at each step, and the host an Ingress's "*.d" and a route's "**.d" are decided
+    as follows the winner."""
+    s = PlanSettings(HostPolicy(), settle=0.0)
+    base = base_objects()
+    state: dict[Key, dict[str, Any]] = {
+        ("Gateway", "web", "public"): gateway(None),
+        ("ClientTrafficPolicy", "web", "proxy"): corpus_object("ClientTrafficPolicy"),
+        ("Ingress", "a", "x0"): ingress("a", "x0", ["h0.example.com", "*.example.com"], None,
+                                        created=TIMES[2], uid=0)}
+    steps: list[tuple[Key, dict[str, Any] | None]] = [
+        # The same name for the same target: two origins.
+        (("Ingress", "b", "x1"), ingress("b", "x1", ["h0.example.com"], None,
+                                         created=TIMES[2], uid=1)),
+        # Older, for another target: it wins, both Ingresses lose.
+        (("HTTPRoute", "a", "r0"), route("a", "r0", ["h0.example.com", "*.example.com"],
+                                         TIMES[0], 0)),
+        (("Ingress", "a", "x0"), None),
+        (("HTTPRoute", "a", "r0"), None),
+        (("Ingress", "b", "x1"), None),
+    ]
+    planner = Planner()
+    origins = []
+    for version, (key, obj) in enumerate([(None, None), *steps]):
+        if key is not None and obj is None:
+            del state[key]
+        elif key is not None and obj is not None:
+            state[key] = {**obj, "metadata": {**obj["metadata"],
+                                              "resourceVersion": str(version)}}
+        snap = snapshot(base, state, s, None)
+        inc, full = planner.plan(snap), plan(snap)
+        same(inc, full)
+        origins.append((len(inc.plan.origins.get("h0.example.com") or ()),
+                        len(inc.plan.losers), "**.example.com" in inc.plan.origins))
+    # (h0's origins, the losing claims, whether the wildcard is the route's any-depth one)
+    assert origins == [(1, 0, False), (2, 0, False), (1, 3, True), (1, 1, True),
+                       (1, 0, False), (0, 0, False)]
+
+
+def test_objects_in_another_order_keep_what_they_made() -> None:
+    """More objects than the positions are compared for, reordered with one gone and one
+    changed: what each made follows it (none is read again but the changed one), and the
+    plan is the full plan's."""
+    s = PlanSettings(HostPolicy(), settle=0.0)
+    base = base_objects()
+    state: dict[Key, dict[str, Any]] = {}
+    for i in range(80):
+        state[("Ingress", "a", f"x{i}")] = ingress("a", f"x{i}", [f"h{i % 70}.example.com"],
+                                                   None, created=TIMES[i % 3], uid=i)
+        state[("Ingress", "a", f"x{i}")]["metadata"]["resourceVersion"] = "1"
+    planner = Planner()
+    same(planner.plan(snapshot(base, state, s, None)), plan(snapshot(base, state, s, None)))
+    read = planner.ingresses_read
+    order = list(reversed(state))
+    del state[order.pop(3)]
+    state[order[10]] = ingress("a", order[10][2], ["new.example.com"], None, created=TIMES[0],
+                               uid=99)
+    state[order[10]]["metadata"]["resourceVersion"] = "2"
+    state = {k: state[k] for k in order}
+    snap = snapshot(base, state, s, None)
+    same(planner.plan(snap), plan(snap))
+    assert planner.ingresses_read == read + 1

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import FrozenInstanceError, dataclass
 from datetime import UTC, datetime
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,13 +40,63 @@ class ObjectRef:
             else f"{self.kind} {self.name}"
 
 
-@dataclass(frozen=True, slots=True)
 class Claim:
-    host: str
-    target: str
-    origin: ObjectRef
-    # The origin's creationTimestamp (RFC 3339); anything unreadable counts as newest.
-    created: str
+    """``origin`` asks for ``host`` for the data plane ``target``. A frozen value: equal,
+    hashed and shown by its four fields whatever its class (a subclass may keep its origin
+    in another form and make it when read: one object per Ingress is worth it)."""
+
+    __slots__ = ("_origin", "created", "host", "target")
+    __match_args__ = ("host", "target", "origin", "created")
+    if TYPE_CHECKING:
+        # Read-only to the type checker, as the frozen fields they are (slots at run time).
+        @property
+        def host(self) -> str: ...
+        @property
+        def target(self) -> str: ...
+        # The origin's creationTimestamp (RFC 3339); anything unreadable counts as newest.
+        @property
+        def created(self) -> str: ...
+    # The origin (a subclass's own form of it).
+    _origin: Any
+
+    def __init__(self, host: str, target: str, origin: ObjectRef, created: str) -> None:
+        _set(self, "host", host)
+        _set(self, "target", target)
+        _set(self, "created", created)
+        _set(self, "_origin", origin)
+
+    @property
+    def origin(self) -> ObjectRef:
+        got: ObjectRef = self._origin
+        return got
+
+    def _fields(self) -> tuple[str, str, ObjectRef, str]:
+        return (self.host, self.target, self.origin, self.created)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Claim):
+            return NotImplemented
+        return self is other or self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return (f"Claim(host={self.host!r}, target={self.target!r}, origin={self.origin!r}, "
+                f"created={self.created!r})")
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __reduce__(self) -> tuple[type[Claim], tuple[str, str, ObjectRef, str]]:
+        # Copied or pickled as the plain claim it equals.
+        return (Claim, self._fields())
+
+
+_set = object.__setattr__
 
 
 class Resolution(NamedTuple):

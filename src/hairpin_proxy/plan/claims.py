@@ -21,6 +21,38 @@ from hairpin_proxy.registry import by_name
 from hairpin_proxy.targets.model import ingress_target
 
 
+class IngressClaim(Claim):
+    """An Ingress's claim, equal to ``Claim(host, target, ref, created)``: the reference is
+    made on its first read from the namespace, name and uid kept here, then kept in place
+    of the namespace (a pass reads few origins, but one over a size limit reads every one,
+    again on every pass). Until then, one object less for each of tens of thousands of
+    Ingresses. Its ``_origin`` is the namespace until then."""
+
+    __slots__ = ("_name", "_uid")
+    _name: str
+    _uid: str
+
+    def __init__(self, host: str, target: str, ref: ObjectRef, created: str) -> None:
+        _set(self, "host", host)
+        _set(self, "target", target)
+        _set(self, "created", created)
+        _set(self, "_origin", ref.namespace)
+        _set(self, "_name", ref.name)
+        _set(self, "_uid", ref.uid)
+
+    @property
+    def origin(self) -> ObjectRef:
+        kept = self._origin
+        if isinstance(kept, ObjectRef):
+            return kept
+        ref = ObjectRef("Ingress", kept, self._name, self._uid, INGRESS_GROUP)
+        _set(self, "_origin", ref)
+        return ref
+
+
+_set = object.__setattr__
+
+
 def ingress_origin(obj: Mapping[str, Any], defaults: frozenset[str]
                    ) -> tuple[ObjectRef, str, str]:
     """An Ingress as the origin of its claims: (its reference, the target key its class asks

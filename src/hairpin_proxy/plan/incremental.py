@@ -27,7 +27,7 @@ import itertools
 import operator
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -40,7 +40,7 @@ from hairpin_proxy.ingress.policy import (
     default_ingress_classes,
     evaluate_ingress,
 )
-from hairpin_proxy.plan.claims import ingress_origin, registered_claims
+from hairpin_proxy.plan.claims import IngressClaim, ingress_origin, registered_claims
 from hairpin_proxy.plan.core import (
     DesiredState,
     desired,
@@ -56,6 +56,8 @@ from hairpin_proxy.targets.resolve import TargetFacts, Unresolved
 
 Made = tuple[tuple[Claim, ...], tuple[Rejection, ...]]
 _NONE: Made = ((), ())
+# Where the objects of the last list went (see ``_changes``).
+Layout = list[int] | int | None
 
 
 def same_items(a: Sequence[Any] | None, b: Sequence[Any] | None) -> bool:
@@ -79,8 +81,8 @@ def ingress_made(obj: Obj, index: ClassIndex, defaults: frozenset[str], snap: Sn
         return (), result.rejections
     if len(result.hosts) == 1:
         # Nearly every Ingress: no generator, no de-duplication to do.
-        return (Claim(result.hosts[0], target, ref, created),), result.rejections
-    return (tuple(Claim(h, target, ref, created) for h in dict.fromkeys(result.hosts)),
+        return (IngressClaim(result.hosts[0], target, ref, created),), result.rejections
+    return (tuple(IngressClaim(h, target, ref, created) for h in dict.fromkeys(result.hosts)),
             result.rejections)
 
 
@@ -141,26 +143,42 @@ def version_of(obj: Obj) -> tuple[str, str] | None:
     return (str(meta.get("uid") or ""), str(rv)) if rv else None
 
 
-def _changes(old: list[Any], now: list[Any]) -> tuple[list[Any], list[int]]:
-    """(the objects of ``old`` gone from ``now``, the positions in ``now`` of objects new to
-    it). A cache replaces a changed object where it was and adds new ones at the end: then
-    the lists are compared position by position in C (well under a millisecond for
-    10,000); a deletion shifts the rest by one place, which is compared so too; anything
-    else as sets of objects."""
+def _changes(old: list[Any], now: list[Any]) -> tuple[list[int], list[int], Layout]:
+    """(the positions in ``old`` of objects gone from ``now``, the positions in ``now`` of
+    objects new to it, where the others went: None when each stayed at its position, an
+    int when the one object at that position was deleted and the rest moved up, else for
+    each position in ``now`` the position in ``old`` of its object, -1 when new). A cache
+    replaces a changed object where it was and adds new ones at the end: then the lists are
+    compared position by position in C (well under a millisecond for 10,000); a deletion
+    shifts the rest by one place, which is compared so too; anything else as sets of
+    objects."""
     n = len(old)
     if len(now) >= n:
         moved = list(itertools.compress(range(n), map(operator.is_not, now[:n], old)))
         if len(moved) <= 64:
-            return [old[i] for i in moved], [*moved, *range(n, len(now))]
+            return moved, [*moved, *range(n, len(now))], None
     elif len(now) == n - 1:
         at = next(itertools.compress(range(n - 1), map(operator.is_not, now, old)), n - 1)
         if not any(map(operator.is_not, itertools.islice(now, at, None),
                        itertools.islice(old, at + 1, None))):
-            return [old[at]], []
-    before, after = set(map(id, old)), set(map(id, now))
-    gone, new = before - after, after - before
-    return (list(itertools.compress(old, map(gone.__contains__, map(id, old)))),
-            list(itertools.compress(range(len(now)), map(new.__contains__, map(id, now)))))
+            return [at], [], at
+    before = {id(o): i for i, o in enumerate(old)}
+    where = [before.get(id(o), -1) for o in now]
+    kept = set(where)
+    return ([i for i in range(n) if i not in kept],
+            list(itertools.compress(range(len(now)), map((-1).__eq__, where))), where)
+
+
+def _carried(made: list[Any], layout: Layout, size: int) -> list[Any]:
+    """``made`` (one item per object of the old list) laid out as ``_changes`` says the
+    objects went (``size`` of them); a new object's place holds ``()`` for now."""
+    if layout is None:
+        made.extend(itertools.repeat((), size - len(made)))
+        return made
+    if isinstance(layout, int):
+        del made[layout]
+        return made
+    return [made[i] if i >= 0 else () for i in layout]
 
 
 def _tuple(claims: Claim | tuple[Claim, ...]) -> tuple[Claim, ...]:
@@ -174,12 +192,13 @@ class _PerObject:
 
     def __init__(self) -> None:
         self.context: tuple[Any, ...] | None = None
-        # id(object) → its claims (a lone claim as itself: nearly every object makes one, and
-        # tens of thousands of one-claim tuples cost a megabyte); ``objs`` holds the objects
-        # (in the order last given), which keeps each id theirs.
-        self.made: dict[int, Claim | tuple[Claim, ...]] = {}
+        # The objects in the order last given, and each one's claims at its position (a
+        # lone claim as itself: nearly every object makes one, and tens of thousands of
+        # one-claim tuples cost a megabyte; a list, not a map by id: ints and a hash table
+        # for every object cost another).
         self.objs: list[Any] = []
-        # The objects with refusals (few): their refusals.
+        self.made: list[Claim | tuple[Claim, ...]] = []
+        # The objects with refusals (few), by id (``objs`` keeps each id theirs).
         self.flagged: dict[int, tuple[Rejection, ...]] = {}
         # How many objects were read (made anew) so far.
         self.count = 0
@@ -189,29 +208,34 @@ class _PerObject:
         """``key(item)`` is the object of an item of ``objs`` (None: the item itself);
         ``make(item)`` its claims and refusals."""
         if context != self.context:
-            for claims in self.made.values():
+            for claims in self.made:
                 removed.extend(_tuple(claims))
-            self.made, self.flagged, self.objs, self.context = {}, {}, [], context
+            self.made, self.flagged, self.objs, self.context = [], {}, [], context
         items = list(objs)
         now = items if key is None else list(map(key, items))
-        gone, new = _changes(self.objs, now)
+        old, made = self.objs, self.made
+        gone, new, layout = _changes(old, now)
         self.objs = now
+        was = [(old[i], made[i]) for i in gone]
+        # Carried even when no object came or went: the same objects in another order.
+        self.made = _carried(made, layout, len(now))
         if gone or new:
-            self._apply(gone, [items[i] for i in new], key or (lambda o: o), make=make,
+            self._apply(was, [(i, items[i]) for i in new], key or (lambda o: o), make=make,
                         added=added, removed=removed)
 
-    def _apply(self, gone: list[Any], new: list[Any], of: Any, *, make: Any,
-               added: list[Claim], removed: list[Claim]) -> None:
+    def _apply(self, gone: list[tuple[Any, Claim | tuple[Claim, ...]]],
+               new: list[tuple[int, Any]], of: Any, *, make: Any, added: list[Claim],
+               removed: list[Claim]) -> None:
         made, flagged = self.made, self.flagged
         recycled: dict[tuple[str, str], Made] = {}
-        for obj in gone:
-            was = (_tuple(made.pop(id(obj))), flagged.pop(id(obj), ()))
+        for obj, claims in gone:
+            was = (_tuple(claims), flagged.pop(id(obj), ()))
             version = version_of(obj)
             if version is None:
                 removed.extend(was[0])
             else:
                 recycled[version] = was
-        for item in new:
+        for at, item in new:
             obj = of(item)
             version = version_of(obj)
             got: Made | None = recycled.pop(version) if version in recycled else None
@@ -220,7 +244,7 @@ class _PerObject:
                 self.count += 1
                 added.extend(got[0])
             claims = got[0]
-            made[id(obj)] = claims[0] if len(claims) == 1 else claims
+            made[at] = claims[0] if len(claims) == 1 else claims
             if got[1]:
                 flagged[id(obj)] = got[1]
         for left in recycled.values():
@@ -230,89 +254,111 @@ class _PerObject:
         return [r for refused in self.flagged.values() for r in refused]
 
 
-def _hosts_of(key: str) -> tuple[str, ...]:
-    """The hosts a name may be decided as (``resolve_key`` in reverse)."""
-    return (key, "*" + key) if key.startswith("*.") else (key,)
+def _key_of(host: str) -> str:
+    """The name a decided host was decided under (``resolve_key`` of its claims)."""
+    return host[1:] if host.startswith("**.") else host
 
 
 class _Hosts:
     """targets.plan's per-name work, kept: the claims of each name, its decision, the route
-    (or exclusion) of its host. A name with one claim (nearly all) keeps the claim alone."""
+    (or exclusion) of its host. Each host's origins and route are read from its claims (see
+    ``_Origins`` and ``_Routes``): kept apart, they cost more than their claims."""
 
     def __init__(self) -> None:
-        self.by_key: dict[str, Claim | list[Claim]] = {}
+        # The claims of each name: a name with one claim (nearly all) has the claim alone
+        # in ``single``, one with several all of them in ``several``; every claim is in one.
+        self.single: dict[str, Claim] = {}
+        self.several: dict[str, list[Claim]] = {}
         self.asked: Counter[str] = Counter()
-        # The decisions among several claims (a few); a name with one claim is decided by it
-        # alone, and its host is the name (or, for "*.d", possibly "**.d").
+        # The decisions of the names in ``several``; a name with one claim is decided by it
+        # alone, and its host is the claim's.
         self.decided: dict[str, Decision] = {}
-        self.routes: dict[str, str] = {}
-        # The routes to a target other than the default (a few thousand of ten).
+        # The routes to a target other than the default (a few thousand of ten); the other
+        # routed hosts go to the default target.
         self.slotted: dict[str, str] = {}
-        self.origins: dict[str, tuple[ObjectRef, ...]] = {}
         self.excluded: dict[str, Unresolved] = {}
+        # The routed hosts, sorted.
         self.sorted: list[str] = []
         self.losing: set[str] = set()
         # The hosts the last ``route`` decided again (None: every host).
         self.changed: set[str] | None = None
 
-    def change(self, added: Iterable[Claim], removed: Iterable[Claim]) -> set[str]:
-        """The names whose claims changed."""
-        touched: set[str] = set()
-        by_key, asked = self.by_key, self.asked
+    def claims(self) -> list[Claim]:
+        """Every claim, as often as it was made."""
+        return [*self.single.values(), *itertools.chain.from_iterable(self.several.values())]
+
+    def host_of(self, key: str) -> str | None:
+        """The host a name was decided as (None: no claim has it)."""
+        one = self.single.get(key)
+        if one is not None:
+            return one.host
+        got = self.decided.get(key)
+        return None if got is None else got[0]
+
+    def routed(self, host: str) -> bool:
+        return host not in self.excluded and self.host_of(_key_of(host)) == host
+
+    def change(self, added: Iterable[Claim], removed: Iterable[Claim]) -> dict[str, str | None]:
+        """The names whose claims changed, each with the host it had been decided as."""
+        touched: dict[str, str | None] = {}
+        single, several, asked = self.single, self.several, self.asked
         for c in removed:
             key = resolve_key(c)
-            found = by_key[key]
-            if isinstance(found, Claim):
-                del by_key[key]
-            else:
+            if key not in touched:
+                touched[key] = self.host_of(key)
+            if single.pop(key, None) is None:
+                found = several[key]
                 found.remove(c)
                 if len(found) == 1:
-                    by_key[key] = found[0]
+                    single[key] = found[0]
+                    del several[key]
             asked[c.target] -= 1
             if not asked[c.target]:
                 del asked[c.target]
-            touched.add(key)
         for c in added:
             key = resolve_key(c)
-            there = by_key.get(key)
-            if there is None:
-                by_key[key] = c
-            elif isinstance(there, Claim):
-                by_key[key] = [there, c]
+            if key not in touched:
+                touched[key] = self.host_of(key)
+            there = single.pop(key, None)
+            if there is not None:
+                several[key] = [there, c]
+            elif key in several:
+                several[key].append(c)
             else:
-                there.append(c)
+                single[key] = c
             asked[c.target] += 1
-            touched.add(key)
         return touched
 
-    def route(self, keys: Iterable[str], outcome: tuple[Any, ...], *, full: bool) -> None:
+    def route(self, keys: Mapping[str, str | None], outcome: tuple[Any, ...], *,
+              full: bool) -> None:
+        """Decide and route the names ``keys``, each with the host it had been decided as
+        (``full``: every name, decided afresh)."""
         fallbacks, unresolved, slots, max_slots = outcome
         target = renamer(fallbacks)
         if full:
-            for kept in (self.decided, self.routes, self.slotted, self.origins, self.excluded,
-                         self.losing):
+            for kept in (self.decided, self.slotted, self.excluded, self.losing):
                 kept.clear()
         changed: set[str] = set()
+        routed: list[str] = []
         for key in keys:
-            old = self.decided.pop(key, None)
-            for host in (old[0],) if old is not None else _hosts_of(key):
-                if self._forget(host):
-                    changed.add(host)
+            old = keys[key]
+            self.decided.pop(key, None)
+            if old is not None:
+                self.slotted.pop(old, None)
+                self.excluded.pop(old, None)
+                changed.add(old)
             self.losing.discard(key)
-            found = self.by_key.get(key)
-            if found is None:
-                continue
-            agree: tuple[Claim, ...]
-            if isinstance(found, Claim):
-                host, winner, agree = found.host, found, (found,)
-            else:
-                got = self.decided[key] = decide(key, found, target)
-                host, winner, agree, lost = got
+            found = self.single.get(key)
+            if found is not None:
+                host, winner = found.host, found
+            elif key in self.several:
+                got = self.decided[key] = decide(key, self.several[key], target)
+                host, winner, _, lost = got
                 if lost:
                     self.losing.add(key)
+            else:
+                continue
             changed.add(host)
-            self.origins[host] = (winner.origin,) if len(agree) == 1 else tuple(
-                c.origin for c in agree)
             k = fallbacks.get(winner.target, winner.target)
             if k in unresolved:
                 self.excluded[host] = unresolved[k]
@@ -320,29 +366,31 @@ class _Hosts:
                 self.excluded[host] = Unresolved(
                     k, "target-not-found", f"no slot left for {k} (--max-targets {max_slots})")
             else:
-                self.routes[host] = k
+                routed.append(host)
                 if k != DEFAULT_KEY:
                     self.slotted[host] = k
-        self._resort(changed, full)
+        self._resort(routed if full else changed, full)
         self.changed = None if full else changed
 
-    def _forget(self, host: str) -> bool:
-        """Whether ``host`` had been decided (every decided host has its origins)."""
-        self.routes.pop(host, None)
-        self.slotted.pop(host, None)
-        self.excluded.pop(host, None)
-        return self.origins.pop(host, None) is not None
-
-    def _resort(self, changed: set[str], full: bool) -> None:
-        if full or len(changed) > 64:
-            self.sorted = sorted(self.routes)
+    def _resort(self, changed: Iterable[str], full: bool) -> None:
+        """``sorted`` after ``route``: ``changed`` are every routed host when ``full``, else
+        the hosts that may have come or gone."""
+        if full:
+            self.sorted = sorted(changed)
+            return
+        changed = list(changed)
+        if len(changed) > 64:
+            now = set(self.sorted).difference(changed)
+            now.update(filter(self.routed, changed))
+            self.sorted = sorted(now)
             return
         for host in changed:
             at = bisect.bisect_left(self.sorted, host)
             present = at < len(self.sorted) and self.sorted[at] == host
-            if host in self.routes and not present:
+            routed = self.routed(host)
+            if routed and not present:
                 self.sorted.insert(at, host)
-            elif host not in self.routes and present:
+            elif not routed and present:
                 del self.sorted[at]
 
     def losers(self) -> tuple[tuple[Claim, Claim], ...]:
@@ -350,6 +398,73 @@ class _Hosts:
         for key in sorted(self.losing):
             out.extend(self.decided[key][3])
         return tuple(out)
+
+
+class _Origins(Mapping[str, tuple[ObjectRef, ...]]):
+    """host → every origin that asked for it for its winning target (``Plan.origins``),
+    read from the claims the ``_Hosts`` keep: a read-only view, valid until they change."""
+
+    __slots__ = ("_hosts",)
+
+    def __init__(self, hosts: _Hosts) -> None:
+        self._hosts = hosts
+
+    def get(self, host: str, default: Any = None) -> Any:
+        # Read for every host when over a size limit: ``_key_of`` inlined.
+        key = host[1:] if host.startswith("**.") else host
+        one = self._hosts.single.get(key)
+        if one is not None:
+            return (one.origin,) if one.host == host else default
+        got = self._hosts.decided.get(key)
+        if got is None or got[0] != host:
+            return default
+        return tuple(c.origin for c in got[2])
+
+    def __getitem__(self, host: str) -> tuple[ObjectRef, ...]:
+        got: tuple[ObjectRef, ...] | None = self.get(host)
+        if got is None:
+            raise KeyError(host)
+        return got
+
+    def __contains__(self, host: object) -> bool:
+        return isinstance(host, str) and self.get(host) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        yield from (c.host for c in self._hosts.single.values())
+        yield from (d[0] for d in self._hosts.decided.values())
+
+    def __len__(self) -> int:
+        return len(self._hosts.single) + len(self._hosts.decided)
+
+
+class _Routes(Mapping[str, str]):
+    """host → target key, for every routed host (``Plan.routes``): the sorted hosts, each
+    to the default target unless slotted. A read-only view, as ``_Origins``."""
+
+    __slots__ = ("_hosts",)
+
+    def __init__(self, hosts: _Hosts) -> None:
+        self._hosts = hosts
+
+    def get(self, host: str, default: Any = None) -> Any:
+        if not isinstance(host, str) or not self._hosts.routed(host):
+            return default
+        return self._hosts.slotted.get(host, DEFAULT_KEY)
+
+    def __getitem__(self, host: str) -> str:
+        got: str | None = self.get(host)
+        if got is None:
+            raise KeyError(host)
+        return got
+
+    def __contains__(self, host: object) -> bool:
+        return self.get(host) is not None  # type: ignore[arg-type]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._hosts.sorted)
+
+    def __len__(self) -> int:
+        return len(self._hosts.sorted)
 
 
 class Planner:
@@ -361,10 +476,6 @@ class Planner:
         self._registered: tuple[Any, ...] | None = None
         self._registered_made: Made = _NONE
         self._hosts = _Hosts()
-        # Every claim, counted (a route may claim one host for one target twice), and those
-        # counted more than once.
-        self._claims: dict[Claim, int] = {}
-        self._multi: set[Claim] = set()
         self._facts_from: tuple[Any, ...] | None = None
         self._facts = TargetFacts()
         self._resolved: dict[str, Target | Unresolved | None] = {}
@@ -390,9 +501,8 @@ class Planner:
         removed: list[Claim] = []
         self._claim(snap, added, removed)
         touched = self._hosts.change(added, removed)
-        self._count(added, removed)
         p = self._plan(snap, touched)
-        claims = [*self._claims, *(c for c in self._multi for _ in range(self._claims[c] - 1))]
+        claims = self._hosts.claims()
         refusals = [*self._ingresses.refusals(), *self._routes.refusals(),
                     *self._registered_made[1]]
         changed, last = self._hosts.changed, self._last
@@ -401,22 +511,6 @@ class Planner:
                         last=None if last is None or changed is None else (last, changed))
         self._last = state
         return state
-
-    def _count(self, added: list[Claim], removed: list[Claim]) -> None:
-        counts, multi = self._claims, self._multi
-        for c in added:
-            n = counts.get(c, 0)
-            counts[c] = n + 1
-            if n == 1:
-                multi.add(c)
-        for c in removed:
-            n = counts[c]
-            if n == 1:
-                del counts[c]
-            else:
-                counts[c] = n - 1
-                if n == 2:
-                    multi.discard(c)
 
     def _claim(self, snap: Snapshot, added: list[Claim], removed: list[Claim]) -> None:
         s = snap.settings
@@ -458,7 +552,7 @@ class Planner:
                                 _Frozen(snap.nginx_proxies), _Frozen(snap.extra_facts))
         return self._facts
 
-    def _plan(self, snap: Snapshot, touched: set[str]) -> Plan:
+    def _plan(self, snap: Snapshot, touched: dict[str, str | None]) -> Plan:
         s = snap.settings
         facts = self._target_facts(snap)
         keys = key_outcomes(self._hosts.asked, facts, s.target_map,
@@ -467,14 +561,13 @@ class Planner:
         outcome = (keys.fallbacks, keys.unresolved, keys.slots, s.max_targets)
         hosts = self._hosts
         if outcome != self._outcome:
-            hosts.route(list(hosts.by_key), outcome, full=True)
+            hosts.route(dict.fromkeys([*hosts.single, *hosts.several]), outcome, full=True)
             self._outcome = outcome
         else:
             hosts.route(touched, outcome, full=False)
         # Read-only views of the Planner's own maps, not copies: a plan is read within its
         # pass (the next pass changes them).
-        return Plan(routes=MappingProxyType(hosts.routes),
-                    origins=MappingProxyType(hosts.origins),
+        return Plan(routes=_Routes(hosts), origins=_Origins(hosts),
                     targets=keys.targets, unresolved=keys.unresolved,
                     excluded=MappingProxyType(hosts.excluded), losers=hosts.losers(),
                     slots=keys.slots, overflow=keys.overflow, fallbacks=keys.fallbacks,
