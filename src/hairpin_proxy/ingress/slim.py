@@ -213,6 +213,14 @@ def _kept_status(status: Any) -> Any:
     return ABSENT
 
 
+def own_name(kept: JsonObj) -> Any:
+    """The name a cached Ingress keeps (the very string; None: it has none to read)."""
+    if isinstance(kept, IngressRecord):
+        return kept.name
+    meta = kept.get("metadata")
+    return meta.get("name") if isinstance(meta, dict) else None
+
+
 def slim_ingress(obj: JsonObj) -> JsonObj:
     """The fields of ``obj`` the controller reads; malformed parts are kept as they are, so
     that the policy still reports them."""
