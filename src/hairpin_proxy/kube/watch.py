@@ -145,6 +145,8 @@ class Reflector:
             else key
 
     def get(self, key: str) -> JsonObj | None:
+        if not self._by_name:
+            return self.cache.get(key)
         there = self._key_of(self.cache, key)
         return None if there is None else self.cache[there]
 
