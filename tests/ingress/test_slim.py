@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -11,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hairpin_proxy.ingress.policy import CompactSpec, evaluate_ingress
-from hairpin_proxy.ingress.slim import slim_ingress
+from hairpin_proxy.ingress.record import IngressRecord
+from hairpin_proxy.ingress.slim import slim_ingress, trimmed
 from hairpin_proxy.policy import HostPolicy
 
 SCALAR = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=8))
@@ -118,7 +120,7 @@ def test_repeated_values_are_shared_and_an_empty_status_dropped() -> None:
     assert "status" not in slim_ingress(make("c", {"loadBalancer": {}}))
 
 
-def test_a_cached_ingress_is_a_plain_dict_with_shared_keys() -> None:
+def test_a_cached_ingress_is_one_record_that_reads_as_the_trimmed_dicts() -> None:
     def make(name: str) -> dict[str, Any]:
         obj: dict[str, Any] = json.loads(json.dumps({
             "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
@@ -130,17 +132,20 @@ def test_a_cached_ingress_is_a_plain_dict_with_shared_keys() -> None:
         return obj
 
     a, b = slim_ingress(make("a")), slim_ingress(make("b"))
-    # Readers may treat it as any dict (JSON, copies, `**`); equal to what it stands for.
-    assert type(a) is dict and type(a["metadata"]) is dict
+    # Readers may treat it as any mapping (JSON with dict for the rest, copies, `**`); equal
+    # to what it stands for.
+    assert isinstance(a, IngressRecord) and isinstance(a, Mapping)
+    assert isinstance(a["metadata"], Mapping)
     assert json.loads(json.dumps(a, default=dict)) == {
         "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
         "metadata": {"name": "a", "namespace": "shop", "uid": "u-a", "resourceVersion": "7",
                      "creationTimestamp": "2026-01-01T00:00:00Z"},
         "spec": {"tls": [{"hosts": ["a.example.com"]}], "rules": [{"host": "a.example.com"}]}}
+    assert a == trimmed(make("a")) and trimmed(make("a")) == a and a != b
     assert {**a["metadata"], "name": "x"}["name"] == "x" and a["metadata"]["name"] == "a"
-    # One keys table for every cached Ingress's metadata: smaller than a dict of its own.
-    assert sys.getsizeof(a["metadata"]) < sys.getsizeof(dict(a["metadata"]))
-    assert sys.getsizeof(a) < sys.getsizeof(dict(a))
+    # One object of a few slots, where the dicts took two dicts of their own.
+    assert not hasattr(a, "__dict__")
+    assert sys.getsizeof(a) < sys.getsizeof(trimmed(make("a"))["metadata"])
     # Values that repeat are one object; the TLS entry naming the rules' hosts is their tuple.
     assert a["metadata"]["creationTimestamp"] is b["metadata"]["creationTimestamp"]
     spec = a["spec"]
@@ -149,6 +154,29 @@ def test_a_cached_ingress_is_a_plain_dict_with_shared_keys() -> None:
     assert spec.tls == ((spec.rules[0],),) and spec.tls[0][0] is spec.rules[0] is \
         spec.hosts("tls")[0]
     assert not any(isinstance(getattr(spec, slot), tuple) for slot in CompactSpec.__slots__)
+    # It cannot be edited (caches replace objects, never edit them).
+    record: Any = a
+    with pytest.raises((TypeError, AttributeError)):
+        record["metadata"] = {}
+    with pytest.raises(AttributeError):
+        record.labels = {}
+
+
+def test_only_the_usual_head_makes_a_record() -> None:
+    meta = {"name": "web", "namespace": "shop"}
+    bare: object = slim_ingress({"metadata": meta})
+    assert type(bare) is IngressRecord
+    assert isinstance(slim_ingress({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+                                    "metadata": meta}), IngressRecord)
+    for odd in ({"apiVersion": "networking.k8s.io/v1beta1", "kind": "Ingress"},
+                {"kind": "Ingress"}, {"apiVersion": "networking.k8s.io/v1"},
+                {"apiVersion": "networking.k8s.io/v1", "kind": "Ingres"}):
+        got = slim_ingress({**odd, "metadata": meta})
+        assert type(got) is dict and got == {**odd, "metadata": meta}
+    bad_metas: tuple[Any, ...] = (None, "x", [])
+    for bad_meta in bad_metas:
+        assert type(slim_ingress({"metadata": bad_meta})) is dict
+    assert type(slim_ingress({"spec": {}})) is dict
 
 
 def test_a_compact_spec_reads_its_class_with_get() -> None:

@@ -71,10 +71,39 @@ def _str(value: Any) -> Any:
     return sys.intern(value) if type(value) is str else value
 
 
-def _head(obj: JsonObj, meta_keys: tuple[str, ...] = _META) -> JsonObj:
-    out: JsonObj = {k: _str(obj[k]) for k in ("apiVersion", "kind") if k in obj}
+class _Route:
+    """Instances only lend their ``__dict__``: a dict made so is a "split" dict, whose keys
+    live in one table shared by all of them (PEP 412), 60 to 140 bytes less than a dict of
+    its own, and a plain dict to every reader. A cached route takes its top level from here,
+    its ``metadata`` and ``spec`` from the two below (about 280 bytes less per route)."""
+
+
+class _RouteMeta:
+    pass
+
+
+class _RouteSpec:
+    pass
+
+
+def _into(out: JsonObj, src: Any, keys: tuple[str, ...]) -> Any:
+    """``_pick`` into ``out`` (a split dict)."""
+    if not isinstance(src, dict):
+        return src
+    for key in keys:
+        if key in src:
+            out[key] = src[key]
+    return out
+
+
+def _head(obj: JsonObj, meta_keys: tuple[str, ...] = _META, *, split: bool = False) -> JsonObj:
+    out: JsonObj = _Route().__dict__ if split else {}
+    for key in ("apiVersion", "kind"):
+        if key in obj:
+            out[key] = _str(obj[key])
     if "metadata" in obj:
-        meta = _pick(obj["metadata"], meta_keys)
+        meta = _into(_RouteMeta().__dict__, obj["metadata"], meta_keys) if split else \
+            _pick(obj["metadata"], meta_keys)
         if isinstance(meta, dict):
             for key in _REPEATED:
                 if key in meta:
@@ -131,9 +160,9 @@ def _parent_status(src: Any) -> Any:
 
 def slim_route(obj: JsonObj) -> JsonObj:
     """An HTTPRoute, GRPCRoute or TLSRoute."""
-    out = _head(obj)
+    out = _head(obj, split=True)
     if "spec" in obj:
-        spec = _pick(obj["spec"], ("hostnames", "parentRefs"))
+        spec = _into(_RouteSpec().__dict__, obj["spec"], ("hostnames", "parentRefs"))
         if isinstance(spec, dict) and "parentRefs" in spec:
             spec["parentRefs"] = _shared(_each(spec["parentRefs"], lambda r: _pick(r, _REF)))
         out["spec"] = spec

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, cast
 
 from hairpin_proxy.ingress.names import CLASS_ANNOTATION, DEFAULT_CLASS_ANNOTATION
+from hairpin_proxy.ingress.record import IngressRecord, MetaView
 from hairpin_proxy.policy import (
     HostPolicy,
     PolicyResult,
@@ -127,8 +128,10 @@ class CompactSpec(Mapping[str, Any]):
         return f"CompactSpec({dict(self)!r})"
 
 
-# dict first: it is what parsed YAML/JSON gives, and the Mapping ABC check is slow.
-_MAPS: Final = (dict, CompactSpec, Mapping)
+# dict first: it is what parsed YAML/JSON gives, and the Mapping ABC check is slow (the
+# cached forms next: an exact type is found without it).
+_MAPS: Final = cast("tuple[type[Mapping[Any, Any]], ...]",
+                    (dict, IngressRecord, MetaView, CompactSpec, Mapping))
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,12 @@ A cached Ingress is read by the host policy (namespace, name, class, hosts), by 
 cache (uid and resourceVersion), by the Events recorded on it (uid, resourceVersion), by the
 rules budget (creationTimestamp) and by host verification (status addresses). Everything else
 (other annotations, backends, paths, managedFields) is dropped as the object arrives: at 10,000
-Ingresses that is most of the controller's memory. The result has the shape of the original
-object, so every reader works on either; a well-formed ``spec`` is kept as a ``CompactSpec``
-(a read-only mapping equal to the trimmed spec), and strings that repeat across Ingresses
-(namespaces, classes, the API version, load balancer statuses) are shared.
+Ingresses that is most of the controller's memory. The result reads as the original object,
+so every reader works on either: a well-formed Ingress is kept as an ``IngressRecord`` (one
+read-only record that reads as the trimmed object), a well-formed ``spec`` as a ``CompactSpec``
+(a read-only mapping equal to the trimmed spec); anything else as trimmed dicts. Strings and
+parts that repeat across Ingresses (namespaces, classes, the class annotation, load balancer
+statuses) are shared.
 
 Cached objects are read, never edited: the watch replaces an object when it changes. Shared
 parts rely on that.
@@ -20,6 +22,7 @@ from typing import Any
 
 from hairpin_proxy.ingress.names import CLASS_ANNOTATION
 from hairpin_proxy.ingress.policy import CompactSpec
+from hairpin_proxy.ingress.record import ABSENT, API_VERSION, KIND, IngressRecord, WithHead
 from hairpin_proxy.kube.client import JsonObj
 
 _META = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
@@ -31,6 +34,8 @@ _REPEATED = ("namespace", "creationTimestamp")
 # comes from the API.
 _STATUSES: dict[tuple[tuple[tuple[str, str], ...], ...], JsonObj] = {}
 _STATUSES_MAX = 1024
+# The same for the trimmed annotations (the class annotation alone), by its value.
+_ANNOTATIONS: dict[str, JsonObj] = {}
 
 
 def _str(value: Any) -> Any:
@@ -51,22 +56,38 @@ class _Ingress:
     """The same for a cached Ingress itself."""
 
 
+def _annotations(meta: dict[str, Any]) -> Any:
+    """The trimmed ``metadata.annotations`` (the class annotation alone), or ABSENT."""
+    annotations = meta.get("annotations")
+    if isinstance(annotations, dict):
+        if CLASS_ANNOTATION not in annotations:
+            return ABSENT
+        value = annotations[CLASS_ANNOTATION]
+        if type(value) is not str:
+            return {CLASS_ANNOTATION: value}
+        shared = _ANNOTATIONS.get(value)
+        if shared is None:
+            if len(_ANNOTATIONS) >= _STATUSES_MAX:
+                _ANNOTATIONS.clear()
+            shared = _ANNOTATIONS[value] = {CLASS_ANNOTATION: sys.intern(value)}
+        return shared
+    return ABSENT if annotations is None else annotations
+
+
 def _meta(meta: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = _Meta().__dict__
     for key in _META:
         if key in meta:
             value = meta[key]
             out[key] = _str(value) if key in _REPEATED else value
-    annotations = meta.get("annotations")
-    if isinstance(annotations, dict) and CLASS_ANNOTATION in annotations:
-        out["annotations"] = {CLASS_ANNOTATION: _str(annotations[CLASS_ANNOTATION])}
-    elif annotations is not None and not isinstance(annotations, dict):
+    annotations = _annotations(meta)
+    if annotations is not ABSENT:
         out["annotations"] = annotations
     return out
 
 
 # What a field's absence reads as, and what a malformed list of entries gives.
-_ABSENT: Any = object()
+_ABSENT: Any = ABSENT
 _BAD: Any = object()
 
 
@@ -161,14 +182,65 @@ def _status(lb: dict[str, Any]) -> JsonObj:
     return shared
 
 
+def _record(obj: JsonObj, meta: dict[str, Any]) -> IngressRecord | None:
+    """``obj`` as an IngressRecord, or None when its ``apiVersion`` or ``kind`` is not the
+    usual (both absent, or the Ingress API's)."""
+    api, kind = obj.get("apiVersion", ABSENT), obj.get("kind", ABSENT)
+    if api is ABSENT and kind is ABSENT:
+        out = IngressRecord()
+    elif api == API_VERSION and kind == KIND and type(api) is str and type(kind) is str:
+        out = WithHead()
+    else:
+        return None
+    get = meta.get
+    out.name = get("name", ABSENT)
+    out.namespace = _str(get("namespace", ABSENT))
+    out.uid = get("uid", ABSENT)
+    out.resourceVersion = get("resourceVersion", ABSENT)
+    out.creationTimestamp = _str(get("creationTimestamp", ABSENT))
+    out.annotations = _annotations(meta)
+    spec = obj.get("spec", ABSENT)
+    out.spec = _slim_spec(spec) if isinstance(spec, dict) else spec
+    out.status = _kept_status(obj.get("status"))
+    return out
+
+
+def _kept_status(status: Any) -> Any:
+    # An empty status says nothing its absence does not (no load balancer address).
+    if isinstance(status, dict) and isinstance(status.get("loadBalancer"), dict) \
+            and status["loadBalancer"]:
+        return _status(status["loadBalancer"])
+    return ABSENT
+
+
+def own_name(kept: JsonObj) -> Any:
+    """The name a cached Ingress keeps (the very string; None: it has none to read)."""
+    if isinstance(kept, IngressRecord):
+        return kept.name
+    meta = kept.get("metadata")
+    return meta.get("name") if isinstance(meta, dict) else None
+
+
 def slim_ingress(obj: JsonObj) -> JsonObj:
     """The fields of ``obj`` the controller reads; malformed parts are kept as they are, so
     that the policy still reports them."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        record = _record(obj, meta)
+        if record is not None:
+            # Typed as the dict it reads as: cached objects are only read.
+            return record  # type: ignore[return-value]
+    return trimmed(obj)
+
+
+def trimmed(obj: JsonObj) -> JsonObj:
+    """What ``slim_ingress`` keeps of ``obj``, as dicts: the form of an Ingress that is not
+    well-formed enough for a record, and what a record reads as."""
+    meta = obj.get("metadata")
     out: JsonObj = _Ingress().__dict__
     for key in ("apiVersion", "kind"):
         if key in obj:
             out[key] = _str(obj[key])
-    meta = obj.get("metadata")
     if isinstance(meta, dict):
         out["metadata"] = _meta(meta)
     elif "metadata" in obj:
@@ -178,10 +250,8 @@ def slim_ingress(obj: JsonObj) -> JsonObj:
         out["spec"] = _slim_spec(spec)
     elif "spec" in obj:
         out["spec"] = spec
-    status = obj.get("status")
-    # An empty status says nothing its absence does not (no load balancer address).
-    if isinstance(status, dict) and isinstance(status.get("loadBalancer"), dict) \
-            and status["loadBalancer"]:
-        out["status"] = _status(status["loadBalancer"])
+    status = _kept_status(obj.get("status"))
+    if status is not ABSENT:
+        out["status"] = status
     return out
 

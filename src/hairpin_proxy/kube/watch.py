@@ -49,6 +49,16 @@ def object_key(obj: Mapping[str, object]) -> str:
     return f"{ns}/{name}"
 
 
+def _meta_str(obj: Mapping[str, object], field: str) -> object:
+    meta = obj.get("metadata")
+    return (meta.get(field) or "") if isinstance(meta, Mapping) else ""
+
+
+def _name(obj: Mapping[str, object]) -> object:
+    meta = obj.get("metadata")
+    return meta.get("name") if isinstance(meta, Mapping) else None
+
+
 def _strip(obj: JsonObj) -> JsonObj:
     # managedFields can be most of an object's size and nothing here reads it.
     meta = obj.get("metadata")
@@ -94,9 +104,64 @@ class Reflector:
         # Grows by at least the number of objects changed: readers skip recomputing while it
         # stands still, and can tell a few changes from many.
         self.generation = 0
+        self._by_name = False
+        self._name_of: Callable[[JsonObj], object] = _name
+
+    def key_by_name(self, name_of: Callable[[JsonObj], object] = _name) -> None:
+        """Key ``cache`` by each object's own name (the very string it keeps, which
+        ``name_of`` reads from a kept object) where no object of another namespace holds that
+        key, by "namespace/name" otherwise: at 10,000 Ingresses, 10,000 key strings fewer.
+        ``get`` and the relist's comparison find either key; the cache's values and their
+        order are what they would be otherwise. Only for caches whose readers never read the
+        keys themselves; call before ``run``."""
+        self._by_name = True
+        self._name_of = name_of
+
+    def _key_of(self, cache: dict[str, JsonObj], key: str) -> str | None:
+        """The key ``cache`` holds the object of "namespace/name" ``key`` under, or None."""
+        if not self._by_name:
+            return key if key in cache else None
+        ns, slash, name = key.partition("/")
+        if not slash:
+            return None  # no "namespace/name" (a name alone is a key only inside)
+        if key in cache:
+            return key
+        found = cache.get(name)
+        return name if found is not None and _meta_str(found, "namespace") == ns else None
+
+    def _new_key(self, cache: dict[str, JsonObj], kept: JsonObj, key: str) -> str:
+        """Where ``kept`` (of "namespace/name" ``key``) goes in ``cache``: where it is, else
+        under its name if that is free, else under ``key``."""
+        if not self._by_name or key in cache:
+            return key
+        name = self._name_of(kept)
+        # Only a name ``get`` tells from "namespace/name" ``key``: after its first "/" (as
+        # every name the API server accepts is).
+        if type(name) is not str or not name or key.find("/") != len(key) - len(name) - 1 \
+                or not key.endswith(name):
+            return key
+        there = cache.get(name)
+        return name if there is None or _meta_str(there, "namespace") == key[:-len(name) - 1] \
+            else key
 
     def get(self, key: str) -> JsonObj | None:
-        return self.cache.get(key)
+        if not self._by_name:
+            return self.cache.get(key)
+        there = self._key_of(self.cache, key)
+        return None if there is None else self.cache[there]
+
+    def _same(self, fresh: dict[str, JsonObj]) -> bool:
+        """Whether a relist's ``fresh`` objects are the cached ones (keyed by name, the two
+        may hold an object under different keys)."""
+        if fresh == self.cache:
+            return True
+        if not self._by_name or len(fresh) != len(self.cache):
+            return False
+        for obj in fresh.values():
+            there = self._key_of(self.cache, object_key(obj))
+            if there is None or self.cache[there] != obj:
+                return False
+        return True
 
     def _restarted(self, why: str) -> None:
         if self.on_restart is not None:
@@ -162,11 +227,12 @@ class Reflector:
         rv = ""
         async for items, page_rv in self._pages():
             for o in items:
-                fresh[object_key(o)] = keep(o)
+                kept = keep(o)
+                fresh[self._new_key(fresh, kept, object_key(o))] = kept
             # Drop the page's whole objects before the next one is read.
             del items
             rv = page_rv
-        changed = fresh != self.cache or not self.synced.is_set()
+        changed = not self._same(fresh) or not self.synced.is_set()
         self.cache = fresh
         self.resource_version = rv
         self.backoff.reset()
@@ -205,9 +271,12 @@ class Reflector:
                 continue
             key = object_key(obj)
             if etype in ("ADDED", "MODIFIED"):
-                self.cache[key] = self.keep(obj)
+                kept = self.keep(obj)
+                self.cache[self._new_key(self.cache, kept, key)] = kept
             elif etype == "DELETED":
-                self.cache.pop(key, None)
+                there = self._key_of(self.cache, key)
+                if there is not None:
+                    del self.cache[there]
             else:
                 continue
             self.generation += 1

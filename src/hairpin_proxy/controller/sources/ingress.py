@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.sources import MakeReflector, ObjectRef, Source, same_object
 from hairpin_proxy.ingress.names import INGRESS_GROUP
-from hairpin_proxy.ingress.slim import slim_ingress
+from hairpin_proxy.ingress.slim import own_name, slim_ingress
 from hairpin_proxy.kube.client import JsonObj, resource_path
 from hairpin_proxy.kube.watch import Reflector
 from hairpin_proxy.policy import HostPolicy
@@ -30,6 +30,9 @@ class IngressSource:
         else:
             self.ingresses = [reflector(resource_path(INGRESS_API, "ingresses"), "ingresses",
                                         transform=slim_ingress)]
+        for r in self.ingresses:
+            # Nothing reads these caches' keys (``find`` goes through ``get``).
+            r.key_by_name(own_name)
         self.classes = reflector(resource_path(INGRESS_API, "ingressclasses"), "ingressclasses")
 
     @property
