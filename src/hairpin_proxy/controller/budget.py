@@ -358,7 +358,8 @@ def measure(hosts: Sequence[str], sets: AnswerSets, limits: Sequence[Limit], *,
             distinct: bool = False, since: Touched | None = None) -> tuple[int, ...]:
     """Bytes of ``hosts`` per limit (over it or not); ``distinct``: the caller knows that
     no host is there twice (a pass's hosts), which lets the measures' running sums be used;
-    ``since``: and which hosts may differ from the last measured (sorted ``hosts``)."""
+    ``since``: and which hosts may differ from the last measured (sorted ``hosts``, and the
+    last measured sorted too)."""
     if since is not None and distinct and isinstance(hosts, tuple):
         got = _advanced(hosts, sets, limits, since)
         if got is not None:
@@ -374,8 +375,7 @@ def measure(hosts: Sequence[str], sets: AnswerSets, limits: Sequence[Limit], *,
 def _advanced(hosts: tuple[str, ...], sets: AnswerSets, limits: Sequence[Limit],
               since: Touched) -> tuple[int, ...] | None:
     """``_running`` from the hosts that may have changed alone, when every measure last
-    measured ``before`` with the answer sets ``was`` (their one set is updated in place);
-    None when not."""
+    measured ``before`` with the answer sets ``was``; None when not."""
     before, touched, was = since
     counted = limits[0].measure.counted if limits else None
     # Every measure last measured ``before`` (sorted, as ``hosts``): their sums are its.
