@@ -17,12 +17,18 @@ from hypothesis import strategies as st
 
 from hairpin_proxy.controller.guard import RemovalGuard
 from hairpin_proxy.controller.writers import Desired, Held
+from hairpin_proxy.controller.writers.published import (
+    addresses_of,
+    moved_since,
+    routed_addresses,
+)
 from hairpin_proxy.plan import PlanSettings, Snapshot, plan
 from hairpin_proxy.plan.answers import Regrouper, answer_groups
 from hairpin_proxy.plan.core import DesiredState
 from hairpin_proxy.plan.incremental import Planner, _carried, _changes
 from hairpin_proxy.plan.snapshot import Rooms
 from hairpin_proxy.policy import HostPolicy
+from hairpin_proxy.published import EntriesText, entries_text
 from hairpin_proxy.verify.verdict import Code, Verdict
 from tests.test_plan_incremental import (
     HOSTS,
@@ -140,6 +146,7 @@ def test_every_shortcut_decides_as_the_plain_computation(
     objects: dict[Key, dict[str, Any]] = {}
     planner, grouper, clock = Planner(), Regrouper(), Clock()
     guard, plain = (RemovalGuard(fraction, 30, allow, clock) for _ in range(2))
+    entries = EntriesText()
     written: tuple[str, ...] = ()
     last: DesiredState | None = None
     for version, ((key, obj), how, node_local, wait, verdict) in enumerate(sequence):
@@ -170,6 +177,10 @@ def test_every_shortcut_decides_as_the_plain_computation(
         had = set(written)
         kept = len(had.intersection(hosts))
         assert desired.counts() == (len(hosts) - kept, len(had) - kept)
+        assert entries.text(hosts, addresses_of(state.default_answers),
+                            routed_addresses(state.routed.answers),
+                            moved_since(desired.since, entries, hosts)) \
+            == entries_text(desired.entries())
         written = previous_of(how, written, hosts)
         last = state
 
@@ -192,8 +203,10 @@ def test_a_lone_new_ingress_is_planned_from_the_change() -> None:
     assert state.since.split(state.hosts) == (["new.example.com"], [])
     measures = planner._measures
     assert measures["rules"].hosts_of is state.candidates
-    assert measures["published"].present is measures["rules"].present
-    assert measures["rules"].present == set(state.hosts)
+    # The sums are of those hosts, and no set of them is kept (half a megabyte at 10,000).
+    assert measures["published"].hosts_of is state.candidates
+    assert measures["rules"].present is None and measures["published"].present is None
+    assert measures["rules"].last_set() == set(state.hosts)
     guard = RemovalGuard(0.0, 30, False)
     # Every host was written by the last pass: the one new host is all the guard looks at.
     assert guard.decide(state.hosts, first.hosts, state.since) == (state.hosts, False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -92,14 +93,20 @@ def test_the_kept_lines_give_the_plain_text_whatever_the_calls(
         calls: list[tuple[list[str], bool, tuple[str, ...], dict[str, tuple[str, ...]]]]
         ) -> None:
     """Hosts added and removed, other spellings and refused names among them, the default
-    and the routed addresses changed: the text made from the kept lines is always the plain
-    function's text of the same entries."""
-    kept, joined = EntriesText(), FewSplices()
+    and the routed addresses changed, what came and went told by the caller or not: the
+    text made from the kept lines is always the plain function's text of the same
+    entries."""
+    kept, joined, told = EntriesText(), FewSplices(), EntriesText()
     for hosts, tidy, default, routed in calls:
         given_hosts = sorted(set(hosts)) if tidy else hosts
         plain = entries_text({h: routed.get(h, default) for h in given_hosts})
         assert kept.text(given_hosts, default, routed) == plain
         assert joined.text(given_hosts, default, routed) == plain
+        last = set(told.hosts)
+        # Told only of sorted, distinct hosts (a pass's), as the writer does.
+        moved = (sorted(set(given_hosts) - last), sorted(last - set(given_hosts))) \
+            if tidy else None
+        assert told.text(given_hosts, default, routed, moved) == plain
 
 
 class FewSplices(EntriesText):
@@ -115,23 +122,41 @@ def test_many_changes_make_the_value_afresh_and_keep_nothing_of_the_gone() -> No
     few = many[:10]
     assert kept.text(few, ("10.96.0.50",), {}) == "".join(f"{h} 10.96.0.50\n" for h in few)
     assert kept._order == few
+    assert kept.hosts == tuple(few)
     assert kept._present == set(few)
 
 
-@settings(max_examples=300)
-@given(st.lists(st.one_of(
-    st.from_regex(r"[a-zA-Z0-9*#-]{0,6}(\.[a-zA-Z0-9-]{0,6}){0,3}\.?", fullmatch=True),
-    ADDRESS_LIKE, st.text(max_size=8)), max_size=12))
-def test_the_writers_kept_hosts_answer_as_a_fresh_check(hosts: list[str]) -> None:
-    """What the writer keeps of the hosts it checked gives the same answer as checking them
-    afresh, twice over and past its bound (then it starts again)."""
-    published._OWN_KEYS.clear()
-    bound = published._OWN_KEYS_MAX
-    published._OWN_KEYS_MAX = 4
-    try:
-        for host in [*hosts, *hosts]:
-            assert published._writer_host_key(host) == published._host_key(host)
-            assert len(published._OWN_KEYS) <= 4
-    finally:
-        published._OWN_KEYS_MAX = bound
-        published._OWN_KEYS.clear()
+def sets_of_hosts(*owners: object) -> list[int]:
+    """The sizes of the sets and dicts the ``owners`` (objects or modules) hold by name."""
+    return [len(v) for owner in owners for k, v in vars(owner).items()
+            if isinstance(v, set | frozenset | dict) and not k.startswith("__")]
+
+
+def test_no_set_of_the_hosts_is_kept_between_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Neither the module nor the writer's value keeps a set or a dict of the hosts (half a
+    megabyte at ten thousand hosts) after the first call, or once told what moved (only
+    calls not told keep the set made for them, for the next such call); a host with a line
+    in the last value is not checked again when the value is made afresh (a pass rewrites
+    the same hosts but a few)."""
+    kept = EntriesText()
+    many = tuple(f"h{i:05}.example.com" for i in range(3000))
+    kept.text(many, ("10.96.0.50",), {})
+    assert max(sets_of_hosts(kept, published), default=0) < 100
+    kept.text(many[1:], ("10.96.0.50",), {})
+    assert kept._present == set(many[1:])
+    kept.text((*many[1:], "z.example.com"), ("10.96.0.50",), {}, (("z.example.com",), ()))
+    assert max(sets_of_hosts(kept, published), default=0) < 100
+    checked: list[object] = []
+    fresh = published._host_key
+
+    def counted(raw: object) -> tuple[str, str]:
+        checked.append(raw)
+        return fresh(raw)
+
+    monkeypatch.setattr(published, "_host_key", counted)
+    # Another default address: every line is made again.
+    text = kept.text((*many[1:], "y.example.com"), ("10.96.0.51",), {}, (("y.example.com",),
+                                                                        ("z.example.com",)))
+    assert checked == ["y.example.com"]
+    assert text == entries_text({h: ("10.96.0.51",) for h in (*many[1:], "y.example.com")})
+    assert max(sets_of_hosts(kept, published), default=0) < 100

@@ -107,26 +107,6 @@ def _host_key(raw: object) -> tuple[str, str]:
     return "", "the first field is an address, not a host name (expected HOST ADDR [ADDR...])"
 
 
-# The hosts found to be their own key (usable, already lower case, no root dot): the
-# controller writes the same ten thousand hosts every pass but a few, and each is checked
-# once. A set of the names it holds anyway costs a few dozen bytes a host, where a cache of
-# each answer kept a lowered copy and a tuple per host. Not for the reader (the node agents),
-# whose memory matters more.
-_OWN_KEYS: set[str] = set()
-_OWN_KEYS_MAX = 1 << 15
-
-
-def _writer_host_key(raw: object) -> tuple[str, str]:
-    if isinstance(raw, str) and raw in _OWN_KEYS:
-        return raw, ""
-    key, why = _host_key(raw)
-    if not why and isinstance(raw, str) and key == raw:
-        if len(_OWN_KEYS) >= _OWN_KEYS_MAX:
-            _OWN_KEYS.clear()
-        _OWN_KEYS.add(raw)
-    return key, why
-
-
 def _address(raw: object) -> str | None:
     """The canonical spelling of one IPv4 or IPv6 address, or None."""
     # A zone index ("fe80::1%eth0") names an interface of one node, never a Service address.
@@ -157,8 +137,11 @@ def _addresses(addresses: Sequence[object]) -> tuple[tuple[str, ...], list[str]]
     return tuple(good), bad
 
 
+HostKey = Callable[[object], tuple[str, str]]
+
+
 def _collect(rows: Iterable[tuple[int, str, object, Sequence[object]]],
-             host_key: Callable[[object], tuple[str, str]] = _host_key) -> EntriesReading:
+             host_key: HostKey = _host_key) -> EntriesReading:
     """The rule both the reader and the writer follow, so that they cannot disagree.
 
     ``rows`` are (line, text for reasons, host, addresses). A bad address is left out; a host
@@ -242,6 +225,10 @@ def entries_text(entries: Mapping[str, Sequence[str]]) -> str:
     would refuse (a bad address, a host without a good one, a host spelled twice with
     different addresses, a host that would break the line) is left out here already.
     """
+    return _entries_text(entries, _host_key)
+
+
+def _entries_text(entries: Mapping[str, Sequence[str]], host_key: HostKey) -> str:
     rows: list[tuple[int, str, object, Sequence[object]]] = []
     for number, (host, addresses) in enumerate(entries.items(), 1):
         if isinstance(addresses, str):
@@ -249,7 +236,7 @@ def entries_text(entries: Mapping[str, Sequence[str]]) -> str:
             raise TypeError(f"addresses of {host!r} must be a sequence of addresses, "
                             "not a single string")
         rows.append((number, "", host, tuple(addresses)))
-    reading = _collect(rows, _writer_host_key)
+    reading = _collect(rows, host_key)
     # One " ADDR..." tail per address list, shared by its hosts.
     tails: dict[tuple[str, ...], str] = {}
     for addrs in reading.entries.values():
@@ -258,11 +245,20 @@ def entries_text(entries: Mapping[str, Sequence[str]]) -> str:
     return "".join([host + tails[addrs] for host, addrs in reading.entries.items()])
 
 
+# (the hosts added, the hosts removed) since the hosts of the last call.
+Moved = tuple[Sequence[str], Sequence[str]]
+
+
 class EntriesText:
     """``entries_text`` for a writer whose hosts change a few at a time: the last value with
     the lines of the hosts that came, went or changed addresses cut out or put in, rather
     than every line made and joined again (where many changed, it is made afresh). The same
-    text as ``entries_text``, whatever the calls (tests/test_published.py)."""
+    text as ``entries_text``, whatever the calls (tests/test_published.py).
+
+    What came and went is the caller's to tell where it knows (the plan's change): then no
+    set of the hosts is kept between calls (ten thousand hosts make half a megabyte of set).
+    Where it does not, the hosts' set is made and kept for the next such call. The hosts
+    checked already are those of the last value's lines."""
 
     # More changes than this in one call: the value is made afresh.
     SPLICES = 32
@@ -274,24 +270,32 @@ class EntriesText:
         # the duplicates are the plain function's to sort out.
         self._odd: set[str] = set()
         self._tails: dict[tuple[str, ...], str] = {}
-        # The last value (None: to be made afresh), the hosts it was made for, and those
-        # of them with a line, sorted (the value's lines in order).
+        # The last value (None: to be made afresh), the hosts it was made for (the caller's
+        # tuple, not a copy) and their set where one was made (None: made when needed),
+        # and those of them with a line, sorted (the value's lines in order).
         self._text: str | None = None
-        self._present: set[str] = set()
+        self._hosts: tuple[str, ...] = ()
+        self._present: set[str] | None = None
         self._order: list[str] = []
 
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """The hosts of the last call, which ``moved`` counts from."""
+        return self._hosts
+
     def text(self, hosts: Sequence[str], default: tuple[str, ...],
-             routed: Mapping[str, tuple[str, ...]]) -> str:
-        """``entries_text({h: routed.get(h, default) for h in hosts})``."""
+             routed: Mapping[str, tuple[str, ...]], moved: Moved | None = None) -> str:
+        """``entries_text({h: routed.get(h, default) for h in hosts})``; ``moved``: the hosts
+        added and removed since the last call's (``hosts`` then sorted and distinct)."""
         stale = self._forget_changed(default, routed)
-        present = set(hosts)
-        text = self._spliced(present, stale)
+        text, present = self._spliced(hosts, stale, moved)
         if text is None:
             text = self._joined(hosts, present)
-        if self._odd and not self._odd.isdisjoint(present):
+        if self._odd and not self._odd.isdisjoint(hosts):
             self._text = None
-            return entries_text({h: routed.get(h, default) for h in hosts})
+            return _entries_text({h: routed.get(h, default) for h in hosts}, self._checked())
         self._text, self._present = text, present
+        self._hosts = hosts if isinstance(hosts, tuple) else tuple(hosts)
         return text
 
     def _forget_changed(self, default: tuple[str, ...],
@@ -311,29 +315,60 @@ class EntriesText:
             self._tails.clear()
         return stale
 
-    def _joined(self, hosts: Sequence[str], present: set[str]) -> str:
+    def _checked(self) -> HostKey:
+        """``_host_key`` that knows the hosts with a line in the last value: their own key
+        (a pass writes the same ten thousand hosts but a few, and each check costs)."""
+        known = set(self._order)
+        known.difference_update(self._odd)
+
+        def host_key(raw: object) -> tuple[str, str]:
+            if isinstance(raw, str) and raw in known:
+                return raw, ""
+            return _host_key(raw)
+        return host_key
+
+    def _joined(self, hosts: Sequence[str], present: set[str] | None) -> str:
         # Every host is its own key (or the plain function takes over): the lines in the
         # order of the hosts (sorted in C, which is linear when they come sorted, as a
         # pass's do), each once.
+        check = self._checked()
+        if present is None:
+            present = set(hosts)
         self._odd &= present
         order = sorted(hosts) if len(present) == len(hosts) else sorted(present)
-        lines = [self._line(h) for h in order]
+        lines = [self._line(h, check) for h in order]
         self._order = list(itertools.compress(order, lines))
         return "".join(lines)
 
-    def _spliced(self, present: set[str], stale: set[str]) -> str | None:
-        """The last value with the lines of the hosts that came, went or changed put in or
-        cut out; None when there is no last value or too much changed."""
-        text, last = self._text, self._present
-        if text is None:
-            return None
+    def _moves(self, hosts: Sequence[str], stale: set[str], moved: Moved | None
+               ) -> tuple[set[str], set[str], set[str] | None]:
+        """(the hosts whose lines may go, those whose lines may come: those removed or added
+        since the last call and those whose addresses changed; the set of ``hosts`` where
+        one was made)."""
+        if moved is not None:
+            added, removed = set(moved[0]), set(moved[1])
+            now = [h for h in stale if _has(hosts, h)]
+            before = [h for h in stale if h in removed or (h not in added and _has(hosts, h))]
+            return removed.union(before), added.union(now), None
+        present = set(hosts)
+        last = set(self._hosts) if self._present is None else self._present
         added = present.difference(last)
         # Counted, not searched for, when nothing went (a pass that only adds).
         gone = len(last) - len(present) + len(added)
         out = (last.difference(present) if gone else set()) | stale.intersection(last)
-        into = added | stale.intersection(present)
+        return out, added | stale.intersection(present), present
+
+    def _spliced(self, hosts: Sequence[str], stale: set[str], moved: Moved | None
+                 ) -> tuple[str | None, set[str] | None]:
+        """The last value with the lines of the hosts that came, went or changed put in or
+        cut out (None when there is no last value or too much changed), and the set of
+        ``hosts`` where one was made."""
+        text = self._text
+        if text is None:
+            return None, None
+        out, into, present = self._moves(hosts, stale, moved)
         if len(out) + len(into) > self.SPLICES:
-            return None
+            return None, present
         order = self._order
         for host in out:
             at = bisect.bisect_left(order, host)
@@ -342,17 +377,17 @@ class EntriesText:
                 text = text[:begin] + text[text.index("\n", begin) + 1:]
                 del order[at]
         for host in into:
-            line = self._line(host)
+            line = self._line(host, _host_key)
             if line:
                 at = bisect.bisect_left(order, host)
                 begin = len(text) if at == len(order) else _line_at(text, order[at])
                 text = text[:begin] + line + text[begin:]
                 order.insert(at, host)
-        return text
+        return text, present
 
-    def _line(self, host: str) -> str:
+    def _line(self, host: str, check: HostKey) -> str:
         """``host``'s line ("" when the reader would refuse it)."""
-        key, why = _writer_host_key(host)
+        key, why = check(host)
         if why:
             return ""
         if key != host:
@@ -363,6 +398,12 @@ class EntriesText:
             good = _addresses(addresses)[0]
             tail = self._tails[addresses] = " " + " ".join(good) + "\n" if good else ""
         return host + tail if tail else ""
+
+
+def _has(ordered: Sequence[str], host: str) -> bool:
+    """Whether ``host`` is in the sorted ``ordered``."""
+    at = bisect.bisect_left(ordered, host)
+    return at < len(ordered) and ordered[at] == host
 
 
 def _line_at(text: str, host: str) -> int:

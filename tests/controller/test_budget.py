@@ -321,3 +321,40 @@ def test_counting_a_set_of_hosts_is_counting_them(
     wild = sum(h.startswith("*.") for h in hosts)
     deep = sum(h.startswith("**.") for h in hosts)
     assert sets.count_present(set(hosts), wild, deep) == sets.count(hosts)
+
+
+@settings(max_examples=150, deadline=None)
+@given(start=st.lists(HOST, max_size=40),
+       passes=st.lists(st.tuples(PASS, st.booleans(), st.lists(HOST, max_size=3)),
+                       min_size=1, max_size=10))
+def test_the_change_since_the_last_pass_measures_what_fresh_measures_measure(
+        start: list[str],
+        passes: list[tuple[tuple[list[str], list[int], int, dict[int, corefile.Answers],
+                                 corefile.Answers, int, bool], bool, list[str]]]) -> None:
+    """Passes told which hosts may have changed (all that did, and others) or not, as the
+    plan tells them: the sizes are those of measures that never saw a pass, and no set of
+    the hosts is kept after a pass told so (nor after a first measure)."""
+    measures = (RulesMeasure(), PublishedMeasure(), NodeLocalMeasure())
+    drawn = set(start)
+    last: tuple[str, ...] | None = None
+    last_sets = AnswerSets(DEFAULT)
+    for (added, removed, filler, routed_at, default, _, _), told, extra in passes:
+        listed = sorted(drawn)
+        drawn = (drawn - {listed[i % len(listed)] for i in removed if listed}) | set(added)
+        hosts = tuple(sorted(drawn | set(FILLER[:filler])))
+        routed = {hosts[i % len(hosts)]: a for i, a in routed_at.items()} if hosts else {}
+        sets = AnswerSets(default, routed)
+        since = None
+        if told and last is not None:
+            changed = {h for h in {*hosts, *last, *routed, *last_sets.routed}
+                       if (h in hosts, sets.of(h)) != (h in last, last_sets.of(h))}
+            since = (last, tuple(sorted(changed | set(extra))), last_sets)
+        kept = [Limit(m, 10**9, "kept") for m in measures]
+        fresh = [Limit(type(m)(), 10**9, "fresh") for m in measures]
+        first = last is None
+        assert measure(hosts, sets, kept, distinct=True, since=since) == \
+            measure(hosts, sets, fresh)
+        if first or since is not None:
+            assert all(m.present is None and m.hosts_of is hosts for m in measures)
+        assert all(m.last_set() == set(hosts) for m in measures)
+        last, last_sets = hosts, sets

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
-from types import MappingProxyType
+from types import AsyncGeneratorType, MappingProxyType
+from typing import Any, cast
 
 import httpx2 as httpx
 import pytest
 
 from hairpin_proxy.kube import config as kconfig
-from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
+from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
 from tests.fakeapi.fixtures import configmap
 from tests.fakeapi.server import FakeApiServer
+from tests.waiting import until
 
 
 def test_resource_paths() -> None:
@@ -155,3 +158,105 @@ def test_an_answer_that_is_not_json_is_said_so() -> None:
             await server.wait_closed()
 
     asyncio.run(main())
+
+
+def _event_bytes_held(events: AsyncGeneratorType[Any, None]) -> int:
+    """Bytes of event data a watch's suspended generator holds by its own names: bytes and
+    bytearrays (a line, a chunk), and the strings of any dict or list it keeps (an event)."""
+    frame = events.ag_frame
+    assert frame is not None, "the watch ended"
+    seen: set[int] = set()
+
+    def size(value: object, depth: int) -> int:
+        if id(value) in seen or depth > 6:
+            return 0
+        seen.add(id(value))
+        if isinstance(value, bytes | bytearray | str):
+            return sys.getsizeof(value)
+        if isinstance(value, dict):
+            return sum(size(k, depth + 1) + size(v, depth + 1) for k, v in value.items())
+        if isinstance(value, list | tuple):
+            return sum(size(v, depth + 1) for v in value)
+        return 0
+
+    # Not the client, nor the response (the HTTP layer's buffers are not the watch's).
+    held = 0
+    for name, value in frame.f_locals.items():
+        if name not in ("self", "resp"):
+            held += size(value, 0)
+    return held
+
+
+def test_a_quiet_watch_keeps_no_event_behind(fake_api: FakeApiServer, kubeconfig: Path) -> None:
+    """Between events a watch holds neither the last event, nor the line it was read from,
+    nor (while it waits for data) the chunk that brought it: the CoreDNS ConfigMap's events
+    are half a megabyte, and a watch is quiet most of the time."""
+    big = "x" * 600_000
+
+    async def main() -> None:
+        client = KubeClient.from_cluster(kconfig.load(kubeconfig))
+        path = resource_path("v1", "configmaps", "default")
+        _, rv = await client.list(path)
+        events = cast("AsyncGeneratorType[JsonObj, None]",
+                      client.watch(path, {"resourceVersion": rv}, silence_timeout=30))
+
+        async def next_event() -> JsonObj:
+            return await anext(events)
+
+        try:
+            await asyncio.to_thread(fake_api.create,
+                                    configmap("default", "big", {"Corefile": big}))
+            event = await anext(events)
+            assert event["object"]["data"]["Corefile"] == big
+            del event
+            # Suspended where it handed the event out: the rest of its chunk, at most.
+            assert _event_bytes_held(events) < 100_000
+            waiting = asyncio.create_task(next_event())
+            await until(lambda: events.ag_await is not None, what="the watch to read on")
+            assert _event_bytes_held(events) < 4096
+            await asyncio.to_thread(fake_api.create, configmap("default", "small"))
+            assert (await waiting)["object"]["metadata"]["name"] == "small"
+        finally:
+            await events.aclose()
+            await client.close()
+
+    asyncio.run(main())
+
+
+def test_watch_lines_blank_foreign_and_bad() -> None:
+    """A watch stream's lines as the client reads them, split anywhere by the network: blank
+    and white-space lines are skipped, a JSON value that is not an object is skipped, an
+    event cut across writes is one event, and a line that is not JSON ends the watch with a
+    BadResponse after the events before it."""
+    pieces = [b'\n \t\r\n[1, 2]\n{"type": "ADDED", "ob', b'ject": {"n": 1}}\n\x0b\n{"type":',
+              b' "DELETED", "object": {"n": 2}}\n{not json\n{"type": "ADDED", "object": {}}\n']
+
+    async def main() -> list[object]:
+        async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                         b"Connection: close\r\n\r\n")
+            for piece in pieces:
+                writer.write(piece)
+                await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(answer, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        client = KubeClient(httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}"))
+        got: list[object] = []
+        try:
+            with pytest.raises(ApiError) as info:
+                async for event in client.watch("/api/v1/configmaps", {},
+                                                silence_timeout=30):
+                    got.append(event)
+            assert info.value.reason == "BadResponse"
+            assert "bad line" in str(info.value)
+        finally:
+            await client.close()
+            server.close()
+            await server.wait_closed()
+        return got
+
+    assert asyncio.run(main()) == [{"type": "ADDED", "object": {"n": 1}},
+                                   {"type": "DELETED", "object": {"n": 2}}]

@@ -63,8 +63,10 @@ class Measure:
         self._hosts: dict[str, int] = {}
         self._frames: dict[tuple[corefile.Answers, Shape], int] = {}
         # The last host set measured whole (``advance``) and its running sums: its bytes,
-        # and how many of its hosts start with "*." and with "**.".
-        self.present: HostSet = frozenset()
+        # and how many of its hosts start with "*." and with "**.". None: the set of
+        # ``hosts_of``, not kept (half a megabyte at 10,000 hosts) where the next pass most
+        # likely goes by the plan's change, which needs none.
+        self.present: HostSet | None = frozenset()
         self._sums = (0, 0, 0)
         # The hosts tuple ``present`` is the set of (None: not known), and the hosts per
         # answer set among them as last counted (``AnswerSets.count_present``).
@@ -76,11 +78,18 @@ class Measure:
         self.present, self._sums, self.hosts_of = frozenset(), (0, 0, 0), None
         self.counted = None
 
-    def advance(self, present: HostSet, added: Iterable[str], removed: Iterable[str],
+    def last_set(self) -> HostSet:
+        """The set of the hosts last measured (made again where it was not kept)."""
+        if self.present is not None:
+            return self.present
+        return set(self.hosts_of or ())
+
+    def advance(self, present: HostSet | None, added: Iterable[str], removed: Iterable[str],
                 of: tuple[str, ...] | None = None) -> tuple[int, int, int]:
-        """The running sums of ``present`` (distinct hosts): those of the last set measured,
-        with ``added`` and less ``removed`` (the difference between the two sets). A pass
-        measures the same ten thousand hosts as the last but a few."""
+        """The running sums of ``present`` (distinct hosts; None: those of ``of``, no set
+        of them kept): those of the last set measured, with ``added`` and less ``removed``
+        (the difference between the two sets). A pass measures the same ten thousand hosts
+        as the last but a few."""
         size, wild, deep = self._sums
         new = list(added)
         size += self.hosts(new) if new else 0
@@ -349,7 +358,8 @@ def measure(hosts: Sequence[str], sets: AnswerSets, limits: Sequence[Limit], *,
             distinct: bool = False, since: Touched | None = None) -> tuple[int, ...]:
     """Bytes of ``hosts`` per limit (over it or not); ``distinct``: the caller knows that
     no host is there twice (a pass's hosts), which lets the measures' running sums be used;
-    ``since``: and which hosts may differ from the last measured (sorted ``hosts``)."""
+    ``since``: and which hosts may differ from the last measured (sorted ``hosts``, and the
+    last measured sorted too)."""
     if since is not None and distinct and isinstance(hosts, tuple):
         got = _advanced(hosts, sets, limits, since)
         if got is not None:
@@ -365,31 +375,31 @@ def measure(hosts: Sequence[str], sets: AnswerSets, limits: Sequence[Limit], *,
 def _advanced(hosts: tuple[str, ...], sets: AnswerSets, limits: Sequence[Limit],
               since: Touched) -> tuple[int, ...] | None:
     """``_running`` from the hosts that may have changed alone, when every measure last
-    measured ``before`` with the answer sets ``was`` (their one set is updated in place);
-    None when not."""
+    measured ``before`` with the answer sets ``was``; None when not."""
     before, touched, was = since
-    present = limits[0].measure.present if limits else None
     counted = limits[0].measure.counted if limits else None
-    if not isinstance(present, set) or counted is None or any(
-            m.measure.hosts_of is not before or m.measure.present is not present
-            for m in limits):
+    # Every measure last measured ``before`` (sorted, as ``hosts``): their sums are its.
+    if counted is None or any(m.measure.hosts_of is not before for m in limits):
         return None
     added: list[str] = []
     removed: list[str] = []
     counts = dict(counted)
     for host in touched:
         at = bisect.bisect_left(hosts, host)
-        now, then = at < len(hosts) and hosts[at] == host, host in present
+        now, then = at < len(hosts) and hosts[at] == host, _has(before, host)
         if now != then:
             (added if now else removed).append(host)
         old, new = was.of(host) if then else None, sets.of(host) if now else None
         if old != new:
             _recount(counts, host, old, new)
-    present.difference_update(removed)
-    present.update(added)
-    return _sizes(present, sets, limits,
-                  [m.measure.advance(present, added, removed, hosts) for m in limits],
+    # No set of the hosts kept: the next pass that goes by the plan's change needs none.
+    return _sizes(limits, [m.measure.advance(None, added, removed, hosts) for m in limits],
                   {a: c for a, c in counts.items() if any(c)})
+
+
+def _has(ordered: Sequence[str], host: str) -> bool:
+    at = bisect.bisect_left(ordered, host)
+    return at < len(ordered) and ordered[at] == host
 
 
 def _recount(counts: Counts, host: str, old: corefile.Answers | None,
@@ -407,28 +417,32 @@ def _running(present: set[str], sets: AnswerSets, limits: Sequence[Limit],
              of: tuple[str, ...] | None = None) -> tuple[int, ...]:
     """``measure`` of the distinct hosts ``present`` from each measure's running sums: the
     same bytes as ``_Tally.grown``, at the cost of the hosts that changed since the last."""
-    # Measures that last measured the same set share its differences (set work in C).
+    # Measures that last measured the same hosts share their differences (set work in C).
     diffs: dict[int, tuple[set[str], set[str]]] = {}
     sums: list[tuple[int, int, int]] = []
+    # The set is kept for a next pass that does not go by the plan's change (as this one),
+    # but not after a first measure: most passes that follow go by it.
+    first = all(not m.measure.present and m.measure.hosts_of is None for m in limits)
+    keep = None if first and of is not None else present
     for limit in limits:
-        last = limit.measure.present
-        diff = diffs.get(id(last))
+        m = limit.measure
+        mark = id(m.present if m.present is not None else m.hosts_of)
+        diff = diffs.get(mark)
         if diff is None:
+            last = m.last_set()
             added = present.difference(last)
             # Counted, not searched for, when nothing went (a pass that only adds).
             gone = len(last) - len(present) + len(added)
-            diff = diffs[id(last)] = (added, set(last.difference(present)) if gone else set())
-        sums.append(limit.measure.advance(present, *diff, of))
-    return _sizes(present, sets, limits, sums)
+            diff = diffs[mark] = (added, set(last.difference(present)) if gone else set())
+        sums.append(m.advance(keep, *diff, of))
+    counts = sets.count_present(present, sums[0][1], sums[0][2]) if sums else {}
+    return _sizes(limits, sums, counts)
 
 
-def _sizes(present: HostSet, sets: AnswerSets, limits: Sequence[Limit],
-           sums: list[tuple[int, int, int]], counts: Counts | None = None
+def _sizes(limits: Sequence[Limit], sums: list[tuple[int, int, int]], counts: Counts
            ) -> tuple[int, ...]:
-    """Each limit's bytes from its measure's running sums of the hosts ``present``
-    (``counts``: theirs per answer set, where known)."""
-    if counts is None:
-        counts = sets.count_present(present, sums[0][1], sums[0][2]) if sums else {}
+    """Each limit's bytes from its measure's running sums and the hosts' ``counts`` per
+    answer set."""
     if limits:
         limits[0].measure.counted = counts
     sizes: list[int] = []

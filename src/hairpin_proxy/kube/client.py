@@ -128,6 +128,20 @@ def _error_from(resp: httpx.Response, body: bytes) -> ApiError:
     return ApiError(resp.status_code, reason, message)
 
 
+def _take_event(partial: bytearray, into: list[JsonObj], path: str) -> None:
+    """The event on the line ``partial`` holds, appended to ``into`` unless the line is blank
+    or holds no object; ``partial`` is emptied, which gives its room back (a bytearray
+    cleared is reallocated to nothing)."""
+    if partial and not partial.isspace():  # the white space bytes.strip() takes
+        try:
+            event = _decode(partial)
+        except _NOT_JSON:
+            raise ApiError(0, "BadResponse", f"watch {path}: bad line") from None
+        if isinstance(event, dict):
+            into.append(event)
+    partial.clear()
+
+
 class KubeClient:
     def __init__(self, http: httpx.AsyncClient, *,
                  on_response: Callable[[str, int], None] | None = None) -> None:
@@ -246,24 +260,22 @@ class KubeClient:
                 # Events end at "\n" and nowhere else: a text line splitter also breaks at
                 # U+0085 and other separators, which the API sends unescaped inside values,
                 # and such an event would fail the same way on every reconnect, for ever.
+                # Between events this frame keeps no event, line or chunk: the CoreDNS
+                # ConfigMap's events are half a megabyte, and each watch would hold its last
+                # for as long as the stream stays quiet.
                 partial = bytearray()
+                ready: list[JsonObj] = []
                 async for chunk in resp.aiter_bytes():
                     start = 0
                     while (end := chunk.find(b"\n", start)) >= 0:
                         partial += chunk[start:end]
                         start = end + 1
-                        line = bytes(partial)
-                        partial.clear()
-                        if not line.strip():
-                            continue
-                        try:
-                            event = _decode(line)
-                        except _NOT_JSON:
-                            raise ApiError(0, "BadResponse",
-                                           f"watch {path}: bad line") from None
-                        if isinstance(event, dict):
-                            yield event
+                        _take_event(partial, ready, path)
+                        if ready:
+                            # Handed out of the list: no name here refers to it meanwhile.
+                            yield ready.pop()
                     partial += chunk[start:]
+                    del chunk
         except httpx.ReadTimeout:
             raise ApiError(0, "Silent", f"watch {path}: no data for {silence_timeout:g}s") \
                 from None

@@ -19,11 +19,13 @@ from hairpin_proxy.controller.writers import Desired
 from hairpin_proxy.controller.writers.configmap import Mutate, set_keys
 from hairpin_proxy.corefile import Answers
 from hairpin_proxy.kube.watch import Reflector
+from hairpin_proxy.plan.change import Since
 from hairpin_proxy.published import (
     ADDRESSES_KEY,
     ENTRIES_KEY,
     HOSTS_KEY,
     EntriesText,
+    Moved,
     entries_text,
 )
 from hairpin_proxy.targets.discovery import service_addresses
@@ -83,7 +85,8 @@ class PublishedWriter:
         routed = desired.routed
         default = list(itertools.filterfalse(routed.__contains__, hosts)) if routed else hosts
         mutate = self.edit.mutate(default, service_addresses(svc),
-                                  self.entries_text(hosts, desired.answers, routed))
+                                  self.entries_text(hosts, desired.answers, routed,
+                                                    desired.since))
         written = await self.tracker.write(self.edit.namespace, self.edit.name, mutate, pub)
         if written.changed:
             self.metrics.writes.labels("published").inc()
@@ -91,9 +94,22 @@ class PublishedWriter:
                                                        "hosts": len(hosts)})
 
     def entries_text(self, hosts: Sequence[str], answers: Answers,
-                     routed: Mapping[str, Answers]) -> str:
-        """``entries_text(Desired.entries())``, from the value of the last pass."""
-        return self.entries.text(hosts, addresses_of(answers), routed_addresses(routed))
+                     routed: Mapping[str, Answers], since: Since | None = None) -> str:
+        """``entries_text(Desired.entries())``, from the value of the last pass; ``since``:
+        how ``hosts`` (the plan's) differ from the last plan's, which tells the hosts that
+        came and went when the last value was made for those."""
+        return self.entries.text(hosts, addresses_of(answers), routed_addresses(routed),
+                                 moved_since(since, self.entries, hosts))
+
+
+def moved_since(since: Since | None, entries: EntriesText, hosts: Sequence[str]
+                ) -> Moved | None:
+    """The hosts that came and went since the last value of ``entries``, where the plan's
+    change tells them: it starts at the hosts that value was made for (``hosts``: the
+    plan's, sorted)."""
+    if since is None or not since.starts_at(entries.hosts):
+        return None
+    return since.split(hosts)
 
 
 def routed_addresses(routed: Mapping[str, Answers]) -> dict[str, tuple[str, ...]]:
