@@ -12,6 +12,7 @@ from hairpin_proxy.kube.client import KubeClient, resource_path
 from hairpin_proxy.kube.watch import Backoff, Reflector
 from tests.fakeapi.fixtures import configmap
 from tests.fakeapi.server import FakeApiServer
+from tests.kube.reflecting import synced_for
 from tests.waiting import until
 
 
@@ -26,14 +27,7 @@ def with_reflector(kubeconfig: Path, body: Callable[[Reflector], Awaitable[None]
         refl = Reflector(client, resource_path("v1", "configmaps", "default"), kind="cm",
                          params=params, on_change=lambda: changes.append(1),
                          silence_timeout=silence, backoff=backoff or Backoff(0.05, 0.2))
-        task = asyncio.create_task(refl.run())
-        try:
-            await asyncio.wait_for(refl.synced.wait(), 20)
-            await body(refl)
-        finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-            await client.close()
+        await synced_for(client, refl, body)
 
     asyncio.run(main())
     return changes

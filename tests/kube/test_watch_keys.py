@@ -15,6 +15,7 @@ from hairpin_proxy.kube.client import KubeClient, resource_path
 from hairpin_proxy.kube.watch import Backoff, Reflector
 from tests.fakeapi.fixtures import configmap, ingress
 from tests.fakeapi.server import FakeApiServer
+from tests.kube.reflecting import synced_for
 from tests.waiting import until
 
 
@@ -25,14 +26,7 @@ def with_ingresses(kubeconfig: Path, body: Callable[[Reflector], Awaitable[None]
                          kind="ingresses", on_change=lambda: None, silence_timeout=10.0,
                          backoff=Backoff(0.05, 0.2), transform=slim_ingress)
         refl.key_by_name(own_name)
-        task = asyncio.create_task(refl.run())
-        try:
-            await asyncio.wait_for(refl.synced.wait(), 20)
-            await body(refl)
-        finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-            await client.close()
+        await synced_for(client, refl, body)
 
     asyncio.run(main())
 
