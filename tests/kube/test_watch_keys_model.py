@@ -106,3 +106,32 @@ def test_a_cache_keyed_by_name_reads_as_the_plain_one(sequence: list[tuple[str, 
                 assert named.get(key) is None
 
     asyncio.run(main())
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(("ADDED", "MODIFIED", "DELETED")),
+                          st.sampled_from((5, True, "5", "b")), st.sampled_from(NAMES)),
+                max_size=12))
+def test_a_malformed_namespace_is_found_under_its_own_key(
+        sequence: list[tuple[str, object, str]]) -> None:
+    """A namespace that is not a string (no API server sends one, but the cache must not
+    keep a deleted object for it): the cache holds what the plain cache holds."""
+    async def main() -> None:
+        client = StubClient()
+        plain = Reflector(client, "/x", kind="ingresses",  # type: ignore[arg-type]
+                          on_change=lambda: None, transform=slim_ingress)
+        named = Reflector(client, "/x", kind="ingresses",  # type: ignore[arg-type]
+                          on_change=lambda: None, transform=slim_ingress)
+        named.key_by_name(own_name)
+        for etype, ns, name in sequence:
+            obj = ingress("", name, "h")
+            obj["metadata"]["namespace"] = ns
+            for refl in (plain, named):
+                client.events = [{"type": etype, "object": dict(obj)}]
+                await refl._watch()
+            assert [(o["metadata"]["namespace"], o["metadata"]["name"])
+                    for o in named.cache.values()] == \
+                [(o["metadata"]["namespace"], o["metadata"]["name"])
+                 for o in plain.cache.values()]
+
+    asyncio.run(main())
