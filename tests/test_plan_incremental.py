@@ -340,3 +340,34 @@ def test_objects_in_another_order_keep_what_they_made() -> None:
     snap = snapshot(base, state, s, None)
     same(planner.plan(snap), plan(snap))
     assert planner.ingresses_read == read + 1
+
+
+def test_a_plan_cut_short_leaves_the_next_one_whole(monkeypatch: Any) -> None:
+    """A pass that fails after reading the claims (here: routing them) must not leave the
+    next pass to start from claims read but never routed: the next plan equals the full one."""
+    s = PlanSettings(HostPolicy(), settle=0.0)
+    base = base_objects()
+    state: dict[Key, dict[str, Any]] = {
+        ("Ingress", "a", "x"): ingress("a", "x", ["one.example.com"], None, created=TIMES[0],
+                                       uid=0)}
+    planner = Planner()
+    planner.plan(snapshot(base, state, s, None))
+    state[("Ingress", "a", "x")] = ingress("a", "x", ["two.example.com"], None,
+                                           created=TIMES[0], uid=0)
+    state[("Ingress", "a", "x")]["metadata"]["resourceVersion"] = "2"
+    changed = snapshot(base, state, s, None)
+
+    def broken(self: Planner, snap: Snapshot, touched: object) -> object:
+        raise RuntimeError("cut short")
+
+    with monkeypatch.context() as m:
+        m.setattr(Planner, "_plan", broken)
+        try:
+            planner.plan(changed)
+        except RuntimeError:
+            pass
+        else:
+            raise AssertionError("the broken pass did not fail")
+    again = planner.plan(changed)
+    same(again, plan(changed))
+    assert again.hosts == ("two.example.com",)

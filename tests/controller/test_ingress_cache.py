@@ -61,3 +61,37 @@ def test_same_named_ingresses_each_get_their_own_events(cluster: FakeApiServer,
     wait_until(lambda: managed(cluster) == ("b2.example.com", "c.example.com"), what="hosts")
     assert [e[1] for e in rejected_on(cluster, "c")] == [version(cluster, "c", "web")[1]]
     assert rejected_on(cluster, "a") == []
+
+
+def test_a_relist_that_hands_the_plain_name_to_another_namespace(cluster: FakeApiServer,
+                                                                  start: Start) -> None:
+    """The holder of the plain name goes unseen (a relist tells it): the other namespace's
+    Ingress of that name now holds it, and its changes, Events and deletion still land on it
+    (never on a third one that comes later under the full name)."""
+    cluster.create(ingress("a", "web", tls_hosts=["a.example.com"]))
+    cluster.create(ingress("b", "web", tls_hosts=["b.example.com"]))
+    ctl = start("--allow-mass-removal")
+    ctl.wait_ready()
+    wait_until(lambda: managed(cluster) == ("a.example.com", "b.example.com"), what="hosts")
+    cluster.stall_watches()
+    try:
+        cluster.delete("Ingress", "a", "web")
+        cluster.compact()
+        cluster.drop_watches()
+    finally:
+        cluster.unstall_watches()
+    wait_until(lambda: managed(cluster) == ("b.example.com",), what="relisted state")
+    cluster.create(ingress("a", "web", tls_hosts=["a2.example.com", "10.5.5.5"]))
+    wait_until(lambda: managed(cluster) == ("a2.example.com", "b.example.com"), what="a back")
+    wait_until(lambda: rejected_on(cluster, "a") == [version(cluster, "a", "web")],
+               what="the Event on the new a/web")
+    obj = cluster.get("Ingress", "b", "web")
+    assert obj is not None
+    obj["spec"]["tls"][0]["hosts"] = ["b2.example.com", "10.8.8.8"]
+    cluster.update(obj)
+    wait_until(lambda: rejected_on(cluster, "b") == [version(cluster, "b", "web")],
+               what="the Event on the changed b/web")
+    wait_until(lambda: managed(cluster) == ("a2.example.com", "b2.example.com"), what="hosts")
+    cluster.delete("Ingress", "b", "web")
+    wait_until(lambda: managed(cluster) == ("a2.example.com",), what="b/web gone")
+    assert [e[1] for e in rejected_on(cluster, "a")] == [version(cluster, "a", "web")[1]]

@@ -49,9 +49,11 @@ def object_key(obj: Mapping[str, object]) -> str:
     return f"{ns}/{name}"
 
 
-def _meta_str(obj: Mapping[str, object], field: str) -> object:
+def _meta_str(obj: Mapping[str, object], field: str) -> str:
+    # Spelled as ``object_key`` spells it: a malformed (non-string) namespace must still
+    # match its own key, or a change would keep a second copy and a deletion leave one.
     meta = obj.get("metadata")
-    return (meta.get(field) or "") if isinstance(meta, Mapping) else ""
+    return f"{meta.get(field) or ''}" if isinstance(meta, Mapping) else ""
 
 
 def _name(obj: Mapping[str, object]) -> object:

@@ -471,6 +471,10 @@ class Planner:
     """``plan`` at the cost of the change (see the module's docstring)."""
 
     def __init__(self) -> None:
+        self._start()
+
+    def _start(self) -> None:
+        """Nothing planned yet: the next plan is a whole one."""
         self._ingresses = _PerObject()
         self._routes = _PerObject()
         self._registered: tuple[Any, ...] | None = None
@@ -496,6 +500,16 @@ class Planner:
         return self._routes.count
 
     def plan(self, snap: Snapshot) -> DesiredState:
+        try:
+            return self._pass(snap)
+        except BaseException:
+            # Cut short, the state is half updated (claims read, their names not yet
+            # routed) and no later change would tell which names: the next plan starts
+            # afresh, as a whole one, rather than from a state no pass made.
+            self._start()
+            raise
+
+    def _pass(self, snap: Snapshot) -> DesiredState:
         self.notes = []
         added: list[Claim] = []
         removed: list[Claim] = []
