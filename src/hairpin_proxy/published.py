@@ -26,6 +26,8 @@ import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from hairpin_proxy.ordered import has
+
 ENTRIES_KEY = "entries"
 HOSTS_KEY = "hosts"
 ADDRESSES_KEY = "addresses"
@@ -347,8 +349,8 @@ class EntriesText:
         one was made)."""
         if moved is not None:
             added, removed = set(moved[0]), set(moved[1])
-            now = [h for h in stale if _has(hosts, h)]
-            before = [h for h in stale if h in removed or (h not in added and _has(hosts, h))]
+            now = [h for h in stale if has(hosts, h)]
+            before = [h for h in stale if h in removed or (h not in added and has(hosts, h))]
             return removed.union(before), added.union(now), None
         present = set(hosts)
         last = set(self._hosts) if self._present is None else self._present
@@ -399,11 +401,6 @@ class EntriesText:
             tail = self._tails[addresses] = " " + " ".join(good) + "\n" if good else ""
         return host + tail if tail else ""
 
-
-def _has(ordered: Sequence[str], host: str) -> bool:
-    """Whether ``host`` is in the sorted ``ordered``."""
-    at = bisect.bisect_left(ordered, host)
-    return at < len(ordered) and ordered[at] == host
 
 
 def _line_at(text: str, host: str) -> int:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from hairpin_proxy import corefile
 from hairpin_proxy.claims import Claim, ObjectRef, origin_key
 from hairpin_proxy.kube.client import JsonObj
+from hairpin_proxy.ordered import has
 from hairpin_proxy.policy import Rejection
 from hairpin_proxy.wildcards import wildcard_base
 
@@ -386,7 +387,7 @@ def _advanced(hosts: tuple[str, ...], sets: AnswerSets, limits: Sequence[Limit],
     counts = dict(counted)
     for host in touched:
         at = bisect.bisect_left(hosts, host)
-        now, then = at < len(hosts) and hosts[at] == host, _has(before, host)
+        now, then = at < len(hosts) and hosts[at] == host, has(before, host)
         if now != then:
             (added if now else removed).append(host)
         old, new = was.of(host) if then else None, sets.of(host) if now else None
@@ -396,10 +397,6 @@ def _advanced(hosts: tuple[str, ...], sets: AnswerSets, limits: Sequence[Limit],
     return _sizes(limits, [m.measure.advance(None, added, removed, hosts) for m in limits],
                   {a: c for a, c in counts.items() if any(c)})
 
-
-def _has(ordered: Sequence[str], host: str) -> bool:
-    at = bisect.bisect_left(ordered, host)
-    return at < len(ordered) and ordered[at] == host
 
 
 def _recount(counts: Counts, host: str, old: corefile.Answers | None,

@@ -10,7 +10,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hairpin_proxy import corefile
-from hairpin_proxy.plan.change import Since, has
+from hairpin_proxy.ordered import has
+from hairpin_proxy.plan.change import Since
 from hairpin_proxy.targets import table
 from hairpin_proxy.targets.model import DEFAULT_KEY
 from hairpin_proxy.targets.plan import Plan

@@ -10,17 +10,11 @@ foreign edit, a failed write, a drop held back) it computes everything as withou
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hairpin_proxy import corefile
-
-
-def has(ordered: Sequence[str], host: str) -> bool:
-    """Whether ``host`` is in the sorted ``ordered``."""
-    at = bisect.bisect_left(ordered, host)
-    return at < len(ordered) and ordered[at] == host
+from hairpin_proxy.ordered import has
 
 
 @dataclass(frozen=True, eq=False)

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from hairpin_proxy.plan.change import has
+from hairpin_proxy.ordered import has
 from hairpin_proxy.verify.verdict import Verdict
 
 # Verdicts that say nothing of where a host's DNS leads: a held host stays as the rules have it.
