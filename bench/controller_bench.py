@@ -6,9 +6,10 @@
 
 Measures: list-of-N to first write, event-to-write latency (p50/p99), controller RSS once
 synced, the Corefile's size before and after, and API requests per minute at steady state. The
-controller runs exactly as deployed (`python -m hairpin_proxy controller`), in its own process,
-with the proxy Service (a ClusterIP) and a ready EndpointSlice of it in place, without which
-it withdraws every rule. Not part of the test suite.
+controller runs exactly as deployed (`python -m hairpin_proxy controller` with the image's
+Python settings, tests/image.py), in its own process, with the proxy Service (a ClusterIP) and
+a ready EndpointSlice of it in place, without which it withdraws every rule. Not part of the
+test suite.
 
 Before and after: the controller of another commit (commit 0586156, which wrote one
 ``rewrite`` line per host) runs from a git worktree with that tree's ``src`` first on the path
@@ -55,6 +56,7 @@ from tests.fakeapi.fixtures import (
 )
 from tests.fakeapi.server import FakeApiServer
 from tests.fakeapi.tls import make_serving_cert
+from tests.image import as_in_image
 
 from bench import corefile_bench
 from bench.corefile_bench import PROXY_IP, TEMPLATE_FORMAT, median_ms
@@ -410,7 +412,7 @@ def run(count: int, events: int, steady: float, debounce: float | None,
                  str(kubeconfig), "--namespace", NAMESPACE,
                  "--admin-listen", f"127.0.0.1:{admin}",
                  *flags, *extra, "--log-level", "info"],
-                stdout=log, stderr=log, cwd=ROOT)
+                stdout=log, stderr=log, cwd=ROOT, env=as_in_image(os.environ))
 
         proc = controller()
         try:

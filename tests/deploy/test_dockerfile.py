@@ -30,6 +30,7 @@ from packaging.version import Version
 
 from hairpin_proxy.cli import COMMANDS
 from tests.deploy.rendering import REPO
+from tests.image import IMAGE_PYTHON_ENV, as_in_image
 
 DOCKERFILE = REPO / "Dockerfile"
 LOCK = REPO / "requirements.lock"
@@ -169,6 +170,28 @@ def test_runtime_installs_only_locked_wheels_without_build_tools(
     # The wheels and the lock come from the builder stage and are not copied into a layer.
     assert "from=builder" in " ".join(runs) and f"target={lock}" in " ".join(runs)
     assert not any("--from=builder" in c for c in runtime.args("COPY"))
+
+
+def runtime_env(runtime: Stage) -> dict[str, str]:
+    """The runtime stage's ENV settings (``KEY=value`` pairs)."""
+    return dict(pair.split("=", 1) for env in runtime.args("ENV") for pair in shlex.split(env))
+
+
+def test_commands_started_by_tests_run_with_the_image_python_settings(
+        dockerfile: tuple[dict[str, str], list[Stage]]) -> None:
+    runtime = dockerfile[1][-1]
+    env = runtime_env(runtime)
+    settings = {k: v for k, v in env.items() if k == "PYTHONOPTIMIZE"}
+    assert settings == dict(IMAGE_PYTHON_ENV), "tests/image.py says what the image sets"
+    # Bytecode at that level is compiled in the image: the filesystem is read-only and
+    # PYTHONDONTWRITEBYTECODE is set, so nothing would keep a compilation made at start.
+    assert env.get("PYTHONDONTWRITEBYTECODE") == "1"
+    compiles = [shlex.split(part) for run in runtime.args("RUN") for part in run.split("&&")
+                if "compileall" in part]
+    assert len(compiles) == 1, compiles
+    words = compiles[0]
+    assert words[words.index("-o") + 1] == env["PYTHONOPTIMIZE"]
+    assert any("stdlib" in w for w in words), "the standard library, site-packages under it"
 
 
 def test_image_version_comes_from_pyproject(
@@ -354,7 +377,8 @@ def test_wheel_built_like_the_builder_installs_and_serves_every_command(
     entrypoint = target / "bin" / "hairpin-proxy"
     assert entrypoint.exists(), "the wheel installs the hairpin-proxy console script"
     # Run outside the checkout so nothing imports the source tree by accident.
-    clean_env = {k: v for k, v in env.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    clean_env = as_in_image({k: v for k, v in env.items()
+                             if k not in ("PYTHONPATH", "VIRTUAL_ENV")})
     top = subprocess.run([str(entrypoint), "--help"], capture_output=True, text=True,
                          timeout=120, cwd=tmp_path, env=clean_env, check=False)
     assert top.returncode == 0, top.stderr

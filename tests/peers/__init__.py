@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.image import as_in_image
 from tests.waiting import WaitTimeout, wait_until
 
 __all__ = [
@@ -137,14 +138,15 @@ def read_text(path: Path) -> str:
 
 class CliProcess:
     """One ``hairpin-proxy`` command in a subprocess, started exactly as the CLI runs it
-    (no HAIRPIN_*, KUBECONFIG or POD_NAMESPACE from the test's environment), its output in
+    (no HAIRPIN_*, KUBECONFIG or POD_NAMESPACE from the test's environment, the image's Python
+    settings), its output in
     ``log_path`` and its admin endpoint, when it serves one, on 127.0.0.1:``port``."""
 
     def __init__(self, argv: Sequence[str], log: Path, port: int) -> None:
         self.port = port
         self.log_path = log
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("HAIRPIN_", "KUBECONFIG", "POD_NAMESPACE"))}
+        env = as_in_image({k: v for k, v in os.environ.items()
+                           if not k.startswith(("HAIRPIN_", "KUBECONFIG", "POD_NAMESPACE"))})
         self._log = log.open("ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "hairpin_proxy", *argv],
                                      stdout=self._log, stderr=self._log, env=env)

@@ -31,6 +31,7 @@ from hairpin_proxy.relay.resolve import Resolver
 from hairpin_proxy.relay.spec import parse_listeners
 from hairpin_proxy.settings import ProxySettings, settings_from_args
 from tests import waiting
+from tests.image import as_in_image
 from tests.peers import free_ports, read_text, stop_process, wait_for
 
 # The shared helper, re-exported (an assignment, so mypy --strict sees the export): relay tests
@@ -309,7 +310,7 @@ def run_relay(tmp: Path, listen: list[str], *args: str, loop: str = "asyncio",
             text = text.replace("{port}", str(ports[-1]))  # noqa: PLW2901
         specs.append(text)
     log_path = tmp / f"relay-{admin_port}.log"
-    full_env = dict(os.environ, **(env or {}))
+    full_env = {**as_in_image(os.environ), **(env or {})}
     with log_path.open("ab") as out:
         proc = subprocess.Popen([*prefix, *relay_command(specs, admin_port, *args, loop=loop)],
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=full_env,

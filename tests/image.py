@@ -1,0 +1,15 @@
+"""How the image runs every command, for the tests and benchmarks that start one as a process:
+the Python settings of the Dockerfile's runtime stage (tests/deploy/test_dockerfile.py keeps
+them equal to the Dockerfile's)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+# Docstrings and asserts left out, as in a container.
+IMAGE_PYTHON_ENV: Mapping[str, str] = {"PYTHONOPTIMIZE": "2"}
+
+
+def as_in_image(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with the image's Python settings."""
+    return {**env, **IMAGE_PYTHON_ENV}
