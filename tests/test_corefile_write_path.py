@@ -134,3 +134,20 @@ def test_one_edit_finds_exactly_one_name_in_or_out(old: list[str], new: list[str
         assert len(set(old) ^ set(new)) != 1
     else:
         assert set(old) ^ set(new) == {longer[i]} and longer[:i] + longer[i + 1:] == shorter
+
+
+def test_edited_from_tells_our_edit_of_a_text_without_keeping_it() -> None:
+    edit = CorednsEdit("kube-system", "coredns", "Corefile", corefile.DEFAULT_PROXY_FQDN)
+    groups = ((("a.example.com", "b.example.com"), A1),)
+    edited = edit.edit(KUBEADM, groups)
+    # The watch's copy of the texts: equal, other objects.
+    echo, source = "".join(list(edited)), "".join(list(KUBEADM))
+    assert edit.edited_from(echo, source)
+    # Another text of the same length as the source is not it.
+    other = KUBEADM.replace("cache 30", "cache 31")
+    assert len(other) == len(KUBEADM) and not edit.edited_from(echo, other)
+    # A text that is not our result was edited from nothing we know.
+    assert not edit.edited_from(other, source)
+    # Our rules reverted by someone: the same edit again, from the text as it is.
+    assert edit.edit(source, groups) == edited
+    assert edit.edited_from(edited, KUBEADM)

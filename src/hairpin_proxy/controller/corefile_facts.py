@@ -38,7 +38,7 @@ class CorefileFacts:
         known = self._facts[0]
         if text == known:
             return
-        if known and self.edit.source_of(text) == known:
+        if known and self.edit.edited_from(text, known):
             # Our own edit of the text the facts were read from: it changed only our rules.
             self._facts = (text, *self._facts[1:])
             return

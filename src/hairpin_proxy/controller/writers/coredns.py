@@ -22,11 +22,13 @@ class EditError(RuntimeError):
 
 @dataclass(frozen=True)
 class _Last:
-    """The last edit: the text it started from, the groups asked for, the hosts they hold
-    and the result (the watch echoes our own write back, and most passes change nothing,
-    so neither needs a fresh parse)."""
+    """The last edit: the groups asked for, the hosts they hold and the result (the watch
+    echoes our own write back, and most passes change nothing, so neither needs a fresh
+    parse). Of the text it started from only the length and hash are kept: at 10,000 hosts
+    the text is half a megabyte, read again only to tell that a text is our edit of it."""
 
-    source: str
+    source_len: int
+    source_hash: int
     groups: Groups
     hosts: tuple[str, ...]
     edited: corefile.Edited
@@ -81,10 +83,13 @@ class CorednsEdit:
         last = self._last_for(self.text(cm))
         return None if last is None else last.hosts
 
-    def source_of(self, text: str) -> str | None:
-        """The text our last edit started from, when ``text`` is that edit's result."""
+    def edited_from(self, text: str, source: str) -> bool:
+        """Whether ``text`` is our last edit's result and ``source`` the text it started from
+        (the hash is the string's own, keyed per process: equal hashes of equal lengths
+        are equal texts short of a deliberate collision, which needs the process's key)."""
         last = self._last_for(text)
-        return None if last is None else last.source
+        return last is not None and len(source) == last.source_len \
+            and hash(source) == last.source_hash
 
     def held_answers(self, cm: JsonObj | None) -> dict[str, corefile.Answers]:
         """Host → what our rules answer for it now."""
@@ -101,16 +106,15 @@ class CorednsEdit:
         sent nowhere."""
         groups = tuple((hosts, answers) for hosts, answers in groups if answers and hosts)
         last = self._memo.get("last")
-        if last is not None and groups == last.groups and text in (last.source,
-                                                                   last.edited.text):
+        if last is not None and groups == last.groups and text == last.edited.text:
             return last.edited.text
         # One target: the single-set call, whose output earlier versions wrote too.
         edited = corefile.apply_kept(text, groups, proxy_fqdn=self.proxy_fqdn,
                                      dns_port=self.dns_port, single=len(groups) == 1,
                                      last=None if last is None else last.edited)
         hosts = None if last is None else _hosts_after(last.hosts, edited)
-        self._memo["last"] = _Last(text, groups, _hosts_of(groups) if hosts is None else hosts,
-                                   edited)
+        self._memo["last"] = _Last(len(text), hash(text), groups,
+                                   _hosts_of(groups) if hosts is None else hosts, edited)
         return edited.text
     def mutate(self, groups: Groups) -> Mutate:
         return self._rewrite(lambda text: self.edit(text, groups))
