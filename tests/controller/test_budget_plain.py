@@ -27,7 +27,7 @@ from hairpin_proxy.wildcards import wildcard_base
 # names inside rules_bytes (\x80), and "\n" and "*" where no name has them.
 TEXT = st.text(alphabet=st.sampled_from("ab-_zZ09.+()*\n\u00e9\u4e2d\x80"), max_size=12)
 PLAIN_TEXT = st.text(alphabet=st.sampled_from("ab-_zZ09."), max_size=12)
-PREFIX = st.sampled_from(["", "", "*.", "**.", "***.", "*", "x*."])
+PREFIX = st.sampled_from(["", "", "*.", "**.", "***.", "*", "**", "*.*.", "x*."])
 NAME = st.one_of(st.builds(lambda p, t: p + t, PREFIX, TEXT),
                  st.builds(lambda p, t: f"{p}{t}.example.com", st.sampled_from(["", "*.", "**."]),
                            PLAIN_TEXT))

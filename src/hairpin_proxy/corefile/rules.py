@@ -225,6 +225,10 @@ def plain_rules_bytes(hosts: Sequence[str]) -> int | None:
     characters, a ``*`` only in a leading ``*.`` or ``**.``), else None. A plain name's share
     is a formula of its length and dots (only dots are escaped), so the sum of thousands
     takes a few C passes and no per-host Python or memo."""
+    if len(hosts) == 1 and (one := hosts[0]).isascii() \
+            and not one.encode("ascii").translate(None, _PLAIN):
+        # One name without a "*" (what most objects add): no joining, no prefixes.
+        return 2 * (len(one) + 1 + one.count("."))
     if len(hosts) <= _PART:
         return _plain_part(hosts)
     total = 0
@@ -242,11 +246,7 @@ _PART = 1024
 
 
 def _plain_part(hosts: Sequence[str]) -> int | None:
-    """``plain_rules_bytes`` of a few hundred names."""
-    if len(hosts) == 1 and (one := hosts[0]).isascii() \
-            and not one.encode("ascii").translate(None, _PLAIN):
-        # One name without a "*" (what most objects add): no joining, no prefixes.
-        return 2 * (len(one) + 1 + one.count("."))
+    """``plain_rules_bytes`` of at most ``_PART`` names."""
     if not hosts:
         return 0
     joined = "\n".join(hosts)
