@@ -345,30 +345,41 @@ class _Tally:
 
     def one_by_one(self, new: Sequence[str]
                    ) -> tuple[list[int], dict[corefile.Answers, Shape]]:
-        """``grown`` for a few hosts (most objects have one or two): host by host, without
-        the set-up that pays off for thousands."""
-        measures = [limit.measure for limit in self.limits]
-        sizes = [size + m.hosts(new) for size, m in zip(self.sizes, measures, strict=True)]
+        """``grown`` for a few hosts (most objects have one or two), without the set-up that
+        pays off for thousands; measured limit by limit up to the first they overflow
+        (hosts that are not kept need no more: the rest of a pass's refusals cost one
+        measure each, not one per limit)."""
         shapes: dict[corefile.Answers, Shape] = {}
+        # Each host's answer set, and (answer set, shape before, after) where a host gives
+        # its set a form it had not.
+        answered: list[corefile.Answers] = []
+        grew: list[tuple[corefile.Answers, Shape, Shape]] = []
         for h in new:
             answers = self.sets.of(h)
+            answered.append(answers)
             form = _form(h)
             was = shapes.get(answers) or self.shapes.get(answers, _NONE)
             if not was[form]:
-                grew = [*was]
-                grew[form] = True
-                now = shapes[answers] = (grew[0], grew[1], grew[2])
-                for i, m in enumerate(measures):
-                    sizes[i] += m.frame(answers, now) - m.frame(answers, was)
-            for i, m in enumerate(measures):
-                sizes[i] += m.per_host(answers)
+                now = shapes[answers] = (was[0] or form == 0, was[1] or form == 1,
+                                         was[2] or form == 2)
+                grew.append((answers, was, now))
+        sizes: list[int] = []
+        for limit, before in zip(self.limits, self.sizes, strict=True):
+            m = limit.measure
+            size = before + m.hosts(new) + sum(map(m.per_host, answered))
+            for answers, was, now in grew:
+                size += m.frame(answers, now) - m.frame(answers, was)
+            sizes.append(size)
+            if size > limit.limit:
+                break
         return sizes, shapes
 
     def add(self, hosts: Iterable[str]) -> Limit | None:
         """Keep ``hosts`` when all fit; else keep none and return the limit they overflow."""
         new = [h for h in dict.fromkeys(hosts) if h not in self.kept]
         sizes, shapes = self.grown(new) if len(new) > 32 else self.one_by_one(new)
-        for limit, size in zip(self.limits, sizes, strict=True):
+        # ``one_by_one`` stops at the first limit overflowed.
+        for limit, size in zip(self.limits[:len(sizes)], sizes, strict=True):
             if size > limit.limit:
                 return limit
         self.kept.update(new)
