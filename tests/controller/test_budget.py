@@ -220,6 +220,17 @@ def test_the_kept_hosts_fit_and_the_oldest_object_that_fits_keeps_its_hosts(
             asking.setdefault(o, []).append(h)
     refused = [r for r, _, _ in got.refused]
     assert refused == sorted(refused, key=lambda o: origin_key(o, created[o]))
+    # Each refusal names the first limit (in order) its hosts would overflow, with the hosts
+    # of the older objects kept.
+    told = {r: lim for r, _, lim in got.refused}
+    before: set[str] = set()
+    for origin in sorted(asking, key=lambda o: origin_key(o, created[o])):
+        if origin in told:
+            over = measure(sorted(before | set(asking[origin])), sets, limits)
+            assert told[origin] is next(lim for s, lim in zip(over, limits, strict=True)
+                                        if s > lim.limit)
+        else:
+            before |= set(asking[origin])
     for origin, mine in asking.items():
         if origin in refused:
             over = measure(sorted(kept | set(mine)), sets, limits)

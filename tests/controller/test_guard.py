@@ -143,35 +143,80 @@ def test_allowed_drops_build_nothing_from_the_previous_hosts() -> None:
     assert guard.decide(["a"], previous()) == (("a",), False)
 
 
-def set_of(guard: RemovalGuard, hosts: tuple[str, ...]) -> object:
-    return next((its for known, its in guard._sets if known is hosts), None)
+def keeps_no_hosts(guard: RemovalGuard) -> bool:
+    """Whether the guard holds nothing of the hosts between passes (a set of 10,000 of them
+    is half a megabyte)."""
+    return not [v for v in vars(guard).values()
+                if isinstance(v, (set, frozenset, list, tuple, dict))]
 
 
-def test_the_same_previous_tuple_is_looked_at_once() -> None:
+def test_nothing_of_the_hosts_is_kept_between_passes() -> None:
+    """The same ``previous`` tuple again, the hosts just written coming back as ``previous``,
+    a held drop: decided as ever, and no set of the hosts kept after any of them."""
     guard = RemovalGuard(0.5, 60, False, Clock())
     previous = ("a", "b", "c", "d")
     assert guard.decide(("a", "b", "c"), previous) == (("a", "b", "c"), False)
-    cached = set_of(guard, previous)
-    assert cached == set(previous)
+    assert keeps_no_hosts(guard)
     assert guard.decide(("a", "b", "x"), previous) == (("a", "b", "x"), False)
-    assert set_of(guard, previous) is cached
     assert guard.decide(("x",), previous) == (("a", "b", "c", "d", "x"), True)
-    assert guard.decide(("a", "b", "c", "d"), ("a", "b", "c", "d")) == (("a", "b", "c", "d"),
-                                                                      False)
+    assert keeps_no_hosts(guard)
+    assert guard.decide(("a", "b", "c", "d"), ("a", "b", "c", "d")) == (previous, False)
     assert guard.held_since is None
-
-
-def test_the_hosts_just_written_are_not_looked_at_again() -> None:
-    """The hosts a pass writes come back as the next pass's ``previous``: their set is the
-    one made from ``desired``."""
-    guard = RemovalGuard(0.5, 60, False, Clock())
     written, _ = guard.decide(["c", "a", "b", "a"], ("a",))
     assert written == ("a", "b", "c")
-    made = set_of(guard, written)
-    assert made == {"a", "b", "c"}
     assert guard.decide(("a", "b", "c", "d"), written) == (("a", "b", "c", "d"), False)
-    assert set_of(guard, written) is made
     assert guard.decide(("d",), written) == (("a", "b", "c", "d"), True)
+    assert keeps_no_hosts(guard)
+
+
+def test_a_decision_from_the_plans_change_reads_only_the_change() -> None:
+    guard = RemovalGuard(0.5, 60, False, Clock())
+    written, _ = guard.decide(["a", "b", "c"], ())
+    now = ("a", "b", "c", "d")
+    since = Since(written, {}, corefile.Answers(), written, ("d",))
+    assert guard.decide(now, written, since) == (now, False)
+    assert keeps_no_hosts(guard)
+    # Decided as before from then on, without a change to go by too.
+    assert guard.decide(("d",), now) == (("a", "b", "c", "d"), True)
+    # A drop the change tells: held as the plain algorithm holds it.
+    gone = Since(now, {}, corefile.Answers(), now, ("a", "b", "c"))
+    assert guard.decide(("d",), now, gone) == (("a", "b", "c", "d"), True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(fraction=st.sampled_from([0.0, 0.25, 0.5, 1.0, -0.5]), allow=st.booleans(),
+       steps=st.lists(st.tuples(NAMES, st.sampled_from(["last plan", "written", "tuple",
+                                                        "list"]),
+                                NAMES, st.booleans(), NAMES, st.integers(0, 40)),
+                      max_size=15))
+def test_decisions_from_the_plans_change_are_those_of_the_plain_algorithm(
+        fraction: float, allow: bool,
+        steps: list[tuple[list[str], str, list[str], bool, list[str], int]]) -> None:
+    """Passes with the plan's change (the last plan's hosts, every host that came or went
+    and others) or without, whatever ``previous`` is: the plain algorithm's decisions, and
+    no set of the hosts kept after any pass."""
+    clock = Clock()
+    guard = RemovalGuard(fraction, 30, allow, clock)
+    plain = OldGuard(fraction, 30, allow, clock)
+    last_plan: tuple[str, ...] = ()
+    written: tuple[str, ...] = ()
+    for desired, how, other, told, extra, wait in steps:
+        clock.now += wait
+        want = tuple(sorted(set(desired)))
+        choices: dict[str, list[str] | tuple[str, ...]] = {
+            "last plan": last_plan, "written": written, "tuple": tuple(sorted(set(other))),
+            "list": list(other)}
+        previous = choices[how]
+        since = None
+        if told:
+            touched = set(want).symmetric_difference(last_plan) | set(extra)
+            since = Since(last_plan, {}, corefile.Answers(), last_plan,
+                          tuple(sorted(touched)))
+        got = guard.decide(want, previous, since)
+        assert got == plain.decide(want, previous)
+        assert guard.held_since == plain.held_since
+        assert keeps_no_hosts(guard)
+        last_plan, written = want, got[0]
 
 
 def test_guard_holds_then_releases_end_to_end(cluster: FakeApiServer, start: Start) -> None:
@@ -210,17 +255,3 @@ def test_guard_starts_from_what_the_block_holds(cluster: FakeApiServer, start: S
     wait_until(lambda: ctl.metric("hairpin_controller_mass_removal_held") == 1,
                what="drop held at start")
     assert corefile.managed_hosts(corefile_text(cluster)) == ("a.example.com", "b.example.com")
-
-
-def test_a_decision_from_the_plans_change_lets_go_of_the_sets_kept() -> None:
-    """The sets of the hosts decided on before are not kept once a pass goes by the plan's
-    change, which never reads them (half a megabyte each at 10,000 hosts)."""
-    guard = RemovalGuard(0.5, 60, False, Clock())
-    written, _ = guard.decide(["a", "b", "c"], ())
-    assert set_of(guard, written) == {"a", "b", "c"}
-    now = ("a", "b", "c", "d")
-    since = Since(written, {}, corefile.Answers(), written, ("d",))
-    assert guard.decide(now, written, since) == (now, False)
-    assert guard._sets == []
-    # Decided as before from then on, without a change to go by too.
-    assert guard.decide(("d",), now) == (("a", "b", "c", "d"), True)

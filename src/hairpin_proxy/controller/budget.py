@@ -9,8 +9,8 @@ refused, each with its reason: one new object can never stop the rules of every 
 being written, whatever target its hosts go to (a class falling back to the default, a slot
 of its own, a Gateway).
 
-Pure: ``within`` is the plan's step (``plan.core.fit_rooms``); the measures memoise each host's
-bytes as a cache only.
+Pure: ``within`` is the plan's step (``plan.core.fit_rooms``); the measures' memo (of the
+names their formula does not cover) and running sums are caches only.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from hairpin_proxy import corefile
 from hairpin_proxy.claims import Claim, ObjectRef, origin_key
+from hairpin_proxy.corefile.rules import plain_rules_bytes
 from hairpin_proxy.kube.client import JsonObj
 from hairpin_proxy.ordered import has
 from hairpin_proxy.policy import Rejection
@@ -57,10 +58,13 @@ def _form(host: str) -> int:
 class Measure:
     """Bytes of one destination: ``host`` (a host's own), ``per_host`` (what each host of an
     answer set adds for its addresses) and ``frame`` (an answer set's fixed bytes, given
-    its ``Shape``: whether it holds exact, ``*.`` and ``**.`` hosts). Memoised: a pass
-    measures tens of thousands of hosts, the same ones as the last pass but a few."""
+    its ``Shape``: whether it holds exact, ``*.`` and ``**.`` hosts). A pass measures tens
+    of thousands of hosts: those of plain names by a formula in C string methods
+    (``_plain``), the others memoised (none in the usual cluster)."""
 
     def __init__(self) -> None:
+        # Host → bytes, of names ``_plain`` does not cover only: a memo of every host would
+        # be the biggest thing kept between passes (0.4 MiB at 11,000 hosts).
         self._hosts: dict[str, int] = {}
         self._frames: dict[tuple[corefile.Answers, Shape], int] = {}
         # The last host set measured whole (``advance``) and its running sums: its bytes,
@@ -92,31 +96,50 @@ class Measure:
         (the difference between the two sets). A pass measures the same ten thousand hosts
         as the last but a few."""
         size, wild, deep = self._sums
-        new = list(added)
-        size += self.hosts(new) if new else 0
-        for h in removed:
-            size -= self.host(h)
-            wild -= h.startswith("*.")
-            deep -= h.startswith("**.")
-        for h in new:
-            wild += h.startswith("*.")
-            deep += h.startswith("**.")
+        new, gone = list(added), list(removed)
+        size += self.hosts(new) - self.hosts(gone)
+        for hosts, sign in ((new, 1), (gone, -1)):
+            for h in hosts:
+                wild += sign * h.startswith("*.")
+                deep += sign * h.startswith("**.")
         self.present, self._sums, self.hosts_of = present, (size, wild, deep), of
         return self._sums
 
     def host(self, host: str) -> int:
-        size = self._hosts.get(host)
-        if size is None:
-            size = self._hosts[host] = self._host(host)
-        return size
+        return self.hosts((host,))
 
     def hosts(self, hosts: Sequence[str]) -> int:
+        got = self._plain(hosts)
+        if got is not None:
+            return got
         known = self._hosts
         try:
+            # Every name memoised (a cluster of names no formula covers): looked up in C.
             return sum(map(known.__getitem__, hosts))
         except KeyError:
-            self._learn([h for h in dict.fromkeys(hosts) if h not in known])
-            return sum(map(known.__getitem__, hosts))
+            return self._mixed(hosts)
+
+    def _mixed(self, hosts: Sequence[str]) -> int:
+        """``hosts`` of plain and other names: halved until a part is plain, so that a few
+        other names among thousands cost a few passes in C, not a step per name."""
+        if len(hosts) > 16:
+            half = len(hosts) // 2
+            return sum(got if (got := self._plain(part)) is not None else self._mixed(part)
+                       for part in (hosts[:half], hosts[half:]))
+        total = 0
+        unknown: list[str] = []
+        for h in hosts:
+            got = self._plain((h,))
+            if got is None:
+                got = self._hosts.get(h)
+            if got is None:
+                unknown.append(h)
+            else:
+                total += got
+        if unknown:
+            self._learn(list(dict.fromkeys(unknown)))
+            total += sum(map(self._hosts.__getitem__, unknown))
+        return total
 
     def keep_only(self, hosts: Collection[str]) -> None:
         """Forget hosts that went away, but not so often that it costs."""
@@ -132,6 +155,10 @@ class Measure:
                 self._frames.clear()
             size = self._frames[key] = self._frame(answers or _STAND_IN, shape)
         return size
+
+    def _plain(self, hosts: Sequence[str]) -> int | None:
+        """The bytes of ``hosts`` by a formula, where it covers each of them; else None."""
+        return None
 
     def _learn(self, hosts: list[str]) -> None:
         self._hosts.update((h, self._host(h)) for h in hosts)
@@ -149,8 +176,10 @@ class Measure:
 class RulesMeasure(Measure):
     """``corefile.rules_bytes`` of the groups, host by host."""
 
+    _plain = staticmethod(plain_rules_bytes)
+
     def _learn(self, hosts: list[str]) -> None:
-        # Measured together: much cheaper than one by one (the first pass).
+        # Measured together: much cheaper than one by one.
         self._hosts.update(zip(hosts, corefile.host_rules_bytes(hosts), strict=True))
 
     def _host(self, host: str) -> int:
@@ -169,17 +198,18 @@ class NodeLocalMeasure(Measure):
     block's key."""
 
     def _host(self, host: str) -> int:
-        return len((wildcard_base(host) or host).encode()) + len(":53 ")
+        base = wildcard_base(host)
+        return len((host if base is None else base).encode()) + len(":53 ")
 
-    def hosts(self, hosts: Sequence[str]) -> int:
+    def _plain(self, hosts: Sequence[str]) -> int | None:
         joined = "\n".join(hosts)
         if not joined.isascii():
-            return super().hosts(hosts)
-        # C string methods: a pass measures every host.
-        lines = "\n" + joined
-        wild, deep = lines.count("\n*."), lines.count("\n**.")
-        return len(joined) + 1 - len(hosts) - 2 * wild - 3 * deep + len(":53 ") * len(hosts) \
-            if hosts else 0
+            return None
+        if not hosts:
+            return 0
+        wild = joined.count("\n*.") + joined.startswith("*.")
+        deep = joined.count("\n**.") + joined.startswith("**.")
+        return len(joined) + 1 - len(hosts) - 2 * wild - 3 * deep + len(":53 ") * len(hosts)
 
 
 class PublishedMeasure(Measure):
@@ -188,12 +218,9 @@ class PublishedMeasure(Measure):
     def _host(self, host: str) -> int:
         return 2 * (len(host.encode()) + 1)
 
-    def hosts(self, hosts: Sequence[str]) -> int:
+    def _plain(self, hosts: Sequence[str]) -> int | None:
         joined = "".join(hosts)
-        if not joined.isascii():
-            return super().hosts(hosts)
-        # C string methods: a pass measures every host.
-        return 2 * (len(joined) + len(hosts))
+        return 2 * (len(joined) + len(hosts)) if joined.isascii() else None
 
     def per_host(self, answers: corefile.Answers) -> int:
         return sum(1 + len(a) for a in (*answers.ipv4, *answers.ipv6))
@@ -318,30 +345,41 @@ class _Tally:
 
     def one_by_one(self, new: Sequence[str]
                    ) -> tuple[list[int], dict[corefile.Answers, Shape]]:
-        """``grown`` for a few hosts (most objects have one or two): host by host, without
-        the set-up that pays off for thousands."""
-        sizes = list(self.sizes)
+        """``grown`` for a few hosts (most objects have one or two), without the set-up that
+        pays off for thousands; measured limit by limit up to the first they overflow
+        (hosts that are not kept need no more: the rest of a pass's refusals cost one
+        measure each, not one per limit)."""
         shapes: dict[corefile.Answers, Shape] = {}
-        measures = [limit.measure for limit in self.limits]
+        # Each host's answer set, and (answer set, shape before, after) where a host gives
+        # its set a form it had not.
+        answered: list[corefile.Answers] = []
+        grew: list[tuple[corefile.Answers, Shape, Shape]] = []
         for h in new:
             answers = self.sets.of(h)
+            answered.append(answers)
             form = _form(h)
             was = shapes.get(answers) or self.shapes.get(answers, _NONE)
             if not was[form]:
-                grew = [*was]
-                grew[form] = True
-                now = shapes[answers] = (grew[0], grew[1], grew[2])
-                for i, m in enumerate(measures):
-                    sizes[i] += m.frame(answers, now) - m.frame(answers, was)
-            for i, m in enumerate(measures):
-                sizes[i] += m.host(h) + m.per_host(answers)
+                now = shapes[answers] = (was[0] or form == 0, was[1] or form == 1,
+                                         was[2] or form == 2)
+                grew.append((answers, was, now))
+        sizes: list[int] = []
+        for limit, before in zip(self.limits, self.sizes, strict=True):
+            m = limit.measure
+            size = before + m.hosts(new) + sum(map(m.per_host, answered))
+            for answers, was, now in grew:
+                size += m.frame(answers, now) - m.frame(answers, was)
+            sizes.append(size)
+            if size > limit.limit:
+                break
         return sizes, shapes
 
     def add(self, hosts: Iterable[str]) -> Limit | None:
         """Keep ``hosts`` when all fit; else keep none and return the limit they overflow."""
         new = [h for h in dict.fromkeys(hosts) if h not in self.kept]
         sizes, shapes = self.grown(new) if len(new) > 32 else self.one_by_one(new)
-        for limit, size in zip(self.limits, sizes, strict=True):
+        # ``one_by_one`` stops at the first limit overflowed.
+        for limit, size in zip(self.limits[:len(sizes)], sizes, strict=True):
             if size > limit.limit:
                 return limit
         self.kept.update(new)

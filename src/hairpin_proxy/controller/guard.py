@@ -17,8 +17,6 @@ from hairpin_proxy.plan.change import Since
 # Every part of the controller logs under the one name its logs have always carried.
 log = logging.getLogger("hairpin_proxy.controller")
 
-HostSet = set[str] | frozenset[str]
-
 
 class RemovalGuard:
     """Holds back sudden large drops in the host set until they have persisted for ``grace``.
@@ -34,10 +32,6 @@ class RemovalGuard:
         self.allow = allow
         self.clock = clock
         self.held_since: float | None = None
-        # The sets of the last two tuples decided on or returned (immutable, so a set stays
-        # right while the same object comes back: the hosts the last pass wrote, or the same
-        # held hosts in passes that write nothing).
-        self._sets: list[tuple[tuple[str, ...], HostSet]] = []
 
     def decide(self, desired: Sequence[str], previous: Iterable[str],
                since: Since | None = None) -> tuple[tuple[str, ...], bool]:
@@ -46,18 +40,20 @@ class RemovalGuard:
         the removed hosts when ``previous`` are those."""
         if since is not None and isinstance(desired, tuple) and since.starts_at(previous):
             return self._decide_since(desired, since)
-        # Sorted in C (a pass's hosts come sorted: linear), and their set made once: it tells
-        # duplicates, and it is the next pass's ``previous`` when these hosts are written.
+        # Sorted in C (a pass's hosts come sorted: linear); their set tells duplicates.
         ordered = sorted(desired)
         present = set(ordered)
         want = tuple(ordered) if len(present) == len(ordered) else tuple(dict.fromkeys(ordered))
         if self.allow or (want == previous and self.fraction >= 0):
             # Nothing can be held: no host of ``previous`` is missing from ``want``.
             self.held_since = None
-            return self._kept(want, present), False
-        prev = self._set_of(previous)
+            return want, False
+        # Made in each pass that gets here, never kept: a set of every host held between
+        # passes (half a megabyte at 10,000 hosts) weighs more than making it again in the
+        # few passes that cannot go by the plan's change.
+        prev = frozenset(previous)
         if not self._holds(len(prev.difference(present)), len(prev), bool(want)):
-            return self._kept(want, present), False
+            return want, False
         return tuple(sorted(prev.union(want))), True
 
     def _decide_since(self, want: tuple[str, ...], since: Since) -> tuple[tuple[str, ...],
@@ -65,10 +61,6 @@ class RemovalGuard:
         """``decide`` of the plan's hosts from the last plan's: the same decisions, from the
         count of the hosts that went."""
         previous = since.hosts
-        # Let go of the sets kept (half a megabyte each at 10,000 hosts): passes that go by
-        # the plan's change never read them, and a later one that cannot starts, but after
-        # a failed write, from the hosts this pass writes, whose set was never made.
-        self._sets = []
         if not self._holds(len(since.split(want)[1]), len(previous), bool(want)):
             return want, False
         return tuple(sorted(set(previous).union(want))), True
@@ -86,26 +78,6 @@ class RemovalGuard:
             self.held_since = None
             return False
         return True
-
-    def _kept(self, hosts: tuple[str, ...], present: HostSet) -> tuple[str, ...]:
-        self._remember(hosts, present)
-        return hosts
-
-    def _remember(self, hosts: tuple[str, ...], present: HostSet) -> None:
-        if not any(known is hosts for known, _ in self._sets):
-            self._sets = [*self._sets[-1:], (hosts, present)]
-
-    def _set_of(self, previous: Iterable[str]) -> HostSet:
-        if not isinstance(previous, tuple):
-            return frozenset(previous)
-        for known, its in self._sets:
-            if known is previous:
-                # The most recent of the two now: it may well come back again.
-                self._sets = [*(e for e in self._sets if e[0] is not known), (known, its)]
-                return its
-        got = frozenset(previous)
-        self._remember(previous, got)
-        return got
 
     def release_in(self) -> float:
         if self.held_since is None:

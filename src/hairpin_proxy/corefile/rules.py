@@ -216,6 +216,77 @@ def host_rules_bytes(hosts: Sequence[str]) -> list[int]:
     return [2 * (_utf8_len(e) + 1) for e in _escaped(bases)]
 
 
+# The characters of plain names that are never escaped (``_PLAIN`` but the dot).
+_AS_IS = _PLAIN.replace(b".", b"")
+
+
+def plain_rules_bytes(hosts: Sequence[str]) -> int | None:
+    """``sum(host_rules_bytes(hosts))`` when every one of ``hosts`` is plain (``_PLAIN``
+    characters, a ``*`` only in a leading ``*.`` or ``**.``), else None. A plain name's share
+    is a formula of its length and dots (only dots are escaped), so the sum of thousands
+    takes a few C passes and no per-host Python or memo."""
+    if len(hosts) == 1 and (one := hosts[0]).isascii() \
+            and not one.encode("ascii").translate(None, _PLAIN):
+        # One name without a "*" (what most objects add): no joining, no prefixes.
+        return 2 * (len(one) + 1 + one.count("."))
+    if len(hosts) <= _PART:
+        return _plain_part(hosts)
+    total = 0
+    # In parts: the text of a thousand names stays in the processor's cache and in the
+    # allocator's heap, where that of ten thousand would be mapped afresh on every call.
+    for at in range(0, len(hosts), _PART):
+        got = _plain_part(hosts[at:at + _PART])
+        if got is None:
+            return None
+        total += got
+    return total
+
+
+_PART = 1024
+
+
+def _plain_part(hosts: Sequence[str]) -> int | None:
+    """``plain_rules_bytes`` of at most ``_PART`` names."""
+    if not hosts:
+        return 0
+    joined = "\n".join(hosts)
+    if not joined.isascii():
+        return None
+    encoded = joined.encode("ascii")
+    # What is left once the characters written as they are go: dots, stars, the joining
+    # "\n"s (one more inside a name would be taken for a boundary), anything else. A tenth
+    # of the text: the rest is counted in it.
+    rest = encoded.translate(None, _AS_IS)
+    if rest.translate(None, b".*\n") or rest.count(b"\n") != len(hosts) - 1:
+        return None
+    stars = _wildcard_prefixes(encoded) if b"*" in rest else 0
+    if stars is None:
+        return None
+    # Each base (``_base``): its characters, and one more for each of its dots (escaped).
+    # A prefix ``*.`` takes 2 characters and a dot away, ``**.`` 3 and a dot.
+    return 2 * (len(joined) + 1 + rest.count(b".") - stars)
+
+
+def _wildcard_prefixes(encoded: bytes) -> int | None:
+    """What the wildcard prefixes of the names joined by "\n" take away from their bases'
+    escaped bytes: 3 for a ``*.``, 4 for a ``**.``; None when a ``*`` is anywhere else. A
+    step per ``*`` found by ``find`` (a C scan far faster than ``count``): few hosts are
+    wildcards."""
+    taken = 0
+    at = encoded.find(b"*")
+    while at >= 0:
+        if at and encoded[at - 1] != 0x0A:
+            return None
+        if encoded.startswith(b"*.", at):
+            taken += 3
+        elif encoded.startswith(b"**.", at):
+            taken, at = taken + 4, at + 1
+        else:
+            return None
+        at = encoded.find(b"*", at + 1)
+    return taken
+
+
 def rules_bytes(hosts_or_groups: Iterable[str] | Iterable[tuple[Iterable[str], Answers]]
                 ) -> int:
     """About how many bytes our rules take, for budgets.
