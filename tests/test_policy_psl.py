@@ -1,6 +1,8 @@
 """Host policy against the Public Suffix List and the cluster-internal top-level labels."""
 from __future__ import annotations
 
+import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -232,6 +234,20 @@ def test_a_packed_set_tells_apart_names_of_the_same_hash_and_bytes_of_another_le
     for name in ["a", "bc", "abcb", "", "o", "日", "\udc80", "\xc3\xb8"]:
         assert not policy_mod._packed_has(packed, name)
     assert not policy_mod._packed_has(policy_mod._pack([]), "com")
+
+
+def test_a_policy_from_another_process_answers_with_this_process_list() -> None:
+    # The tables follow the string hashes of the process that built them.
+    seed = "1" if os.environ.get("PYTHONHASHSEED") == "0" else "0"
+    made = subprocess.run(
+        [sys.executable, "-c", "import pickle, sys; from hairpin_proxy.policy import HostPolicy; "
+                               "sys.stdout.write(pickle.dumps(HostPolicy()).hex())"],
+        env={**os.environ, "PYTHONHASHSEED": seed}, capture_output=True, text=True, check=True,
+        timeout=120).stdout
+    policy = pickle.loads(bytes.fromhex(made))
+    assert check_host("co.uk", policy) == (None, "a public suffix (co.uk), shared by many owners")
+    assert check_host("shop.example.co.uk", policy) == ("shop.example.co.uk", None)
+    assert policy._psl is policy_mod._rule_sets()
 
 
 # Measured in a fresh process: the figure is the list as the controller keeps it, nothing else.

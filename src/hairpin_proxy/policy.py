@@ -24,7 +24,7 @@ import ipaddress
 import re
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import accumulate
@@ -246,7 +246,7 @@ def _is_ip(text: str) -> bool:
 # not in the list shares one with a rule about once in 400,000 lookups (then its bytes decide).
 _HASH_BITS = 0xFFFFFFFF
 # One bit per hash value modulo 2**17 (16 KiB): with the list's 10,000 rules, 8 names in 100 that
-# are not rules find theirs set, and only they pay for the search (a tenth of the time).
+# are not rules find theirs set, and only they pay for the bisect, most of a lookup's time.
 _SEEN_BITS = 1 << 17
 
 
@@ -263,8 +263,9 @@ class _Packed(NamedTuple):
 
 
 def _pack(strings: Iterable[str], mask: int = _HASH_BITS) -> _Packed:
-    # Built with as few objects alive at once as may be: thousands of small ones freed together
-    # can leave the allocator's arenas pinned by whatever was allocated between them.
+    # No tuple or bytes object per string on the way: thousands of small objects freed
+    # together can leave the allocator's arenas pinned by whatever was allocated between them
+    # (measured: two more arenas, 2 MiB, in RSS).
     ordered = sorted(set(strings), key=lambda s: hash(s) & mask)
     hashes = array("I", (hash(s) & mask for s in ordered))
     seen = bytearray(_SEEN_BITS // 8)
@@ -276,6 +277,7 @@ def _pack(strings: Iterable[str], mask: int = _HASH_BITS) -> _Packed:
 
 
 def _packed_has(packed: _Packed, name: str) -> bool:
+    """Whether ``name`` is one of the strings packed."""
     key = hash(name) & packed.mask
     if not packed.seen[key % _SEEN_BITS >> 3] >> (key & 7) & 1:
         return False  # nearly every name that is not one of the strings ends here
@@ -302,6 +304,11 @@ class _Suffixes(NamedTuple):
     # ("www.ck" for "!www.ck"): a few hundred, so plain sets, the fastest to ask.
     wildcard: frozenset[str]
     exceptions: frozenset[str]
+
+    def __reduce__(self) -> tuple[Callable[[], _Suffixes | None], tuple[()]]:
+        # Laid out by this process's string hashes: a copy elsewhere (a pickled HostPolicy)
+        # would answer wrongly, so it unpickles as that process's own list.
+        return _rule_sets, ()
 
 
 _psl_instance: PublicSuffixList | None = None
