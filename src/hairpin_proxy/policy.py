@@ -22,9 +22,12 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import re
-from collections.abc import Mapping
+from array import array
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import accumulate
 from typing import TYPE_CHECKING, NamedTuple
 
 from hairpin_proxy.claims import ObjectRef
@@ -102,8 +105,7 @@ class HostPolicy:
     _exclude: frozenset[str] = field(init=False, repr=False, compare=False)
     # The Public Suffix List's rules (shared by every policy of the process), None when only
     # the package can answer.
-    _psl_public: frozenset[str] | None = field(init=False, repr=False, compare=False)
-    _psl_wildcard: frozenset[str] = field(init=False, repr=False, compare=False)
+    _psl: _Suffixes | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.hosts_from not in HOSTS_FROM:
@@ -126,7 +128,6 @@ class HostPolicy:
              *(z for z in map(_norm_domain, self.served_zones) if z))))
         proxy_fqdn = _norm_domain(self.proxy_fqdn)
         protected = tuple(z for z in (proxy_fqdn, *zones) if z)
-        suffixes = _rule_sets()
         derived = {
             "_zones": zones,
             "_dotted_zones": tuple("." + z for z in zones),
@@ -138,8 +139,7 @@ class HostPolicy:
             "_classes": frozenset(self.ingress_classes),
             "_include": frozenset(self.include_namespaces),
             "_exclude": frozenset(self.exclude_namespaces),
-            "_psl_public": None if suffixes is None else suffixes.public,
-            "_psl_wildcard": frozenset() if suffixes is None else suffixes.wildcard,
+            "_psl": _rule_sets(),
         }
         for key, value in derived.items():
             object.__setattr__(self, key, value)
@@ -242,12 +242,73 @@ def _is_ip(text: str) -> bool:
 
 # --------------------------------------------------------------------------- public suffixes
 
-class _Suffixes(NamedTuple):
-    """The Public Suffix List's rules as three sets, for a few set lookups per name."""
+# 32 bits of hash() per packed string: few enough to halve the table, many enough that a name
+# not in the list shares one with a rule about once in 400,000 lookups (then its bytes decide).
+_HASH_BITS = 0xFFFFFFFF
+# One bit per hash value modulo 2**17 (16 KiB): with the list's 10,000 rules, 8 names in 100 that
+# are not rules find theirs set, and only they pay for the bisect, most of a lookup's time.
+_SEEN_BITS = 1 << 17
 
-    public: frozenset[str]  # exact rules and the roots of wildcard rules ("ck" for "*.ck")
-    wildcard: frozenset[str]  # roots of wildcard rules: every child is public ("ck")
-    exceptions: frozenset[str]  # names of exception rules ("www.ck" for "!www.ck")
+
+class _Packed(NamedTuple):
+    """A read-only set of strings in a few flat buffers. A frozenset of the list's 10,000 rules
+    keeps a str object per rule and a hash table (about a megabyte); this keeps a quarter of
+    that. Only in this process: it follows hash(), which differs from one process to another."""
+
+    seen: bytes  # bit ``h % _SEEN_BITS`` set for the hash ``h`` of each string
+    hashes: array[int]  # ``hash(s) & mask`` of each string, ascending
+    starts: array[int]  # where each string's bytes start in ``text``, in the same order, and end
+    text: bytes  # the strings as UTF-8, back to back
+    mask: int  # which bits of hash() count (fewer in tests, to make strings share hashes)
+
+
+def _pack(strings: Iterable[str], mask: int = _HASH_BITS) -> _Packed:
+    # No tuple or bytes object per string on the way: thousands of small objects freed
+    # together can leave the allocator's arenas pinned by whatever was allocated between them
+    # (measured: two more arenas, 2 MiB, in RSS).
+    ordered = sorted(set(strings), key=lambda s: hash(s) & mask)
+    hashes = array("I", (hash(s) & mask for s in ordered))
+    seen = bytearray(_SEEN_BITS // 8)
+    for key in hashes:
+        seen[key % _SEEN_BITS >> 3] |= 1 << (key & 7)
+    sizes = (len(s) if s.isascii() else len(s.encode("utf-8", "surrogatepass")) for s in ordered)
+    return _Packed(bytes(seen), hashes, array("I", accumulate(sizes, initial=0)),
+                   "".join(ordered).encode("utf-8", "surrogatepass"), mask)
+
+
+def _packed_has(packed: _Packed, name: str) -> bool:
+    """Whether ``name`` is one of the strings packed."""
+    key = hash(name) & packed.mask
+    if not packed.seen[key % _SEEN_BITS >> 3] >> (key & 7) & 1:
+        return False  # nearly every name that is not one of the strings ends here
+    hashes = packed.hashes
+    i = bisect_left(hashes, key)
+    if i == len(hashes) or hashes[i] != key:
+        return False
+    # A shared hash says nothing: the bytes decide, of each string with this hash.
+    # surrogatepass, as in _pack: a name with a lone surrogate encodes too, and only as itself.
+    raw = name.encode("utf-8", "surrogatepass")
+    starts, text = packed.starts, packed.text
+    while i < len(hashes) and hashes[i] == key:
+        if starts[i + 1] - starts[i] == len(raw) and text.startswith(raw, starts[i]):
+            return True
+        i += 1
+    return False
+
+
+class _Suffixes(NamedTuple):
+    """The Public Suffix List's rules, for a few lookups per name."""
+
+    exact: _Packed  # the names of rules that are neither wildcards nor exceptions
+    # Roots of wildcard rules (every child is public: "ck") and names of exception rules
+    # ("www.ck" for "!www.ck"): a few hundred, so plain sets, the fastest to ask.
+    wildcard: frozenset[str]
+    exceptions: frozenset[str]
+
+    def __reduce__(self) -> tuple[Callable[[], _Suffixes | None], tuple[()]]:
+        # Laid out by this process's string hashes: a copy elsewhere (a pickled HostPolicy)
+        # would answer wrongly, so it unpickles as that process's own list.
+        return _rule_sets, ()
 
 
 _psl_instance: PublicSuffixList | None = None
@@ -271,14 +332,14 @@ def _psl() -> PublicSuffixList:
 
 
 def _rule_sets() -> _Suffixes | None:
-    """The list's rules as sets, or None when this version of the package keeps them otherwise
+    """The list's rules, packed, or None when this version of the package keeps them otherwise
     (then every question goes to the package, cached)."""
     global _suffixes, _suffixes_ready, _psl_instance
     if not _suffixes_ready:
         if _psl_instance is not None:
             _suffixes = _read_rules(_psl_instance)
         else:
-            # The package's own tables are not kept once the sets stand in for them (about
+            # The package's own tables are not kept once ours stand in for them (about
             # a megabyte); only when they cannot does the instance stay, to answer.
             psl = _new_psl()
             _suffixes = _read_rules(psl)
@@ -293,11 +354,13 @@ def _read_rules(psl: PublicSuffixList) -> _Suffixes | None:
     if not isinstance(rules, (set, frozenset)) or not rules \
             or not all(isinstance(r, str) for r in rules):
         return None
-    wildcard = frozenset(r[2:] for r in rules if r.startswith("*."))
-    exceptions = frozenset(r[1:] for r in rules if r.startswith("!"))
-    exact = frozenset(r for r in rules if not r.startswith(("*.", "!")))
-    found = _Suffixes(exact | wildcard, wildcard, exceptions)
-    # The sets stand in for the package's own matching: if they disagree on names whose
+    # From a set, whose size is known: a frozenset grown one item at a time keeps twice the
+    # table.
+    wildcard = frozenset({r[2:] for r in rules if r.startswith("*.")})
+    exceptions = frozenset({r[1:] for r in rules if r.startswith("!")})
+    exact = _pack(r for r in rules if not r.startswith(("*.", "!")))
+    found = _Suffixes(exact, wildcard, exceptions)
+    # Our tables stand in for the package's own matching: if they disagree on names whose
     # answers are known, its internals changed, and the package answers instead.
     for name in ("com", "co.uk", "github.io", "example.com", "www.example.co.uk", "foo.ck",
                  "www.ck", "kobe.jp", "city.kobe.jp", "x.city.kobe.jp", "a.kawasaki.jp",
@@ -311,7 +374,7 @@ def _public_by_sets(name: str, rules: _Suffixes) -> bool:
     """``PublicSuffixList.is_public`` for a lower-case name of at least two labels: the name is
     listed (or the root of a wildcard rule), or its parent's wildcard rule covers it, and no
     exception rule lifts it out."""
-    if name in rules.public:
+    if name in rules.wildcard or _packed_has(rules.exact, name):
         return name not in rules.exceptions
     parent = name.partition(".")[2]
     return parent in rules.wildcard and parent not in rules.exceptions \
@@ -423,10 +486,8 @@ def verdict_of_str(host: str, policy: HostPolicy) -> Verdict:
             return None, f"wildcard covers a whole public suffix ({base})", False
     else:
         base = name
-        # Two set lookups rule out nearly every name before the exact test.
-        public = policy._psl_public
-        if (public is None or name in public
-                or name[name.find(".") + 1:] in policy._psl_wildcard) and is_public_suffix(name):
+        suffixes = policy._psl
+        if _public_by_sets(name, suffixes) if suffixes is not None else is_public_suffix(name):
             return None, f"a public suffix ({name}), shared by many owners", False
     if policy._domains and base not in policy._domains \
             and not base.endswith(policy._dotted_domains):
