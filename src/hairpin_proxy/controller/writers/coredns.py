@@ -33,6 +33,12 @@ class _Last:
     hosts: tuple[str, ...]
     edited: corefile.Edited
 
+    def started_from(self, text: str) -> bool:
+        """Whether ``text`` is the one this edit started from (the hash is the string's own,
+        keyed per process: equal hashes of equal lengths are equal texts short of a
+        deliberate collision, which needs the process's key)."""
+        return len(text) == self.source_len and hash(text) == self.source_hash
+
 
 @dataclass(frozen=True)
 class CorednsEdit:
@@ -84,12 +90,9 @@ class CorednsEdit:
         return None if last is None else last.hosts
 
     def edited_from(self, text: str, source: str) -> bool:
-        """Whether ``text`` is our last edit's result and ``source`` the text it started from
-        (the hash is the string's own, keyed per process: equal hashes of equal lengths
-        are equal texts short of a deliberate collision, which needs the process's key)."""
+        """Whether ``text`` is our last edit's result and ``source`` the text it started from."""
         last = self._last_for(text)
-        return last is not None and len(source) == last.source_len \
-            and hash(source) == last.source_hash
+        return last is not None and last.started_from(source)
 
     def held_answers(self, cm: JsonObj | None) -> dict[str, corefile.Answers]:
         """Host → what our rules answer for it now."""
@@ -106,7 +109,10 @@ class CorednsEdit:
         sent nowhere."""
         groups = tuple((hosts, answers) for hosts, answers in groups if answers and hosts)
         last = self._memo.get("last")
-        if last is not None and groups == last.groups and text == last.edited.text:
+        if last is not None and groups == last.groups and (
+                text == last.edited.text or last.started_from(text)):
+            # Our last result again, or the text it came from while the cache has not yet
+            # caught up with our write: apply would give the same text, at a full parse.
             return last.edited.text
         # One target: the single-set call, whose output earlier versions wrote too.
         edited = corefile.apply_kept(text, groups, proxy_fqdn=self.proxy_fqdn,
