@@ -62,7 +62,6 @@ from bench import corefile_bench
 from bench.corefile_bench import PROXY_IP, TEMPLATE_FORMAT, median_ms
 from bench.run import sections, with_sections
 from hairpin_proxy import corefile
-from hairpin_proxy.controller import heap
 from hairpin_proxy.policy import HostPolicy
 from hairpin_proxy.settings import ControllerSettings
 
@@ -459,9 +458,7 @@ def run(count: int, events: int, steady: float, debounce: float | None,
                 time.sleep(quiet)
             stop_profiler(spy)
             # After the events: what the controller keeps once the first pass's leftovers
-            # have gone, the caches have taken in the changes and it is at rest (past the
-            # idle spell after which it gives its free heap pages back).
-            settle(admin, max(quiet, heap.IDLE_DELAY + 0.5))
+            # have gone and the caches have taken in the changes.
             out["rss_end_mib"] = rss_kib(proc.pid) / 1024
             out["latency_p50_ms"] = pct(latencies, 0.5) * 1000
             out["latency_p99_ms"] = pct(latencies, 0.99) * 1000

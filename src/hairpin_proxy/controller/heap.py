@@ -12,18 +12,12 @@ afterwards stays in the C allocator's heaps (the main one, and one per thread th
 such as the worker that ran the first plan), counted in the process's RSS although nothing
 uses it. glibc's ``malloc_trim`` returns those pages: 2-4 MiB at 10,000 Ingresses.
 
-Every later pass frees its own temporaries the same way, a few hundred kilobytes at a time,
-in pieces between what the caches keep: once the controller has been idle for ``IDLE_DELAY``
-after a pass (the end of a burst of changes, never inside one), those pages go back too.
-
 ``ctypes`` (0.4 MiB) is imported by these functions, so only by the controller.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable
 from pathlib import Path
 
 log = logging.getLogger("hairpin_proxy.controller")
@@ -78,28 +72,3 @@ def give_back() -> bool:
     log.debug("freed heap memory returned to the system",
               extra={"rss_kib_before": before, "rss_kib_after": rss_kib()})
     return True
-
-
-# Seconds without a pass before the heap is trimmed: longer than a write interval, so that a
-# burst of passes trims once, after its last.
-IDLE_DELAY = 1.0
-
-
-class TrimWhenIdle:
-    """``passed()`` after each pass: ``give_back`` runs once no pass has followed for
-    ``delay`` seconds (a trim walks the heap's free lists: a millisecond, off every pass)."""
-
-    def __init__(self, delay: float = IDLE_DELAY, trim: Callable[[], object] = give_back
-                 ) -> None:
-        self.delay = delay
-        self.trim = trim
-        self._due: asyncio.TimerHandle | None = None
-
-    def passed(self) -> None:
-        if self._due is not None:
-            self._due.cancel()
-        self._due = asyncio.get_running_loop().call_later(self.delay, self._run)
-
-    def _run(self) -> None:
-        self._due = None
-        self.trim()

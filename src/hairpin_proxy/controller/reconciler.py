@@ -106,7 +106,6 @@ class Controller:
         self._heavy_at: tuple[int, int] | None = None
         self._planned: PlanSettings | None = None
         self.synced_once = False
-        self.idle_trim = heap.TrimWhenIdle()
         # In order: each step builds its parts from those of the steps above it.
         self._wire_edits()
         self._wire_leadership()
@@ -633,8 +632,6 @@ class Controller:
                 "hosts": len(hosts), "rejected": len(state.refusals) if state else 0,
                 "pending": state.routed.pending_hosts if state is not None else 0,
                 "verifying": self.verification.pending if self.verification else 0})
-        else:
-            self.idle_trim.passed()
         return True
 
     async def _uninstall_end(self, *, withdrawn: bool) -> bool:
