@@ -148,6 +148,9 @@ def test_edited_from_tells_our_edit_of_a_text_without_keeping_it() -> None:
     assert len(other) == len(KUBEADM) and not edit.edited_from(echo, other)
     # A text that is not our result was edited from nothing we know.
     assert not edit.edited_from(other, source)
-    # Our rules reverted by someone: the same edit again, from the text as it is.
-    assert edit.edit(source, groups) == edited
+    # The same edit asked again from the text it started from (the write after the edit
+    # made off the event loop): the remembered result, no new edit.
+    assert edit.edit(source, groups) is edited
     assert edit.edited_from(edited, KUBEADM)
+    # Other groups from that text: a new edit.
+    assert edit.edit(source, ((("c.example.com",), A1),)) != edited

@@ -111,8 +111,9 @@ class CorednsEdit:
         last = self._memo.get("last")
         if last is not None and groups == last.groups and (
                 text == last.edited.text or last.started_from(text)):
-            # Our last result again, or the text it came from while the cache has not yet
-            # caught up with our write: apply would give the same text, at a full parse.
+            # Our last result again, or the text it came from: the write asks for the edit
+            # that CorefileRules.write made off the event loop just before (apply would
+            # give the same text, at a full parse on the loop).
             return last.edited.text
         # One target: the single-set call, whose output earlier versions wrote too.
         edited = corefile.apply_kept(text, groups, proxy_fqdn=self.proxy_fqdn,
