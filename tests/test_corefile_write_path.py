@@ -149,8 +149,9 @@ def test_edited_from_tells_our_edit_of_a_text_without_keeping_it() -> None:
     # A text that is not our result was edited from nothing we know.
     assert not edit.edited_from(other, source)
     # The same edit asked again from the text it started from (the write after the edit
-    # made off the event loop): the remembered result, no new edit.
-    assert edit.edit(source, groups) is edited
+    # made off the event loop): the remembered result (the watch's copy, adopted above), no
+    # new edit.
+    assert edit.edit(source, groups) is echo
     assert edit.edited_from(edited, KUBEADM)
     # Other groups from that text: a new edit.
     assert edit.edit(source, ((("c.example.com",), A1),)) != edited
