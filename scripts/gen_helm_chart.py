@@ -33,7 +33,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -820,8 +819,9 @@ def hook_docs(t: Template, renders: dict[str, list[Doc]]) -> str:
 
 
 def project_version() -> str:
-    version: str = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
-    return version
+    from hairpin_proxy.version import VERSION
+
+    return VERSION
 
 
 def chart_yaml() -> str:
