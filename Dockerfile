@@ -2,13 +2,13 @@
 # One image for every subcommand: `hairpin-proxy proxy` (the default), `controller`, `cleanup`,
 # `etchosts`, `doctor` and `render`.
 #
-# Multi-arch build (see docs/install.md; VERSION must be the package version):
+# Multi-arch build (see docs/install.md; VERSION must be pyproject.toml's version):
 #   docker buildx build --platform linux/amd64,linux/arm64 \
 #     -t ghcr.io/hairpin-proxy/hairpin-proxy:<version> --push .
 
 ARG PYTHON_VERSION=3.12
-# The image's version label. The build fails unless it equals the package version (its one
-# source: src/hairpin_proxy/version.py); tests/test_release.py keeps this default equal to it.
+# The image's version label. The build fails unless it equals the `version` in pyproject.toml
+# (the one version source); tests/test_release.py keeps this default equal to it.
 ARG VERSION=0.2.0
 
 # ---------------------------------------------------------------- builder: wheels only
@@ -18,9 +18,9 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 WORKDIR /src
 COPY requirements.lock pyproject.toml README.md LICENSE ./
 COPY src/ src/
-RUN project_version="$(PYTHONPATH=src python -c 'from hairpin_proxy.version import VERSION; print(VERSION)')" \
+RUN project_version="$(python -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')" \
  && if [ "$VERSION" != "$project_version" ]; then \
-        echo "VERSION=$VERSION but the package says $project_version" >&2; exit 1; \
+        echo "VERSION=$VERSION but pyproject.toml says $project_version" >&2; exit 1; \
     fi
 # The dependencies exactly as locked (every file checked against the lock's hashes, binary wheels
 # only, so the runtime stage never needs a compiler), then our own wheel without dependencies.

@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -819,9 +820,8 @@ def hook_docs(t: Template, renders: dict[str, list[Doc]]) -> str:
 
 
 def project_version() -> str:
-    from hairpin_proxy.version import VERSION
-
-    return VERSION
+    version: str = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    return version
 
 
 def chart_yaml() -> str:

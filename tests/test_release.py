@@ -23,9 +23,8 @@ import hairpin_proxy
 from hairpin_proxy import version
 
 REPO = Path(__file__).resolve().parents[1]
-PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
-PROJECT = PYPROJECT["project"]
-VERSION: str = version.VERSION
+PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+VERSION: str = PROJECT["version"]
 
 # The forms in which this project's own release appears in text. Each captures the version.
 _V = r"(\d+\.\d+\.\d+(?:[-.+]?[0-9A-Za-z]+)*)"
@@ -93,32 +92,26 @@ def test_cli_version_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out.strip() == f"hairpin-proxy {VERSION}"
 
 
-def test_pyproject_takes_the_version_from_the_package() -> None:
-    assert "version" not in PROJECT and "version" in PROJECT["dynamic"]
-    assert PYPROJECT["tool"]["setuptools"]["dynamic"]["version"] == {
-        "attr": "hairpin_proxy.version.VERSION"}
+def test_source_checkout_falls_back_to_pyproject(monkeypatch: pytest.MonkeyPatch) -> None:
+    def not_installed(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    version.version.cache_clear()
+    try:
+        assert version.version() == VERSION
+    finally:
+        version.version.cache_clear()
 
 
-def test_a_source_checkout_reports_the_version_without_installed_metadata() -> None:
-    """Run from src/ alone (nothing installed on the path): the same version."""
-    code = "import hairpin_proxy; print(hairpin_proxy.__version__)"
-    out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
-                         timeout=60, check=False, env={"PYTHONPATH": str(REPO / "src")})
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == VERSION
-
-
-def test_reporting_the_version_loads_no_package_metadata() -> None:
-    """The controller's build_info metric reads it: importlib.metadata would bring zipfile,
-    csv and email's parsers into the process."""
-    code = ("import sys; from hairpin_proxy import metrics; "
-            "text = metrics.Registry('controller').render(); "
-            "import hairpin_proxy; assert hairpin_proxy.__version__ in text; "
-            "print(hairpin_proxy.__version__, 'importlib.metadata' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60, check=False)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == [VERSION, "False"]
+def test_unknown_version_when_nothing_says(tmp_path: Path) -> None:
+    assert version.version_from_checkout(tmp_path / "pyproject.toml") == version.UNKNOWN_VERSION
+    other = tmp_path / "pyproject.toml"
+    other.write_text('[project]\nname = "someone-else"\nversion = "9.9.9"\n')
+    assert version.version_from_checkout(other) == version.UNKNOWN_VERSION
+    other.write_text("[project\n")
+    assert version.version_from_checkout(other) == version.UNKNOWN_VERSION
+    assert Version(version.UNKNOWN_VERSION) < Version("0.0.1")
 
 
 def test_version_is_read_lazily() -> None:

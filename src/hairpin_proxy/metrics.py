@@ -10,6 +10,7 @@ per-process :class:`~prometheus_client.CollectorRegistry` that also carries the 
 
 from __future__ import annotations
 
+import importlib.metadata
 import math
 import platform
 import re
@@ -32,8 +33,6 @@ from prometheus_client.openmetrics import exposition as _om_exposition
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from hairpin_proxy.version import VERSION
-
 LabelValues = tuple[str, ...]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -49,6 +48,19 @@ _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
 _LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
 # A sample line whose value is a whole number printed as "N.0" (prometheus_client's float repr).
 _WHOLE = re.compile(rb"^([^#\n][^\n]* -?[0-9]+)\.0$", re.M)
+
+
+def version() -> str:
+    """This build's version: the package's ``__version__``, else the installed distribution's."""
+    import hairpin_proxy
+
+    found = getattr(hairpin_proxy, "__version__", None)
+    if isinstance(found, str) and found:
+        return found
+    try:
+        return importlib.metadata.version("hairpin-proxy")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def _prefers_openmetrics(accept: str) -> bool:
@@ -270,7 +282,7 @@ class Registry:
         self.component = component
         self._metrics: dict[str, _Metric] = {}
         self.collectors = CollectorRegistry(auto_describe=False)
-        self._build = {"version": VERSION, "python_version": platform.python_version()}
+        self._build = {"version": version(), "python_version": platform.python_version()}
         self.collectors.register(self)
         if standard:
             ProcessCollector(registry=self.collectors)

@@ -25,7 +25,6 @@ import yaml
 
 from hairpin_proxy.cli import build_parser
 from hairpin_proxy.settings import ControllerSettings, settings_from_args
-from hairpin_proxy.version import VERSION
 from tests.controller.conftest import COREFILE, NAMESPACE, Controller
 from tests.corefiles import BY_NAME
 from tests.deploy.helm import (
@@ -207,8 +206,11 @@ def test_every_component_is_in_the_chart_or_a_preset() -> None:
 
 def test_chart_metadata() -> None:
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    project = subprocess.run([sys.executable, "-c", "import tomllib; print(tomllib.load(open("
+                              "'pyproject.toml', 'rb'))['project']['version'])"], cwd=REPO,
+                             capture_output=True, text=True, check=True).stdout.strip()
     assert chart["apiVersion"] == "v2"
-    assert chart["appVersion"] == VERSION == chart["version"]
+    assert chart["appVersion"] == project == chart["version"]
 
 
 def test_lint_strict(helm: str) -> None:
