@@ -10,7 +10,6 @@ per-process :class:`~prometheus_client.CollectorRegistry` that also carries the 
 
 from __future__ import annotations
 
-import importlib.metadata
 import math
 import platform
 import re
@@ -33,6 +32,8 @@ from prometheus_client.openmetrics import exposition as _om_exposition
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
+from hairpin_proxy.version import version
+
 LabelValues = tuple[str, ...]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -48,19 +49,6 @@ _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
 _LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
 # A sample line whose value is a whole number printed as "N.0" (prometheus_client's float repr).
 _WHOLE = re.compile(rb"^([^#\n][^\n]* -?[0-9]+)\.0$", re.M)
-
-
-def version() -> str:
-    """This build's version: the package's ``__version__``, else the installed distribution's."""
-    import hairpin_proxy
-
-    found = getattr(hairpin_proxy, "__version__", None)
-    if isinstance(found, str) and found:
-        return found
-    try:
-        return importlib.metadata.version("hairpin-proxy")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
 
 
 def _prefers_openmetrics(accept: str) -> bool:
