@@ -11,5 +11,8 @@ IMAGE_PYTHON_ENV: Mapping[str, str] = {"PYTHONOPTIMIZE": "2"}
 
 
 def as_in_image(env: Mapping[str, str]) -> dict[str, str]:
-    """``env`` with the image's Python settings."""
-    return {**env, **IMAGE_PYTHON_ENV}
+    """``env`` with the image's Python settings. The image holds its bytecode compiled at that
+    level; here the first command started writes it (a PYTHONDONTWRITEBYTECODE of the caller's
+    would have every command compile every module from source as it starts, seconds each)."""
+    out = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return {**out, **IMAGE_PYTHON_ENV}

@@ -194,6 +194,13 @@ def test_commands_started_by_tests_run_with_the_image_python_settings(
     assert any("stdlib" in w for w in words), "the standard library, site-packages under it"
 
 
+def test_commands_started_as_in_the_image_keep_their_bytecode() -> None:
+    # The image's bytecode is compiled at build time; a test's commands write theirs once
+    # rather than compile every module from source at each start.
+    env = as_in_image({"PYTHONDONTWRITEBYTECODE": "1", "PATH": "/bin"})
+    assert env == {"PATH": "/bin", **IMAGE_PYTHON_ENV}
+
+
 def test_image_version_comes_from_pyproject(
         dockerfile: tuple[dict[str, str], list[Stage]]) -> None:
     args, stages = dockerfile
