@@ -35,8 +35,8 @@ LABEL org.opencontainers.image.title="hairpin-proxy" \
       org.opencontainers.image.source="https://github.com/hairpin-proxy/hairpin-proxy" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.licenses="Apache-2.0"
-# PYTHONOPTIMIZE=2 leaves docstrings and asserts out of every module loaded: about 1.4 MiB less
-# resident per process (docs/benchmarks-controller.md); nothing here reads a docstring or
+# PYTHONOPTIMIZE=2 leaves docstrings and asserts out of every module loaded: about 2.5 MiB less
+# resident in the controller (docs/benchmarks-controller.md); nothing here reads a docstring or
 # relies on an assert. Its bytecode is compiled below, once, for the read-only filesystem.
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PYTHONOPTIMIZE=2 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
