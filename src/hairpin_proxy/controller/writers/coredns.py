@@ -24,8 +24,9 @@ class EditError(RuntimeError):
 class _Last:
     """The last edit: the groups asked for, the hosts they hold and the result (the watch
     echoes our own write back, and most passes change nothing, so neither needs a fresh
-    parse). Of the text it started from only the length and hash are kept: at 10,000 hosts
-    the text is half a megabyte, read again only to tell that a text is our edit of it."""
+    parse). Of the text it started from only the length and hash are kept (at 10,000 hosts
+    the text is half a megabyte): enough to know that text again, when the write asks for
+    the same edit and when the Corefile facts ask whether a text is our edit of it."""
 
     source_len: int
     source_hash: int
