@@ -20,16 +20,19 @@ pytest: $(VENV)/.installed
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 bench: $(VENV)/.installed system-deps
-	$(BIN)/pip install -q -e '.[bench]'
+	$(BIN)/pip install -q -c requirements-dev.lock --build-constraint requirements-dev.lock -e '.[bench]'
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
 system-deps:
 	bash scripts/system-deps.sh
 
-$(VENV)/.installed: pyproject.toml
+# Every package at the version requirements-dev.lock pins, the build backend of the editable
+# install included: a fresh checkout installs the same set whatever PyPI has published since.
+$(VENV)/.installed: pyproject.toml requirements-dev.lock
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -c requirements-dev.lock pip setuptools
+	$(BIN)/pip install -q -c requirements-dev.lock --build-constraint requirements-dev.lock -e '.[test]'
+	$(BIN)/python scripts/locks.py --check-installed requirements-dev.lock
 	touch $@
 
 clean:
