@@ -9,6 +9,7 @@ import ast
 import asyncio
 import http.client
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,7 @@ from hairpin_proxy.metrics import (
     _prefers_openmetrics,
     merge_workers,
 )
-from hairpin_proxy.relay.stats import RelayMetrics, proxy_metrics
+from hairpin_proxy.relay.stats import RelayMetrics, proxy_metrics, worker_metrics
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "metrics.md"
 
@@ -158,9 +159,15 @@ def test_content_negotiation(accept: str, openmetrics: bool) -> None:
 
 # --------------------------------------------------------------------------- docs/metrics.md
 
-COMPONENTS = [("proxy", proxy_metrics, "`hairpin-proxy proxy` (the relay)"),
-              ("controller", ControllerMetrics, "`hairpin-proxy controller`"),
-              ("etchosts", EtchostsMetrics, "`hairpin-proxy etchosts` (the node agent)")]
+# (component, what registers its metrics, heading, what the section adds).
+COMPONENTS: list[tuple[str, Callable[[Registry], object], str, str]] = [
+    ("proxy", proxy_metrics, "`hairpin-proxy proxy` (the relay)", ""),
+    ("proxy", worker_metrics, "`hairpin-proxy proxy` with several workers (the supervisor)",
+     "With more than one worker (`--workers`; the default is one per CPU of the container's "
+     "quota), the pod's `/metrics` is the supervisor's: every metric of the relay above, each "
+     "sample labelled `worker` with the worker's index, and these of its own."),
+    ("controller", ControllerMetrics, "`hairpin-proxy controller`", ""),
+    ("etchosts", EtchostsMetrics, "`hairpin-proxy etchosts` (the node agent)", "")]
 
 
 def scrape(registry: Registry) -> str:
@@ -205,12 +212,13 @@ def metrics_doc() -> str:
         "",
     ]
     standard: dict[str, tuple[str, str, list[str]]] = {}
-    for component, cls, title in COMPONENTS:
+    for component, register, title, note in COMPONENTS:
         registry = Registry(component)
-        cls(registry)
+        register(registry)
         declared = {m.name: m for m in registry.metrics()}
         exposed = list(text_string_to_metric_families(scrape(registry)))
-        out += [f"## {title}", "", "| Metric | Type | Labels | Meaning |", "|---|---|---|---|"]
+        out += [f"## {title}", "", *([note, ""] if note else []),
+                "| Metric | Type | Labels | Meaning |", "|---|---|---|---|"]
         for fam in exposed:
             name = fam.name + "_total" if fam.type == "counter" else fam.name
             labels = sorted({k for s in fam.samples for k in s.labels if k != "le"})
@@ -248,9 +256,9 @@ def test_metrics_doc_is_in_step_with_the_code() -> None:
 def test_metrics_doc_lists_every_declared_metric() -> None:
     """Not vacuous: each command's metrics (and their types) appear on the page."""
     text = metrics_doc()
-    for _, cls, _ in COMPONENTS:
+    for _, register, _, _ in COMPONENTS:
         registry = Registry()
-        cls(registry)
+        register(registry)
         for m in registry.metrics():
             assert isinstance(m, Counter | Gauge | Histogram)
             assert f"| `{m.name}` | {m.kind} |" in text
