@@ -17,7 +17,8 @@ SHELL_FENCES = {"sh", "shell", "bash", "console"}
 FENCE = re.compile(r"^```([\w-]*)[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 # An inline span: not part of a fence, so it never starts at a line's first three backticks.
 INLINE = re.compile(r"(?<!`)`((?:kubectl|hairpin-proxy) [^`]+)`(?!`)")
-SEPARATORS = {"|", "||", "&&", ";", "&"}
+# A command substitution, `x=$(kubectl ...)`, is a command of its own.
+SEPARATORS = {"|", "||", "&&", ";", "&", "(", ")", "$(", "$"}
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class Command:
 def _words(text: str) -> list[list[str]]:
     """``text`` split as the shell splits it into simple commands (comments dropped);
     an unbalanced quote (a placeholder such as ``<your kustomization>``) splits on spaces."""
-    lexer = shlex.shlex(text, posix=True, punctuation_chars="|&;")
+    lexer = shlex.shlex(text, posix=True, punctuation_chars="|&;()")
     lexer.whitespace_split = True
     lexer.commenters = "#"
     try:
