@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import importlib.metadata
+import itertools
 import re
 import subprocess
 import sys
@@ -179,7 +180,7 @@ def test_changelog_links_and_entries() -> None:
     assert [h for h in headings if h not in links] == [], "sections without a link"
     base = "https://github.com/hairpin-proxy/hairpin-proxy"
     assert links["Unreleased"] == f"{base}/compare/v{headings[1]}...HEAD"
-    for newer, older in zip(headings[1:], headings[2:], strict=False):
+    for newer, older in itertools.pairwise(headings[1:]):
         assert links[newer] == f"{base}/compare/v{older}...v{newer}", newer
     assert links[headings[-1]] == f"{base}/releases/tag/v{headings[-1]}"
     entries = [" ".join(e.split()) for e in re.findall(r"^- (.*?)(?=^- |^#|^\[|\Z)", text,
