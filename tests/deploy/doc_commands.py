@@ -109,5 +109,6 @@ def commands(doc: Path) -> Iterator[Command]:
 
 
 def placeholder(word: str) -> bool:
-    """``<name>``, ``NS/NAME``-style or ``$VAR`` words stand for what the reader fills in."""
-    return "<" in word or "$" in word or word.isupper() or "…" in word or "..." in word
+    """``<name>``, ``NS/NAME``-style or ``$VAR`` words stand for what the reader fills in
+    (Kubernetes names and label values are lower case, so a capital marks one too)."""
+    return any(c in word for c in "<$…") or "..." in word or any(c.isupper() for c in word)

@@ -190,15 +190,16 @@ def kubectl_problems(cmd: Command, known: list[Known]) -> Iterator[str]:
         yield f"no namespace {ns} in the manifests"
     for word, name in call.objects:
         kind = KINDS.get(word.lower())
-        if kind is None or not name or placeholder(name):
+        # Pods are named by their controllers at run time, never in a manifest.
+        if kind in (None, "Pod") or not name or placeholder(name):
             continue
         where = "" if kind in CLUSTER_SCOPED else ns
         if not (ours or name.startswith(OURS)) or (kind, where, name) in FORMER:
             continue
         found = [k for k in known if (k.kind, k.namespace, k.name) == (kind, where, name)]
         if not found:
-            yield f"no {kind} {where + '/' if where else ''}{name} in the manifests or made " \
-                  "by the controller"
+            yield (f"no {kind} {where + '/' if where else ''}{name} in the manifests or made "
+                   "by the controller (an object of an earlier install belongs in FORMER)")
         elif call.verb == "logs" and kind == "Deployment" and found[0].replicas > 1:
             yield (f"logs of Deployment {name} read one of its {found[0].replicas} replicas: "
                    "name the pod (the Lease holder, for the controller) or use -l")
