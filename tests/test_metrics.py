@@ -5,9 +5,11 @@ Regenerate the reference page with ``.venv/bin/python -m tests.test_metrics``.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import http.client
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,7 +30,7 @@ from hairpin_proxy.metrics import (
     _prefers_openmetrics,
     merge_workers,
 )
-from hairpin_proxy.relay.stats import RelayMetrics, proxy_metrics
+from hairpin_proxy.relay.stats import RelayMetrics, proxy_metrics, worker_metrics
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "metrics.md"
 
@@ -157,9 +159,15 @@ def test_content_negotiation(accept: str, openmetrics: bool) -> None:
 
 # --------------------------------------------------------------------------- docs/metrics.md
 
-COMPONENTS = [("proxy", proxy_metrics, "`hairpin-proxy proxy` (the relay)"),
-              ("controller", ControllerMetrics, "`hairpin-proxy controller`"),
-              ("etchosts", EtchostsMetrics, "`hairpin-proxy etchosts` (the node agent)")]
+# (component, what registers its metrics, heading, what the section adds).
+COMPONENTS: list[tuple[str, Callable[[Registry], object], str, str]] = [
+    ("proxy", proxy_metrics, "`hairpin-proxy proxy` (the relay)", ""),
+    ("proxy", worker_metrics, "`hairpin-proxy proxy` with several workers (the supervisor)",
+     "With more than one worker (`--workers`; the default is one per CPU of the container's "
+     "quota), the pod's `/metrics` is the supervisor's: every metric of the relay above, each "
+     "sample labelled `worker` with the worker's index, and these of its own."),
+    ("controller", ControllerMetrics, "`hairpin-proxy controller`", ""),
+    ("etchosts", EtchostsMetrics, "`hairpin-proxy etchosts` (the node agent)", "")]
 
 
 def scrape(registry: Registry) -> str:
@@ -204,12 +212,13 @@ def metrics_doc() -> str:
         "",
     ]
     standard: dict[str, tuple[str, str, list[str]]] = {}
-    for component, cls, title in COMPONENTS:
+    for component, register, title, note in COMPONENTS:
         registry = Registry(component)
-        cls(registry)
+        register(registry)
         declared = {m.name: m for m in registry.metrics()}
         exposed = list(text_string_to_metric_families(scrape(registry)))
-        out += [f"## {title}", "", "| Metric | Type | Labels | Meaning |", "|---|---|---|---|"]
+        out += [f"## {title}", "", *([note, ""] if note else []),
+                "| Metric | Type | Labels | Meaning |", "|---|---|---|---|"]
         for fam in exposed:
             name = fam.name + "_total" if fam.type == "counter" else fam.name
             labels = sorted({k for s in fam.samples for k in s.labels if k != "le"})
@@ -247,9 +256,9 @@ def test_metrics_doc_is_in_step_with_the_code() -> None:
 def test_metrics_doc_lists_every_declared_metric() -> None:
     """Not vacuous: each command's metrics (and their types) appear on the page."""
     text = metrics_doc()
-    for _, cls, _ in COMPONENTS:
+    for _, register, _, _ in COMPONENTS:
         registry = Registry()
-        cls(registry)
+        register(registry)
         for m in registry.metrics():
             assert isinstance(m, Counter | Gauge | Histogram)
             assert f"| `{m.name}` | {m.kind} |" in text
@@ -288,3 +297,69 @@ def test_merge_workers_labels_every_sample_and_keeps_families_whole() -> None:
     # Each family's samples stand together: one TYPE line per family.
     types = [line.split()[2] for line in text.splitlines() if line.startswith("# TYPE")]
     assert len(types) == len(set(types))
+
+
+# --------------------------------------------------------------------------- every registration
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "hairpin_proxy"
+KINDS = ("counter", "gauge", "histogram")
+
+
+def _constant_strings(func: ast.AST) -> dict[str, str]:
+    """Names bound to a string constant in ``func`` (a metric prefix such as ``p = "x_"``)."""
+    out = {}
+    for node in ast.walk(func):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) \
+                and isinstance(node.value.value, str):
+            out.update({t.id: node.value.value for t in node.targets if isinstance(t, ast.Name)})
+    return out
+
+
+def _name_of(arg: ast.expr, prefixes: dict[str, str]) -> str | None:
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value
+    if isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Add):
+        left, right = _name_of(arg.left, prefixes), _name_of(arg.right, prefixes)
+        return left + right if left is not None and right is not None else None
+    if isinstance(arg, ast.Name):
+        return prefixes.get(arg.id)
+    return None
+
+
+def registered_metrics() -> dict[str, str]:
+    """Every metric name the package registers (``<registry>.counter/gauge/histogram(name,
+    ...)`` anywhere under src/) → where; a name it cannot read fails, so none slips past."""
+    found: dict[str, str] = {}
+    for path in sorted(SRC.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        prefixes: dict[str, str] = {}
+        for func in ast.walk(tree):
+            if isinstance(func, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                prefixes.update(_constant_strings(func))
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in KINDS and node.args):
+                continue
+            where = f"{path.relative_to(SRC.parent)}:{node.lineno}"
+            name = _name_of(node.args[0], prefixes)
+            assert name is not None, f"{where}: cannot read the metric name; use a constant " \
+                                     "or a prefix bound to one"
+            if not name.startswith("hairpin_"):
+                continue
+            found[name] = where
+    return found
+
+
+def test_every_registered_metric_is_on_the_reference_page() -> None:
+    text = DOC.read_text()
+    missing = [f"{name} (registered at {where})"
+               for name, where in sorted(registered_metrics().items())
+               if f"| `{name}` |" not in text]
+    assert not missing, "docs/metrics.md does not list:\n" + "\n".join(missing)
+
+
+def test_the_registration_scan_finds_each_component() -> None:
+    found = registered_metrics()
+    assert {"hairpin_proxy_connections_total", "hairpin_controller_reconciles_total",
+            "hairpin_etchosts_applies_total", "hairpin_proxy_targets_table_slots",
+            "hairpin_proxy_workers", "hairpin_proxy_worker_restarts_total"} <= set(found)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import importlib.metadata
+import itertools
 import re
 import subprocess
 import sys
@@ -168,6 +169,25 @@ def test_changelog_has_unreleased_and_the_current_release() -> None:
     assert released and released[0] == VERSION, \
         f"the newest released section is {released[:1]}, the package version {VERSION}"
     assert released == sorted(released, key=Version, reverse=True)
+
+
+def test_changelog_links_and_entries() -> None:
+    """Every section heading has its link, [Unreleased] compares from the newest release, and
+    no entry is told twice (an entry belongs to the release that shipped it)."""
+    text = (REPO / "CHANGELOG.md").read_text()
+    headings = re.findall(r"^## \[([^\]]+)\]", text, re.MULTILINE)
+    links = dict(re.findall(r"^\[([^\]]+)\]: (\S+)$", text, re.MULTILINE))
+    assert [h for h in headings if h not in links] == [], "sections without a link"
+    base = "https://github.com/hairpin-proxy/hairpin-proxy"
+    assert links["Unreleased"] == f"{base}/compare/v{headings[1]}...HEAD"
+    for newer, older in itertools.pairwise(headings[1:]):
+        assert links[newer] == f"{base}/compare/v{older}...v{newer}", newer
+    assert links[headings[-1]] == f"{base}/releases/tag/v{headings[-1]}"
+    entries = [" ".join(e.split()) for e in re.findall(r"^- (.*?)(?=^- |^#|^\[|\Z)", text,
+                                                        re.MULTILINE | re.DOTALL)]
+    assert len(entries) > 50
+    twice = sorted({e[:100] for e in entries if entries.count(e) > 1})
+    assert not twice, "told twice:\n" + "\n".join(twice)
 
 
 def test_license_is_apache_2() -> None:

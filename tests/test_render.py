@@ -157,6 +157,26 @@ def test_target_and_cluster_domain(capsys: pytest.CaptureFixture[str], tmp_path:
     assert "old.example.com" not in out and "keep.example.com other.svc" in out
 
 
+def test_legacy_target_defaults_to_the_proxy_service_named_by_its_flags(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Without --legacy-target, rules rewriting to <proxy-service>.<namespace>.svc.<domain> are
+    ours, as in the controller; --help and docs/render.md say that default."""
+    path = tmp_path / "Corefile"
+    path.write_text(COREFILE.read_text().replace(".:53 {\n", (
+        ".:53 {\n    rewrite name exact old.example.com proxy.infra.svc.cluster.local.\n"), 1))
+    code, out, _ = render(capsys, "--corefile", path, "--ingress", CLUSTER,
+                          "--namespace", "infra", "--proxy-service", "proxy")
+    assert code == 0 and "old.example.com" not in out
+    code, out, _ = render(capsys, "--corefile", path, "--ingress", CLUSTER)
+    assert code == 0 and "rewrite name exact old.example.com" in out
+    with pytest.raises(SystemExit):
+        main(["render", "--help"])
+    said = " ".join(capsys.readouterr().out.split())
+    assert "default <proxy-service>.<namespace>.svc.<cluster-domain>." in said
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "render.md").read_text()
+    assert "default `<proxy-service>.<namespace>.svc.<cluster domain>.`" in doc
+
+
 def test_answers_ttl_and_both_families(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = render(capsys, "--corefile", COREFILE, "--ingress", CLUSTER,
                           "--proxy-ip", "10.96.0.9", "--proxy-ip", "fd00::9", "--dns-ttl", "30")

@@ -365,7 +365,7 @@ class RenderSettings(TargetSettings, PolicySettings, LogSettings):
                                         "but --diff/--check of a removal).")
     legacy_target: str = opt("", "The proxy Service's fully qualified name (not a target), by "
                                  "which rules of earlier versions are recognised and which is "
-                                 "never redirected; default hairpin-proxy.hairpin-proxy.svc."
+                                 "never redirected; default <proxy-service>.<namespace>.svc."
                                  "<cluster-domain>.")
     dns_ttl: int = opt(10, "TTL in seconds of the A/AAAA answers for managed hosts (1-3600).")
     dns_port: int = opt(53, "Port of the server blocks to manage.")

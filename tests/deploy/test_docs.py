@@ -58,3 +58,36 @@ def test_reference_patterns_find_what_the_docs_use() -> None:
 def test_docs_exist_for_every_platform() -> None:
     names = {p.stem for p in (REPO / "docs" / "platforms").glob("*.md")}
     assert {"kubeadm", "k3s", "rke2", "aks", "eks", "doks", "lke", "bare-metal-metallb"} <= names
+
+
+# Each command's own page: where an operator looks a flag up.
+COMMAND_PAGES = {"proxy": "docs/proxy.md", "controller": "docs/controller.md",
+                 "cleanup": "docs/controller.md", "render": "docs/render.md",
+                 "etchosts": "docs/etchosts.md", "doctor": "docs/doctor.md"}
+
+
+def undocumented_flags(command: str, text: str) -> list[str]:
+    """The command's flags its page never names in code (`--flag`, `--flag VALUE`,
+    `--flag=VALUE`, or `--no-flag` for a boolean)."""
+    missing = []
+    for action in subparsers()[command]._actions:
+        names = [o for o in action.option_strings if o.startswith("--") and o != "--help"]
+        if names and not any(re.search(f"`{re.escape(o)}(?![a-z0-9-])", text) for o in names):
+            missing.append(names[0])
+    return missing
+
+
+@pytest.mark.parametrize("command", sorted(COMMAND_PAGES))
+def test_every_flag_is_on_its_command_page(command: str) -> None:
+    page = COMMAND_PAGES[command]
+    missing = undocumented_flags(command, (REPO / page).read_text())
+    assert not missing, (f"{page} (the page of `hairpin-proxy {command}`) never names "
+                         f"{', '.join(missing)}")
+
+
+def test_command_pages_cover_every_command() -> None:
+    assert set(COMMAND_PAGES) == set(subparsers())
+    assert undocumented_flags("render", "`--legacy-target` `--diff`") != []
+    assert "--legacy-target" not in undocumented_flags("render", "`--legacy-target NAME`")
+    assert "--diff" not in undocumented_flags("render", "`--no-diff`")
+    assert "--repair-backoff" in undocumented_flags("controller", "`--repair-backoff-max`")

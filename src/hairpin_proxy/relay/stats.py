@@ -86,6 +86,15 @@ def table_metrics(registry: Registry) -> tuple[Gauge, Counter]:
     return slots, errors
 
 
+def worker_metrics(registry: Registry) -> tuple[Gauge, Counter]:
+    """The supervisor's own, beside its workers' (``--workers`` above 1): workers running,
+    and restarts."""
+    live = registry.gauge("hairpin_proxy_workers", "Worker processes running.")
+    restarts = registry.counter("hairpin_proxy_worker_restarts_total",
+                                "Workers restarted after they exited.")
+    return live, restarts
+
+
 def proxy_metrics(registry: Registry) -> RelayMetrics:
     """Every metric of the proxy, registered (the reference page is generated from this)."""
     metrics = RelayMetrics(registry)

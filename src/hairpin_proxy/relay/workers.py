@@ -31,6 +31,7 @@ from hairpin_proxy.logs import setup_logging
 from hairpin_proxy.metrics import Registry, WorkerFamilies
 from hairpin_proxy.relay.limits import share
 from hairpin_proxy.relay.spec import ListenerSpec
+from hairpin_proxy.relay.stats import worker_metrics
 from hairpin_proxy.settings import ProxySettings
 
 log = logging.getLogger("hairpin_proxy.relay")
@@ -98,9 +99,7 @@ class Supervisor:
         self.registry = Registry("proxy", standard=False)
         self.families = WorkerFamilies()
         self.registry.collectors.register(self.families)
-        self.live = self.registry.gauge("hairpin_proxy_workers", "Worker processes running.")
-        self.restarts = self.registry.counter(
-            "hairpin_proxy_worker_restarts_total", "Workers restarted after they exited.")
+        self.live, self.restarts = worker_metrics(self.registry)
         self.stopping = False
         self.failed: int | None = None  # a worker's status when it failed at start
         self.done = asyncio.Event()
