@@ -488,3 +488,21 @@ def test_a_reverted_node_local_block_names_who_removed_it(fake_api: FakeApiServe
                           kubeconfig=kubeconfig)
     assert one(report)["node_local"]["answers"] is True
 
+
+
+def test_the_corefile_is_read_when_ingress_nginx_settings_are_read_too(
+        fake_api: FakeApiServer, kubeconfig: Path, pp_nginx: Nginx) -> None:
+    """PROXY detection reads ingress-nginx's ConfigMap beside the CoreDNS one: the rules are
+    still read from the CoreDNS ConfigMap, not from the last detection read."""
+    setup_cluster(fake_api, proxy=True, rule=True)
+    lb = fake_api.get("Service", "ingress-nginx", "ingress-nginx-controller")
+    assert lb is not None
+    lb["metadata"]["labels"] = {"app.kubernetes.io/name": "ingress-nginx"}
+    fake_api.update(lb)
+    fake_api.create(configmap("ingress-nginx", "ingress-nginx-controller",
+                              {"use-proxy-protocol": "true"}))
+    rc, report, _ = doctor(HOST, "--resolve", f"{HOST}:{LB_IP}", *ports(pp_nginx),
+                           kubeconfig=kubeconfig)
+    assert report["cluster"]["rule_hosts"] == [HOST], report["cluster"]["problems"]
+    assert not any("Corefile" in p for p in report["cluster"]["problems"])
+    assert rc == 1 and one(report)["verdict"] == "dns-not-updated"
