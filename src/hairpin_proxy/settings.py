@@ -537,6 +537,10 @@ class DoctorSettings(CorednsSettings, TargetSettings, PolicySettings, KubeSettin
                                        "instead of the resolver; HOST '*' is every name, "
                                        "'*.example.com' every name under example.com "
                                        "(repeatable; a diagnostic aid).")
+    resolver: str = opt("cluster", "Who resolves the hosts: cluster (the cluster DNS Service "
+                                   "an ordinary pod asks, found through the API; the system "
+                                   "resolver when none is found), system (this pod's "
+                                   "resolv.conf), or a DNS server ADDR[:PORT].")
     api: bool = opt(True, "Ask the Kubernetes API for cluster facts; --no-api probes DNS and "
                           "the ports only.")
     verify_hosts: Literal["on", "off"] = opt(

@@ -178,6 +178,8 @@ async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
         target_slots=slots,
         gateway_notes=gateway_notes,
         data_planes=routed.planes,
+        cluster_dns=None if said.services is None
+        else f.cluster_dns(said.services, s.configmap_namespace),
     )
     lb = None if said.services is None or said.ingresses is None \
         else lb_addresses(said.services, said.ingresses)

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
+from hairpin_proxy.addresses import format_hostport
 from hairpin_proxy.doctor import facts as f
 from hairpin_proxy.doctor.facts import DataPlaneFacts, PortProbe
 from hairpin_proxy.doctor.forged import start_checks
@@ -248,6 +249,29 @@ def _forged_planes(s: DoctorSettings, c: f.ClusterFacts | None, api_note: str
     return c.data_planes, ""
 
 
+def _resolver(s: DoctorSettings, servers: tuple[tuple[str, int], ...],
+              cluster: _Cluster) -> tuple[f.Resolver, tuple[str, ...]]:
+    """Who resolves the hosts (``--resolver``), and a note when the cluster DNS Service an
+    ordinary pod asks could not be found, so that the system resolver stands in for it."""
+    if s.resolver == "system":
+        return f.SYSTEM_RESOLVER, ()
+    if servers:
+        shown = ", ".join(format_hostport(a, p) for a, p in servers)
+        return f.Resolver(servers, f"the DNS server {shown} (--resolver)"), ()
+    c = cluster.facts
+    if c is not None and c.cluster_dns is not None:
+        return c.cluster_dns, ()
+    if not s.api:
+        return f.SYSTEM_RESOLVER, ()
+    why = (f"no cluster facts: {cluster.note}" if c is None else
+           f"no Service {'/'.join(f.CLUSTER_DNS_SERVICE)} nor one labelled "
+           f"{'='.join(f.CLUSTER_DNS_LABEL)} with a ClusterIP was found")
+    return f.SYSTEM_RESOLVER, (f"resolver: the cluster DNS Service is unknown ({why}); the "
+                               f"hosts were resolved with {f.SYSTEM_RESOLVER.described}, "
+                               "which an ordinary pod does not ask when this one runs with "
+                               "dnsPolicy Default",)
+
+
 def _checked_flags(s: DoctorSettings) -> tuple[dict[str, tuple[str, ...]], dict[str, MapEntry]]:
     """``--resolve`` and ``--target`` parsed, every other flag checked (raises UsageError)."""
     if not (0 <= s.port <= 65535 and 0 <= s.tls_port <= 65535):
@@ -271,6 +295,19 @@ def _checked_flags(s: DoctorSettings) -> tuple[dict[str, tuple[str, ...]], dict[
     return overrides, target_map
 
 
+def _resolver_servers(s: DoctorSettings) -> tuple[tuple[str, int], ...]:
+    """The DNS server ``--resolver`` names (none for ``cluster`` and ``system``; raises
+    UsageError)."""
+    if s.resolver in ("cluster", "system"):
+        return ()
+    from hairpin_proxy.verify import parse_servers
+    try:
+        return parse_servers((s.resolver,))
+    except ValueError as exc:
+        raise UsageError(f"--resolver: expected cluster, system or ADDR[:PORT] ({exc})") \
+            from None
+
+
 def diagnose(s: DoctorSettings, progress: Progress | None = None) -> Report:
     """Gather every fact and decide every verdict within ``budget(s.timeout)`` seconds
     (raises UsageError)."""
@@ -278,10 +315,13 @@ def diagnose(s: DoctorSettings, progress: Progress | None = None) -> Report:
     end = started + budget(s.timeout)
     show = progress.show if progress is not None else (lambda text: None)
     overrides, target_map = _checked_flags(s)
+    servers = _resolver_servers(s)
     if s.api:
         show("asking the API")
     cluster = _ask_cluster(s, min(api_limit(s.timeout), end - time.monotonic()), target_map)
     hosts, notes = _hosts(s, cluster)
+    resolver, resolver_notes = _resolver(s, servers, cluster)
+    notes = (*notes, *resolver_notes)
     c = cluster.facts
     ports = [(p, tls) for p, tls in ((s.port, False), (s.tls_port, True)) if p]
     planes, forged_note = _forged_planes(s, c, cluster.note)
@@ -293,7 +333,8 @@ def diagnose(s: DoctorSettings, progress: Progress | None = None) -> Report:
     try:
         forging = start_checks(planes, timeout=s.timeout, pool=pool, deadline=end)
         verifying = _start_verification(s, cluster, hosts, pool, end)
-        reports = _probed(s, hosts, overrides, ports, pool=pool, end=end, show=show)
+        reports = _probed(s, hosts, overrides, ports, pool=pool, end=end, show=show,
+                          resolver=resolver)
         show(f"probing {len(hosts)}/{len(hosts)} hosts, checking public DNS")
         checks = verifying()
         if s.verify_hosts == "on":
@@ -315,12 +356,12 @@ _Probed = tuple[str, f.Resolution, PortProbe | None, PortProbe | None]
 
 def _probed(s: DoctorSettings, hosts: Sequence[str], overrides: Mapping[str, tuple[str, ...]],
             ports: list[tuple[int, bool]], *, pool: DaemonPool, end: float,
-            show: Callable[[str], None]) -> list[_Probed]:
+            show: Callable[[str], None], resolver: f.Resolver) -> list[_Probed]:
     """Each host resolved, then probed on the address a client tries first."""
     total = len(hosts)
     # The lookups leave one probe timeout for the probes.
     lookups = [start_resolve(_probe_name(h), overrides, s.timeout, pool,
-                             deadline=end - s.timeout) for h in hosts]
+                             deadline=end - s.timeout, resolver=resolver) for h in hosts]
     resolutions = []
     pending = []
     for i, (h, wait) in enumerate(zip(hosts, lookups, strict=True)):
