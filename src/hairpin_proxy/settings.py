@@ -530,6 +530,9 @@ class DoctorSettings(CorednsSettings, TargetSettings, PolicySettings, KubeSettin
     timeout: float = opt(3.0, "Seconds for each probe connection; a DNS lookup gets three "
                               "times as long (at least 5). Also bounds the whole run: it "
                               "ends within max(2T,5) + max(3T,5) + T seconds.")
+    namespace: str = opt("", "Where hairpin-proxy is installed (the proxy Service, the "
+                             "controller's Deployment, the targets table); else "
+                             "POD_NAMESPACE, else hairpin-proxy.")
     proxy_service: str = opt("hairpin-proxy", "The proxy Service in our namespace.")
     proxy_address: tuple[str, ...] = opt((), "An address that counts as the proxy Service's, "
                                              "besides its ClusterIPs (repeatable).")

@@ -506,3 +506,20 @@ def test_the_corefile_is_read_when_ingress_nginx_settings_are_read_too(
     assert report["cluster"]["rule_hosts"] == [HOST], report["cluster"]["problems"]
     assert not any("Corefile" in p for p in report["cluster"]["problems"])
     assert rc == 1 and one(report)["verdict"] == "dns-not-updated"
+
+
+@pytest.mark.parametrize(("environ", "where"), [
+    ({}, NS), ({"POD_NAMESPACE": "elsewhere"}, "elsewhere")])
+def test_the_namespace_is_where_hairpin_proxy_is_installed(
+        fake_api: FakeApiServer, tmp_path: Path, environ: dict[str, str], where: str) -> None:
+    """Without --namespace: POD_NAMESPACE (the controller's pod), else hairpin-proxy; never
+    the kubeconfig context's namespace (default) nor a `kubectl run` pod's."""
+    setup_cluster(fake_api)
+    for ns in (NS, "elsewhere"):
+        fake_api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    fake_api.create(service(where, "hairpin-proxy", cluster_ips=[PROXY_IP]))
+    config = fake_api.write_kubeconfig(tmp_path / "kubeconfig", namespace="default")
+    _, report, err = doctor(HOST, "--resolve", f"{HOST}:{LB_IP}", "--port", "0",
+                            "--tls-port", "0", environ={"KUBECONFIG": str(config), **environ})
+    assert report["cluster"]["proxy_service_found"] is True, err
+    assert report["cluster"]["proxy_addresses"] == [PROXY_IP]

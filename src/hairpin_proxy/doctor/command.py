@@ -13,6 +13,7 @@ left running, not even a getaddrinfo call that cannot be cancelled, delays the e
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -99,6 +100,18 @@ class _Cluster:
     lb: LbIndex | None = None
 
 
+# Where the manifests and the chart install the proxy and the controller.
+INSTALL_NAMESPACE = "hairpin-proxy"
+
+
+def install_namespace(s: DoctorSettings, environ: Mapping[str, str] | None = None) -> str:
+    """Where hairpin-proxy is installed: --namespace, else POD_NAMESPACE (the controller's
+    pod), else the manifests' namespace; never the namespace of the pod or kubeconfig context
+    the doctor runs with (a `kubectl run` pod's is `default`)."""
+    env = os.environ if environ is None else environ
+    return s.namespace or env.get("POD_NAMESPACE") or INSTALL_NAMESPACE
+
+
 def _ask_cluster(s: DoctorSettings, limit: float,
                  target_map: Mapping[str, MapEntry] | None = None) -> _Cluster:
     if not s.api:
@@ -106,13 +119,13 @@ def _ask_cluster(s: DoctorSettings, limit: float,
     # Imported here so that --no-api never loads the Kubernetes client.
     from hairpin_proxy.doctor.cluster import gather, policy_for
     from hairpin_proxy.kube.client import KubeClient
-    from hairpin_proxy.kube.config import KubeConfigError, load, own_namespace
+    from hairpin_proxy.kube.config import KubeConfigError, load
 
     try:
         cfg = load(s.kubeconfig)
     except KubeConfigError as exc:
         return _Cluster(None, None, str(exc))
-    namespace = own_namespace(s.namespace, cfg)
+    namespace = install_namespace(s)
 
     async def ask() -> _Cluster:
         client = KubeClient.from_cluster(cfg, timeout=max(s.timeout, 5.0))
