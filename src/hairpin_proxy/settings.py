@@ -564,6 +564,12 @@ class DoctorSettings(CorednsSettings, TargetSettings, PolicySettings, KubeSettin
                                                                  "in our namespace, whose args "
                                                                  "and env are its settings; "
                                                                  "empty: use these flags.")
+    in_cluster: bool = opt(False, "Run this check in a short-lived pod in our namespace with "
+                                  "the controller's image, service account and DNS policy "
+                                  "(from its Deployment), print its report, delete the pod.")
+    pod_start_timeout: float = opt(120.0, "With --in-cluster: seconds the pod may take to be "
+                                          "scheduled and pull its image before the doctor "
+                                          "gives up (its run then gets the usual deadline).")
     forged_header_probe: bool = opt(True, "Send each data plane that expects PROXY one "
                                           "request whose header names 192.0.2.1, straight to "
                                           "its Service: does it believe a forged address?")

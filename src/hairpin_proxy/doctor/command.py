@@ -29,7 +29,7 @@ from hairpin_proxy.doctor.pool import DaemonPool, run_async
 from hairpin_proxy.doctor.probe import parse_overrides, start_probe, start_resolve
 from hairpin_proxy.doctor.report import HostReport, Report, to_json, to_text
 from hairpin_proxy.doctor.verdict import verdict as host_verdict
-from hairpin_proxy.logs import setup_logging
+from hairpin_proxy.logs import quiet_http, setup_logging
 from hairpin_proxy.settings import DoctorSettings, usage_error
 from hairpin_proxy.targets.mapping import MapEntry, TargetFlagError, parse_target_flags
 from hairpin_proxy.wildcards import wildcard_base
@@ -418,8 +418,22 @@ def _host_reports(s: DoctorSettings, c: f.ClusterFacts | None, reports: list[_Pr
     return out
 
 
+# What the doctor's own process needs beyond its deadline in a pod: the interpreter's start.
+POD_MARGIN = 30.0
+
+
 def run(settings: DoctorSettings) -> int:
     setup_logging(settings.log_level, settings.log_format)
+    quiet_http()
+    if settings.in_cluster:
+        from hairpin_proxy.doctor.incluster import run_in_cluster
+        try:
+            _checked_flags(settings)
+            _resolver_servers(settings)
+        except UsageError as exc:
+            return usage_error("doctor", str(exc))
+        return run_in_cluster(settings, install_namespace(settings),
+                              budget(settings.timeout) + POD_MARGIN)
     try:
         report = diagnose(settings, Progress(sys.stderr))
     except UsageError as exc:
