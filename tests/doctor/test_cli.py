@@ -523,3 +523,39 @@ def test_the_namespace_is_where_hairpin_proxy_is_installed(
                             "--tls-port", "0", environ={"KUBECONFIG": str(config), **environ})
     assert report["cluster"]["proxy_service_found"] is True, err
     assert report["cluster"]["proxy_addresses"] == [PROXY_IP]
+
+
+def test_a_refused_controller_deployment_is_a_note(fake_api: FakeApiServer, kubeconfig: Path,
+                                                   pp_nginx: Nginx) -> None:
+    """Refused its Deployment, the doctor says so and judges by its own flags."""
+    setup_cluster(fake_api, proxy=True, rule=True)
+    fake_api.fail_requests(1, status=403, method="GET",
+                           path_re=r"/deployments/hairpin-proxy-controller$")
+    rc, report, _ = doctor(HOST, "--resolve", f"{HOST}:{LB_IP}", *ports(pp_nginx),
+                           kubeconfig=kubeconfig)
+    assert any(p.startswith(f"read the controller's Deployment {NS}/hairpin-proxy-controller: "
+                            "403") and p.endswith("its settings are taken from doctor's flags")
+               for p in report["cluster"]["problems"]), report["cluster"]["problems"]
+    assert rc == 1 and one(report)["verdict"] == "dns-not-updated"
+
+
+def test_a_refused_detection_read_is_a_note(
+        fake_api: FakeApiServer, kubeconfig: Path, pp_nginx: Nginx) -> None:
+    """ingress-nginx's settings refused (read by a list by name, as the controller's RBAC
+    grants them): one note names the refusal; the hairpin is still reported."""
+    setup_cluster(fake_api, proxy=True)
+    lb = fake_api.get("Service", "ingress-nginx", "ingress-nginx-controller")
+    assert lb is not None
+    lb["metadata"]["labels"] = {"app.kubernetes.io/name": "ingress-nginx",
+                                "app.kubernetes.io/component": "controller"}
+    fake_api.update(lb)
+    fake_api.create(ingress_class("nginx", default=True))
+    fake_api.create(ingress("shop", "web", tls_hosts=[HOST]))
+    fake_api.fail_requests(1, status=403, method="GET",
+                           path_re=r"/namespaces/ingress-nginx/configmaps\?fieldSelector")
+    rc, report, _ = doctor(HOST, "--resolve", f"{HOST}:{LB_IP}", *ports(pp_nginx),
+                           kubeconfig=kubeconfig)
+    problems = report["cluster"]["problems"]
+    assert any(p.startswith("read ConfigMap ingress-nginx/ingress-nginx-controller: 403")
+               for p in problems), problems
+    assert rc == 1 and one(report)["verdict"] == "rule-missing"
