@@ -280,9 +280,9 @@ def _resolver(s: DoctorSettings, servers: tuple[tuple[str, int], ...],
            f"no Service {'/'.join(f.CLUSTER_DNS_SERVICE)} nor one labelled "
            f"{'='.join(f.CLUSTER_DNS_LABEL)} with a ClusterIP was found")
     return f.SYSTEM_RESOLVER, (f"resolver: the cluster DNS Service is unknown ({why}); the "
-                               f"hosts were resolved with {f.SYSTEM_RESOLVER.described}, "
-                               "which an ordinary pod does not ask when this one runs with "
-                               "dnsPolicy Default",)
+                               f"hosts were resolved with {f.SYSTEM_RESOLVER.described}: "
+                               "the cluster DNS in an ordinary pod, the node's resolver in "
+                               "one with dnsPolicy Default (the controller's)",)
 
 
 def _checked_flags(s: DoctorSettings) -> tuple[dict[str, tuple[str, ...]], dict[str, MapEntry]]:
