@@ -16,7 +16,7 @@ The doctor runs with the rendered Deployment's environment and args, the control
 service account (a bound token) and the fake API enforcing the rendered RBAC. With the rule
 in the Corefile (kubeadm) or in coredns-custom (k3s, import mode, an IngressRoute host) and
 CoreDNS answering it, the verdict is `fixed`; with the rule written but CoreDNS still giving
-the load balancer (not reloaded yet), `dns-not-updated`.
+the load balancer (not reloaded yet), `dns-not-updated`; with no rule, `rule-missing`.
 """
 
 from __future__ import annotations
@@ -120,8 +120,11 @@ def _k3s_cluster(api: FakeApiServer, rule: bool) -> None:
     IngressRoute for HOST; the rule in coredns-custom, which k3s's Corefile imports."""
     api.install(TRAEFIK_INGRESSROUTE)
     api.create(service("kube-system", "traefik", type="LoadBalancer", cluster_ips=[LB],
-                       lb_ingress=[{"ip": LB}],
-                       labels={"app.kubernetes.io/name": "traefik"}))
+                       lb_ingress=[{"ip": LB}], labels={"app.kubernetes.io/name": "traefik"},
+                       ports=[{"name": "web", "port": 80, "protocol": "TCP",
+                               "targetPort": "web"},
+                              {"name": "websecure", "port": 443, "protocol": "TCP",
+                               "targetPort": "websecure"}]))
     api.create({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {
         "name": "traefik", "namespace": "kube-system",
         "labels": {"app.kubernetes.io/name": "traefik"}}, "spec": {
@@ -208,12 +211,19 @@ def _dir(path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("preset", [KUBEADM, K3S], ids=["kubeadm", "k3s"])
-def test_fixed_as_installed(preset: Preset, tmp_path: Path) -> None:
-    with _installed(preset, tmp_path, rule=True, coredns_answers=PROXY) as (
+def _checked(preset: Preset, tmp: Path, *, coredns_answers: str, rule: bool = True
+             ) -> tuple[int, Obj, Obj]:
+    """(exit status, report, its one host) of the doctor as installed."""
+    with _installed(preset, tmp, rule=rule, coredns_answers=coredns_answers) as (
             deployment, kubeconfig, resolv):
         rc, report = _doctor_as_installed(deployment, kubeconfig, resolv)
     (host,) = report["hosts"]
+    return rc, report, host
+
+
+@pytest.mark.parametrize("preset", [KUBEADM, K3S], ids=["kubeadm", "k3s"])
+def test_fixed_as_installed(preset: Preset, tmp_path: Path) -> None:
+    rc, report, host = _checked(preset, tmp_path, coredns_answers=PROXY)
     problems = report["cluster"]["problems"]
     assert host["host"] == HOST and host["verdict"] == "fixed", (host, problems)
     assert rc == 0 and report["ok"]
@@ -222,6 +232,8 @@ def test_fixed_as_installed(preset: Preset, tmp_path: Path) -> None:
     assert host["http"]["bare"]["status"] == 200 and host["tls"]["bare"]["status"] == 200
     # The public answer, through the node's resolver, is this cluster's load balancer.
     assert host["verification"]["code"] == "verified"
+    # Where the controller sends it, as it is configured: the main proxy Service.
+    assert host["target"]["verdict"] == "redirected", host["target"]
     assert report["cluster"]["rule_hosts"] == [HOST]
     # The controller's settings came from its Deployment, not from the doctor's defaults.
     assert not any(f"Deployment {NS}/{SA}" in p for p in problems), problems
@@ -230,10 +242,15 @@ def test_fixed_as_installed(preset: Preset, tmp_path: Path) -> None:
 @pytest.mark.parametrize("preset", [KUBEADM, K3S], ids=["kubeadm", "k3s"])
 def test_dns_not_updated_as_installed(preset: Preset, tmp_path: Path) -> None:
     """The rule is written, CoreDNS still answers the load balancer (not reloaded yet)."""
-    with _installed(preset, tmp_path, rule=True, coredns_answers=LB) as (
-            deployment, kubeconfig, resolv):
-        rc, report = _doctor_as_installed(deployment, kubeconfig, resolv)
-    (host,) = report["hosts"]
+    rc, report, host = _checked(preset, tmp_path, coredns_answers=LB)
     assert host["verdict"] == "dns-not-updated", (host, report["cluster"]["problems"])
     assert rc == 1 and host["dns"]["addresses"] == [{"address": LB, "kind": "lb"}]
     assert report["cluster"]["rule_hosts"] == [HOST]
+
+
+@pytest.mark.parametrize("preset", [KUBEADM, K3S], ids=["kubeadm", "k3s"])
+def test_rule_missing_as_installed(preset: Preset, tmp_path: Path) -> None:
+    """No rule written (the controller not running, say): the hairpin, named as such."""
+    rc, report, host = _checked(preset, tmp_path, coredns_answers=LB, rule=False)
+    assert host["verdict"] == "rule-missing", (host, report["cluster"]["problems"])
+    assert rc == 1 and report["cluster"]["rule_hosts"] == []
