@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -223,3 +224,34 @@ def test_the_flags_given_again() -> None:
     assert incluster.doctor_args(s) == [
         "--port", "0", "--resolve", "a.example:10.0.0.1", "--resolve", "b.example:10.0.0.2",
         "--no-forged-header-probe", "a.example", "b.example"]
+
+
+def test_interrupted_the_pod_is_deleted(fake_api: FakeApiServer,
+                                        installed: tuple[Path, Path]) -> None:
+    """Ctrl-C while the pod is on its way: the pod goes, one line says so, no traceback."""
+    admin, _ = installed
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("HAIRPIN_") and k not in ("KUBECONFIG", "POD_NAMESPACE")}
+    proc = subprocess.Popen([sys.executable, "-m", "hairpin_proxy", "doctor", "--in-cluster",
+                             "--kubeconfig", str(admin), *QUICK], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        wait_until(lambda: doctor_pods(fake_api), 60, "the doctor's pod to be created")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == incluster.INTERRUPTED and not out
+    assert err == "hairpin-proxy doctor: interrupted\n"
+    assert doctor_pods(fake_api) == []
+
+
+def test_a_pod_start_timeout_must_be_positive() -> None:
+    proc = subprocess.run([sys.executable, "-m", "hairpin_proxy", "doctor", "--in-cluster",
+                           "--pod-start-timeout", "0"], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert proc.returncode == 2
+    assert proc.stderr == ("hairpin-proxy doctor: error: --pod-start-timeout must be "
+                           "positive\n")

@@ -291,6 +291,8 @@ def _checked_flags(s: DoctorSettings) -> tuple[dict[str, tuple[str, ...]], dict[
         raise UsageError("--port and --tls-port must be between 0 and 65535")
     if not s.timeout > 0:
         raise UsageError("--timeout must be positive")
+    if not s.pod_start_timeout > 0:
+        raise UsageError("--pod-start-timeout must be positive")
     try:
         overrides = parse_overrides(s.resolve)
     except ValueError as exc:

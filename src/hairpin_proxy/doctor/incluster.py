@@ -40,6 +40,8 @@ CONTAINER_FIELDS = ("image", "imagePullPolicy", "securityContext", "resources")
 STUCK = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName",
                    "CreateContainerConfigError", "CreateContainerError"})
 POLL = 0.5
+# The shell's status for a command ended by SIGINT.
+INTERRUPTED = 130
 
 
 def doctor_args(s: DoctorSettings) -> list[str]:
@@ -213,6 +215,10 @@ def run_in_cluster(s: DoctorSettings, namespace: str, run_limit: float) -> int:
         code, report = asyncio.run(_in_cluster(s, namespace, run_limit))
     except InClusterError as exc:
         return usage_error("doctor", f"--in-cluster: {exc}")
+    except KeyboardInterrupt:
+        # asyncio.run cancelled the run first: its pod is deleted by then.
+        print("hairpin-proxy doctor: interrupted", file=sys.stderr)
+        return INTERRUPTED
     sys.stdout.write(report)
     sys.stdout.flush()
     return code
