@@ -298,8 +298,8 @@ async def _ask(ask: _Asker, s: DoctorSettings, namespace: str,
                  for ns, name in _detection_configmaps(services or [], classes or [],
                                                        list(gateway_read.objects.classes),
                                                        target_map)]
-    detection_cms = {f"{ns}/{name}": found for ns, name, task in asked_cms
-                     if (found := await task) is not None}
+    read = [(f"{ns}/{name}", await task) for ns, name, task in asked_cms]
+    detection_cms = {where: cm for where, cm in read if cm is not None}
     return _Said(services, proxy_svc, slices, cm, import_cm, nld, daemonsets, deployments,
                  ingresses, classes, node_local, table_cm, gateway_read, await t_settings,
                  detection_cms, await t_registered)
