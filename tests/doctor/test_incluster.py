@@ -62,7 +62,8 @@ def doctor_pods(api: FakeApiServer) -> list[Obj]:
 class Kubelet:
     """Plays the node for the first doctor pod: ``act(api, pod)`` does what the node does."""
 
-    def __init__(self, api: FakeApiServer, act: Callable[[FakeApiServer, Obj], None]) -> None:
+    def __init__(self, api: FakeApiServer, act: Callable[[FakeApiServer, Obj], object]
+                 ) -> None:
         self.api, self.act = api, act
         self.seen: list[Obj] = []
         self.error: BaseException | None = None
@@ -81,6 +82,15 @@ class Kubelet:
     def join(self) -> None:
         self.thread.join(60)
         assert self.error is None, self.error
+
+
+def run_with(api: FakeApiServer, act: Callable[[FakeApiServer, Obj], object], *args: str,
+             kubeconfig: Path) -> tuple[subprocess.CompletedProcess[str], str]:
+    """``run`` while a Kubelet does ``act``: (the run, the name of the pod it made)."""
+    kubelet = Kubelet(api, act)
+    proc = run(*args, kubeconfig=kubeconfig)
+    kubelet.join()
+    return proc, str(kubelet.seen[0]["metadata"]["name"])
 
 
 def _status(api: FakeApiServer, pod: Obj, state: Obj) -> None:
@@ -177,11 +187,8 @@ def test_refused_to_create_the_pod(fake_api: FakeApiServer,
 def test_an_image_that_cannot_be_pulled(fake_api: FakeApiServer,
                                         installed: tuple[Path, Path]) -> None:
     admin, _ = installed
-    kubelet = Kubelet(fake_api, lambda api, pod: _status(api, pod, {"waiting": {
-        "reason": "ErrImagePull", "message": "pull access denied"}}))
-    proc = run(*QUICK, kubeconfig=admin)
-    kubelet.join()
-    name = kubelet.seen[0]["metadata"]["name"]
+    proc, name = run_with(fake_api, lambda api, pod: _status(api, pod, {"waiting": {
+        "reason": "ErrImagePull", "message": "pull access denied"}}), *QUICK, kubeconfig=admin)
     assert proc.returncode == 2 and not proc.stdout
     assert proc.stderr == (f"hairpin-proxy doctor: error: --in-cluster: pod {NS}/{name} "
                            "cannot start: ErrImagePull: pull access denied\n")
@@ -255,3 +262,56 @@ def test_a_pod_start_timeout_must_be_positive() -> None:
     assert proc.returncode == 2
     assert proc.stderr == ("hairpin-proxy doctor: error: --pod-start-timeout must be "
                            "positive\n")
+
+
+def test_a_deployment_without_the_controller_container(
+        fake_api: FakeApiServer, installed: tuple[Path, Path]) -> None:
+    admin, _ = installed
+    deployment = fake_api.get("Deployment", NS, SA)
+    assert deployment is not None
+    deployment["spec"]["template"]["spec"]["containers"][0]["name"] = "sidecar"
+    deployment["spec"]["template"]["spec"]["containers"][0]["args"] = ["serve"]
+    fake_api.update(deployment)
+    proc = run(*QUICK, kubeconfig=admin)
+    assert proc.returncode == 2 and not proc.stdout
+    assert proc.stderr == ("hairpin-proxy doctor: error: --in-cluster: the controller's "
+                           f"Deployment {NS}/{SA}: it has no controller container with an "
+                           "image\n")
+    assert fake_api.list("Pod", NS) == []
+
+
+def test_a_pod_deleted_under_it(fake_api: FakeApiServer,
+                                installed: tuple[Path, Path]) -> None:
+    admin, _ = installed
+    proc, name = run_with(fake_api, lambda api, pod: api.delete(
+        "Pod", NS, pod["metadata"]["name"]), *QUICK, kubeconfig=admin)
+    assert proc.returncode == 2
+    assert proc.stderr == (f"hairpin-proxy doctor: error: --in-cluster: pod {NS}/{name} "
+                           "disappeared before it finished\n")
+
+
+@pytest.mark.slow
+def test_a_run_that_never_ends(fake_api: FakeApiServer,
+                               installed: tuple[Path, Path]) -> None:
+    """Started but never finished: given up after the run's deadline and its margin."""
+    admin, _ = installed
+    proc, name = run_with(fake_api, lambda api, pod: _status(api, pod, {"running": {}}),
+                          *QUICK[:-1], "0.1", kubeconfig=admin)
+    assert proc.returncode == 2
+    assert proc.stderr == (f"hairpin-proxy doctor: error: --in-cluster: pod {NS}/{name} did "
+                           "not finish within 40.1s\n")
+    assert doctor_pods(fake_api) == []
+
+
+def test_a_refused_deletion_is_said(fake_api: FakeApiServer,
+                                    installed: tuple[Path, Path]) -> None:
+    admin, _ = installed
+    fake_api.fail_requests(1, status=403, method="DELETE", path_re=r"/pods/")
+    proc, name = run_with(fake_api, lambda api, pod: _status(api, pod, {"waiting": {
+        "reason": "ImagePullBackOff"}}), *QUICK, kubeconfig=admin)
+    assert proc.returncode == 2
+    deleting, error = proc.stderr.splitlines()
+    assert deleting.startswith(f"hairpin-proxy doctor: could not delete pod {NS}/{name}: 403")
+    assert error == (f"hairpin-proxy doctor: error: --in-cluster: pod {NS}/{name} cannot "
+                     "start: ImagePullBackOff")
+    assert len(doctor_pods(fake_api)) == 1
