@@ -25,7 +25,7 @@ from hairpin_proxy.admin import AdminServer, Check, serve_admin
 from hairpin_proxy.kube import config as kconfig
 from hairpin_proxy.kube.client import KubeClient, resource_path
 from hairpin_proxy.kube.watch import Reflector
-from hairpin_proxy.logs import setup_logging
+from hairpin_proxy.logs import quiet_http, setup_logging
 from hairpin_proxy.metrics import Registry
 from hairpin_proxy.published import (
     ADDRESSES_KEY,
@@ -425,8 +425,7 @@ async def _serve(settings: EtchostsSettings, stop: asyncio.Event | None = None) 
 
 def run(settings: EtchostsSettings) -> int:
     setup_logging(settings.log_level, settings.log_format)
-    for name in ("httpx2", "httpcore2", "httpx", "httpcore"):
-        logging.getLogger(name).setLevel(logging.WARNING)
+    quiet_http()
     if settings.remove:
         return remove_block(settings)
     if settings.resync_interval <= 0 or settings.poll_interval < 0:

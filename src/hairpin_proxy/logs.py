@@ -46,3 +46,10 @@ def setup_logging(level: str = "info", fmt: str = "text") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+
+
+def quiet_http() -> None:
+    """The HTTP stack logs every request at INFO and every socket step at DEBUG: warnings
+    only, for the commands that speak to the API."""
+    for name in ("httpx2", "httpcore2", "httpx", "httpcore"):
+        logging.getLogger(name).setLevel(logging.WARNING)

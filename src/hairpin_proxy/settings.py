@@ -530,6 +530,9 @@ class DoctorSettings(CorednsSettings, TargetSettings, PolicySettings, KubeSettin
     timeout: float = opt(3.0, "Seconds for each probe connection; a DNS lookup gets three "
                               "times as long (at least 5). Also bounds the whole run: it "
                               "ends within max(2T,5) + max(3T,5) + T seconds.")
+    namespace: str = opt("", "Where hairpin-proxy is installed (the proxy Service, the "
+                             "controller's Deployment, the targets table); else "
+                             "POD_NAMESPACE, else hairpin-proxy.")
     proxy_service: str = opt("hairpin-proxy", "The proxy Service in our namespace.")
     proxy_address: tuple[str, ...] = opt((), "An address that counts as the proxy Service's, "
                                              "besides its ClusterIPs (repeatable).")
@@ -537,6 +540,10 @@ class DoctorSettings(CorednsSettings, TargetSettings, PolicySettings, KubeSettin
                                        "instead of the resolver; HOST '*' is every name, "
                                        "'*.example.com' every name under example.com "
                                        "(repeatable; a diagnostic aid).")
+    resolver: str = opt("cluster", "Who resolves the hosts: cluster (the cluster DNS Service "
+                                   "an ordinary pod asks, found through the API; the system "
+                                   "resolver when none is found), system (this pod's "
+                                   "resolv.conf), or a DNS server ADDR[:PORT].")
     api: bool = opt(True, "Ask the Kubernetes API for cluster facts; --no-api probes DNS and "
                           "the ports only.")
     verify_hosts: Literal["on", "off"] = opt(
@@ -557,6 +564,12 @@ class DoctorSettings(CorednsSettings, TargetSettings, PolicySettings, KubeSettin
                                                                  "in our namespace, whose args "
                                                                  "and env are its settings; "
                                                                  "empty: use these flags.")
+    in_cluster: bool = opt(False, "Run this check in a short-lived pod in our namespace with "
+                                  "the controller's image, service account and DNS policy "
+                                  "(from its Deployment), print its report, delete the pod.")
+    pod_start_timeout: float = opt(120.0, "With --in-cluster: seconds the pod may take to be "
+                                          "scheduled and pull its image before the doctor "
+                                          "gives up (its run then gets the usual deadline).")
     forged_header_probe: bool = opt(True, "Send each data plane that expects PROXY one "
                                           "request whose header names 192.0.2.1, straight to "
                                           "its Service: does it believe a forged address?")

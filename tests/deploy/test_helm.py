@@ -735,6 +735,8 @@ def test_notes_give_the_readme_check_and_the_doctor(helm: str) -> None:
     doctor = ("kubectl -n hairpin-proxy exec deployment/hairpin-proxy-controller -- "
               "hairpin-proxy doctor")
     assert doctor in readme and doctor in lines
+    assert "hairpin-proxy doctor --in-cluster" in lines
+    assert "`hairpin-proxy doctor --in-cluster`" in readme
     assert "docs/doctor.md" in notes
 
 

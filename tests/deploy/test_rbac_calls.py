@@ -174,6 +174,10 @@ EXCEPTIONS: dict[tuple[str, Grant], str] = {
                       "components/guard-data-planes")},
     **{(render, Grant("kube-system", "", "configmaps", "get", "coredns")): DOCTOR_ONLY
        for render in ("overlays/k3s",)},
+    **{(render, Grant("hairpin-proxy", "apps", "deployments", "get",
+                      "hairpin-proxy-controller")): DOCTOR_ONLY
+       for render in ("base", "components/nudge-coredns", "overlays/k3s",
+                      "components/guard-data-planes")},
     **{(render, Grant("kube-system", "", "events", "create")):
        "the Warning Event of an uninstall that could not withdraw the rules in time "
        "(tests/controller/test_uninstall.py), or of a Corefile someone left unparsable"

@@ -488,3 +488,74 @@ def test_a_reverted_node_local_block_names_who_removed_it(fake_api: FakeApiServe
                           kubeconfig=kubeconfig)
     assert one(report)["node_local"]["answers"] is True
 
+
+
+def test_the_corefile_is_read_when_ingress_nginx_settings_are_read_too(
+        fake_api: FakeApiServer, kubeconfig: Path, pp_nginx: Nginx) -> None:
+    """PROXY detection reads ingress-nginx's ConfigMap beside the CoreDNS one: the rules are
+    still read from the CoreDNS ConfigMap, not from the last detection read."""
+    setup_cluster(fake_api, proxy=True, rule=True)
+    lb = fake_api.get("Service", "ingress-nginx", "ingress-nginx-controller")
+    assert lb is not None
+    lb["metadata"]["labels"] = {"app.kubernetes.io/name": "ingress-nginx"}
+    fake_api.update(lb)
+    fake_api.create(configmap("ingress-nginx", "ingress-nginx-controller",
+                              {"use-proxy-protocol": "true"}))
+    rc, report, _ = doctor(HOST, "--resolve", f"{HOST}:{LB_IP}", *ports(pp_nginx),
+                           kubeconfig=kubeconfig)
+    assert report["cluster"]["rule_hosts"] == [HOST], report["cluster"]["problems"]
+    assert not any("Corefile" in p for p in report["cluster"]["problems"])
+    assert rc == 1 and one(report)["verdict"] == "dns-not-updated"
+
+
+@pytest.mark.parametrize(("environ", "where"), [
+    ({}, NS), ({"POD_NAMESPACE": "elsewhere"}, "elsewhere")])
+def test_the_namespace_is_where_hairpin_proxy_is_installed(
+        fake_api: FakeApiServer, tmp_path: Path, environ: dict[str, str], where: str) -> None:
+    """Without --namespace: POD_NAMESPACE (the controller's pod), else hairpin-proxy; never
+    the kubeconfig context's namespace (default) nor a `kubectl run` pod's."""
+    setup_cluster(fake_api)
+    for ns in (NS, "elsewhere"):
+        fake_api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    fake_api.create(service(where, "hairpin-proxy", cluster_ips=[PROXY_IP]))
+    config = fake_api.write_kubeconfig(tmp_path / "kubeconfig", namespace="default")
+    _, report, err = doctor(HOST, "--resolve", f"{HOST}:{LB_IP}", "--port", "0",
+                            "--tls-port", "0", environ={"KUBECONFIG": str(config), **environ})
+    assert report["cluster"]["proxy_service_found"] is True, err
+    assert report["cluster"]["proxy_addresses"] == [PROXY_IP]
+
+
+def test_a_refused_controller_deployment_is_a_note(fake_api: FakeApiServer, kubeconfig: Path,
+                                                   pp_nginx: Nginx) -> None:
+    """Refused its Deployment, the doctor says so and judges by its own flags."""
+    setup_cluster(fake_api, proxy=True, rule=True)
+    fake_api.fail_requests(1, status=403, method="GET",
+                           path_re=r"/deployments/hairpin-proxy-controller$")
+    rc, report, _ = doctor(HOST, "--resolve", f"{HOST}:{LB_IP}", *ports(pp_nginx),
+                           kubeconfig=kubeconfig)
+    assert any(p.startswith(f"read the controller's Deployment {NS}/hairpin-proxy-controller: "
+                            "403") and p.endswith("its settings are taken from doctor's flags")
+               for p in report["cluster"]["problems"]), report["cluster"]["problems"]
+    assert rc == 1 and one(report)["verdict"] == "dns-not-updated"
+
+
+def test_a_refused_detection_read_is_a_note(
+        fake_api: FakeApiServer, kubeconfig: Path, pp_nginx: Nginx) -> None:
+    """ingress-nginx's settings refused (read by a list by name, as the controller's RBAC
+    grants them): one note names the refusal; the hairpin is still reported."""
+    setup_cluster(fake_api, proxy=True)
+    lb = fake_api.get("Service", "ingress-nginx", "ingress-nginx-controller")
+    assert lb is not None
+    lb["metadata"]["labels"] = {"app.kubernetes.io/name": "ingress-nginx",
+                                "app.kubernetes.io/component": "controller"}
+    fake_api.update(lb)
+    fake_api.create(ingress_class("nginx", default=True))
+    fake_api.create(ingress("shop", "web", tls_hosts=[HOST]))
+    fake_api.fail_requests(1, status=403, method="GET",
+                           path_re=r"/namespaces/ingress-nginx/configmaps\?fieldSelector")
+    rc, report, _ = doctor(HOST, "--resolve", f"{HOST}:{LB_IP}", *ports(pp_nginx),
+                           kubeconfig=kubeconfig)
+    problems = report["cluster"]["problems"]
+    assert any(p.startswith("read ConfigMap ingress-nginx/ingress-nginx-controller: 403")
+               for p in problems), problems
+    assert rc == 1 and one(report)["verdict"] == "rule-missing"

@@ -39,3 +39,19 @@ def test_every_recognised_annotation_is_documented() -> None:
     for _provider, key in PP_ANNOTATIONS:
         short = key.split("/", 1)[1]
         assert short in DOC, key
+
+
+def test_every_doctor_flag_is_on_its_page() -> None:
+    """docs/doctor.md names each of the doctor's flags (a --no- form counts for its flag)."""
+    own = {f for f in flags("doctor") if f.startswith("--") and f != "--help"}
+    missing = {f for f in own if f not in DOC and f.replace("--no-", "--", 1) not in DOC
+               and "--no-" + f[2:] not in DOC}
+    assert missing == set()
+
+
+def test_the_namespace_default_is_the_same_in_help_and_doc() -> None:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    action = sub.choices["doctor"]._option_string_actions["--namespace"]
+    assert action.help is not None and "else POD_NAMESPACE, else hairpin-proxy" in action.help
+    assert "(default: `POD_NAMESPACE`, else `hairpin-proxy`" in DOC

@@ -4,6 +4,9 @@ whatever address the header names (``real_ip_header proxy_protocol`` from everyw
 
 from __future__ import annotations
 
+import socket
+import struct
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -173,3 +176,32 @@ def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _answer_then_reset(server: socket.socket) -> None:
+    """Accept one connection, read the header and request, answer 403, then reset."""
+    conn, _ = server.accept()
+    with conn:
+        conn.settimeout(10)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = conn.recv(4096)
+            if not chunk:
+                return
+            data += chunk
+        conn.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+        # An abortive close: RST instead of FIN, once the answer is on its way.
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+
+def test_an_answer_then_a_reset_is_an_answer() -> None:
+    """A data plane that answers and then resets took the header: it is forgeable."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.settimeout(10)
+        worker = threading.Thread(target=_answer_then_reset, args=(server,), daemon=True)
+        worker.start()
+        answer = forged.check("127.0.0.1", server.getsockname()[1], version="v1", tls=False,
+                              host=HOST, timeout=5)
+        worker.join(10)
+    assert answer.outcome == "http" and answer.status == 403, answer
+    assert forged.judge(answer)[0] == "forgeable"

@@ -215,7 +215,8 @@ def test_hairpin_in_a_namespace_diagnosed_and_fixed(tmp_path: Path,
             (h,) = report["hosts"]
             assert code == 1 and h["verdict"] == "hairpin-confirmed", h
             assert h["dns"] == {"addresses": [{"address": LB, "kind": "other"}],
-                                "error": None, "overridden": False}
+                                "error": None, "overridden": False,
+                                "resolver": "the system resolver (this pod's resolv.conf)"}
             assert h["http"]["bare"]["outcome"] in ("empty", "reset")
             assert h["http"]["proxy_v1"]["status"] == 200
             assert h["tls"]["proxy_v2"]["status"] == 200

@@ -149,7 +149,7 @@ def test_json_has_the_same_facts() -> None:
     shop, gone = doc["hosts"]
     assert shop["verdict"] == "hairpin-confirmed" and shop["ok"] is False
     assert shop["dns"] == {"addresses": [{"address": "203.0.113.7", "kind": "lb"}],
-                           "error": None, "overridden": False}
+                           "error": None, "overridden": False, "resolver": None}
     assert shop["http"] == {"address": "203.0.113.7", "port": 80, "state": "hairpin",
                             "bare": {"outcome": "empty"},
                             "proxy_v1": {"outcome": "http", "status": 404},

@@ -44,10 +44,10 @@ def test_pure_modules_load_no_io() -> None:
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                          text=True, timeout=60).stdout.split()
     loaded = {m for m in out if m.startswith("hairpin_proxy")}
-    # wildcards: the host forms, pure and importing nothing.
+    # wildcards: the host forms; addresses: HOST:PORT text; both pure and importing nothing.
     assert loaded == {"hairpin_proxy", "hairpin_proxy.doctor", "hairpin_proxy.doctor.facts",
                       "hairpin_proxy.doctor.verdict", "hairpin_proxy.doctor.report",
-                      "hairpin_proxy.wildcards"}
+                      "hairpin_proxy.wildcards", "hairpin_proxy.addresses"}
     assert not {"socket", "ssl", "asyncio", "concurrent.futures", "logging"} & set(out)
 
 

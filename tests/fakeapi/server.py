@@ -252,6 +252,8 @@ class FakeApiServer:
         self._authz: Authz | None = None
         self._controllers: asyncio.Task[None] | None = None
         self.controller_passes = 0
+        # What each container has written: (namespace, pod, container) -> text (pods/log).
+        self._pod_logs: dict[tuple[str, str, str], str] = {}
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -588,6 +590,11 @@ class FakeApiServer:
                 plural, group = name.split(".", 1)
                 self.uninstall_crd(group, plural)
 
+    def set_pod_log(self, namespace: str, pod: str, container: str, text: str) -> None:
+        """What ``GET .../pods/<pod>/log?container=<container>`` answers once the container
+        has started (the kubelet's part: the fake has none)."""
+        self._pod_logs[(namespace, pod, container)] = text
+
     def get(self, kind: str, namespace: str | None, name: str) -> Obj | None:
         rt = self._registry.resolve(kind)
         return self._call(lambda: self.store.find(rt, namespace, name))
@@ -836,7 +843,8 @@ class FakeApiServer:
         name = rest[1] if len(rest) >= 2 else None
         sub = rest[2] if len(rest) == 3 else None
         if sub is not None and not ((sub == "status" and rt.has_status) or (
-                sub == "scale" and (rt.group, rt.plural) in scale.SCALABLE)):
+                sub == "scale" and (rt.group, rt.plural) in scale.SCALABLE) or (
+                sub == "log" and (rt.group, rt.plural) == ("", "pods"))):
             return None
         if name is not None and rt.namespaced and ns is None:
             return None
@@ -870,6 +878,10 @@ class FakeApiServer:
             raise st.method_not_allowed()
         if route.sub == "scale":
             return await self._scale(request, route)
+        if route.sub == "log":
+            if m != "GET":
+                raise st.method_not_allowed()
+            return self._pod_log(request, route)
         if m == "GET":
             return _json(self.store.get(route.rt, route.namespace, route.name))
         if m == "PUT":
@@ -1174,6 +1186,33 @@ class FakeApiServer:
         obj, _ = self.store.update(rt, route.namespace, route.name, new, subresource=route.sub,
                                    dry_run=dry, writer=writer)
         return _json(obj)
+
+    def _pod_log(self, request: web.Request, route: _Route) -> web.StreamResponse:
+        """A container's log, as kube-apiserver's pod LogLocation and then the kubelet answer:
+        the container named (or the pod's only one), on a scheduled pod, once it has started
+        (running or terminated); text/plain."""
+        assert route.name is not None and route.namespace is not None
+        pod = self.store.get(route.rt, route.namespace, route.name)
+        names = [str(c.get("name")) for c in (pod.get("spec") or {}).get("containers") or []]
+        container = request.query.get("container", "")
+        if not container:
+            if len(names) != 1:
+                raise st.bad_request(f"a container name must be specified for pod "
+                                     f"{route.name}, choose one of: [{' '.join(names)}]")
+            container = names[0]
+        if container not in names:
+            raise st.bad_request(f"container {container} is not valid for pod {route.name}")
+        if not (pod.get("spec") or {}).get("nodeName"):
+            raise st.bad_request(f"pod {route.name} does not have a host assigned")
+        statuses = {str(c.get("name")): c.get("state") or {} for c in
+                    (pod.get("status") or {}).get("containerStatuses") or []}
+        state = statuses.get(container) or {"waiting": {"reason": "ContainerCreating"}}
+        if "running" not in state and "terminated" not in state:
+            reason = (state.get("waiting") or {}).get("reason") or "ContainerCreating"
+            raise st.bad_request(f'container "{container}" in pod "{route.name}" is waiting '
+                                 f"to start: {reason}")
+        text = self._pod_logs.get((route.namespace, route.name, container), "")
+        return web.Response(text=text, content_type="text/plain")
 
     async def _scale(self, request: web.Request, route: _Route) -> web.StreamResponse:
         """GET, PUT and PATCH (merge or JSON patch) of the Scale view (tests/fakeapi/scale)."""

@@ -25,7 +25,7 @@ from hairpin_proxy.controller.writers.nodelocal import NodeLocalEdit
 from hairpin_proxy.controller.writers.targets import SLOT_LABEL
 from hairpin_proxy.kube import config as kconfig
 from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
-from hairpin_proxy.logs import setup_logging
+from hairpin_proxy.logs import quiet_http, setup_logging
 from hairpin_proxy.metrics import Registry
 from hairpin_proxy.settings import CleanupSettings, ControllerSettings, usage_error
 from hairpin_proxy.targets.mapping import TargetFlagError, parse_target_flags
@@ -175,9 +175,7 @@ async def _watch_for_uninstall(ctl: Controller) -> None:
 
 def _setup_logging(level: str, fmt: str) -> None:
     setup_logging(level, fmt)
-    # The HTTP stack logs every request at INFO and every socket step at DEBUG.
-    for name in ("httpx2", "httpcore2", "httpx", "httpcore"):
-        logging.getLogger(name).setLevel(logging.WARNING)
+    quiet_http()
 
 
 def run(settings: ControllerSettings) -> int:

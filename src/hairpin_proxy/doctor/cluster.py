@@ -178,6 +178,8 @@ async def gather(client: KubeClient, s: DoctorSettings, namespace: str,
         target_slots=slots,
         gateway_notes=gateway_notes,
         data_planes=routed.planes,
+        cluster_dns=None if said.services is None
+        else f.cluster_dns(said.services, s.configmap_namespace),
     )
     lb = None if said.services is None or said.ingresses is None \
         else lb_addresses(said.services, said.ingresses)
@@ -201,6 +203,14 @@ class _Asker:
         params = {"labelSelector": selector} if selector else \
             {"fieldSelector": field} if field else None
         return asyncio.ensure_future(self.notes.ask(what, lambda: self._list(path, params)))
+
+    def named(self, what: str, namespace: str, name: str) -> asyncio.Task[JsonObj | None]:
+        """One ConfigMap, listed by its name (None: absent, or refused and noted)."""
+        async def one() -> JsonObj | None:
+            items = await self._list(resource_path("v1", "configmaps", namespace),
+                                     {"fieldSelector": f"metadata.name={name}"})
+            return items[0] if items else None
+        return asyncio.ensure_future(self.notes.ask(what, one))
 
 
 def _path(reg: Registration, plural: str) -> str:
@@ -282,13 +292,14 @@ async def _ask(ask: _Asker, s: DoctorSettings, namespace: str,
         t_nl_cms, ask.notes, await t_addon or [], await t_version, await t_reverts)
     table_cm, gateway_read = await t_table, await t_gateway
     # PROXY detection reads a few ConfigMaps by name; which ones depends on the answers above.
-    asked_cms = [(ns, name, get(f"read ConfigMap {ns}/{name}",
-                                resource_path("v1", "configmaps", ns, name)))
+    # Listed by name, as the controller reads them and as its RBAC grants them (list and
+    # watch with resourceNames, no get).
+    asked_cms = [(ns, name, ask.named(f"read ConfigMap {ns}/{name}", ns, name))
                  for ns, name in _detection_configmaps(services or [], classes or [],
                                                        list(gateway_read.objects.classes),
                                                        target_map)]
-    detection_cms = {f"{ns}/{name}": cm for ns, name, task in asked_cms
-                     if (cm := await task) is not None}
+    read = [(f"{ns}/{name}", await task) for ns, name, task in asked_cms]
+    detection_cms = {where: cm for where, cm in read if cm is not None}
     return _Said(services, proxy_svc, slices, cm, import_cm, nld, daemonsets, deployments,
                  ingresses, classes, node_local, table_cm, gateway_read, await t_settings,
                  detection_cms, await t_registered)

@@ -13,6 +13,7 @@ left running, not even a getaddrinfo call that cannot be cancelled, delays the e
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -20,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
+from hairpin_proxy.addresses import format_hostport
 from hairpin_proxy.doctor import facts as f
 from hairpin_proxy.doctor.facts import DataPlaneFacts, PortProbe
 from hairpin_proxy.doctor.forged import start_checks
@@ -27,7 +29,7 @@ from hairpin_proxy.doctor.pool import DaemonPool, run_async
 from hairpin_proxy.doctor.probe import parse_overrides, start_probe, start_resolve
 from hairpin_proxy.doctor.report import HostReport, Report, to_json, to_text
 from hairpin_proxy.doctor.verdict import verdict as host_verdict
-from hairpin_proxy.logs import setup_logging
+from hairpin_proxy.logs import quiet_http, setup_logging
 from hairpin_proxy.settings import DoctorSettings, usage_error
 from hairpin_proxy.targets.mapping import MapEntry, TargetFlagError, parse_target_flags
 from hairpin_proxy.wildcards import wildcard_base
@@ -98,6 +100,18 @@ class _Cluster:
     lb: LbIndex | None = None
 
 
+# Where the manifests and the chart install the proxy and the controller.
+INSTALL_NAMESPACE = "hairpin-proxy"
+
+
+def install_namespace(s: DoctorSettings, environ: Mapping[str, str] | None = None) -> str:
+    """Where hairpin-proxy is installed: --namespace, else POD_NAMESPACE (the controller's
+    pod), else the manifests' namespace; never the namespace of the pod or kubeconfig context
+    the doctor runs with (a `kubectl run` pod's is `default`)."""
+    env = os.environ if environ is None else environ
+    return s.namespace or env.get("POD_NAMESPACE") or INSTALL_NAMESPACE
+
+
 def _ask_cluster(s: DoctorSettings, limit: float,
                  target_map: Mapping[str, MapEntry] | None = None) -> _Cluster:
     if not s.api:
@@ -105,13 +119,13 @@ def _ask_cluster(s: DoctorSettings, limit: float,
     # Imported here so that --no-api never loads the Kubernetes client.
     from hairpin_proxy.doctor.cluster import gather, policy_for
     from hairpin_proxy.kube.client import KubeClient
-    from hairpin_proxy.kube.config import KubeConfigError, load, own_namespace
+    from hairpin_proxy.kube.config import KubeConfigError, load
 
     try:
         cfg = load(s.kubeconfig)
     except KubeConfigError as exc:
         return _Cluster(None, None, str(exc))
-    namespace = own_namespace(s.namespace, cfg)
+    namespace = install_namespace(s)
 
     async def ask() -> _Cluster:
         client = KubeClient.from_cluster(cfg, timeout=max(s.timeout, 5.0))
@@ -248,12 +262,37 @@ def _forged_planes(s: DoctorSettings, c: f.ClusterFacts | None, api_note: str
     return c.data_planes, ""
 
 
+def _resolver(s: DoctorSettings, servers: tuple[tuple[str, int], ...],
+              cluster: _Cluster) -> tuple[f.Resolver, tuple[str, ...]]:
+    """Who resolves the hosts (``--resolver``), and a note when the cluster DNS Service an
+    ordinary pod asks could not be found, so that the system resolver stands in for it."""
+    if s.resolver == "system":
+        return f.SYSTEM_RESOLVER, ()
+    if servers:
+        shown = ", ".join(format_hostport(a, p) for a, p in servers)
+        return f.Resolver(servers, f"the DNS server {shown} (--resolver)"), ()
+    c = cluster.facts
+    if c is not None and c.cluster_dns is not None:
+        return c.cluster_dns, ()
+    if not s.api:
+        return f.SYSTEM_RESOLVER, ()
+    why = (f"no cluster facts: {cluster.note}" if c is None else
+           f"no Service {'/'.join(f.CLUSTER_DNS_SERVICE)} nor one labelled "
+           f"{'='.join(f.CLUSTER_DNS_LABEL)} with a ClusterIP was found")
+    return f.SYSTEM_RESOLVER, (f"resolver: the cluster DNS Service is unknown ({why}); the "
+                               f"hosts were resolved with {f.SYSTEM_RESOLVER.described}: "
+                               "the cluster DNS in an ordinary pod, the node's resolver in "
+                               "one with dnsPolicy Default (the controller's)",)
+
+
 def _checked_flags(s: DoctorSettings) -> tuple[dict[str, tuple[str, ...]], dict[str, MapEntry]]:
     """``--resolve`` and ``--target`` parsed, every other flag checked (raises UsageError)."""
     if not (0 <= s.port <= 65535 and 0 <= s.tls_port <= 65535):
         raise UsageError("--port and --tls-port must be between 0 and 65535")
     if not s.timeout > 0:
         raise UsageError("--timeout must be positive")
+    if not s.pod_start_timeout > 0:
+        raise UsageError("--pod-start-timeout must be positive")
     try:
         overrides = parse_overrides(s.resolve)
     except ValueError as exc:
@@ -271,6 +310,19 @@ def _checked_flags(s: DoctorSettings) -> tuple[dict[str, tuple[str, ...]], dict[
     return overrides, target_map
 
 
+def _resolver_servers(s: DoctorSettings) -> tuple[tuple[str, int], ...]:
+    """The DNS server ``--resolver`` names (none for ``cluster`` and ``system``; raises
+    UsageError)."""
+    if s.resolver in ("cluster", "system"):
+        return ()
+    from hairpin_proxy.verify import parse_servers
+    try:
+        return parse_servers((s.resolver,))
+    except ValueError as exc:
+        raise UsageError(f"--resolver: expected cluster, system or ADDR[:PORT] ({exc})") \
+            from None
+
+
 def diagnose(s: DoctorSettings, progress: Progress | None = None) -> Report:
     """Gather every fact and decide every verdict within ``budget(s.timeout)`` seconds
     (raises UsageError)."""
@@ -278,10 +330,13 @@ def diagnose(s: DoctorSettings, progress: Progress | None = None) -> Report:
     end = started + budget(s.timeout)
     show = progress.show if progress is not None else (lambda text: None)
     overrides, target_map = _checked_flags(s)
+    servers = _resolver_servers(s)
     if s.api:
         show("asking the API")
     cluster = _ask_cluster(s, min(api_limit(s.timeout), end - time.monotonic()), target_map)
     hosts, notes = _hosts(s, cluster)
+    resolver, resolver_notes = _resolver(s, servers, cluster)
+    notes = (*notes, *resolver_notes)
     c = cluster.facts
     ports = [(p, tls) for p, tls in ((s.port, False), (s.tls_port, True)) if p]
     planes, forged_note = _forged_planes(s, c, cluster.note)
@@ -293,7 +348,8 @@ def diagnose(s: DoctorSettings, progress: Progress | None = None) -> Report:
     try:
         forging = start_checks(planes, timeout=s.timeout, pool=pool, deadline=end)
         verifying = _start_verification(s, cluster, hosts, pool, end)
-        reports = _probed(s, hosts, overrides, ports, pool=pool, end=end, show=show)
+        reports = _probed(s, hosts, overrides, ports, pool=pool, end=end, show=show,
+                          resolver=resolver)
         show(f"probing {len(hosts)}/{len(hosts)} hosts, checking public DNS")
         checks = verifying()
         if s.verify_hosts == "on":
@@ -315,12 +371,12 @@ _Probed = tuple[str, f.Resolution, PortProbe | None, PortProbe | None]
 
 def _probed(s: DoctorSettings, hosts: Sequence[str], overrides: Mapping[str, tuple[str, ...]],
             ports: list[tuple[int, bool]], *, pool: DaemonPool, end: float,
-            show: Callable[[str], None]) -> list[_Probed]:
+            show: Callable[[str], None], resolver: f.Resolver) -> list[_Probed]:
     """Each host resolved, then probed on the address a client tries first."""
     total = len(hosts)
     # The lookups leave one probe timeout for the probes.
     lookups = [start_resolve(_probe_name(h), overrides, s.timeout, pool,
-                             deadline=end - s.timeout) for h in hosts]
+                             deadline=end - s.timeout, resolver=resolver) for h in hosts]
     resolutions = []
     pending = []
     for i, (h, wait) in enumerate(zip(hosts, lookups, strict=True)):
@@ -364,8 +420,22 @@ def _host_reports(s: DoctorSettings, c: f.ClusterFacts | None, reports: list[_Pr
     return out
 
 
+# What the doctor's own process needs beyond its deadline in a pod: the interpreter's start.
+POD_MARGIN = 30.0
+
+
 def run(settings: DoctorSettings) -> int:
     setup_logging(settings.log_level, settings.log_format)
+    quiet_http()
+    if settings.in_cluster:
+        from hairpin_proxy.doctor.incluster import run_in_cluster
+        try:
+            _checked_flags(settings)
+            _resolver_servers(settings)
+        except UsageError as exc:
+            return usage_error("doctor", str(exc))
+        return run_in_cluster(settings, install_namespace(settings),
+                              budget(settings.timeout) + POD_MARGIN)
     try:
         report = diagnose(settings, Progress(sys.stderr))
     except UsageError as exc:

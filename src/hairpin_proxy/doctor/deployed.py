@@ -21,7 +21,8 @@ from hairpin_proxy.settings import (
 CONTAINER = "controller"
 
 
-def _container(deployment: Mapping[str, Any]) -> Mapping[str, Any] | None:
+def controller_container(deployment: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The Deployment's controller container: the one named so, else one running it."""
     spec = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
     containers = [c for c in spec.get("containers") or [] if isinstance(c, Mapping)]
     named = [c for c in containers if c.get("name") == CONTAINER]
@@ -32,7 +33,7 @@ def _container(deployment: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 def controller_settings(deployment: Mapping[str, Any]) -> ControllerSettings | str:
     """The settings the Deployment's controller runs with, or why they cannot be read."""
-    container = _container(deployment)
+    container = controller_container(deployment)
     if container is None:
         return "it has no container named controller"
     args = [str(a) for a in container.get("args") or []]

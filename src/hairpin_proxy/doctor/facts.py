@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from hairpin_proxy.addresses import format_hostport
 from hairpin_proxy.wildcards import covers
 
 # What one probe connection saw.
@@ -71,6 +72,64 @@ class Resolution:
     error: str = ""
     # True when --resolve supplied the answer instead of the resolver.
     overridden: bool = False
+    # Who answered (``Resolver.described``); "" for --resolve.
+    resolver: str = ""
+
+
+# The cluster DNS Service: kubeadm, k3s, EKS, AKS and GKE name it kube-system/kube-dns; other
+# distributions (RKE2's rke2-coredns-rke2-coredns) keep the k8s-app label that kubelet's
+# --cluster-dns address is taken from.
+CLUSTER_DNS_SERVICE = ("kube-system", "kube-dns")
+CLUSTER_DNS_LABEL = ("k8s-app", "kube-dns")
+
+
+@dataclass(frozen=True)
+class Resolver:
+    """Where the doctor resolves the hosts: DNS servers (address, port), or the system
+    resolver when ``servers`` is empty; ``described`` names it in the report."""
+    servers: tuple[tuple[str, int], ...]
+    described: str
+
+
+SYSTEM_RESOLVER = Resolver((), "the system resolver (this pod's resolv.conf)")
+
+
+def _dns_port(svc: Mapping[str, Any]) -> int:
+    """The Service's DNS port: the UDP port named dns, else its first UDP port, else 53."""
+    udp = [p for p in (svc.get("spec") or {}).get("ports") or []
+           if isinstance(p, Mapping) and p.get("protocol", "TCP") == "UDP"
+           and isinstance(p.get("port"), int)]
+    named = [p for p in udp if p.get("name") == "dns"]
+    return int((named or udp or [{"port": 53}])[0]["port"])
+
+
+def cluster_dns(services: Iterable[Mapping[str, Any]], namespace: str) -> Resolver | None:
+    """The cluster DNS Service an ordinary pod's resolv.conf names (kubelet's --cluster-dns
+    is its ClusterIP): kube-system/kube-dns, else one labelled k8s-app=kube-dns in
+    ``namespace`` (where the CoreDNS ConfigMap is), then in kube-system. None: none found."""
+    def meta(svc: Mapping[str, Any]) -> Mapping[str, Any]:
+        return svc.get("metadata") or {}
+
+    def labelled(svc: Mapping[str, Any], ns: str) -> bool:
+        key, value = CLUSTER_DNS_LABEL
+        return meta(svc).get("namespace") == ns and (meta(svc).get("labels") or {}).get(
+            key) == value
+
+    listed = list(services)
+    found = [s for s in listed if (meta(s).get("namespace"), meta(s).get("name"))
+             == CLUSTER_DNS_SERVICE] or [s for s in listed if labelled(s, namespace)] or [
+        s for s in listed if labelled(s, CLUSTER_DNS_SERVICE[0])]
+    for svc in found:
+        spec = svc.get("spec") or {}
+        ips = [str(ip) for ip in spec.get("clusterIPs") or [spec.get("clusterIP")]
+               if ip and ip != "None"]
+        if ips:
+            port = _dns_port(svc)
+            where = f"{meta(svc).get('namespace')}/{meta(svc).get('name')}"
+            shown = ", ".join(format_hostport(ip, port) for ip in ips)
+            return Resolver(tuple((ip, port) for ip in ips),
+                            f"the cluster DNS Service {where} ({shown})")
+    return None
 
 
 @dataclass(frozen=True)
@@ -219,6 +278,8 @@ class ClusterFacts:
     # The data planes the controller relays to (PROXY v1/v2), for the forged-header check
     # (None: the plan could not be made).
     data_planes: tuple[DataPlaneFacts, ...] | None = None
+    # The cluster DNS Service that ordinary pods ask (None: not found or not listed).
+    cluster_dns: Resolver | None = None
 
     @property
     def coredns_ok(self) -> bool | None:

@@ -9,7 +9,8 @@ header naming a documentation address as the client (192.0.2.1 to 192.0.2.2; 200
 - ``not-believed``: it answered, and the answer shows our own address as the client: the
   header was parsed, its address not trusted (seen only when the answer echoes addresses);
 - ``guarded``: the connection was refused, dropped, reset or closed unanswered (a
-  NetworkPolicy, or a data plane that accepts PROXY only from trusted addresses);
+  NetworkPolicy, or a data plane that accepts PROXY only from trusted addresses); an answer
+  followed by a reset is an answer;
 - ``unknown``: anything else (a TLS failure, a reply that is not HTTP).
 
 ``check`` is the only I/O; ``judge`` and ``fix_for`` are pure. docs/forged-proxy-header.md.
@@ -148,9 +149,11 @@ def _read(conn: socket.socket | ssl.SSLSocket, deadline: float) -> bytes:
         conn.settimeout(left)
         try:
             chunk = conn.recv(MAX_ANSWER - len(data))
-        except TimeoutError:
+        except (TimeoutError, ConnectionResetError):
             if data:
-                break  # a slow tail: the status line and what came are enough
+                # A slow tail, or a reset after the answer: what came is an answer, and an
+                # answer means the header was taken.
+                break
             raise
         if not chunk:
             break

@@ -1,6 +1,8 @@
 """DNS resolution and the HTTP/TLS probes, bare and behind a PROXY header.
 
-Resolution goes through the system resolver (getaddrinfo), as an application in the pod would.
+Resolution asks what an ordinary pod asks: the cluster DNS Service (whatever DNS policy the
+doctor's own pod has: the controller's is ``Default``, the node's resolver), else the system
+resolver (getaddrinfo); each answer names the resolver that gave it.
 Each probe is one short connection that asks for a random ACME HTTP-01 challenge path with the
 host's Host header (and SNI on the TLS port, certificates unverified: reachability is the
 question, not trust) and reads only the status line. Every step is bounded by ``timeout``.
@@ -8,6 +10,7 @@ question, not trust) and reads only the status line. Every step is bounded by ``
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import secrets
 import socket
@@ -18,7 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Literal
 
 from hairpin_proxy import proxyproto
-from hairpin_proxy.doctor.facts import Attempt, PortProbe, Resolution
+from hairpin_proxy.doctor.facts import SYSTEM_RESOLVER, Attempt, PortProbe, Resolution, Resolver
 
 Header = Literal["", "v1", "v2"]
 HEADERS: tuple[Header, ...] = ("", "v1", "v2")
@@ -66,37 +69,60 @@ def overridden(host: str, overrides: Mapping[str, tuple[str, ...]]) -> tuple[str
     return overrides.get("*")
 
 
+def _ask_servers(host: str, resolver: Resolver, limit: float) -> tuple[str, ...]:
+    """A and AAAA from the resolver's servers, as a pod's stub resolver asks them (the name
+    absolute: the search domains of a pod's resolv.conf lead to the cluster's own zone,
+    which answers NXDOMAIN for a public name). Raises LookupError with the reason."""
+    from hairpin_proxy.verify.resolver import ServerResolver
+    from hairpin_proxy.verify.verdict import ResolveError
+
+    each = max(1.0, limit / (2 * len(resolver.servers)))
+    got = asyncio.run(ServerResolver(resolver.servers, each).resolve(host))
+    if isinstance(got, ResolveError):
+        raise LookupError(str(got))
+    if not got.addresses:
+        raise LookupError(got.empty_reason or "no answer")
+    return tuple(dict.fromkeys(got.addresses))
+
+
 def start_resolve(host: str, overrides: Mapping[str, tuple[str, ...]], timeout: float,
-                  pool: ThreadPoolExecutor, *,
-                  deadline: float | None = None) -> Callable[[], Resolution]:
-    """Start looking up A and AAAA answers; the returned call waits for them (resolver order,
-    duplicates dropped), at most until ``deadline`` (a ``time.monotonic()`` instant) when
-    given. A lookup given up on keeps running in ``pool``: getaddrinfo cannot be stopped."""
+                  pool: ThreadPoolExecutor, *, deadline: float | None = None,
+                  resolver: Resolver = SYSTEM_RESOLVER) -> Callable[[], Resolution]:
+    """Start looking up A and AAAA answers with ``resolver``; the returned call waits for
+    them (resolver order, duplicates dropped), at most until ``deadline`` (a
+    ``time.monotonic()`` instant) when given. A lookup given up on keeps running in
+    ``pool``: getaddrinfo cannot be stopped."""
     given = overridden(host, overrides)
     if given is not None:
         result = Resolution(given, overridden=True)
         return lambda: result
+    # The resolver has its own retries; give it a few probe timeouts before giving up.
+    limit = max(3 * timeout, 5.0)
 
     def lookup() -> tuple[str, ...]:
+        if resolver.servers:
+            return _ask_servers(host, resolver, limit)
         infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
         return tuple(dict.fromkeys(str(info[4][0]) for info in infos))
 
     fut: Future[tuple[str, ...]] = pool.submit(lookup)
-    # The resolver has its own retries; give it a few probe timeouts before giving up.
-    limit = max(3 * timeout, 5.0)
     started = time.monotonic()
     give_up = started + limit if deadline is None else min(started + limit, deadline)
+    who = resolver.described
 
     def wait() -> Resolution:
         try:
-            return Resolution(fut.result(timeout=max(0.0, give_up - time.monotonic())))
+            return Resolution(fut.result(timeout=max(0.0, give_up - time.monotonic())),
+                              resolver=who)
         except socket.gaierror as exc:
-            return Resolution(error=exc.strerror or str(exc))
+            return Resolution(error=exc.strerror or str(exc), resolver=who)
+        except LookupError as exc:
+            return Resolution(error=str(exc), resolver=who)
         except TimeoutError:
             fut.cancel()
-            return Resolution(error=f"no answer within {give_up - started:.3g}s")
+            return Resolution(error=f"no answer within {give_up - started:.3g}s", resolver=who)
         except (OSError, UnicodeError) as exc:
-            return Resolution(error=str(exc))
+            return Resolution(error=str(exc), resolver=who)
     return wait
 
 

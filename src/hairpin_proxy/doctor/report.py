@@ -101,6 +101,7 @@ def _cluster_json(c: ClusterFacts) -> dict[str, Any]:
         "gateway_api": c.gateway_api,
         "target_slots": None if c.target_slots is None else dict(sorted(c.target_slots.items())),
         "gateway_notes": list(c.gateway_notes),
+        "cluster_dns": None if c.cluster_dns is None else c.cluster_dns.described,
     }
 
 
@@ -143,6 +144,7 @@ def host_json(h: HostReport) -> dict[str, Any]:
                           for a, k in zip(f.resolution.addresses, f.kinds, strict=False)],
             "error": f.resolution.error or None,
             "overridden": f.resolution.overridden,
+            "resolver": f.resolution.resolver or None,
         },
         "http": _probe_json(f.http),
         "tls": _probe_json(f.tls),
@@ -188,12 +190,13 @@ _KIND = {"lb": "load balancer", "proxy": "hairpin-proxy", "other": "not the clus
 
 
 def _dns_line(f: HostFacts) -> str:
+    by = f" from {f.resolution.resolver}" if f.resolution.resolver else ""
     if not f.resolution.addresses:
-        return f"no address ({f.resolution.error or 'no answer'})"
+        return f"no address ({f.resolution.error or 'no answer'}){by}"
     parts = []
     for a, k in zip(f.resolution.addresses, f.kinds, strict=False):
         parts.append(f"{a} ({_KIND[k]})")
-    suffix = " [--resolve]" if f.resolution.overridden else ""
+    suffix = " [--resolve]" if f.resolution.overridden else by
     return ", ".join(parts) + suffix
 
 

@@ -171,13 +171,9 @@ class KubeClient:
         self.reach.failed(cause)
         return ApiError(0, "Unreachable", f"{what}: {cause}")
 
-    async def request(self, method: str, path: str, *, params: Mapping[str, str] | None = None,
-                      body: Mapping[str, Any] | None = None,
-                      content_type: str = "application/json") -> JsonObj:
-        content = None if body is None else _encode(body)
-        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
-        if content is not None:
-            headers["Content-Type"] = content_type
+    async def _send(self, method: str, path: str, params: Mapping[str, str] | None,
+                    content: bytes | None, headers: dict[str, str]) -> httpx.Response:
+        """One request; an error status or no answer raises ApiError."""
         try:
             resp = await self.http.request(method, path, params=dict(params or {}),
                                            content=content, headers=headers)
@@ -186,6 +182,22 @@ class KubeClient:
         self._count(method, resp.status_code)
         if resp.status_code >= 400:
             raise _error_from(resp, resp.content)
+        return resp
+
+    async def text(self, path: str, params: Mapping[str, str] | None = None) -> str:
+        """A GET whose answer is plain text (a pod's log)."""
+        resp = await self._send("GET", path, params, None,
+                                {"Accept": "*/*", "User-Agent": USER_AGENT})
+        return resp.content.decode("utf-8", "replace")
+
+    async def request(self, method: str, path: str, *, params: Mapping[str, str] | None = None,
+                      body: Mapping[str, Any] | None = None,
+                      content_type: str = "application/json") -> JsonObj:
+        content = None if body is None else _encode(body)
+        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
+        if content is not None:
+            headers["Content-Type"] = content_type
+        resp = await self._send(method, path, params, content, headers)
         try:
             out = _decode(resp.content) if resp.content else {}
         except _NOT_JSON:
