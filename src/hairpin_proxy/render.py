@@ -35,7 +35,7 @@ from hairpin_proxy.plan.objects import snapshot_of
 from hairpin_proxy.plan.snapshot import Rooms
 from hairpin_proxy.policy import HostPolicy, PolicyResult, proxy_service_fqdn
 from hairpin_proxy.published import KEYS as PUBLISHED_KEYS
-from hairpin_proxy.registry import turned_on
+from hairpin_proxy.registry import KEY_KIND_SPECS, turned_on
 from hairpin_proxy.settings import RenderSettings, usage_error
 from hairpin_proxy.targets.mapping import parse_target_flags
 from hairpin_proxy.targets.table import PUBLISHED_KEY, TABLE_KEY
@@ -174,7 +174,7 @@ def snapshot(s: RenderSettings, objects: Sequence[dict[str, Any]], ips: Sequence
     Service's ClusterIPs."""
     try:
         policy = HostPolicy.from_settings(s, proxy_fqdn)
-        target_map = parse_target_flags(s.target)
+        target_map = parse_target_flags(s.target, KEY_KIND_SPECS)
     except ValueError as exc:
         raise RenderError(str(exc)) from None
     settings = PlanSettings(

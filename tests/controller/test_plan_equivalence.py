@@ -32,6 +32,7 @@ from hairpin_proxy.kube.config import load as load_kubeconfig
 from hairpin_proxy.plan import plan
 from hairpin_proxy.policy import proxy_service_fqdn
 from hairpin_proxy.published import ENTRIES_KEY, parse_entries
+from hairpin_proxy.registry import KEY_KIND_SPECS
 from hairpin_proxy.render import snapshot as render_snapshot
 from hairpin_proxy.settings import (
     DoctorSettings,
@@ -201,7 +202,7 @@ def doctor_verdicts(kubeconfig: Path, case: dict[str, Any]) -> dict[str, tuple[s
         client = KubeClient.from_cluster(cfg, timeout=10)
         try:
             view = await gather(client, s, NAMESPACE, policy_for(s, NAMESPACE),
-                                parse_target_flags(s.target))
+                                parse_target_flags(s.target, KEY_KIND_SPECS))
         finally:
             await client.close()
         assert view.facts.host_targets is not None, view.facts.problems

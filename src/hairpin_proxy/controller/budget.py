@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from hairpin_proxy import corefile
 from hairpin_proxy.claims import Claim, ObjectRef, origin_key
 from hairpin_proxy.corefile.rules import plain_rules_bytes
-from hairpin_proxy.kube.client import JsonObj
+from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.ordered import has
 from hairpin_proxy.policy import Rejection
 from hairpin_proxy.wildcards import wildcard_base

@@ -27,6 +27,7 @@ from hairpin_proxy.kube import config as kconfig
 from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
 from hairpin_proxy.logs import setup_logging
 from hairpin_proxy.metrics import Registry
+from hairpin_proxy.registry import KEY_KIND_SPECS
 from hairpin_proxy.settings import CleanupSettings, ControllerSettings, usage_error
 from hairpin_proxy.targets.mapping import TargetFlagError, parse_target_flags
 from hairpin_proxy.targets.netguard import CidrError, is_ours, parse_cidrs
@@ -62,7 +63,7 @@ def _settings_error(s: ControllerSettings) -> str:
     except ValueError as exc:
         return f"--verify-resolver: {exc}"
     try:
-        parse_target_flags(s.target)
+        parse_target_flags(s.target, KEY_KIND_SPECS)
     except TargetFlagError as exc:
         return str(exc)
     if not 1 <= s.max_targets <= MAX_TARGETS:

@@ -62,7 +62,8 @@ from hairpin_proxy.controller.writers.nudge import CorednsNudge
 from hairpin_proxy.controller.writers.published import PublishedEdit, PublishedWriter
 from hairpin_proxy.controller.writers.rules import CorefileRules, ImportRules, RulesWriting
 from hairpin_proxy.controller.writers.targets import TargetsWriter
-from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
+from hairpin_proxy.jsonobj import JsonObj
+from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
 from hairpin_proxy.kube.events import EventRecorder
 from hairpin_proxy.kube.lease import LeaderElector
 from hairpin_proxy.kube.watch import Backoff, Reflector
@@ -70,6 +71,7 @@ from hairpin_proxy.plan import DesiredState, PlanSettings
 from hairpin_proxy.plan.snapshot import Rooms
 from hairpin_proxy.policy import HostPolicy, proxy_service_fqdn
 from hairpin_proxy.published import KEYS as PUBLISHED_KEYS
+from hairpin_proxy.registry import KEY_KIND_SPECS
 from hairpin_proxy.settings import ControllerSettings
 from hairpin_proxy.targets.mapping import parse_target_flags
 from hairpin_proxy.targets.netguard import OWNER_ROLE as GUARD_OWNER
@@ -185,7 +187,7 @@ class Controller:
                                table_configmap=s.targets_configmap, wake_in=self._wake_in,
                                registered=[x for x in self.sources
                                            if isinstance(x, RegisteredSource)])
-        self.target_map = parse_target_flags(s.target)
+        self.target_map = parse_target_flags(s.target, KEY_KIND_SPECS)
 
     def _wire_watches(self) -> None:
         """The single objects read and written; readiness's caches."""

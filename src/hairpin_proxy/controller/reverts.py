@@ -26,7 +26,7 @@ from hairpin_proxy.controller.tracker import resource_version
 from hairpin_proxy.controller.writers.configmap import Mutate, WriteResult
 from hairpin_proxy.controller.writers.coredns import EditError
 from hairpin_proxy.corefile import CorefileError
-from hairpin_proxy.kube.client import JsonObj
+from hairpin_proxy.jsonobj import JsonObj
 
 log = logging.getLogger("hairpin_proxy.controller")
 

@@ -11,7 +11,8 @@ import asyncio
 from collections.abc import Callable
 
 from hairpin_proxy.controller.writers.configmap import Mutate, WriteResult, write_configmap
-from hairpin_proxy.kube.client import JsonObj, KubeClient
+from hairpin_proxy.jsonobj import JsonObj
+from hairpin_proxy.kube.client import KubeClient
 from hairpin_proxy.kube.watch import Reflector
 
 

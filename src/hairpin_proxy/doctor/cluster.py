@@ -25,7 +25,8 @@ from hairpin_proxy.doctor import facts as f
 from hairpin_proxy.doctor import routing
 from hairpin_proxy.doctor.deployed import controller_settings, with_controller
 from hairpin_proxy.doctor.facts import DataPlaneFacts
-from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
+from hairpin_proxy.jsonobj import JsonObj
+from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
 from hairpin_proxy.plan import PlanSettings, Snapshot, plan
 from hairpin_proxy.plan.core import target_facts
 from hairpin_proxy.plan.objects import registered_of, snapshot_of
@@ -33,6 +34,7 @@ from hairpin_proxy.policy import HostPolicy, proxy_service_fqdn
 from hairpin_proxy.registry import (
     GATEWAY,
     INGRESS,
+    KEY_KIND_SPECS,
     REGISTRATIONS,
     Registration,
     Resource,
@@ -771,7 +773,8 @@ async def _controller_settings(client: KubeClient, s: DoctorSettings, namespace:
         return s, policy, target_map
     effective = with_controller(s, got)
     try:
-        return effective, policy_for(effective, namespace), parse_target_flags(effective.target)
+        return (effective, policy_for(effective, namespace),
+                parse_target_flags(effective.target, KEY_KIND_SPECS))
     except ValueError as exc:
         notes.problems.append(f"the controller's {where}: {exc}; its settings are taken from "
                               "doctor's flags")

@@ -11,7 +11,8 @@ from typing import Any, Final
 
 from hairpin_proxy.gateway.model import ROUTE_KINDS
 from hairpin_proxy.ingress.names import INGRESS_GROUP
-from hairpin_proxy.plan.snapshot import Obj, PlanSettings, Snapshot
+from hairpin_proxy.jsonobj import Obj
+from hairpin_proxy.plan.snapshot import PlanSettings, Snapshot
 from hairpin_proxy.registry import REGISTRATIONS, Registration, Resource
 from hairpin_proxy.targets.resolve import CILIUM_CONFIGMAP, INGRESS_NGINX_CONFIGMAP
 

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from hairpin_proxy import corefile
+from hairpin_proxy.jsonobj import Obj
 from hairpin_proxy.policy import HostPolicy
 from hairpin_proxy.targets.mapping import MapEntry
 from hairpin_proxy.verify.verdict import Verdict
-
-Obj = Mapping[str, Any]
 
 
 @dataclass(frozen=True)

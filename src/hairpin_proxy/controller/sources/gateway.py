@@ -15,94 +15,25 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hairpin_proxy.claims import ObjectRef
 from hairpin_proxy.controller.sources import MakeReflector, Source, same_object
-from hairpin_proxy.gateway.slim import (
-    slim_gateway,
-    slim_gateway_class,
-    slim_listener_set,
-    slim_namespace,
-    slim_route,
-)
-from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
+from hairpin_proxy.gateway.model import GROUP as GATEWAY_GROUP
+from hairpin_proxy.gateway.slim import slim_namespace
+from hairpin_proxy.gateway.watched import ROUTE_PLURALS, WANTED, Wanted
+from hairpin_proxy.jsonobj import JsonObj
+from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
 from hairpin_proxy.kube.discovery import served
 from hairpin_proxy.kube.watch import Reflector
-from hairpin_proxy.targets.proxydetect import ISTIO_PROXY_CONFIG
 
 log = logging.getLogger("hairpin_proxy.controller")
-
-GATEWAY_GROUP = "gateway.networking.k8s.io"
-ROUTE_KINDS = {"httproutes": "HTTPRoute", "grpcroutes": "GRPCRoute", "tlsroutes": "TLSRoute"}
-_ROUTE_PLURALS = {kind: plural for plural, kind in ROUTE_KINDS.items()}
-
-
-def _slim_gateway(obj: JsonObj) -> JsonObj:
-    """What routes and target discovery read of a Gateway: the listeners, plus the labels,
-    the Istio proxy annotation and ``spec.infrastructure`` that say how its data plane is
-    named and configured."""
-    out = slim_gateway(obj)
-    meta, spec = obj.get("metadata"), obj.get("spec")
-    if isinstance(meta, dict) and isinstance(out.get("metadata"), dict):
-        if isinstance(meta.get("labels"), dict):
-            out["metadata"]["labels"] = meta["labels"]
-        annotations = meta.get("annotations")
-        if isinstance(annotations, dict) and ISTIO_PROXY_CONFIG in annotations:
-            out["metadata"]["annotations"] = {
-                ISTIO_PROXY_CONFIG: annotations[ISTIO_PROXY_CONFIG]}
-    if isinstance(spec, dict) and isinstance(out.get("spec"), dict) \
-            and "infrastructure" in spec:
-        out["spec"]["infrastructure"] = spec["infrastructure"]
-    return out
-
-
-def _slim_gateway_class(obj: JsonObj) -> JsonObj:
-    """The controller's name, plus ``parametersRef``: NGINX Gateway Fabric's PROXY setting
-    may hang off the class."""
-    out = slim_gateway_class(obj)
-    spec = obj.get("spec")
-    if isinstance(spec, dict) and isinstance(out.get("spec"), dict) \
-            and "parametersRef" in spec:
-        out["spec"]["parametersRef"] = spec["parametersRef"]
-    return out
-
-
-def _slim_policy(obj: JsonObj) -> JsonObj:
-    """An implementation's policy object: its identity, age and spec."""
-    meta = obj.get("metadata")
-    keep = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "labels")
-    out: JsonObj = {k: obj[k] for k in ("apiVersion", "kind") if k in obj}
-    out["metadata"] = {k: meta[k] for k in keep if k in meta} if isinstance(meta, dict) else {}
-    if "spec" in obj:
-        out["spec"] = obj["spec"]
-    return out
-
-
-@dataclass(frozen=True)
-class _Wanted:
-    group: str
-    plural: str
-    transform: Callable[[JsonObj], JsonObj]
-
-
-WANTED = (
-    _Wanted(GATEWAY_GROUP, "gatewayclasses", _slim_gateway_class),
-    _Wanted(GATEWAY_GROUP, "gateways", _slim_gateway),
-    # Standard channel since Gateway API v1.5: more listeners for a Gateway that allows them.
-    _Wanted(GATEWAY_GROUP, "listenersets", slim_listener_set),
-    *(_Wanted(GATEWAY_GROUP, plural, slim_route) for plural in ROUTE_KINDS),
-    _Wanted("gateway.envoyproxy.io", "clienttrafficpolicies", _slim_policy),
-    _Wanted("gateway.nginx.org", "nginxproxies", _slim_policy),
-)
-
 
 class OptionalWatches:
     """Watches of resources the cluster may or may not serve, following discovery."""
 
     def __init__(self, client: KubeClient, reflector: MakeReflector,
-                 wanted: Sequence[_Wanted], interval: float, on_change: Callable[[], None],
+                 wanted: Sequence[Wanted], interval: float, on_change: Callable[[], None],
                  *, namespaces: bool) -> None:
         self.client = client
         self.reflector = reflector
@@ -161,7 +92,7 @@ class OptionalWatches:
             # allowedRoutes namespace selectors need the Namespaces' labels, only while the
             # Gateway API is there.
             on = bool(found.get(GATEWAY_GROUP))
-            wanted.append((_Wanted("", "namespaces", slim_namespace), "v1" if on else ""))
+            wanted.append((Wanted("", "namespaces", slim_namespace), "v1" if on else ""))
         changed = False
         for w, version in wanted:
             key = (w.group, w.plural)
@@ -253,7 +184,7 @@ class GatewaySource:
     def involved(self, ref: ObjectRef) -> JsonObj | None:
         """The route ``ref`` names as an Event's involved object, in the version the
         cluster serves, or None when it is gone (or not a route)."""
-        plural = _ROUTE_PLURALS.get(ref.kind)
+        plural = ROUTE_PLURALS.get(ref.kind)
         if plural is None or ref.group not in ("", GATEWAY_GROUP):
             return None
         entry = self.watches.active.get((GATEWAY_GROUP, plural))

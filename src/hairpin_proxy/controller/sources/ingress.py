@@ -12,7 +12,8 @@ from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.sources import MakeReflector, ObjectRef, Source, same_object
 from hairpin_proxy.ingress.names import INGRESS_GROUP
 from hairpin_proxy.ingress.slim import own_name, slim_ingress
-from hairpin_proxy.kube.client import JsonObj, resource_path
+from hairpin_proxy.jsonobj import JsonObj
+from hairpin_proxy.kube.client import resource_path
 from hairpin_proxy.kube.watch import Reflector
 from hairpin_proxy.policy import HostPolicy
 

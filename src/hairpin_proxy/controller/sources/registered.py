@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 from hairpin_proxy.claims import ObjectRef
 from hairpin_proxy.controller.sources import MakeReflector, Source, same_object
-from hairpin_proxy.controller.sources.gateway import OptionalWatches, _Wanted
-from hairpin_proxy.kube.client import JsonObj, KubeClient, resource_path
+from hairpin_proxy.controller.sources.gateway import OptionalWatches
+from hairpin_proxy.gateway.watched import Wanted
+from hairpin_proxy.jsonobj import JsonObj
+from hairpin_proxy.kube.client import KubeClient, resource_path
 from hairpin_proxy.kube.watch import Reflector
 from hairpin_proxy.registry import Registration, Resource
 
@@ -33,7 +35,7 @@ class RegisteredSource:
         self.registration = registration
         crds = [r for r in registration.resources if r.crd]
         self.watches = OptionalWatches(
-            client, reflector, [_Wanted(r.group, r.plural, r.slim or _as_is) for r in crds],
+            client, reflector, [Wanted(r.group, r.plural, r.slim or _as_is) for r in crds],
             interval, on_change, namespaces=False)
         # Built-in fact objects, by name (cluster-wide): a refused list (RBAC not granted)
         # leaves the fact unknown and holds nothing back.

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from hairpin_proxy import corefile
 from hairpin_proxy.controller.writers.coredns import Groups
-from hairpin_proxy.kube.client import JsonObj
+from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.plan.answers import Regrouper, answer_groups
 from hairpin_proxy.plan.change import Since
 from hairpin_proxy.targets.plan import Plan

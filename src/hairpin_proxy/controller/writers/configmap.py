@@ -10,7 +10,8 @@ import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
+from hairpin_proxy.jsonobj import JsonObj
+from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
 
 # Given the current ConfigMap (None when absent), the object to write, or None for "as is".
 Mutate = Callable[[JsonObj | None], JsonObj | None]

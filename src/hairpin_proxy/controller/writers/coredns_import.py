@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from hairpin_proxy import corefile
 from hairpin_proxy.controller.writers.configmap import MANAGED_BY, Mutate
 from hairpin_proxy.controller.writers.coredns import Groups
-from hairpin_proxy.kube.client import JsonObj
+from hairpin_proxy.jsonobj import JsonObj
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ from hairpin_proxy.corefile.nodelocal import (
     nodelocal_hosts,
     remove_nodelocal,
 )
-from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
+from hairpin_proxy.jsonobj import JsonObj
+from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
 from hairpin_proxy.kube.watch import Reflector
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from hairpin_proxy.controller.writers.coredns import CorednsEdit, EditError
 from hairpin_proxy.controller.writers.coredns_import import ImportEdit
 from hairpin_proxy.controller.writers.nudge import CorednsNudge
 from hairpin_proxy.controller.writers.published import PublishedEdit
-from hairpin_proxy.kube.client import JsonObj
+from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.kube.watch import Reflector
 from hairpin_proxy.published import ENTRIES_KEY, HOSTS_KEY, parse_entries, parse_lines
 

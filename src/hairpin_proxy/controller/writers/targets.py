@@ -18,7 +18,8 @@ from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.tracker import WriteTracker
 from hairpin_proxy.controller.writers import Desired
 from hairpin_proxy.controller.writers.configmap import MANAGED_BY, set_keys
-from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
+from hairpin_proxy.jsonobj import JsonObj
+from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
 from hairpin_proxy.kube.watch import Reflector
 from hairpin_proxy.targets import table
 from hairpin_proxy.targets.plan import Plan

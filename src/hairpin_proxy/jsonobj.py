@@ -1,0 +1,12 @@
+"""The shapes of a Kubernetes object as decoded JSON: the one home of these aliases. A leaf:
+it imports nothing of the package, so that every layer may name them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+# An object as the API sends it (and as a writer builds one).
+JsonObj = dict[str, Any]
+# An object only read.
+Obj = Mapping[str, Any]
