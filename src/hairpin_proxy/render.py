@@ -22,7 +22,6 @@ from typing import Any, TextIO
 import yaml
 
 from hairpin_proxy import corefile, hostsfile
-from hairpin_proxy.controller.budget import configmap_room, corefile_room
 from hairpin_proxy.controller.writers.coredns import CorednsEdit
 from hairpin_proxy.controller.writers.coredns_import import ImportEdit
 from hairpin_proxy.controller.writers.targets import slot_service, table_data
@@ -30,6 +29,7 @@ from hairpin_proxy.corefile.nodelocal import apply_nodelocal
 from hairpin_proxy.logs import setup_logging
 from hairpin_proxy.manifests import ManifestError, load
 from hairpin_proxy.plan import DesiredState, PlanSettings, Snapshot, plan
+from hairpin_proxy.plan.budget import configmap_room, corefile_room
 from hairpin_proxy.plan.claims import ingress_result
 from hairpin_proxy.plan.objects import snapshot_of
 from hairpin_proxy.plan.snapshot import Rooms

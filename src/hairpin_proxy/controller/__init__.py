@@ -8,7 +8,6 @@ step. The layout (docs/controller.md, "Code layout"):
     tracker.py         fenced writes, our own echoes recognised
     withdrawal.py      every rule withdrawn when the proxy is gone or we are uninstalled
     verification.py    public DNS of each host checked against this cluster's load balancers
-    budget.py          --rules-budget
     guard.py           the mass-removal guard
     corefile_facts.py  zones the Corefile serves, stray rules of ours
     preflight.py       start-up warnings

@@ -32,7 +32,6 @@ from hairpin_proxy.admin import Check
 from hairpin_proxy.claims import ObjectRef
 from hairpin_proxy.controller import heap, holds
 from hairpin_proxy.controller.background import Background
-from hairpin_proxy.controller.budget import configmap_room, corefile_room
 from hairpin_proxy.controller.corefile_facts import CorefileFacts
 from hairpin_proxy.controller.events import Reports
 from hairpin_proxy.controller.guard import HeldDrops, RemovalGuard
@@ -68,6 +67,7 @@ from hairpin_proxy.kube.events import EventRecorder
 from hairpin_proxy.kube.lease import LeaderElector
 from hairpin_proxy.kube.watch import Backoff, Reflector
 from hairpin_proxy.plan import DesiredState, PlanSettings
+from hairpin_proxy.plan.budget import configmap_room, corefile_room
 from hairpin_proxy.plan.snapshot import Rooms
 from hairpin_proxy.policy import HostPolicy, proxy_service_fqdn
 from hairpin_proxy.published import KEYS as PUBLISHED_KEYS

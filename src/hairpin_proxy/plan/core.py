@@ -15,7 +15,8 @@ from typing import Any
 
 from hairpin_proxy import corefile
 from hairpin_proxy.claims import Claim
-from hairpin_proxy.controller.budget import (
+from hairpin_proxy.plan.answers import Groups, Routed, answer_groups, route_answers
+from hairpin_proxy.plan.budget import (
     AnswerSets,
     Measure,
     NodeLocalMeasure,
@@ -26,7 +27,6 @@ from hairpin_proxy.controller.budget import (
     limits_of,
     within,
 )
-from hairpin_proxy.plan.answers import Groups, Routed, answer_groups, route_answers
 from hairpin_proxy.plan.change import Since
 from hairpin_proxy.plan.claims import source_claims
 from hairpin_proxy.plan.snapshot import Rooms, Snapshot

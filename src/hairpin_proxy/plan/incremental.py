@@ -32,7 +32,6 @@ from types import MappingProxyType
 from typing import Any
 
 from hairpin_proxy.claims import Claim, Decision, ObjectRef, decide, renamer, resolve_key
-from hairpin_proxy.controller.budget import Measure
 from hairpin_proxy.gateway.claims import RouteClaims, route_reader
 from hairpin_proxy.ingress.policy import (
     ClassIndex,
@@ -41,6 +40,7 @@ from hairpin_proxy.ingress.policy import (
     evaluate_ingress,
 )
 from hairpin_proxy.jsonobj import Obj
+from hairpin_proxy.plan.budget import Measure
 from hairpin_proxy.plan.claims import IngressClaim, ingress_origin, registered_claims
 from hairpin_proxy.plan.core import (
     DesiredState,

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from hairpin_proxy import corefile
 from hairpin_proxy.claims import Claim, ObjectRef, origin_key
-from hairpin_proxy.controller.budget import (
+from hairpin_proxy.plan.budget import (
     MAX_CONFIGMAP_BYTES,
     SLACK,
     SLACK_SHARE,
