@@ -32,8 +32,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                           "etchosts"})),
     ("plan", frozenset({"plan"})),
     ("sources", frozenset({"registry", "traefik"})),
-    ("domain", frozenset({"targets", "gateway", "ingress", "policy", "corefile", "verify",
-                          "claims", "published", "hostsfile", "proxyproto"})),
+    ("domain", frozenset({"targets", "gateway", "ingress", "policy", "corefile", "edits",
+                          "verify", "claims", "published", "hostsfile", "proxyproto"})),
     ("cogs", frozenset({"", "kube", "safefile", "settings", "admin", "metrics", "logs",
                         "manifests", "addresses", "ordered", "version", "wildcards",
                         "jsonobj"})),
@@ -103,6 +103,19 @@ def upward(graph: Graph, package: str = PACKAGE) -> list[str]:
     return out
 
 
+def between_shells(graph: Graph, package: str = PACKAGE) -> list[str]:
+    """Every import of one shell by another: each command stands on the floors below it alone
+    (``python -m hairpin_proxy`` is the command line, which is the one exception)."""
+    def shell(module: str) -> str:
+        top = module.removeprefix(package).lstrip(".").split(".")[0]
+        return top if top in LAYERS[0][1] else ""
+
+    return [f"{name}:{line} imports {target}" for name in sorted(graph)
+            for target, line in graph[name]
+            if shell(name) and shell(target) and shell(name) != shell(target)
+            and (shell(name), shell(target)) != ("__main__", "cli")]
+
+
 def circles(graph: Graph) -> list[list[str]]:
     """The strongly connected groups of more than one module (Tarjan), each sorted."""
     index: dict[str, int] = {}
@@ -159,6 +172,11 @@ def test_no_import_runs_up_a_floor() -> None:
     assert not found, f"first: {found[0]}; all {len(found)}: {found}"
 
 
+def test_no_shell_imports_another() -> None:
+    # render, doctor and etchosts use the edits and the plan, never the controller's modules.
+    assert not between_shells(import_graph())
+
+
 def test_no_circle() -> None:
     assert not circles(import_graph())
 
@@ -184,6 +202,18 @@ def test_an_import_from_a_lower_floor_to_a_higher_one_is_named(tmp_path: Path) -
     assert found == [
         "hairpin_proxy.kube.client:1 imports hairpin_proxy.plan.core (plan above cogs)",
         "hairpin_proxy.plan.core:2 imports hairpin_proxy.controller.budget (shells above plan)"]
+
+
+def test_a_shell_reaching_into_another_is_named(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {
+        "__main__.py": "from hairpin_proxy import cli\n", "cli.py": "",
+        "render.py": "from hairpin_proxy.controller.writers import coredns\n",
+        "controller/__init__.py": "", "controller/writers/__init__.py": "",
+        "controller/writers/coredns.py": ""})
+    graph = import_graph(root)
+    assert not upward(graph)
+    assert between_shells(graph) == [
+        "hairpin_proxy.render:1 imports hairpin_proxy.controller.writers.coredns"]
 
 
 def test_a_circle_within_one_floor_is_found(tmp_path: Path) -> None:

@@ -22,10 +22,10 @@ from typing import Any, TextIO
 import yaml
 
 from hairpin_proxy import corefile, hostsfile
-from hairpin_proxy.controller.writers.coredns import CorednsEdit
-from hairpin_proxy.controller.writers.coredns_import import ImportEdit
-from hairpin_proxy.controller.writers.targets import slot_service, table_data
 from hairpin_proxy.corefile.nodelocal import apply_nodelocal
+from hairpin_proxy.edits.coredns import CorednsEdit
+from hairpin_proxy.edits.coredns_import import ImportEdit
+from hairpin_proxy.edits.slot_table import slot_service, table_data
 from hairpin_proxy.logs import setup_logging
 from hairpin_proxy.manifests import ManifestError, load
 from hairpin_proxy.plan import DesiredState, PlanSettings, Snapshot, plan

@@ -7,7 +7,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hairpin_proxy.controller.revert_policy import (
+from hairpin_proxy.edits.revert_policy import (
     OUR_MANAGER,
     History,
     RevertPolicy,

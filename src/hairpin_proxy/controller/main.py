@@ -15,16 +15,17 @@ from hairpin_proxy.admin import AdminServer, serve_admin
 from hairpin_proxy.controller import heap, holds
 from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.reconciler import Controller
-from hairpin_proxy.controller.writers.configmap import MANAGED_BY, write_configmap
-from hairpin_proxy.controller.writers.coredns import CorednsEdit, EditError
-from hairpin_proxy.controller.writers.coredns_import import ImportEdit
 from hairpin_proxy.controller.writers.netguard import POLICIES as GUARD_POLICIES
 from hairpin_proxy.controller.writers.netguard import SELECTOR as GUARD_SELECTOR
-from hairpin_proxy.controller.writers.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
-from hairpin_proxy.controller.writers.nodelocal import NodeLocalEdit
-from hairpin_proxy.controller.writers.targets import SLOT_LABEL
+from hairpin_proxy.edits.configmap import MANAGED_BY
+from hairpin_proxy.edits.coredns import CorednsEdit, EditError
+from hairpin_proxy.edits.coredns_import import ImportEdit
+from hairpin_proxy.edits.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
+from hairpin_proxy.edits.nodelocal import NodeLocalEdit
+from hairpin_proxy.edits.slot_table import SLOT_LABEL
 from hairpin_proxy.kube import config as kconfig
 from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
+from hairpin_proxy.kube.configmap import write_configmap
 from hairpin_proxy.logs import setup_logging
 from hairpin_proxy.metrics import Registry
 from hairpin_proxy.registry import KEY_KIND_SPECS

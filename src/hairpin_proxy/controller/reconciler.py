@@ -37,7 +37,6 @@ from hairpin_proxy.controller.events import Reports
 from hairpin_proxy.controller.guard import HeldDrops, RemovalGuard
 from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.preflight import Preflight
-from hairpin_proxy.controller.revert_policy import RevertPolicy
 from hairpin_proxy.controller.reverts import RevertWatch, as_is
 from hairpin_proxy.controller.routing import Routing, pending_note
 from hairpin_proxy.controller.routing import slim_service as slim_any_service
@@ -50,17 +49,19 @@ from hairpin_proxy.controller.tracker import NotLeading, WriteTracker
 from hairpin_proxy.controller.verification import Verification
 from hairpin_proxy.controller.withdrawal import Withdrawal
 from hairpin_proxy.controller.writers import Desired, Held, RulesWriter, Writer
-from hairpin_proxy.controller.writers.coredns import CorednsEdit, EditError
-from hairpin_proxy.controller.writers.coredns_import import ImportEdit
 from hairpin_proxy.controller.writers.netguard import POLICIES as GUARD_POLICIES
 from hairpin_proxy.controller.writers.netguard import SELECTOR as GUARD_SELECTOR
 from hairpin_proxy.controller.writers.netguard import DataPlaneGuard, slim_node
-from hairpin_proxy.controller.writers.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
 from hairpin_proxy.controller.writers.nodelocal import NodeLocalWriter, Reconcilers
 from hairpin_proxy.controller.writers.nudge import CorednsNudge
-from hairpin_proxy.controller.writers.published import PublishedEdit, PublishedWriter
+from hairpin_proxy.controller.writers.published import PublishedWriter
 from hairpin_proxy.controller.writers.rules import CorefileRules, ImportRules, RulesWriting
 from hairpin_proxy.controller.writers.targets import TargetsWriter
+from hairpin_proxy.edits.coredns import CorednsEdit, EditError
+from hairpin_proxy.edits.coredns_import import ImportEdit
+from hairpin_proxy.edits.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
+from hairpin_proxy.edits.published import PublishedEdit
+from hairpin_proxy.edits.revert_policy import RevertPolicy
 from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
 from hairpin_proxy.kube.events import EventRecorder

@@ -13,18 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from hairpin_proxy import corefile
-from hairpin_proxy.controller.revert_policy import reverter
-from hairpin_proxy.controller.writers.coredns import EditError
-from hairpin_proxy.controller.writers.nodelocal import (
-    ADDON_MANAGER_SELECTOR,
-    NodeLocalEdit,
-    reconciler_of,
-)
-from hairpin_proxy.controller.writers.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
 from hairpin_proxy.doctor import facts as f
 from hairpin_proxy.doctor import routing
 from hairpin_proxy.doctor.deployed import controller_settings, with_controller
 from hairpin_proxy.doctor.facts import DataPlaneFacts
+from hairpin_proxy.edits.coredns import EditError
+from hairpin_proxy.edits.nodelocal import ADDON_MANAGER_SELECTOR, NodeLocalEdit, reconciler_of
+from hairpin_proxy.edits.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
+from hairpin_proxy.edits.revert_policy import reverter
 from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
 from hairpin_proxy.plan import PlanSettings, Snapshot, plan

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from hairpin_proxy import corefile
-from hairpin_proxy.controller.writers.coredns import Groups
+from hairpin_proxy.edits.coredns import Groups
 from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.plan.answers import Regrouper, answer_groups
 from hairpin_proxy.plan.change import Since
