@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
-from hairpin_proxy.controller.sources.gateway import OptionalWatches
+from hairpin_proxy.controller.sources.optional import OptionalWatches
 from hairpin_proxy.gateway.watched import WANTED
 from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.kube import config as kconfig
