@@ -68,10 +68,9 @@ from hairpin_proxy.kube.events import EventRecorder
 from hairpin_proxy.kube.lease import LeaderElector
 from hairpin_proxy.kube.watch import Backoff, Reflector
 from hairpin_proxy.plan import DesiredState, PlanSettings
-from hairpin_proxy.plan.budget import configmap_room, corefile_room
-from hairpin_proxy.plan.snapshot import Rooms
+from hairpin_proxy.plan.budget import rooms_of
+from hairpin_proxy.plan.snapshot import Rooms, plan_settings_of
 from hairpin_proxy.policy import HostPolicy, proxy_service_fqdn
-from hairpin_proxy.published import KEYS as PUBLISHED_KEYS
 from hairpin_proxy.registry import KEY_KIND_SPECS
 from hairpin_proxy.settings import ControllerSettings
 from hairpin_proxy.targets.mapping import parse_target_flags
@@ -536,35 +535,29 @@ class Controller:
         if made is not None and made.policy is self.policy:
             return made
         s = self.settings
-        self._planned = PlanSettings(
-            self.policy, namespace=self.namespace, proxy_service=s.proxy_service,
-            target_map=self.target_map, cluster_domain=s.cluster_domain,
-            target_server=s.target_server, max_targets=s.max_targets, settle=s.target_settle,
-            dns_ttl=s.dns_ttl, gateway_api=self.gateway is not None,
-            gateway_classes=tuple(s.gateway_class), rules_budget=s.rules_budget,
-            verify_hosts=self.verification is not None)
+        self._planned = dataclasses.replace(
+            plan_settings_of(s, self.policy, self.target_map, self.namespace),
+            settle=s.target_settle, dns_ttl=s.dns_ttl, gateway_api=self.gateway is not None,
+            rules_budget=s.rules_budget, verify_hosts=self.verification is not None)
         return self._planned
 
     def _rooms(self, held: Held) -> Rooms:
         """The room the ConfigMaps the pass writes leave: the rules' (as the pass read it),
         the published hosts', node-local-dns's where we edit it."""
         s = self.settings
-        if s.mode == "coredns":
-            rules_room = corefile_room(held.cm, s.configmap_key)
-        else:
-            rules_room = configmap_room(held.cm, (s.import_key,))
         pub = self.tracker.current(self.published_cm, self.published.namespace,
                                    self.published.name)
-        others = [("published hosts", "published", configmap_room(pub, PUBLISHED_KEYS),
-                   self.published.where)]
+        node_local: list[tuple[JsonObj | None, str]] = []
         if s.node_local_dns == "auto":
             for (ns, name), reflector in zip(NODE_LOCAL_CANDIDATES, self.node_local,
                                              strict=True):
                 cm = self.tracker.current(reflector, ns, name)
                 if cm is not None and self.node_local_writer.edits(cm):
-                    others.append(("node-local-dns rules", "node-local",
-                                   corefile_room(cm, "Corefile"), f"{ns}/{name}"))
-        return Rooms(rules_room, self.rules.where, tuple(others))
+                    node_local.append((cm, f"{ns}/{name}"))
+        key = s.configmap_key if s.mode == "coredns" else s.import_key
+        return rooms_of(s.mode, held.cm, rules_key=key, rules_where=self.rules.where,
+                        published_cm=pub, published_where=self.published.where,
+                        node_local=node_local)
 
     async def _write(self, held: Held, state: DesiredState | None) -> tuple[str, ...]:
         """The plan's hosts through the removal guard, written to every writer; the hosts

@@ -7,6 +7,7 @@ object leaves that one fact unknown and is noted in ``problems``, never failing 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -23,9 +24,10 @@ from hairpin_proxy.edits.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
 from hairpin_proxy.edits.revert_policy import reverter
 from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
-from hairpin_proxy.plan import PlanSettings, Snapshot, plan
+from hairpin_proxy.plan import Snapshot, plan
 from hairpin_proxy.plan.core import target_facts
 from hairpin_proxy.plan.objects import registered_of, snapshot_of
+from hairpin_proxy.plan.snapshot import plan_settings_of
 from hairpin_proxy.policy import HostPolicy, proxy_service_fqdn
 from hairpin_proxy.registry import (
     GATEWAY,
@@ -353,11 +355,8 @@ class _Routed:
 def _snapshot(said: _Said, s: DoctorSettings, namespace: str, policy: HostPolicy,
               target_map: dict[str, MapEntry], *, now: float) -> Snapshot:
     """What doctor listed, and the controller's settings it read, as the plan reads them."""
-    plan_settings = PlanSettings(
-        policy, namespace=namespace, proxy_service=s.proxy_service, target_map=target_map,
-        cluster_domain=s.cluster_domain, target_server=s.target_server,
-        max_targets=s.max_targets, settle=s.target_settle,
-        gateway_api=s.gateway_api == "auto", gateway_classes=tuple(s.gateway_class),
+    plan_settings = dataclasses.replace(
+        plan_settings_of(s, policy, target_map, namespace), settle=s.target_settle,
         sources_on=turned_on(s))
     registered, extra = registered_of(said.registered.objects, plan_settings)
     for name, group in said.registered.served:
