@@ -34,9 +34,9 @@ from hairpin_proxy.controller import heap, holds
 from hairpin_proxy.controller.background import Background
 from hairpin_proxy.controller.corefile_facts import CorefileFacts
 from hairpin_proxy.controller.events import Reports
-from hairpin_proxy.controller.guard import HeldDrops, RemovalGuard
 from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.preflight import Preflight
+from hairpin_proxy.controller.removal_guard import HeldDrops, RemovalGuard
 from hairpin_proxy.controller.reverts import RevertWatch, as_is
 from hairpin_proxy.controller.routing import Routing, pending_note
 from hairpin_proxy.controller.routing import slim_service as slim_any_service
