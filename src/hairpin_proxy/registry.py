@@ -86,11 +86,10 @@ def _traefik_claims(objects: Mapping[str, Sequence[Obj]], policy: HostPolicy) ->
 
 
 
-_NET = "networking.k8s.io"
 INGRESS: Final = Registration(
     "ingress",
     (Resource(INGRESS_GROUP, ("v1",), "ingresses", "Ingress", slim=slim_ingress),
-     Resource(_NET, ("v1",), "ingressclasses", "IngressClass", namespaced=False),
+     Resource(INGRESS_GROUP, ("v1",), "ingressclasses", "IngressClass", namespaced=False),
      # ingress-nginx's settings (use-proxy-protocol), in whatever namespace it runs.
      Resource("", ("v1",), "configmaps", "ConfigMap", names=("ingress-nginx-controller",),
               fact=True)),

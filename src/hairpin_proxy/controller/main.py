@@ -31,7 +31,7 @@ from hairpin_proxy.metrics import Registry
 from hairpin_proxy.registry import KEY_KIND_SPECS
 from hairpin_proxy.settings import CleanupSettings, ControllerSettings, usage_error
 from hairpin_proxy.targets.mapping import TargetFlagError, parse_target_flags
-from hairpin_proxy.targets.netguard import CidrError, is_ours, parse_cidrs
+from hairpin_proxy.targets.netguard import NETWORKPOLICY_API, CidrError, is_ours, parse_cidrs
 from hairpin_proxy.verify import parse_servers
 
 log = logging.getLogger("hairpin_proxy.controller")
@@ -274,7 +274,7 @@ async def _delete_guard_policies(client: KubeClient) -> None:
             continue
         meta = obj.get("metadata") or {}
         ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
-        if await client.delete(resource_path("networking.k8s.io/v1", "networkpolicies", ns,
+        if await client.delete(resource_path(NETWORKPOLICY_API, "networkpolicies", ns,
                                              name)):
             log.info("deleted a data-plane guard NetworkPolicy",
                      extra={"networkpolicy": f"{ns}/{name}"})

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from hairpin_proxy.gateway.model import ROUTE_KINDS
+from hairpin_proxy.gateway.model import ROUTE_KINDS, ROUTE_RESOURCES
 from hairpin_proxy.ingress.names import INGRESS_GROUP
 from hairpin_proxy.jsonobj import Obj
 from hairpin_proxy.plan.snapshot import PlanSettings, Snapshot
@@ -24,7 +24,7 @@ _FIELDS: Final = {
     "gatewayclasses": "gateway_classes", "gateways": "gateways",
     "listenersets": "listener_sets", "clienttrafficpolicies": "client_traffic_policies",
     "nginxproxies": "nginx_proxies", "namespaces": "namespace_labels",
-    **{plural: "routes" for plural in ("httproutes", "grpcroutes", "tlsroutes")}}
+    **{plural: "routes" for plural in ROUTE_RESOURCES}}
 # Groups older manifests still name a registered kind by (render reads files of any age).
 _ALIASES: Final = {("extensions", "Ingress"): INGRESS_GROUP}
 

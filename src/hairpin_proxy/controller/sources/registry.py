@@ -14,7 +14,7 @@ from hairpin_proxy.controller.sources.ingress import IngressSource
 from hairpin_proxy.controller.sources.registered import RegisteredSource
 from hairpin_proxy.kube.client import KubeClient
 from hairpin_proxy.policy import HostPolicy
-from hairpin_proxy.registry import REGISTRATIONS, Registration
+from hairpin_proxy.registry import REGISTRATIONS, Registration, turned_on
 from hairpin_proxy.settings import ControllerSettings
 
 
@@ -48,7 +48,7 @@ SHELLS: Mapping[str, Callable[[Registration, SourceContext], Source]] = {
 
 
 def enabled(reg: Registration, settings: ControllerSettings) -> bool:
-    return not reg.setting or getattr(settings, reg.setting) == "auto"
+    return reg.name in turned_on(settings)
 
 
 def build_sources(context: SourceContext) -> dict[str, Source]:
