@@ -5,7 +5,7 @@ From the top (docs/architecture.md, "Layers"):
 
     shells   the commands and their I/O: cli, render, doctor, controller, relay, etchosts
     plan     the one decision from a snapshot to the desired state
-    sources  the source registry as data (registry) and the sources it names (traefik)
+    sources  the source registry as data and the sources it names (sources/)
     domain   pure rules of one subject each: targets, gateway, ingress, policy, corefile, ...
     cogs     what every floor may use: the API client, crash-safe files, settings, leaves
 
@@ -31,7 +31,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("shells", frozenset({"__main__", "cli", "render", "doctor", "controller", "relay",
                           "etchosts"})),
     ("plan", frozenset({"plan"})),
-    ("sources", frozenset({"registry", "traefik"})),
+    ("sources", frozenset({"sources"})),
     ("domain", frozenset({"targets", "gateway", "ingress", "policy", "corefile", "edits",
                           "verify", "claims", "published", "hostsfile", "proxyproto"})),
     ("cogs", frozenset({"", "kube", "safefile", "settings", "admin", "metrics", "logs",
@@ -272,7 +272,7 @@ def pure_modules() -> dict[str, list[str]]:
 
 def test_the_pure_modules_are_found() -> None:
     groups = pure_modules()
-    assert {"plan", "registry", "traefik", "targets", "gateway", "corefile"} <= set(groups)
+    assert {"plan", "sources", "targets", "gateway", "edits", "corefile"} <= set(groups)
     assert "hairpin_proxy.plan.core" in groups["plan"]
 
 

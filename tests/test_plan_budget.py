@@ -29,7 +29,7 @@ from hairpin_proxy.plan.budget import (
     within,
 )
 from hairpin_proxy.published import entries_text
-from hairpin_proxy.registry import KEY_KIND_SPECS
+from hairpin_proxy.sources.registry import KEY_KIND_SPECS
 from hairpin_proxy.targets.mapping import parse_target_flags
 from hairpin_proxy.targets.plan import plan
 from hairpin_proxy.targets.resolve import TargetFacts

@@ -1,5 +1,5 @@
 """Traefik IngressRoutes, pure: match rules (v2 and v3 syntax), claims, the data plane and
-its PROXY setting (hairpin_proxy.traefik)."""
+its PROXY setting (hairpin_proxy.sources.traefik)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hairpin_proxy import traefik
 from hairpin_proxy.claims import ObjectRef
 from hairpin_proxy.policy import HostPolicy
-from hairpin_proxy.registry import DECLARED_KINDS
+from hairpin_proxy.sources import traefik
+from hairpin_proxy.sources.registry import DECLARED_KINDS
 from hairpin_proxy.targets.discovery import DataPlane
 from hairpin_proxy.targets.model import KeyParts, parse_key
 from hairpin_proxy.targets.resolve import TargetFacts, resolve

@@ -35,8 +35,8 @@ from hairpin_proxy.plan.claims import ingress_result
 from hairpin_proxy.plan.objects import snapshot_of
 from hairpin_proxy.plan.snapshot import Rooms, plan_settings_of
 from hairpin_proxy.policy import HostPolicy, PolicyResult, proxy_service_fqdn
-from hairpin_proxy.registry import KEY_KIND_SPECS, turned_on
 from hairpin_proxy.settings import RenderSettings, usage_error
+from hairpin_proxy.sources.registry import KEY_KIND_SPECS, turned_on
 from hairpin_proxy.targets.mapping import parse_target_flags
 from hairpin_proxy.targets.table import PUBLISHED_KEY, TABLE_KEY
 

@@ -32,7 +32,6 @@ from hairpin_proxy.kube.config import load as load_kubeconfig
 from hairpin_proxy.plan import plan
 from hairpin_proxy.policy import proxy_service_fqdn
 from hairpin_proxy.published import ENTRIES_KEY, parse_entries
-from hairpin_proxy.registry import KEY_KIND_SPECS
 from hairpin_proxy.render import snapshot as render_snapshot
 from hairpin_proxy.settings import (
     DoctorSettings,
@@ -40,6 +39,7 @@ from hairpin_proxy.settings import (
     flag_name,
     settings_from_args,
 )
+from hairpin_proxy.sources.registry import KEY_KIND_SPECS
 from hairpin_proxy.targets.mapping import parse_target_flags
 from hairpin_proxy.targets.model import DEFAULT_KEY
 from hairpin_proxy.targets.table import TABLE_KEY

@@ -14,7 +14,7 @@ from hairpin_proxy.plan import DesiredState, PlanSettings, Snapshot, plan
 from hairpin_proxy.plan.claims import ingress_claims
 from hairpin_proxy.plan.core import desired
 from hairpin_proxy.policy import HostPolicy, PolicyResult
-from hairpin_proxy.registry import KEY_KIND_SPECS
+from hairpin_proxy.sources.registry import KEY_KIND_SPECS
 from hairpin_proxy.targets.mapping import MapEntry, parse_target_flags
 from hairpin_proxy.targets.model import ingress_target
 from hairpin_proxy.targets.plan import plan as plan_targets

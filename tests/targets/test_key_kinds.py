@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from hairpin_proxy.registry import DECLARED_KINDS, KEY_KIND_SPECS
+from hairpin_proxy.sources.registry import DECLARED_KINDS, KEY_KIND_SPECS
 from hairpin_proxy.targets.mapping import TargetFlagError, parse_target_flag
 from hairpin_proxy.targets.model import (
     KeyKindSpec,

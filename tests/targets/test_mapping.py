@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hairpin_proxy.registry import KEY_KIND_SPECS
+from hairpin_proxy.sources.registry import KEY_KIND_SPECS
 from hairpin_proxy.targets.mapping import (
     MapEntry,
     TargetFlagError,

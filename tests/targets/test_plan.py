@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hairpin_proxy.claims import Claim, ObjectRef
-from hairpin_proxy.registry import KEY_KIND_SPECS
+from hairpin_proxy.sources.registry import KEY_KIND_SPECS
 from hairpin_proxy.targets.mapping import parse_target_flags
 from hairpin_proxy.targets.model import Target
 from hairpin_proxy.targets.plan import plan

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from hairpin_proxy.registry import KEY_KIND_SPECS
+from hairpin_proxy.sources.registry import KEY_KIND_SPECS
 from hairpin_proxy.targets.mapping import parse_target_flags
 from hairpin_proxy.targets.model import Target
 from hairpin_proxy.targets.resolve import (

@@ -28,8 +28,8 @@ from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
 from hairpin_proxy.kube.configmap import write_configmap
 from hairpin_proxy.logs import setup_logging
 from hairpin_proxy.metrics import Registry
-from hairpin_proxy.registry import KEY_KIND_SPECS
 from hairpin_proxy.settings import CleanupSettings, ControllerSettings, usage_error
+from hairpin_proxy.sources.registry import KEY_KIND_SPECS
 from hairpin_proxy.targets.mapping import TargetFlagError, parse_target_flags
 from hairpin_proxy.targets.netguard import NETWORKPOLICY_API, CidrError, is_ours, parse_cidrs
 from hairpin_proxy.verify import parse_servers

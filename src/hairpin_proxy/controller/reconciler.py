@@ -71,8 +71,8 @@ from hairpin_proxy.plan import DesiredState, PlanSettings
 from hairpin_proxy.plan.budget import rooms_of
 from hairpin_proxy.plan.snapshot import Rooms, plan_settings_of
 from hairpin_proxy.policy import HostPolicy, proxy_service_fqdn
-from hairpin_proxy.registry import KEY_KIND_SPECS
 from hairpin_proxy.settings import ControllerSettings
+from hairpin_proxy.sources.registry import KEY_KIND_SPECS
 from hairpin_proxy.targets.mapping import parse_target_flags
 from hairpin_proxy.targets.netguard import OWNER_ROLE as GUARD_OWNER
 from hairpin_proxy.targets.netguard import parse_cidrs
@@ -167,7 +167,7 @@ class Controller:
     def _wire_sources(self) -> None:
         """Where hosts come from, every Service, routing."""
         s = self.settings
-        # Where hosts come from, one registration each (hairpin_proxy.registry); their
+        # Where hosts come from, one registration each (hairpin_proxy.sources.registry); their
         # claims meet in the plan.
         built = build_sources(SourceContext(s, self.client, self._reflector, self.policy,
                                             self.metrics, self.dirty.set))

@@ -29,7 +29,8 @@ from hairpin_proxy.plan.core import target_facts
 from hairpin_proxy.plan.objects import registered_of, snapshot_of
 from hairpin_proxy.plan.snapshot import plan_settings_of
 from hairpin_proxy.policy import HostPolicy, proxy_service_fqdn
-from hairpin_proxy.registry import (
+from hairpin_proxy.settings import DoctorSettings
+from hairpin_proxy.sources.registry import (
     GATEWAY,
     INGRESS,
     KEY_KIND_SPECS,
@@ -39,7 +40,6 @@ from hairpin_proxy.registry import (
     settings_objects,
     turned_on,
 )
-from hairpin_proxy.settings import DoctorSettings
 from hairpin_proxy.targets import table as targets_table
 from hairpin_proxy.targets.discovery import CILIUM_INGRESS, NAME_LABEL, service_addresses
 from hairpin_proxy.targets.mapping import MapEntry, parse_target_flags

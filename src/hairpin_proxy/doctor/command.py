@@ -28,8 +28,8 @@ from hairpin_proxy.doctor.probe import parse_overrides, start_probe, start_resol
 from hairpin_proxy.doctor.report import HostReport, Report, to_json, to_text
 from hairpin_proxy.doctor.verdict import verdict as host_verdict
 from hairpin_proxy.logs import setup_logging
-from hairpin_proxy.registry import KEY_KIND_SPECS
 from hairpin_proxy.settings import DoctorSettings, usage_error
+from hairpin_proxy.sources.registry import KEY_KIND_SPECS
 from hairpin_proxy.targets.mapping import MapEntry, TargetFlagError, parse_target_flags
 from hairpin_proxy.wildcards import wildcard_base
 

@@ -32,7 +32,7 @@ from hairpin_proxy.plan.claims import source_claims
 from hairpin_proxy.plan.snapshot import Rooms, Snapshot
 from hairpin_proxy.plan.verification import Judged, judge
 from hairpin_proxy.policy import Rejection
-from hairpin_proxy.registry import DECLARED_KINDS
+from hairpin_proxy.sources.registry import DECLARED_KINDS
 from hairpin_proxy.targets import table
 from hairpin_proxy.targets.discovery import service_addresses, service_of_host
 from hairpin_proxy.targets.model import DEFAULT_KEY

@@ -1,4 +1,4 @@
-"""The shell of a registered source of custom resources (hairpin_proxy.registry): its CRDs
+"""The shell of a registered source of custom resources (hairpin_proxy.sources.registry): its CRDs
 watched while the cluster serves them (the Gateway API source's discovery), its named fact
 objects watched for as long as it runs, and its claims from its registration's pure
 ``claims_of``. Nothing here knows any one source."""
@@ -15,7 +15,7 @@ from hairpin_proxy.gateway.watched import Wanted
 from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.kube.client import KubeClient, resource_path
 from hairpin_proxy.kube.watch import Reflector
-from hairpin_proxy.registry import Registration, Resource
+from hairpin_proxy.sources.registry import Registration, Resource
 
 
 def _api(r: Resource) -> str:
