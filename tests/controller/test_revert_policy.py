@@ -1,4 +1,4 @@
-"""controller.revert_policy: revert history → next action, and who reverted us. Pure."""
+"""edits.revert_policy: revert history → next action, and who reverted us. Pure."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Reverts of our changes to other people's ConfigMaps (CoreDNS's, the imported one,
-node-local-dns's): noticed, named, told, and repaired with backoff (controller.revert_policy
+node-local-dns's): noticed, named, told, and repaired with backoff (edits.revert_policy
 decides; this is its thin shell: the clock, the log, Events, metrics, the wake-up)."""
 
 from __future__ import annotations
