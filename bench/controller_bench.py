@@ -176,7 +176,7 @@ def settled_slots(api: FakeApiServer) -> None:
     """The targets table and slot Services as a controller that has run for a while leaves
     them (its slots published an hour ago): a restart, not a first install, so that the
     Gateway's hosts are in the first write rather than waiting --target-settle."""
-    from hairpin_proxy.controller.writers.targets import slot_service, table_data
+    from hairpin_proxy.edits.slot_table import slot_service, table_data
     from hairpin_proxy.plan import PlanSettings, plan
     from hairpin_proxy.plan.objects import snapshot_of
     from hairpin_proxy.policy import proxy_service_fqdn
@@ -254,7 +254,7 @@ def edit_ms(text: str) -> dict[str, float]:
     """The controller's Corefile edit of one new host from its last result (the way a lone
     change's pass edits), in this process: median of 20; empty for versions without it."""
     try:
-        from hairpin_proxy.controller.writers.coredns import CorednsEdit
+        from hairpin_proxy.edits.coredns import CorednsEdit
         from hairpin_proxy.policy import proxy_service_fqdn
     except ImportError:
         return {}

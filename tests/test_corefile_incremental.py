@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hairpin_proxy import corefile
-from hairpin_proxy.controller.writers.coredns import CorednsEdit, Groups
-from hairpin_proxy.controller.writers.coredns_import import ImportEdit
 from hairpin_proxy.corefile import Answers, CorefileError, editor, incremental, rules
+from hairpin_proxy.edits.coredns import CorednsEdit, Groups
+from hairpin_proxy.edits.coredns_import import ImportEdit
 from tests.corefiles import BY_NAME
 
 FQDN = corefile.DEFAULT_PROXY_FQDN

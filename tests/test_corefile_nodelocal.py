@@ -13,8 +13,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hairpin_proxy.controller.writers.coredns import EditError
-from hairpin_proxy.controller.writers.nodelocal import CANDIDATES, NodeLocalEdit, reconciler_of
 from hairpin_proxy.corefile import BEGIN_MARKER, END_MARKER, MAX_CONFIGMAP_BYTES, CorefileError
 from hairpin_proxy.corefile.nodelocal import (
     OUR_KEY,
@@ -24,6 +22,8 @@ from hairpin_proxy.corefile.nodelocal import (
     remove_nodelocal,
 )
 from hairpin_proxy.corefile.parser import parse
+from hairpin_proxy.edits.coredns import EditError
+from hairpin_proxy.edits.nodelocal import CANDIDATES, NodeLocalEdit, reconciler_of
 from tests.corefiles import NODE_LOCAL_KUBESPRAY, NODE_LOCAL_MANIFEST, NODE_LOCAL_UPSTREAM
 
 # The upstream ConfigMap after install (sed replaced the domain and the bind placeholders).

@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterable
 import pytest
 
 from hairpin_proxy import corefile
-from hairpin_proxy.controller.writers.coredns import CorednsEdit
 from hairpin_proxy.corefile import Answers, CorefileError, apply, apply_parsed, parse
 from hairpin_proxy.corefile import editor as editor_module
+from hairpin_proxy.edits.coredns import CorednsEdit
 from tests.corefiles import BY_NAME, PROXY_FQDN, SAMPLES, Sample
 
 V4 = Answers.of(["10.96.0.20"])

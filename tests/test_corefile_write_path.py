@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hairpin_proxy import corefile
-from hairpin_proxy.controller.writers.coredns import CorednsEdit, _hosts_of
 from hairpin_proxy.corefile import Answers, CorefileError, editor, names, rules
+from hairpin_proxy.edits.coredns import CorednsEdit, _hosts_of
 from tests.corefiles import BY_NAME
 
 A1 = Answers.of(["10.96.0.20"])

@@ -223,7 +223,7 @@ def test_every_kind_a_built_in_registration_reads_has_its_place_in_the_snapshot(
     """The registry is the one list of kinds: a kind added there that the snapshot has no
     field for would be silently dropped by render and doctor."""
     from hairpin_proxy.plan.objects import _FIELDS
-    from hairpin_proxy.registry import REGISTRATIONS
+    from hairpin_proxy.sources.registry import REGISTRATIONS
     for reg in REGISTRATIONS:
         if reg.claims_of is None:
             for r in reg.resources:

@@ -15,13 +15,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hairpin_proxy.controller.guard import RemovalGuard
+from hairpin_proxy.controller.removal_guard import RemovalGuard
 from hairpin_proxy.controller.writers import Desired, Held
-from hairpin_proxy.controller.writers.published import (
-    addresses_of,
-    moved_since,
-    routed_addresses,
-)
+from hairpin_proxy.controller.writers.published import addresses_of, moved_since, routed_addresses
 from hairpin_proxy.plan import PlanSettings, Snapshot, plan
 from hairpin_proxy.plan.answers import Regrouper, answer_groups
 from hairpin_proxy.plan.core import DesiredState

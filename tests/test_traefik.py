@@ -1,5 +1,5 @@
 """Traefik IngressRoutes, pure: match rules (v2 and v3 syntax), claims, the data plane and
-its PROXY setting (hairpin_proxy.traefik)."""
+its PROXY setting (hairpin_proxy.sources.traefik)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hairpin_proxy import traefik
 from hairpin_proxy.claims import ObjectRef
 from hairpin_proxy.policy import HostPolicy
+from hairpin_proxy.sources import traefik
+from hairpin_proxy.sources.registry import DECLARED_KINDS
 from hairpin_proxy.targets.discovery import DataPlane
 from hairpin_proxy.targets.model import KeyParts, parse_key
 from hairpin_proxy.targets.resolve import TargetFacts, resolve
@@ -292,12 +293,14 @@ def test_detect(deployments: list[dict[str, Any]], readable: bool, mode: str,
 
 
 def test_resolve_through_the_registry() -> None:
-    facts = TargetFacts(services=[svc()], extra={"traefik-ingressroute/deployments": [
-        dep(ON.format("web"), ON.format("websecure"))]})
+    facts = TargetFacts(services=[svc()], kinds=DECLARED_KINDS,
+                        extra={"traefik-ingressroute/deployments": [
+                            dep(ON.format("web"), ON.format("websecure"))]})
     target = resolve("traefik/default", facts, {})
     assert getattr(target, "service", None) == "traefik/traefik"
     assert getattr(target, "proxy", None) == "v2"
-    unknown = resolve("traefik/default", TargetFacts(services=[svc()]), {})
+    unknown = resolve("traefik/default", TargetFacts(services=[svc()], kinds=DECLARED_KINDS),
+                      {})
     assert getattr(unknown, "problem", None) == "target-proxy-unknown"
     assert "--target traefik:default=NAMESPACE/SERVICE" in getattr(unknown, "message", "")
     assert getattr(unknown, "service", None) == "traefik/traefik"
@@ -332,7 +335,7 @@ def test_traefik_as_the_proxys_own_target_server(deployments: list[dict[str, Any
 
     found = traefik.claims_of([("traefik.io", route_tls())], HostPolicy())
     facts = TargetFacts(services=[svc("kube-system")], default_service="kube-system/traefik",
-                        unreadable=unreadable,
+                        unreadable=unreadable, kinds=DECLARED_KINDS,
                         extra={traefik.DEPLOYMENTS: [{**d, "metadata": {
                             "namespace": "kube-system", "name": "traefik"}}
                             for d in deployments]})
@@ -346,7 +349,7 @@ def test_elsewhere_an_unknown_traefik_is_not_the_default() -> None:
 
     found = traefik.claims_of([("traefik.io", route_tls())], HostPolicy())
     facts = TargetFacts(services=[svc()], default_service="ingress-nginx/ingress-nginx",
-                        unreadable=frozenset({"deployments"}))
+                        unreadable=frozenset({"deployments"}), kinds=DECLARED_KINDS)
     p = plan(found.claims, facts, {}, {}, 10)
     assert "a.example.com" not in p.routes
     assert p.excluded["a.example.com"].problem == "target-proxy-unknown"

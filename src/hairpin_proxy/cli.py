@@ -38,7 +38,7 @@ class Command:
 
 COMMANDS: tuple[Command, ...] = (
     Command("proxy", "Relay connections to the ingress controller, prepending a PROXY header.",
-            ProxySettings, "hairpin_proxy.relay.server:run"),
+            ProxySettings, "hairpin_proxy.relay.main:run"),
     Command("render", "Offline: print what the controller would write (Corefile, import "
                       "snippet, node-local-dns Corefile, hosts file) for manifest files.",
             RenderSettings, "hairpin_proxy.render:run"),

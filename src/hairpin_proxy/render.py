@@ -22,21 +22,21 @@ from typing import Any, TextIO
 import yaml
 
 from hairpin_proxy import corefile, hostsfile
-from hairpin_proxy.controller.budget import configmap_room, corefile_room
-from hairpin_proxy.controller.writers.coredns import CorednsEdit
-from hairpin_proxy.controller.writers.coredns_import import ImportEdit
-from hairpin_proxy.controller.writers.targets import slot_service, table_data
 from hairpin_proxy.corefile.nodelocal import apply_nodelocal
+from hairpin_proxy.edits.coredns import CorednsEdit
+from hairpin_proxy.edits.coredns_import import ImportEdit
+from hairpin_proxy.edits.slot_table import slot_service, table_data
+from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.logs import setup_logging
 from hairpin_proxy.manifests import ManifestError, load
-from hairpin_proxy.plan import DesiredState, PlanSettings, Snapshot, plan
+from hairpin_proxy.plan import DesiredState, Snapshot, plan
+from hairpin_proxy.plan.budget import rooms_of
 from hairpin_proxy.plan.claims import ingress_result
 from hairpin_proxy.plan.objects import snapshot_of
-from hairpin_proxy.plan.snapshot import Rooms
+from hairpin_proxy.plan.snapshot import Rooms, plan_settings_of
 from hairpin_proxy.policy import HostPolicy, PolicyResult, proxy_service_fqdn
-from hairpin_proxy.published import KEYS as PUBLISHED_KEYS
-from hairpin_proxy.registry import turned_on
 from hairpin_proxy.settings import RenderSettings, usage_error
+from hairpin_proxy.sources.registry import KEY_KIND_SPECS, turned_on
 from hairpin_proxy.targets.mapping import parse_target_flags
 from hairpin_proxy.targets.table import PUBLISHED_KEY, TABLE_KEY
 
@@ -154,17 +154,15 @@ def rooms(mode: str, s: RenderSettings, old: str) -> Rooms:
     """The size limits as the controller measures them, from the file being rendered (the
     other keys of the ConfigMaps it lives in are not known offline: taken as empty)."""
     if mode == "--import-snippet":
-        rules = configmap_room(None, (s.import_key,))
+        rules_cm, key = None, s.import_key
     else:
-        rules = corefile_room({"data": {"Corefile": old if mode == "--corefile" else ""}},
-                              "Corefile")
-    others = [("published hosts", "published", configmap_room(None, PUBLISHED_KEYS),
-               f"{s.namespace}/hairpin-proxy-hosts")]
+        rules_cm, key = {"data": {"Corefile": old if mode == "--corefile" else ""}}, "Corefile"
+    node_local: list[tuple[JsonObj | None, str]] = []
     if mode == "--node-local-corefile":
-        others.append(("node-local-dns rules", "node-local",
-                       corefile_room({"data": {"Corefile": old}}, "Corefile"),
-                       "kube-system/node-local-dns"))
-    return Rooms(rules, "the rules' ConfigMap", tuple(others))
+        node_local.append(({"data": {"Corefile": old}}, "kube-system/node-local-dns"))
+    return rooms_of("import" if mode == "--import-snippet" else "coredns", rules_cm,
+                    rules_key=key, rules_where="the rules' ConfigMap", published_cm=None,
+                    published_where=f"{s.namespace}/hairpin-proxy-hosts", node_local=node_local)
 
 
 def snapshot(s: RenderSettings, objects: Sequence[dict[str, Any]], ips: Sequence[str],
@@ -174,14 +172,11 @@ def snapshot(s: RenderSettings, objects: Sequence[dict[str, Any]], ips: Sequence
     Service's ClusterIPs."""
     try:
         policy = HostPolicy.from_settings(s, proxy_fqdn)
-        target_map = parse_target_flags(s.target)
+        target_map = parse_target_flags(s.target, KEY_KIND_SPECS)
     except ValueError as exc:
         raise RenderError(str(exc)) from None
-    settings = PlanSettings(
-        policy=policy, namespace=s.namespace, proxy_service=s.proxy_service,
-        target_map=target_map, cluster_domain=s.cluster_domain, target_server=s.target_server,
-        max_targets=s.max_targets, settle=0.0, dns_ttl=s.dns_ttl,
-        gateway_api=s.gateway_api == "auto", gateway_classes=s.gateway_class,
+    settings = dataclasses.replace(
+        plan_settings_of(s, policy, target_map, s.namespace), settle=0.0, dns_ttl=s.dns_ttl,
         rules_budget=s.rules_budget, sources_on=turned_on(s))
     objs = list(objects)
     if ips:

@@ -7,9 +7,11 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
-from hairpin_proxy.controller.sources.gateway import WANTED, OptionalWatches
+from hairpin_proxy.controller.sources.optional import OptionalWatches
+from hairpin_proxy.gateway.watched import WANTED
+from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.kube import config as kconfig
-from hairpin_proxy.kube.client import JsonObj, KubeClient
+from hairpin_proxy.kube.client import KubeClient
 from hairpin_proxy.kube.watch import Reflector
 from tests.fakeapi.fixtures import fake_api, kubeconfig
 from tests.fakeapi.server import FakeApiServer

@@ -12,9 +12,9 @@ import functools
 import time
 from collections.abc import Callable
 
-from hairpin_proxy.controller.revert_policy import OUR_MANAGER
 from hairpin_proxy.corefile import managed_hosts
 from hairpin_proxy.corefile.nodelocal import nodelocal_hosts
+from hairpin_proxy.edits.revert_policy import OUR_MANAGER
 from hairpin_proxy.kube.client import USER_AGENT
 from tests.controller.conftest import COREFILE, Controller, wait_until
 from tests.corefiles import NODE_LOCAL_MANIFEST

@@ -39,6 +39,7 @@ from hairpin_proxy.settings import (
     flag_name,
     settings_from_args,
 )
+from hairpin_proxy.sources.registry import KEY_KIND_SPECS
 from hairpin_proxy.targets.mapping import parse_target_flags
 from hairpin_proxy.targets.model import DEFAULT_KEY
 from hairpin_proxy.targets.table import TABLE_KEY
@@ -201,7 +202,7 @@ def doctor_verdicts(kubeconfig: Path, case: dict[str, Any]) -> dict[str, tuple[s
         client = KubeClient.from_cluster(cfg, timeout=10)
         try:
             view = await gather(client, s, NAMESPACE, policy_for(s, NAMESPACE),
-                                parse_target_flags(s.target))
+                                parse_target_flags(s.target, KEY_KIND_SPECS))
         finally:
             await client.close()
         assert view.facts.host_targets is not None, view.facts.problems

@@ -9,11 +9,7 @@ from hypothesis import strategies as st
 
 from hairpin_proxy import corefile
 from hairpin_proxy.controller.writers import Desired, Held
-from hairpin_proxy.controller.writers.published import (
-    addresses_of,
-    moved_since,
-    routed_addresses,
-)
+from hairpin_proxy.controller.writers.published import addresses_of, moved_since, routed_addresses
 from hairpin_proxy.plan.change import Since
 from hairpin_proxy.published import EntriesText, entries_text
 

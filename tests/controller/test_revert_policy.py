@@ -1,4 +1,4 @@
-"""controller.revert_policy: revert history → next action, and who reverted us. Pure."""
+"""edits.revert_policy: revert history → next action, and who reverted us. Pure."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hairpin_proxy.controller.revert_policy import (
+from hairpin_proxy.edits.revert_policy import (
     OUR_MANAGER,
     History,
     RevertPolicy,

@@ -7,9 +7,9 @@ import asyncio
 from pathlib import Path
 
 from hairpin_proxy.controller.tracker import WriteTracker
-from hairpin_proxy.controller.writers.configmap import Mutate
+from hairpin_proxy.jsonobj import JsonObj, Mutate
 from hairpin_proxy.kube import config as kconfig
-from hairpin_proxy.kube.client import JsonObj, KubeClient, resource_path
+from hairpin_proxy.kube.client import KubeClient, resource_path
 from hairpin_proxy.kube.watch import Backoff, Reflector
 from tests.fakeapi.fixtures import configmap
 from tests.fakeapi.server import FakeApiServer

@@ -17,8 +17,8 @@ import pytest
 
 from hairpin_proxy.cli import COMMANDS
 from hairpin_proxy.controller import holds
-from hairpin_proxy.controller.writers.configmap import MANAGED_BY
-from hairpin_proxy.controller.writers.targets import slot_service
+from hairpin_proxy.edits.configmap import MANAGED_BY
+from hairpin_proxy.edits.slot_table import slot_service
 from hairpin_proxy.settings import ControllerSettings, SettingsError, settings_from_args
 from tests.deploy.doc_commands import Command, commands, placeholder
 from tests.deploy.rendering import REPO, Doc, find, subparsers

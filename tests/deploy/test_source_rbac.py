@@ -1,5 +1,5 @@
 """The RBAC manifests grant each registered source exactly what its registration declares
-(hairpin_proxy.registry), and the CRDs the fake API serves for a source are the ones its
+(hairpin_proxy.sources.registry), and the CRDs the fake API serves for a source are the ones its
 registration reads."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from hairpin_proxy.registry import CORE_RULES, REGISTRATIONS, Registration, by_name
+from hairpin_proxy.sources.registry import CORE_RULES, REGISTRATIONS, Registration, by_name
 from tests.fakeapi.crds import TRAEFIK_INGRESSROUTE, TRAEFIK_INGRESSROUTE_LEGACY
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,11 +76,14 @@ def test_the_stored_traefik_crds_serve_what_the_registration_reads() -> None:
 
 
 def test_every_key_kind_a_registration_names_parses() -> None:
-    from hairpin_proxy.targets.model import key_kind
+    from hairpin_proxy.sources.registry import DECLARED_KINDS
+    from hairpin_proxy.targets.model import BUILT_IN_KINDS
 
     for reg in REGISTRATIONS:
         for kind in reg.key_kinds:
-            assert kind in ("default", "ingressclass", "gateway") or key_kind(kind) is not None
+            assert kind in BUILT_IN_KINDS or kind in DECLARED_KINDS
+        for declared in reg.declared_kinds:
+            assert declared.spec.kind in reg.key_kinds
 
 
 @pytest.mark.parametrize("release", ["1.2", "1.4", "1.6"])

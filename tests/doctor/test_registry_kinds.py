@@ -1,6 +1,7 @@
-"""doctor reads the kinds and groups it lists from the source registry (hairpin_proxy.registry),
-never from lists of its own: a group, or a settings object's plural or kind, written out in
-the doctor's source is a second home that a new source or implementation would miss."""
+"""doctor reads the kinds and groups it lists from the source registry
+(hairpin_proxy.sources.registry), never from lists of its own: a group, or a settings object's
+plural or kind, written out in the doctor's source is a second home that a new source or
+implementation would miss."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import ast
 from pathlib import Path
 
 from hairpin_proxy.doctor import cluster
-from hairpin_proxy.registry import GATEWAY, REGISTRATIONS, settings_objects
+from hairpin_proxy.sources.registry import GATEWAY, REGISTRATIONS, settings_objects
 
 DOCTOR = Path(cluster.__file__).parent
 

@@ -14,6 +14,7 @@ from hairpin_proxy.plan import DesiredState, PlanSettings, Snapshot, plan
 from hairpin_proxy.plan.claims import ingress_claims
 from hairpin_proxy.plan.core import desired
 from hairpin_proxy.policy import HostPolicy, PolicyResult
+from hairpin_proxy.sources.registry import KEY_KIND_SPECS
 from hairpin_proxy.targets.mapping import MapEntry, parse_target_flags
 from hairpin_proxy.targets.model import ingress_target
 from hairpin_proxy.targets.plan import plan as plan_targets
@@ -143,7 +144,7 @@ def test_host_targets_from_the_plan() -> None:
     assert (b.key, b.verdict, b.slot, b.proxy_addresses) == (
         "default", "redirected", 0, ("10.0.0.1",))
     # The map settles it: slot 1, our Service for it and its addresses.
-    target_map = parse_target_flags(["gateway:web/public=web/public-eg:v1"])
+    target_map = parse_target_flags(["gateway:web/public=web/public-eg:v1"], KEY_KIND_SPECS)
     mapped, state = host_targets(claims, facts, target_map, {})
     a = mapped["a.example.com"]
     assert (a.verdict, a.proxy, a.proxy_source, a.slot) == ("redirected", "v1", "--target map", 1)

@@ -11,8 +11,9 @@ from typing import Any, cast
 import httpx2 as httpx
 import pytest
 
+from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.kube import config as kconfig
-from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
+from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
 from tests.fakeapi.fixtures import configmap
 from tests.fakeapi.server import FakeApiServer
 from tests.waiting import until

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.kube import config as kconfig
-from hairpin_proxy.kube.client import JsonObj, KubeClient
+from hairpin_proxy.kube.client import KubeClient
 from hairpin_proxy.kube.lease import LeaderElector, micro_time
 from tests.fakeapi.server import FakeApiServer
 from tests.waiting import until

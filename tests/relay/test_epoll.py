@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from hairpin_proxy.relay import epoll, server
+from hairpin_proxy.relay import epoll, main
 from hairpin_proxy.relay.epoll import Poller
 from hairpin_proxy.settings import ProxySettings
 from tests.peers import free_port
@@ -300,5 +300,5 @@ def test_a_socket_released_during_a_batch_is_closed_after_it() -> None:
 def test_without_epoll_the_proxy_refuses_to_start(monkeypatch: pytest.MonkeyPatch,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.delattr("select.epoll")
-    assert server.run(ProxySettings(admin_listen="")) == 2
+    assert main.run(ProxySettings(admin_listen="")) == 2
     assert "Linux's epoll" in capsys.readouterr().err

@@ -16,6 +16,7 @@ from hairpin_proxy.targets.model import (
     is_dns_label,
     is_dns_subdomain,
     is_target_key,
+    parse_declared_key,
     parse_key,
     upstream_name,
 )
@@ -44,11 +45,19 @@ def test_keys() -> None:
 
 @pytest.mark.parametrize("bad", ["", "Default", "ingressclass/", "ingressclass/Nginx",
                                  "ingressclass/a/b", "gateway/web", "gateway//x",
-                                 "gateway/web/", "gateway/we.b/x", "service/a", "gateway/a/b/c"])
+                                 "gateway/web/", "gateway/we.b/x", "gateway/a/b/c"])
 def test_bad_keys(bad: str) -> None:
     assert not is_target_key(bad)
     with pytest.raises(ValueError, match="not a target key"):
         parse_key(bad)
+    with pytest.raises(ValueError, match="not a target key"):
+        parse_declared_key(bad, {})
+
+
+def test_a_kind_nobody_declares_follows_the_grammar_but_is_no_key_of_ours() -> None:
+    assert parse_key("service/a") == KeyParts("service", "", "a")
+    with pytest.raises(ValueError, match="not a target key"):
+        parse_declared_key("service/a", {})
 
 
 @given(labels, labels)

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hairpin_proxy.claims import Claim, ObjectRef
+from hairpin_proxy.sources.registry import KEY_KIND_SPECS
 from hairpin_proxy.targets.mapping import parse_target_flags
 from hairpin_proxy.targets.model import Target
 from hairpin_proxy.targets.plan import plan
@@ -47,7 +48,7 @@ def test_unknown_ingress_class_falls_back_to_the_default_target() -> None:
 
 def test_mapped_class_that_is_missing_is_not_a_fallback() -> None:
     p = plan([ing("a.example.com", "nginx", "a", T0)], FACTS,
-             parse_target_flags(["nginx=ingress/missing:v1"]), {}, 8)
+             parse_target_flags(["nginx=ingress/missing:v1"], KEY_KIND_SPECS), {}, 8)
     assert p.routes == {} and p.excluded["a.example.com"].problem == "target-not-found"
 
 
@@ -82,7 +83,7 @@ def test_two_classes_falling_back_to_the_default_do_not_conflict() -> None:
 def test_slots_run_out() -> None:
     facts = TargetFacts(services=[svc("web", "g1", {GEP: "g1"}), svc("web", "g2", {GEP: "g2"})],
                         gateways={})
-    m = parse_target_flags(["gateway:web/g1=web/g1:v1", "gateway:web/g2=web/g2:v2"])
+    m = parse_target_flags(["gateway:web/g1=web/g1:v1", "gateway:web/g2=web/g2:v2"], KEY_KIND_SPECS)
     p = plan([route("a.example.com", "g1", "r1", T0), route("b.example.com", "g2", "r2", T0)],
              facts, m, {}, 1)
     assert p.routes == {"a.example.com": "gateway/web/g1"}
@@ -154,7 +155,7 @@ def test_without_a_matching_target_server_every_data_plane_gets_a_slot() -> None
 
 def test_a_target_entry_for_the_same_service_keeps_its_slot() -> None:
     # --target is the operator's word (e.g. another PROXY version than the main listeners').
-    m = parse_target_flags(["nginx=ingress-nginx/ingress-nginx-controller:v2"])
+    m = parse_target_flags(["nginx=ingress-nginx/ingress-nginx-controller:v2"], KEY_KIND_SPECS)
     p = plan([ing("a.example.com", "nginx", "a", T0)],
              two_nginx("ingress-nginx/ingress-nginx-controller"), m, {}, 8)
     assert p.routes == {"a.example.com": "ingressclass/nginx"} and p.slots == {

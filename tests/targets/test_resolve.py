@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from hairpin_proxy.sources.registry import KEY_KIND_SPECS
 from hairpin_proxy.targets.mapping import parse_target_flags
 from hairpin_proxy.targets.model import Target
 from hairpin_proxy.targets.resolve import (
@@ -76,14 +77,14 @@ def test_unknown_implementation_asks_for_the_map_and_the_map_settles_it() -> Non
     assert isinstance(got, Unresolved) and got.problem == "target-proxy-unknown"
     assert "--target gateway:web/public=NAMESPACE/SERVICE" in got.message
     mapped = resolve("gateway/web/public", facts,
-                     parse_target_flags(["gateway:web/public=web/public:v1"]))
+                     parse_target_flags(["gateway:web/public=web/public:v1"], KEY_KIND_SPECS))
     assert isinstance(mapped, Target) and mapped.proxy == "v1"
     assert mapped.found_by == "--target map" and mapped.proxy_source == "--target map"
 
 
 def test_map_naming_a_missing_service_is_not_found() -> None:
     got = resolve("ingressclass/nginx", TargetFacts(),
-                  parse_target_flags(["nginx=ingress/missing:v1"]))
+                  parse_target_flags(["nginx=ingress/missing:v1"], KEY_KIND_SPECS))
     assert isinstance(got, Unresolved) and got.problem == "target-not-found"
     assert "ingress/missing" in got.message
 
@@ -96,7 +97,8 @@ def test_map_without_version_detects_it() -> None:
                             "metadata": {"namespace": "kube-system", "name": "cilium-config"},
                             "data": {"enable-gateway-api-proxy-protocol": "true"}}})
     got = resolve("gateway/web/public", facts,
-                  parse_target_flags(["gateway:web/public=kube-system/cilium-gateway-public"]))
+                  parse_target_flags(["gateway:web/public=kube-system/cilium-gateway-public"],
+                                     KEY_KIND_SPECS))
     assert isinstance(got, Target) and got.proxy == "v2"
 
 
@@ -124,7 +126,7 @@ def test_missing_gateway_service_and_portless_service() -> None:
     got = resolve("gateway/web/public", facts, {})
     assert isinstance(got, Unresolved) and got.problem == "target-not-found"
     facts = TargetFacts(services=[svc("web", "odd", ports=(8080,))])
-    got = resolve("ingressclass/x", facts, parse_target_flags(["x=web/odd:v1"]))
+    got = resolve("ingressclass/x", facts, parse_target_flags(["x=web/odd:v1"], KEY_KIND_SPECS))
     assert isinstance(got, Unresolved) and got.problem == "target-not-found"
     assert "no port 80/443" in got.message
 

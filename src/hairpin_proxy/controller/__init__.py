@@ -8,8 +8,7 @@ step. The layout (docs/controller.md, "Code layout"):
     tracker.py         fenced writes, our own echoes recognised
     withdrawal.py      every rule withdrawn when the proxy is gone or we are uninstalled
     verification.py    public DNS of each host checked against this cluster's load balancers
-    budget.py          --rules-budget
-    guard.py           the mass-removal guard
+    removal_guard.py   the mass-removal guard
     corefile_facts.py  zones the Corefile serves, stray rules of ours
     preflight.py       start-up warnings
     events.py          rate-limited Events and log lines about objects
@@ -27,19 +26,19 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from hairpin_proxy.controller.guard import RemovalGuard as RemovalGuard
     from hairpin_proxy.controller.main import run as run
     from hairpin_proxy.controller.main import run_cleanup as run_cleanup
     from hairpin_proxy.controller.metrics import ControllerMetrics as ControllerMetrics
     from hairpin_proxy.controller.reconciler import Controller as Controller
     from hairpin_proxy.controller.reconciler import identity as identity
+    from hairpin_proxy.controller.removal_guard import RemovalGuard as RemovalGuard
     from hairpin_proxy.controller.writers.nudge import NUDGE_ANNOTATION as NUDGE_ANNOTATION
 
 _HOMES = {
     "Controller": "reconciler",
     "identity": "reconciler",
     "ControllerMetrics": "metrics",
-    "RemovalGuard": "guard",
+    "RemovalGuard": "removal_guard",
     "run": "main",
     "run_cleanup": "main",
     "NUDGE_ANNOTATION": "writers.nudge",

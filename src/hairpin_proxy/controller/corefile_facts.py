@@ -10,8 +10,8 @@ from collections.abc import Callable
 from hairpin_proxy import corefile
 from hairpin_proxy.controller.events import Reports
 from hairpin_proxy.controller.metrics import ControllerMetrics
-from hairpin_proxy.controller.writers.coredns import CorednsEdit, EditError
-from hairpin_proxy.kube.client import JsonObj
+from hairpin_proxy.edits.coredns import CorednsEdit, EditError
+from hairpin_proxy.jsonobj import JsonObj
 
 log = logging.getLogger("hairpin_proxy.controller")
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from hairpin_proxy.claims import ObjectRef
 from hairpin_proxy.controller.background import Background
 from hairpin_proxy.controller.metrics import ControllerMetrics
-from hairpin_proxy.kube.client import JsonObj
+from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.kube.events import EventRecorder
 from hairpin_proxy.policy import Rejection
 from hairpin_proxy.wildcards import written

@@ -29,8 +29,9 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from hairpin_proxy.controller.writers.configmap import MANAGED_BY
-from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
+from hairpin_proxy.edits.configmap import MANAGED_BY
+from hairpin_proxy.jsonobj import JsonObj
+from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
 
 log = logging.getLogger("hairpin_proxy.controller")
 

@@ -15,21 +15,23 @@ from hairpin_proxy.admin import AdminServer, serve_admin
 from hairpin_proxy.controller import heap, holds
 from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.reconciler import Controller
-from hairpin_proxy.controller.writers.configmap import MANAGED_BY, write_configmap
-from hairpin_proxy.controller.writers.coredns import CorednsEdit, EditError
-from hairpin_proxy.controller.writers.coredns_import import ImportEdit
 from hairpin_proxy.controller.writers.netguard import POLICIES as GUARD_POLICIES
 from hairpin_proxy.controller.writers.netguard import SELECTOR as GUARD_SELECTOR
-from hairpin_proxy.controller.writers.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
-from hairpin_proxy.controller.writers.nodelocal import NodeLocalEdit
-from hairpin_proxy.controller.writers.targets import SLOT_LABEL
+from hairpin_proxy.edits.configmap import MANAGED_BY
+from hairpin_proxy.edits.coredns import CorednsEdit, EditError
+from hairpin_proxy.edits.coredns_import import ImportEdit
+from hairpin_proxy.edits.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
+from hairpin_proxy.edits.nodelocal import NodeLocalEdit
+from hairpin_proxy.edits.slot_table import SLOT_LABEL
 from hairpin_proxy.kube import config as kconfig
 from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
+from hairpin_proxy.kube.configmap import write_configmap
 from hairpin_proxy.logs import quiet_http, setup_logging
 from hairpin_proxy.metrics import Registry
 from hairpin_proxy.settings import CleanupSettings, ControllerSettings, usage_error
+from hairpin_proxy.sources.registry import KEY_KIND_SPECS
 from hairpin_proxy.targets.mapping import TargetFlagError, parse_target_flags
-from hairpin_proxy.targets.netguard import CidrError, is_ours, parse_cidrs
+from hairpin_proxy.targets.netguard import NETWORKPOLICY_API, CidrError, is_ours, parse_cidrs
 from hairpin_proxy.verify import parse_servers
 
 log = logging.getLogger("hairpin_proxy.controller")
@@ -62,7 +64,7 @@ def _settings_error(s: ControllerSettings) -> str:
     except ValueError as exc:
         return f"--verify-resolver: {exc}"
     try:
-        parse_target_flags(s.target)
+        parse_target_flags(s.target, KEY_KIND_SPECS)
     except TargetFlagError as exc:
         return str(exc)
     if not 1 <= s.max_targets <= MAX_TARGETS:
@@ -270,7 +272,7 @@ async def _delete_guard_policies(client: KubeClient) -> None:
             continue
         meta = obj.get("metadata") or {}
         ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
-        if await client.delete(resource_path("networking.k8s.io/v1", "networkpolicies", ns,
+        if await client.delete(resource_path(NETWORKPOLICY_API, "networkpolicies", ns,
                                              name)):
             log.info("deleted a data-plane guard NetworkPolicy",
                      extra={"networkpolicy": f"{ns}/{name}"})

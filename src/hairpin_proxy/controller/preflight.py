@@ -8,9 +8,10 @@ from typing import Any
 
 from hairpin_proxy import corefile
 from hairpin_proxy.controller.metrics import ControllerMetrics
-from hairpin_proxy.controller.writers.coredns import CorednsEdit, EditError
-from hairpin_proxy.controller.writers.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
-from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
+from hairpin_proxy.edits.coredns import CorednsEdit, EditError
+from hairpin_proxy.edits.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
+from hairpin_proxy.jsonobj import JsonObj
+from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
 from hairpin_proxy.kube.watch import Reflector
 from hairpin_proxy.settings import ControllerSettings
 

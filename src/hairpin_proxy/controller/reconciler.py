@@ -32,13 +32,11 @@ from hairpin_proxy.admin import Check
 from hairpin_proxy.claims import ObjectRef
 from hairpin_proxy.controller import heap, holds
 from hairpin_proxy.controller.background import Background
-from hairpin_proxy.controller.budget import configmap_room, corefile_room
 from hairpin_proxy.controller.corefile_facts import CorefileFacts
 from hairpin_proxy.controller.events import Reports
-from hairpin_proxy.controller.guard import HeldDrops, RemovalGuard
 from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.preflight import Preflight
-from hairpin_proxy.controller.revert_policy import RevertPolicy
+from hairpin_proxy.controller.removal_guard import HeldDrops, RemovalGuard
 from hairpin_proxy.controller.reverts import RevertWatch, as_is
 from hairpin_proxy.controller.routing import Routing, pending_note
 from hairpin_proxy.controller.routing import slim_service as slim_any_service
@@ -51,26 +49,30 @@ from hairpin_proxy.controller.tracker import NotLeading, WriteTracker
 from hairpin_proxy.controller.verification import Verification
 from hairpin_proxy.controller.withdrawal import Withdrawal
 from hairpin_proxy.controller.writers import Desired, Held, RulesWriter, Writer
-from hairpin_proxy.controller.writers.coredns import CorednsEdit, EditError
-from hairpin_proxy.controller.writers.coredns_import import ImportEdit
 from hairpin_proxy.controller.writers.netguard import POLICIES as GUARD_POLICIES
 from hairpin_proxy.controller.writers.netguard import SELECTOR as GUARD_SELECTOR
 from hairpin_proxy.controller.writers.netguard import DataPlaneGuard, slim_node
-from hairpin_proxy.controller.writers.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
 from hairpin_proxy.controller.writers.nodelocal import NodeLocalWriter, Reconcilers
 from hairpin_proxy.controller.writers.nudge import CorednsNudge
-from hairpin_proxy.controller.writers.published import PublishedEdit, PublishedWriter
+from hairpin_proxy.controller.writers.published import PublishedWriter
 from hairpin_proxy.controller.writers.rules import CorefileRules, ImportRules, RulesWriting
 from hairpin_proxy.controller.writers.targets import TargetsWriter
-from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
+from hairpin_proxy.edits.coredns import CorednsEdit, EditError
+from hairpin_proxy.edits.coredns_import import ImportEdit
+from hairpin_proxy.edits.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
+from hairpin_proxy.edits.published import PublishedEdit
+from hairpin_proxy.edits.revert_policy import RevertPolicy
+from hairpin_proxy.jsonobj import JsonObj
+from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
 from hairpin_proxy.kube.events import EventRecorder
 from hairpin_proxy.kube.lease import LeaderElector
 from hairpin_proxy.kube.watch import Backoff, Reflector
 from hairpin_proxy.plan import DesiredState, PlanSettings
-from hairpin_proxy.plan.snapshot import Rooms
+from hairpin_proxy.plan.budget import rooms_of
+from hairpin_proxy.plan.snapshot import Rooms, plan_settings_of
 from hairpin_proxy.policy import HostPolicy, proxy_service_fqdn
-from hairpin_proxy.published import KEYS as PUBLISHED_KEYS
 from hairpin_proxy.settings import ControllerSettings
+from hairpin_proxy.sources.registry import KEY_KIND_SPECS
 from hairpin_proxy.targets.mapping import parse_target_flags
 from hairpin_proxy.targets.netguard import OWNER_ROLE as GUARD_OWNER
 from hairpin_proxy.targets.netguard import parse_cidrs
@@ -165,7 +167,7 @@ class Controller:
     def _wire_sources(self) -> None:
         """Where hosts come from, every Service, routing."""
         s = self.settings
-        # Where hosts come from, one registration each (hairpin_proxy.registry); their
+        # Where hosts come from, one registration each (hairpin_proxy.sources.registry); their
         # claims meet in the plan.
         built = build_sources(SourceContext(s, self.client, self._reflector, self.policy,
                                             self.metrics, self.dirty.set))
@@ -185,7 +187,7 @@ class Controller:
                                table_configmap=s.targets_configmap, wake_in=self._wake_in,
                                registered=[x for x in self.sources
                                            if isinstance(x, RegisteredSource)])
-        self.target_map = parse_target_flags(s.target)
+        self.target_map = parse_target_flags(s.target, KEY_KIND_SPECS)
 
     def _wire_watches(self) -> None:
         """The single objects read and written; readiness's caches."""
@@ -533,35 +535,29 @@ class Controller:
         if made is not None and made.policy is self.policy:
             return made
         s = self.settings
-        self._planned = PlanSettings(
-            self.policy, namespace=self.namespace, proxy_service=s.proxy_service,
-            target_map=self.target_map, cluster_domain=s.cluster_domain,
-            target_server=s.target_server, max_targets=s.max_targets, settle=s.target_settle,
-            dns_ttl=s.dns_ttl, gateway_api=self.gateway is not None,
-            gateway_classes=tuple(s.gateway_class), rules_budget=s.rules_budget,
-            verify_hosts=self.verification is not None)
+        self._planned = dataclasses.replace(
+            plan_settings_of(s, self.policy, self.target_map, self.namespace),
+            settle=s.target_settle, dns_ttl=s.dns_ttl, gateway_api=self.gateway is not None,
+            rules_budget=s.rules_budget, verify_hosts=self.verification is not None)
         return self._planned
 
     def _rooms(self, held: Held) -> Rooms:
         """The room the ConfigMaps the pass writes leave: the rules' (as the pass read it),
         the published hosts', node-local-dns's where we edit it."""
         s = self.settings
-        if s.mode == "coredns":
-            rules_room = corefile_room(held.cm, s.configmap_key)
-        else:
-            rules_room = configmap_room(held.cm, (s.import_key,))
         pub = self.tracker.current(self.published_cm, self.published.namespace,
                                    self.published.name)
-        others = [("published hosts", "published", configmap_room(pub, PUBLISHED_KEYS),
-                   self.published.where)]
+        node_local: list[tuple[JsonObj | None, str]] = []
         if s.node_local_dns == "auto":
             for (ns, name), reflector in zip(NODE_LOCAL_CANDIDATES, self.node_local,
                                              strict=True):
                 cm = self.tracker.current(reflector, ns, name)
                 if cm is not None and self.node_local_writer.edits(cm):
-                    others.append(("node-local-dns rules", "node-local",
-                                   corefile_room(cm, "Corefile"), f"{ns}/{name}"))
-        return Rooms(rules_room, self.rules.where, tuple(others))
+                    node_local.append((cm, f"{ns}/{name}"))
+        key = s.configmap_key if s.mode == "coredns" else s.import_key
+        return rooms_of(s.mode, held.cm, rules_key=key, rules_where=self.rules.where,
+                        published_cm=pub, published_where=self.published.where,
+                        node_local=node_local)
 
     async def _write(self, held: Held, state: DesiredState | None) -> tuple[str, ...]:
         """The plan's hosts through the removal guard, written to every writer; the hosts

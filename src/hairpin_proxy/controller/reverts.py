@@ -1,5 +1,5 @@
 """Reverts of our changes to other people's ConfigMaps (CoreDNS's, the imported one,
-node-local-dns's): noticed, named, told, and repaired with backoff (controller.revert_policy
+node-local-dns's): noticed, named, told, and repaired with backoff (edits.revert_policy
 decides; this is its thin shell: the clock, the log, Events, metrics, the wake-up)."""
 
 from __future__ import annotations
@@ -12,7 +12,10 @@ from dataclasses import dataclass
 
 from hairpin_proxy.controller.events import Reports
 from hairpin_proxy.controller.metrics import ControllerMetrics
-from hairpin_proxy.controller.revert_policy import (
+from hairpin_proxy.controller.tracker import resource_version
+from hairpin_proxy.corefile import CorefileError
+from hairpin_proxy.edits.coredns import EditError
+from hairpin_proxy.edits.revert_policy import (
     History,
     RevertPolicy,
     advice,
@@ -22,11 +25,8 @@ from hairpin_proxy.controller.revert_policy import (
     reverter,
     settle,
 )
-from hairpin_proxy.controller.tracker import resource_version
-from hairpin_proxy.controller.writers.configmap import Mutate, WriteResult
-from hairpin_proxy.controller.writers.coredns import EditError
-from hairpin_proxy.corefile import CorefileError
-from hairpin_proxy.kube.client import JsonObj
+from hairpin_proxy.jsonobj import JsonObj, Mutate
+from hairpin_proxy.kube.configmap import WriteResult
 
 log = logging.getLogger("hairpin_proxy.controller")
 

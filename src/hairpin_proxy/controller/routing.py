@@ -22,10 +22,13 @@ from typing import Any
 
 from hairpin_proxy import corefile
 from hairpin_proxy.controller.sources import MakeReflector
-from hairpin_proxy.controller.sources.gateway import GATEWAY_GROUP, ROUTE_KINDS, GatewaySource
+from hairpin_proxy.controller.sources.gateway import GatewaySource
 from hairpin_proxy.controller.sources.ingress import IngressSource
 from hairpin_proxy.controller.sources.registered import RegisteredSource
-from hairpin_proxy.kube.client import JsonObj, resource_path
+from hairpin_proxy.gateway.model import GROUP as GATEWAY_GROUP
+from hairpin_proxy.gateway.model import ROUTE_RESOURCES
+from hairpin_proxy.jsonobj import JsonObj
+from hairpin_proxy.kube.client import resource_path
 from hairpin_proxy.kube.watch import Reflector
 from hairpin_proxy.plan import DesiredState, PlanSettings, Snapshot
 from hairpin_proxy.plan.answers import Pending, Regrouper
@@ -147,7 +150,7 @@ class Routing:
         w = g.watches
         return {"gateway_classes": w.objects(GATEWAY_GROUP, "gatewayclasses"),
                 "gateways": w.objects(GATEWAY_GROUP, "gateways"),
-                "routes": [(kind, obj) for plural, kind in ROUTE_KINDS.items()
+                "routes": [(kind, obj) for plural, kind in ROUTE_RESOURCES.items()
                            for obj in w.objects(GATEWAY_GROUP, plural)],
                 "listener_sets": w.objects(GATEWAY_GROUP, "listenersets"),
                 "namespace_labels": _labels(w.objects("", "namespaces")),

@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from hairpin_proxy.controller.writers.configmap import Mutate, WriteResult, write_configmap
-from hairpin_proxy.kube.client import JsonObj, KubeClient
+from hairpin_proxy.jsonobj import JsonObj, Mutate
+from hairpin_proxy.kube.client import KubeClient
+from hairpin_proxy.kube.configmap import WriteResult, write_configmap
 from hairpin_proxy.kube.watch import Reflector
 
 

@@ -15,7 +15,8 @@ from hairpin_proxy import corefile
 from hairpin_proxy.controller import holds
 from hairpin_proxy.controller.events import Reports
 from hairpin_proxy.controller.metrics import ControllerMetrics
-from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
+from hairpin_proxy.jsonobj import JsonObj
+from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
 from hairpin_proxy.kube.watch import Reflector
 from hairpin_proxy.settings import ControllerSettings
 from hairpin_proxy.targets.discovery import service_addresses

@@ -7,39 +7,39 @@ object leaves that one fact unknown and is noted in ``problems``, never failing 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from hairpin_proxy import corefile
-from hairpin_proxy.controller.revert_policy import reverter
-from hairpin_proxy.controller.writers.coredns import EditError
-from hairpin_proxy.controller.writers.nodelocal import (
-    ADDON_MANAGER_SELECTOR,
-    NodeLocalEdit,
-    reconciler_of,
-)
-from hairpin_proxy.controller.writers.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
 from hairpin_proxy.doctor import facts as f
 from hairpin_proxy.doctor import routing
 from hairpin_proxy.doctor.deployed import controller_settings, with_controller
 from hairpin_proxy.doctor.facts import DataPlaneFacts
-from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
-from hairpin_proxy.plan import PlanSettings, Snapshot, plan
+from hairpin_proxy.edits.coredns import EditError
+from hairpin_proxy.edits.nodelocal import ADDON_MANAGER_SELECTOR, NodeLocalEdit, reconciler_of
+from hairpin_proxy.edits.nodelocal import CANDIDATES as NODE_LOCAL_CANDIDATES
+from hairpin_proxy.edits.revert_policy import reverter
+from hairpin_proxy.jsonobj import JsonObj
+from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
+from hairpin_proxy.plan import Snapshot, plan
 from hairpin_proxy.plan.core import target_facts
 from hairpin_proxy.plan.objects import registered_of, snapshot_of
+from hairpin_proxy.plan.snapshot import plan_settings_of
 from hairpin_proxy.policy import HostPolicy, proxy_service_fqdn
-from hairpin_proxy.registry import (
+from hairpin_proxy.settings import DoctorSettings
+from hairpin_proxy.sources.registry import (
     GATEWAY,
     INGRESS,
+    KEY_KIND_SPECS,
     REGISTRATIONS,
     Registration,
     Resource,
     settings_objects,
     turned_on,
 )
-from hairpin_proxy.settings import DoctorSettings
 from hairpin_proxy.targets import table as targets_table
 from hairpin_proxy.targets.discovery import CILIUM_INGRESS, NAME_LABEL, service_addresses
 from hairpin_proxy.targets.mapping import MapEntry, parse_target_flags
@@ -366,11 +366,8 @@ class _Routed:
 def _snapshot(said: _Said, s: DoctorSettings, namespace: str, policy: HostPolicy,
               target_map: dict[str, MapEntry], *, now: float) -> Snapshot:
     """What doctor listed, and the controller's settings it read, as the plan reads them."""
-    plan_settings = PlanSettings(
-        policy, namespace=namespace, proxy_service=s.proxy_service, target_map=target_map,
-        cluster_domain=s.cluster_domain, target_server=s.target_server,
-        max_targets=s.max_targets, settle=s.target_settle,
-        gateway_api=s.gateway_api == "auto", gateway_classes=tuple(s.gateway_class),
+    plan_settings = dataclasses.replace(
+        plan_settings_of(s, policy, target_map, namespace), settle=s.target_settle,
         sources_on=turned_on(s))
     registered, extra = registered_of(said.registered.objects, plan_settings)
     for name, group in said.registered.served:
@@ -782,7 +779,8 @@ async def _controller_settings(client: KubeClient, s: DoctorSettings, namespace:
         return s, policy, target_map
     effective = with_controller(s, got)
     try:
-        return effective, policy_for(effective, namespace), parse_target_flags(effective.target)
+        return (effective, policy_for(effective, namespace),
+                parse_target_flags(effective.target, KEY_KIND_SPECS))
     except ValueError as exc:
         notes.problems.append(f"the controller's {where}: {exc}; its settings are taken from "
                               "doctor's flags")

@@ -31,6 +31,7 @@ from hairpin_proxy.doctor.report import HostReport, Report, to_json, to_text
 from hairpin_proxy.doctor.verdict import verdict as host_verdict
 from hairpin_proxy.logs import quiet_http, setup_logging
 from hairpin_proxy.settings import DoctorSettings, usage_error
+from hairpin_proxy.sources.registry import KEY_KIND_SPECS
 from hairpin_proxy.targets.mapping import MapEntry, TargetFlagError, parse_target_flags
 from hairpin_proxy.wildcards import wildcard_base
 
@@ -298,7 +299,7 @@ def _checked_flags(s: DoctorSettings) -> tuple[dict[str, tuple[str, ...]], dict[
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     try:
-        target_map = parse_target_flags(s.target)
+        target_map = parse_target_flags(s.target, KEY_KIND_SPECS)
     except TargetFlagError as exc:
         raise UsageError(str(exc)) from None
     if s.verify_hosts == "on":

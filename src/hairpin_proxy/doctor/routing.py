@@ -17,6 +17,7 @@ from typing import Any
 from hairpin_proxy.claims import Claim, ObjectRef
 from hairpin_proxy.doctor.facts import HostTarget, LostClaim, TargetVerdict
 from hairpin_proxy.gateway.claims import claims_of_objects
+from hairpin_proxy.jsonobj import Obj
 from hairpin_proxy.plan import DesiredState
 from hairpin_proxy.policy import HostPolicy
 from hairpin_proxy.targets.discovery import (
@@ -31,8 +32,6 @@ from hairpin_proxy.targets.resolve import TargetFacts, Unresolved
 from hairpin_proxy.targets.resolve import resolve as resolve_target
 from hairpin_proxy.targets.slots import service_name
 from hairpin_proxy.targets.table import clock, settles_at
-
-JsonObj = Mapping[str, Any]
 
 
 def _dict(value: object) -> Mapping[str, Any]:
@@ -49,11 +48,11 @@ def _str(value: object) -> str:
 @dataclass(frozen=True)
 class GatewayObjects:
     """The Gateway API objects as listed (route items paired with their kind)."""
-    classes: Sequence[JsonObj] = ()
-    gateways: Sequence[JsonObj] = ()
-    routes: Sequence[tuple[str, JsonObj]] = ()
+    classes: Sequence[Obj] = ()
+    gateways: Sequence[Obj] = ()
+    routes: Sequence[tuple[str, Obj]] = ()
     namespace_labels: Mapping[str, Mapping[str, str]] | None = None
-    listener_sets: Sequence[JsonObj] = ()
+    listener_sets: Sequence[Obj] = ()
 
 
 def gateway_notes(objects: GatewayObjects, policy: HostPolicy,

@@ -26,7 +26,12 @@ from hairpin_proxy.gateway import hostnames
 from hairpin_proxy.policy import show
 
 GROUP: Final = "gateway.networking.k8s.io"
-ROUTE_KINDS: Final = ("HTTPRoute", "GRPCRoute", "TLSRoute")
+# The route resources (plural → kind) whose hostnames are claimed.
+ROUTE_RESOURCES: Final = {"httproutes": "HTTPRoute", "grpcroutes": "GRPCRoute",
+                          "tlsroutes": "TLSRoute"}
+ROUTE_KINDS: Final = tuple(ROUTE_RESOURCES.values())
+# The Gateway annotation that carries Istio's ProxyConfig (its PROXY protocol setting).
+ISTIO_PROXY_CONFIG: Final = "proxy.istio.io/config"
 NAMESPACES_FROM: Final = ("All", "Same", "Selector", "None")
 SELECTOR_OPERATORS: Final = ("In", "NotIn", "Exists", "DoesNotExist")
 # Bounds far above what the CRDs admit (64 listeners, 16 or 1024 hostnames, 32 parentRefs and

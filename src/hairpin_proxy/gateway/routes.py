@@ -33,6 +33,7 @@ from hairpin_proxy.gateway.listenersets import KIND as LISTENER_SET
 from hairpin_proxy.gateway.listenersets import ListenerSet, attachment
 from hairpin_proxy.gateway.model import (
     GROUP,
+    ROUTE_RESOURCES,
     Gateway,
     GatewayClass,
     Listener,
@@ -43,9 +44,9 @@ from hairpin_proxy.gateway.model import (
 
 # Which listener protocols carry which route kinds.
 PROTOCOLS: Mapping[str, frozenset[str]] = {
-    "HTTPRoute": frozenset({"HTTP", "HTTPS"}),
-    "GRPCRoute": frozenset({"HTTP", "HTTPS"}),
-    "TLSRoute": frozenset({"TLS"}),
+    ROUTE_RESOURCES["httproutes"]: frozenset({"HTTP", "HTTPS"}),
+    ROUTE_RESOURCES["grpcroutes"]: frozenset({"HTTP", "HTTPS"}),
+    ROUTE_RESOURCES["tlsroutes"]: frozenset({"TLS"}),
 }
 
 GatewayIndex = Mapping[tuple[str, str], Gateway]

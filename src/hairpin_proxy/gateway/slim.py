@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Hashable
 from typing import Any
 
-JsonObj = dict[str, Any]
+from hairpin_proxy.jsonobj import JsonObj
 
 # One object per distinct shared part, keyed by its content; bounded, as what is in it comes
 # from the API (cleared when full: sharing is an economy, never a meaning).

@@ -19,7 +19,9 @@ from abc import ABCMeta
 from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from typing import Any, Final
 
-API_VERSION: Final = "networking.k8s.io/v1"
+from hairpin_proxy.ingress.names import INGRESS_API_VERSION
+
+API_VERSION: Final = INGRESS_API_VERSION
 KIND: Final = "Ingress"
 
 # A key the object does not have.

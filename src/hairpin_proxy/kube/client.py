@@ -18,9 +18,8 @@ import msgspec
 from lightkube.config.client_adapter import AsyncClient as _adapter_client
 from lightkube.config.client_adapter import ConnectionParams
 
+from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.kube.config import ClusterConfig
-
-JsonObj = dict[str, Any]
 
 log = logging.getLogger("hairpin_proxy.kube")
 

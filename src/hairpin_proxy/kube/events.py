@@ -13,7 +13,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
+from hairpin_proxy.jsonobj import JsonObj
+from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
 from hairpin_proxy.kube.lease import micro_time
 
 log = logging.getLogger("hairpin_proxy.kube.events")

@@ -19,7 +19,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
+from hairpin_proxy.jsonobj import JsonObj
+from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
 
 log = logging.getLogger("hairpin_proxy.kube.lease")
 

@@ -13,7 +13,8 @@ import logging
 import random
 from collections.abc import AsyncIterator, Callable, Mapping
 
-from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient
+from hairpin_proxy.jsonobj import JsonObj
+from hairpin_proxy.kube.client import ApiError, KubeClient
 
 log = logging.getLogger("hairpin_proxy.kube.watch")
 

@@ -17,7 +17,7 @@ from hairpin_proxy.ingress.policy import (
 )
 from hairpin_proxy.plan.snapshot import Snapshot
 from hairpin_proxy.policy import PolicyResult, Rejection
-from hairpin_proxy.registry import by_name
+from hairpin_proxy.sources.registry import by_name
 from hairpin_proxy.targets.model import ingress_target
 
 

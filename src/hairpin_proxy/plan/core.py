@@ -15,7 +15,8 @@ from typing import Any
 
 from hairpin_proxy import corefile
 from hairpin_proxy.claims import Claim
-from hairpin_proxy.controller.budget import (
+from hairpin_proxy.plan.answers import Groups, Routed, answer_groups, route_answers
+from hairpin_proxy.plan.budget import (
     AnswerSets,
     Measure,
     NodeLocalMeasure,
@@ -26,12 +27,12 @@ from hairpin_proxy.controller.budget import (
     limits_of,
     within,
 )
-from hairpin_proxy.plan.answers import Groups, Routed, answer_groups, route_answers
 from hairpin_proxy.plan.change import Since
 from hairpin_proxy.plan.claims import source_claims
 from hairpin_proxy.plan.snapshot import Rooms, Snapshot
 from hairpin_proxy.plan.verification import Judged, judge
 from hairpin_proxy.policy import Rejection
+from hairpin_proxy.sources.registry import DECLARED_KINDS
 from hairpin_proxy.targets import table
 from hairpin_proxy.targets.discovery import service_addresses, service_of_host
 from hairpin_proxy.targets.model import DEFAULT_KEY
@@ -108,7 +109,7 @@ def target_facts(snap: Snapshot) -> TargetFacts:
         gateway_classes=_named(snap.gateway_classes, False) if s.gateway_api else {},
         configmaps=snap.configmaps, client_traffic_policies=snap.client_traffic_policies,
         nginx_proxies=snap.nginx_proxies, cluster_domain=s.cluster_domain,
-        unreadable=snap.unreadable, extra=snap.extra_facts,
+        unreadable=snap.unreadable, extra=snap.extra_facts, kinds=DECLARED_KINDS,
         default_service=service_of_host(s.target_server, s.cluster_domain, services))
 
 

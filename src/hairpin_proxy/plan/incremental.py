@@ -32,7 +32,6 @@ from types import MappingProxyType
 from typing import Any
 
 from hairpin_proxy.claims import Claim, Decision, ObjectRef, decide, renamer, resolve_key
-from hairpin_proxy.controller.budget import Measure
 from hairpin_proxy.gateway.claims import RouteClaims, route_reader
 from hairpin_proxy.ingress.policy import (
     ClassIndex,
@@ -40,6 +39,8 @@ from hairpin_proxy.ingress.policy import (
     default_ingress_classes,
     evaluate_ingress,
 )
+from hairpin_proxy.jsonobj import Obj
+from hairpin_proxy.plan.budget import Measure
 from hairpin_proxy.plan.claims import IngressClaim, ingress_origin, registered_claims
 from hairpin_proxy.plan.core import (
     DesiredState,
@@ -48,7 +49,7 @@ from hairpin_proxy.plan.core import (
     slot_table,
     target_facts,
 )
-from hairpin_proxy.plan.snapshot import Obj, Snapshot
+from hairpin_proxy.plan.snapshot import Snapshot
 from hairpin_proxy.policy import Rejection
 from hairpin_proxy.targets.model import DEFAULT_KEY, Target
 from hairpin_proxy.targets.plan import Plan, key_outcomes

@@ -1,18 +1,19 @@
 """A snapshot from a list of objects as the API (or a manifest file) holds them: what
 ``render`` reads from files and ``doctor`` from its listing. Pure: the objects are kept
 whole (a registered source's slimmed as its shell slims them), and only the kinds the source
-registry names (hairpin_proxy.registry) are read, besides the Services and the ConfigMaps the
-controller reads for itself."""
+registry names (hairpin_proxy.sources.registry) are read, besides the Services and the
+ConfigMaps the controller reads for itself."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from hairpin_proxy.gateway.model import ROUTE_KINDS
+from hairpin_proxy.gateway.model import ROUTE_KINDS, ROUTE_RESOURCES
 from hairpin_proxy.ingress.names import INGRESS_GROUP
-from hairpin_proxy.plan.snapshot import Obj, PlanSettings, Snapshot
-from hairpin_proxy.registry import REGISTRATIONS, Registration, Resource
+from hairpin_proxy.jsonobj import Obj
+from hairpin_proxy.plan.snapshot import PlanSettings, Snapshot
+from hairpin_proxy.sources.registry import REGISTRATIONS, Registration, Resource
 from hairpin_proxy.targets.resolve import CILIUM_CONFIGMAP, INGRESS_NGINX_CONFIGMAP
 
 # The snapshot field each resource of the Ingress and Gateway API registrations fills (their
@@ -23,7 +24,7 @@ _FIELDS: Final = {
     "gatewayclasses": "gateway_classes", "gateways": "gateways",
     "listenersets": "listener_sets", "clienttrafficpolicies": "client_traffic_policies",
     "nginxproxies": "nginx_proxies", "namespaces": "namespace_labels",
-    **{plural: "routes" for plural in ("httproutes", "grpcroutes", "tlsroutes")}}
+    **{plural: "routes" for plural in ROUTE_RESOURCES}}
 # Groups older manifests still name a registered kind by (render reads files of any age).
 _ALIASES: Final = {("extensions", "Ingress"): INGRESS_GROUP}
 

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
 from hairpin_proxy import corefile
+from hairpin_proxy.jsonobj import Obj
 from hairpin_proxy.policy import HostPolicy
 from hairpin_proxy.targets.mapping import MapEntry
 from hairpin_proxy.verify.verdict import Verdict
-
-Obj = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -39,6 +38,35 @@ class PlanSettings:
     # The registrations whose objects are read (registry.turned_on: those whose setting is
     # "auto", and those without one), by name.
     sources_on: frozenset[str] = frozenset({"ingress", "gateway"})
+
+
+class PlanFlags(Protocol):
+    """The flags of the controller, ``render`` and ``doctor`` that the plan reads alike."""
+
+    @property
+    def proxy_service(self) -> str: ...
+    @property
+    def cluster_domain(self) -> str: ...
+    @property
+    def target_server(self) -> str: ...
+    @property
+    def max_targets(self) -> int: ...
+    @property
+    def gateway_api(self) -> str: ...
+    @property
+    def gateway_class(self) -> Sequence[str]: ...
+
+
+def plan_settings_of(s: PlanFlags, policy: HostPolicy, target_map: Mapping[str, MapEntry],
+                     namespace: str) -> PlanSettings:
+    """The PlanSettings of the flags every command shares, read one way. A command then sets
+    with ``dataclasses.replace`` what it decides itself (render plans without a settle, the
+    controller watches the Gateway API only where it is served, ...)."""
+    return PlanSettings(
+        policy, namespace=namespace, proxy_service=s.proxy_service, target_map=target_map,
+        cluster_domain=s.cluster_domain, target_server=s.target_server,
+        max_targets=s.max_targets, gateway_api=s.gateway_api == "auto",
+        gateway_classes=tuple(s.gateway_class))
 
 
 @dataclass(frozen=True)

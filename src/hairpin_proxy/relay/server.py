@@ -1,4 +1,5 @@
-"""The ``proxy`` command: listeners, the admin endpoint, idle sweeping and graceful shutdown."""
+"""One relay process: listeners, the admin endpoint, idle sweeping and graceful shutdown. The
+``proxy`` command (main.py) runs it alone or as each worker of the supervisor (workers.py)."""
 
 from __future__ import annotations
 
@@ -8,35 +9,27 @@ import dataclasses
 import logging
 import os
 import resource
-import select
 import signal
 import socket
 from collections.abc import Callable
 from typing import Any
 
-from hairpin_proxy.addresses import format_hostport, parse_hostport
+from hairpin_proxy.addresses import format_hostport
 from hairpin_proxy.admin import AdminServer, Check, bind_stream
-from hairpin_proxy.logs import setup_logging
 from hairpin_proxy.metrics import Registry
 from hairpin_proxy.relay.epoll import Acceptor, Poller
 from hairpin_proxy.relay.limits import (
     DefaultLimit,
-    auto_workers,
-    cpu_quota,
     default_limit,
     fds_needed,
     pipe_bytes,
     pipe_limit,
     read_cgroup,
-    read_cpu_cgroup,
 )
 from hairpin_proxy.relay.listener import Listener, LiveConnections, Timeouts, size_buffers
 from hairpin_proxy.relay.resolve import ConnectError, Resolver, dns_resolver
 from hairpin_proxy.relay.spec import (
     ListenerSpec,
-    ListenerSpecError,
-    is_ip_literal,
-    parse_listeners,
 )
 from hairpin_proxy.relay.splice import PipePool, probe
 from hairpin_proxy.relay.stats import RelayMetrics, dns_failures, table_metrics
@@ -47,8 +40,7 @@ from hairpin_proxy.relay.targets import (
     TableWatcher,
     slot_listeners,
 )
-from hairpin_proxy.relay.workers import Supervisor
-from hairpin_proxy.settings import ProxySettings, usage_error
+from hairpin_proxy.settings import ProxySettings
 
 log = logging.getLogger("hairpin_proxy.relay")
 
@@ -436,47 +428,3 @@ def loop_factory(name: str) -> tuple[str, Callable[[], asyncio.AbstractEventLoop
         return "asyncio", None
     new_loop: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
     return "uvloop", new_loop
-
-
-def run(settings: ProxySettings) -> int:
-    setup_logging(settings.log_level, settings.log_format)
-    try:
-        if not hasattr(select, "epoll"):
-            raise StartupError("the proxy relays with Linux's epoll, which this platform does "
-                               "not have (select.epoll)")
-        for name in ("connect_timeout", "grace_period", "targets_poll"):
-            if getattr(settings, name) <= 0:
-                raise StartupError(f"--{name.replace('_', '-')} must be positive")
-        for name in ("max_connections", "max_connections_per_source", "socket_buffer",
-                     "splice_threshold"):
-            if getattr(settings, name) < 0:
-                raise StartupError(f"--{name.replace('_', '-')} must not be negative")
-        for server in settings.dns_server:
-            if not is_ip_literal(parse_hostport(server, default_port=53)[0]):
-                raise StartupError(f"--dns-server {server!r}: not an IP address")
-        if settings.advertise_address and not is_ip_literal(settings.advertise_address):
-            raise StartupError(f"--advertise-address {settings.advertise_address!r}: not an "
-                               "IP address")
-        specs = parse_listeners(settings.listen, target_server=settings.target_server,
-                                default_version=settings.proxy_protocol)
-        loop_name, factory = loop_factory(settings.loop)
-    except (StartupError, ListenerSpecError, ValueError) as exc:
-        return usage_error("proxy", str(exc))
-    raise_fd_limit()
-    settings = decide_splice(settings)
-    count = settings.workers or auto_workers(cpu_quota(*read_cpu_cgroup()),
-                                             len(os.sched_getaffinity(0)))
-    if settings.max_connections:
-        check_fd_limit(settings.max_connections, settings.splice != "off")
-        limit = settings.max_connections
-    else:
-        derived = derived_limit(settings, count)
-        limit = derived.connections
-        log.info(f"connection limit from the {derived.bound_by}",
-                 extra={"max_connections": limit, "workers": count})
-    if count > 1:
-        # The supervisor relays nothing: its own loop is plain asyncio.
-        return asyncio.run(Supervisor(specs, settings, count, limit).run())
-    log.debug("event loop", extra={"loop": loop_name})
-    with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(serve(specs, settings))

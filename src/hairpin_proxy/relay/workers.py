@@ -30,6 +30,7 @@ from hairpin_proxy.admin import UNIX_PREFIX, AdminServer, Check, get_unix
 from hairpin_proxy.logs import setup_logging
 from hairpin_proxy.metrics import Registry, WorkerFamilies
 from hairpin_proxy.relay.limits import share
+from hairpin_proxy.relay.server import loop_factory, serve
 from hairpin_proxy.relay.spec import ListenerSpec
 from hairpin_proxy.relay.stats import worker_metrics
 from hairpin_proxy.settings import ProxySettings
@@ -54,8 +55,6 @@ def worker_settings(settings: ProxySettings, count: int, admin: str,
 
 def worker_main(specs: tuple[ListenerSpec, ...], settings: ProxySettings, index: int) -> None:
     """The entry point of one worker process."""
-    from hairpin_proxy.relay.server import loop_factory, serve
-
     setup_logging(settings.log_level, settings.log_format)
     for handler in logging.getLogger().handlers:
         handler.addFilter(_tag(index))

@@ -9,16 +9,16 @@ is wrong, so a typo stops the controller at start instead of silently mapping no
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
 from hairpin_proxy.targets.model import (
+    KeyKindSpec,
     gateway_key,
     ingressclass_key,
     is_dns_label,
     is_dns_subdomain,
-    key_kind,
     registered_key,
 )
 
@@ -43,7 +43,7 @@ def _fail(value: str, why: str) -> TargetFlagError:
     return TargetFlagError(f"{FLAG} {value!r}: {why} (expected {_FORM})")
 
 
-def _key(value: str, raw: str) -> str:
+def _key(value: str, raw: str, kinds: Mapping[str, KeyKindSpec]) -> str:
     if raw.startswith("gateway:"):
         ref = raw[len("gateway:"):]
         namespace, sep, name = ref.partition("/")
@@ -55,10 +55,10 @@ def _key(value: str, raw: str) -> str:
             raise _fail(value, f"{name!r} is not a valid Gateway name")
         return gateway_key(namespace, name)
     kind, colon, ref = raw.partition(":")
-    if colon and (spec := key_kind(kind)) is not None:
+    if colon and (spec := kinds.get(kind)) is not None:
         namespace, _, name = ref.rpartition("/") if spec.namespaced else ("", "", ref)
         try:
-            return registered_key(kind, name, namespace)
+            return registered_key(spec, name, namespace)
         except ValueError as exc:
             raise _fail(value, str(exc)) from None
     if not raw:
@@ -69,14 +69,15 @@ def _key(value: str, raw: str) -> str:
     return ingressclass_key(raw)
 
 
-def parse_target_flag(value: str) -> MapEntry:
-    """One ``--target`` value. TargetFlagError says what is wrong with it."""
+def parse_target_flag(value: str, kinds: Mapping[str, KeyKindSpec]) -> MapEntry:
+    """One ``--target`` value (``kinds``: the key kinds the sources declare, by name).
+    TargetFlagError says what is wrong with it."""
     raw_key, sep, rest = value.partition("=")
     if not sep:
         # Before targets, --target named the proxy Service (an upgrade may still pass one).
         raise _fail(value, "no '=' (the proxy Service name of earlier versions is now "
                            "--legacy-target)")
-    key = _key(value, raw_key.strip())
+    key = _key(value, raw_key.strip(), kinds)
     service, colon, mode_text = rest.strip().partition(":")
     proxy: MapMode | None = None
     if colon:
@@ -93,12 +94,13 @@ def parse_target_flag(value: str) -> MapEntry:
     return MapEntry(key=key, service=f"{namespace}/{name}", proxy=proxy)
 
 
-def parse_target_flags(values: Iterable[str]) -> dict[str, MapEntry]:
+def parse_target_flags(values: Iterable[str], kinds: Mapping[str, KeyKindSpec]
+                       ) -> dict[str, MapEntry]:
     """All ``--target`` values, by target key. The same key given twice is refused even
     with the same value: which one was meant cannot be told."""
     out: dict[str, MapEntry] = {}
     for value in values:
-        entry = parse_target_flag(value)
+        entry = parse_target_flag(value, kinds)
         if entry.key in out:
             raise TargetFlagError(f"{FLAG} {value!r}: {entry.key} is already mapped by an "
                                   "earlier --target")

@@ -5,8 +5,11 @@ A target key names where a host's traffic really goes:
 - ``default``: the proxy's ``--target-server`` (slot 0, today's single target);
 - ``ingressclass/NAME``: the data plane of an IngressClass;
 - ``gateway/NAMESPACE/NAME``: the data plane of a Gateway;
-- ``KIND/NAME`` or ``KIND/NAMESPACE/NAME`` for a kind a source registers (``register_key_kind``,
-  e.g. ``traefik/NAME`` for Traefik IngressRoutes).
+- ``KIND/NAME`` or ``KIND/NAMESPACE/NAME`` for a kind a source declares (a ``KeyKindSpec`` in
+  its registration, e.g. ``traefik/NAME`` for Traefik IngressRoutes).
+
+``parse_key`` checks the grammar every key follows, all a reader of the targets table (the
+proxy) needs; which kinds exist besides the built-in ones is the source registry's to say.
 
 IngressClass and Gateway names are DNS-1123 *subdomains* in Kubernetes (dots allowed), so
 they are checked as such; namespaces are DNS-1123 labels. Neither may contain ``/``, which is
@@ -29,7 +32,7 @@ PROXY_MODES: Final[tuple[ProxyMode, ...]] = get_args(ProxyMode)
 REDIRECTED_MODES: Final = frozenset({"v1", "v2"})
 
 DEFAULT_KEY: Final = "default"
-# Open: a source may add its own kind (register_key_kind).
+# Open: a source may declare its own kind (KeyKindSpec).
 KeyKind = str
 
 _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -68,35 +71,19 @@ class KeyKindSpec:
     default_when_shared: bool = False
 
 
-_BUILT_IN_KINDS: Final = frozenset({"default", "ingressclass", "gateway"})
-_KEY_KINDS: dict[str, KeyKindSpec] = {}
+BUILT_IN_KINDS: Final = frozenset({"default", "ingressclass", "gateway"})
 
 
-def register_key_kind(spec: KeyKindSpec) -> KeyKindSpec:
-    """Add a source's key kind (idempotent for the same spec). ValueError for a built-in
-    kind, a kind that is not a DNS label, or one registered differently."""
-    if spec.kind in _BUILT_IN_KINDS or not is_dns_label(spec.kind):
+def check_kind_spec(spec: KeyKindSpec) -> KeyKindSpec:
+    """ValueError for a declared kind that is built in or not a DNS label."""
+    if spec.kind in BUILT_IN_KINDS or not is_dns_label(spec.kind):
         raise ValueError(f"{spec.kind!r} cannot be a registered target key kind")
-    known = _KEY_KINDS.setdefault(spec.kind, spec)
-    if known != spec:
-        raise ValueError(f"target key kind {spec.kind!r} is already registered differently")
     return spec
 
 
-def key_kind(kind: str) -> KeyKindSpec | None:
-    """The registered spec of ``kind`` (None for built-in and unknown kinds). Every source's
-    kinds are registered once the registry is imported: done here on first need, so that a
-    process that only reads the targets table (the proxy) knows them too."""
-    if kind not in _KEY_KINDS and kind not in _BUILT_IN_KINDS:
-        import hairpin_proxy.registry  # noqa: F401  (registers every source's key kinds)
-    return _KEY_KINDS.get(kind)
-
-
-def registered_key(kind: str, name: str, namespace: str = "") -> str:
-    """The key of a registered kind; ValueError when the parts are not valid for it."""
-    spec = key_kind(kind)
-    if spec is None:
-        raise ValueError(f"{kind!r} is not a registered target key kind")
+def registered_key(spec: KeyKindSpec, name: str, namespace: str = "") -> str:
+    """The key of a declared kind; ValueError when the parts are not valid for it."""
+    kind = spec.kind
     if spec.namespaced and not is_dns_label(namespace):
         raise ValueError(f"{namespace!r} is not a valid namespace name")
     if not spec.namespaced and namespace:
@@ -121,7 +108,8 @@ def gateway_key(namespace: str, name: str) -> str:
 
 
 def parse_key(key: str) -> KeyParts:
-    """The parts of a target key; ValueError when it is not one."""
+    """The parts of a target key; ValueError when it does not follow the grammar (a declared
+    kind is any DNS label, with or without a namespace)."""
     if key == DEFAULT_KEY:
         return KeyParts("default", "", "")
     kind, _, rest = key.partition("/")
@@ -131,12 +119,28 @@ def parse_key(key: str) -> KeyParts:
         namespace, _, name = rest.partition("/")
         if is_dns_label(namespace) and is_dns_subdomain(name):
             return KeyParts("gateway", namespace, name)
-    elif (spec := key_kind(kind)) is not None:
-        namespace, _, name = rest.rpartition("/") if spec.namespaced else ("", "", rest)
-        if (not spec.namespaced or is_dns_label(namespace)) and is_dns_subdomain(name):
+    elif kind not in BUILT_IN_KINDS and is_dns_label(kind):
+        namespace, _, name = rest.rpartition("/")
+        if (not namespace or is_dns_label(namespace)) and is_dns_subdomain(name):
             return KeyParts(kind, namespace, name)
-    raise ValueError(f"{key!r} is not a target key (default, ingressclass/NAME, "
-                     "gateway/NAMESPACE/NAME or a registered KIND/NAME)")
+    raise _not_a_key(key)
+
+
+def _not_a_key(key: str) -> ValueError:
+    return ValueError(f"{key!r} is not a target key (default, ingressclass/NAME, "
+                      "gateway/NAMESPACE/NAME or a registered KIND/NAME)")
+
+
+def parse_declared_key(key: str, specs: Mapping[str, KeyKindSpec]) -> KeyParts:
+    """``parse_key``, and a kind other than the built-in ones is one of ``specs``, with a
+    namespace exactly when it is namespaced: what the controller's own keys must be."""
+    parts = parse_key(key)
+    if parts.kind in BUILT_IN_KINDS:
+        return parts
+    spec = specs.get(parts.kind)
+    if spec is None or spec.namespaced != bool(parts.namespace):
+        raise _not_a_key(key)
+    return parts
 
 
 def is_target_key(key: str) -> bool:

@@ -40,6 +40,7 @@ EVERYWHERE: Final = (ipaddress.ip_network("0.0.0.0/0"), ipaddress.ip_network("::
 # collector removes the policies whenever it goes, whatever became of the controller
 # (docs/forged-proxy-header.md, "Removed on uninstall").
 OWNER_ROLE: Final = "hairpin-proxy-controller-guard"
+NETWORKPOLICY_API: Final = "networking.k8s.io/v1"
 RBAC_API: Final = "rbac.authorization.k8s.io/v1"
 
 
@@ -239,7 +240,7 @@ def guard_policy(service: Mapping[str, Any], keys: Sequence[str], ports: Sequenc
     ours = {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: proxy.namespace}},
             "podSelector": {"matchLabels": dict(proxy.selector)}}
     return {
-        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "apiVersion": NETWORKPOLICY_API, "kind": "NetworkPolicy",
         "metadata": {"name": policy_name(name), "namespace": namespace,
                      "labels": {**MANAGED_BY, GUARD_LABEL: name},
                      "annotations": {TARGETS_ANNOTATION: ",".join(sorted(keys))},

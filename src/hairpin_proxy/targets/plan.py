@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from hairpin_proxy.claims import Claim, ObjectRef
 from hairpin_proxy.claims import resolve as resolve_claims
 from hairpin_proxy.targets.mapping import MapEntry
-from hairpin_proxy.targets.model import DEFAULT_KEY, Target, key_kind, parse_key
+from hairpin_proxy.targets.model import DEFAULT_KEY, Target, parse_key
 from hairpin_proxy.targets.resolve import TargetFacts, Unresolved, resolve
 from hairpin_proxy.targets.slots import allocate
 
@@ -81,8 +81,8 @@ def final_key(key: str, facts: TargetFacts, target_map: Mapping[str, MapEntry],
         return DEFAULT_KEY, None
     if (isinstance(got, Unresolved) and got.problem == "target-proxy-unknown"
             and key not in target_map and got.service and got.service == facts.default_service
-            and (spec := key_kind(parse_key(key).kind)) is not None
-            and spec.default_when_shared):
+            and (kind := facts.kinds.get(parse_key(key).kind)) is not None
+            and kind.spec.default_when_shared):
         # A registered kind whose data plane is the proxy's own --target-server: the main
         # listeners already relay to it with the header it was installed with.
         return DEFAULT_KEY, None

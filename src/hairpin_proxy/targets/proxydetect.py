@@ -41,6 +41,8 @@ from typing import Any, Final, NamedTuple
 
 import yaml
 
+from hairpin_proxy.gateway.model import GROUP as GATEWAY_GROUP
+from hairpin_proxy.gateway.model import ISTIO_PROXY_CONFIG
 from hairpin_proxy.targets.model import ProxyMode
 
 
@@ -51,8 +53,6 @@ class Detected(NamedTuple):
 
 NGINX_MODE: Final[ProxyMode] = "v1"
 ENVOY_MODE: Final[ProxyMode] = "v2"
-GATEWAY_GROUP: Final = "gateway.networking.k8s.io"
-ISTIO_PROXY_CONFIG: Final = "proxy.istio.io/config"
 
 _TRUE: Final = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _FALSE: Final = frozenset({"0", "f", "F", "FALSE", "false", "False"})

@@ -25,9 +25,10 @@ from hairpin_proxy.targets.discovery import (
 from hairpin_proxy.targets.mapping import MapEntry
 from hairpin_proxy.targets.model import (
     DEFAULT_KEY,
+    KeyKindSpec,
     KeyParts,
     Target,
-    key_kind,
+    parse_declared_key,
     parse_key,
     split_service,
 )
@@ -73,6 +74,8 @@ class TargetFacts:
     # What registered sources add for their own key kinds: name → objects (e.g. Traefik's
     # Deployments, whose arguments say whether it expects the PROXY protocol).
     extra: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
+    # The key kinds the sources declare (registry.DECLARED_KINDS), by name.
+    kinds: Mapping[str, DeclaredKind] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -95,16 +98,12 @@ class KindResolver:
     detect: Callable[[KeyParts, TargetFacts, DataPlane], proxydetect.Detected]
 
 
-_RESOLVERS: dict[str, KindResolver] = {}
+@dataclass(frozen=True)
+class DeclaredKind:
+    """A key kind a source declares in its registration: its form and how it resolves."""
 
-
-def register_resolver(kind: str, resolver: KindResolver) -> None:
-    """The resolver of a key kind a source registered (targets.model.register_key_kind)."""
-    _RESOLVERS[kind] = resolver
-
-
-def _resolver(kind: str) -> KindResolver | None:
-    return _RESOLVERS.get(kind) if key_kind(kind) is not None else None
+    spec: KeyKindSpec
+    resolver: KindResolver
 
 
 def _dict(value: object) -> Mapping[str, Any]:
@@ -178,11 +177,12 @@ def resolve(key: str, facts: TargetFacts, target_map: Mapping[str, MapEntry]
     """The data plane of ``key`` (an ``ingressclass/…`` or ``gateway/…`` key)."""
     if key == DEFAULT_KEY:
         raise ValueError("the default target is the proxy's own --target-server")
-    parts = parse_key(key)
+    parts = parse_declared_key(key, {k: d.spec for k, d in facts.kinds.items()})
     hint = f"set --target {_how(key)}=NAMESPACE/SERVICE:v1|v2|none"
     entry = target_map.get(key)
     plane: DataPlane | None
-    kind = _resolver(parts.kind) if parts.kind not in ("gateway", "ingressclass") else None
+    declared = facts.kinds.get(parts.kind)
+    kind = declared.resolver if declared is not None else None
     if entry is not None:
         svc = _service(facts, entry.service)
         if svc is None:

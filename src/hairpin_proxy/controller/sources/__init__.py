@@ -14,7 +14,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Protocol
 
 from hairpin_proxy.claims import Claim, ObjectRef
-from hairpin_proxy.kube.client import JsonObj
+from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.kube.watch import Reflector
 from hairpin_proxy.targets.model import DEFAULT_KEY
 

@@ -11,201 +11,20 @@ picked up without a restart.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hairpin_proxy.claims import ObjectRef
 from hairpin_proxy.controller.sources import MakeReflector, Source, same_object
-from hairpin_proxy.gateway.slim import (
-    slim_gateway,
-    slim_gateway_class,
-    slim_listener_set,
-    slim_namespace,
-    slim_route,
-)
-from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
-from hairpin_proxy.kube.discovery import served
+from hairpin_proxy.controller.sources.optional import OptionalWatches
+from hairpin_proxy.gateway.model import GROUP as GATEWAY_GROUP
+from hairpin_proxy.gateway.watched import ROUTE_PLURALS, WANTED
+from hairpin_proxy.jsonobj import JsonObj
+from hairpin_proxy.kube.client import KubeClient
 from hairpin_proxy.kube.watch import Reflector
-from hairpin_proxy.targets.proxydetect import ISTIO_PROXY_CONFIG
 
 log = logging.getLogger("hairpin_proxy.controller")
-
-GATEWAY_GROUP = "gateway.networking.k8s.io"
-ROUTE_KINDS = {"httproutes": "HTTPRoute", "grpcroutes": "GRPCRoute", "tlsroutes": "TLSRoute"}
-_ROUTE_PLURALS = {kind: plural for plural, kind in ROUTE_KINDS.items()}
-
-
-def _slim_gateway(obj: JsonObj) -> JsonObj:
-    """What routes and target discovery read of a Gateway: the listeners, plus the labels,
-    the Istio proxy annotation and ``spec.infrastructure`` that say how its data plane is
-    named and configured."""
-    out = slim_gateway(obj)
-    meta, spec = obj.get("metadata"), obj.get("spec")
-    if isinstance(meta, dict) and isinstance(out.get("metadata"), dict):
-        if isinstance(meta.get("labels"), dict):
-            out["metadata"]["labels"] = meta["labels"]
-        annotations = meta.get("annotations")
-        if isinstance(annotations, dict) and ISTIO_PROXY_CONFIG in annotations:
-            out["metadata"]["annotations"] = {
-                ISTIO_PROXY_CONFIG: annotations[ISTIO_PROXY_CONFIG]}
-    if isinstance(spec, dict) and isinstance(out.get("spec"), dict) \
-            and "infrastructure" in spec:
-        out["spec"]["infrastructure"] = spec["infrastructure"]
-    return out
-
-
-def _slim_gateway_class(obj: JsonObj) -> JsonObj:
-    """The controller's name, plus ``parametersRef``: NGINX Gateway Fabric's PROXY setting
-    may hang off the class."""
-    out = slim_gateway_class(obj)
-    spec = obj.get("spec")
-    if isinstance(spec, dict) and isinstance(out.get("spec"), dict) \
-            and "parametersRef" in spec:
-        out["spec"]["parametersRef"] = spec["parametersRef"]
-    return out
-
-
-def _slim_policy(obj: JsonObj) -> JsonObj:
-    """An implementation's policy object: its identity, age and spec."""
-    meta = obj.get("metadata")
-    keep = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "labels")
-    out: JsonObj = {k: obj[k] for k in ("apiVersion", "kind") if k in obj}
-    out["metadata"] = {k: meta[k] for k in keep if k in meta} if isinstance(meta, dict) else {}
-    if "spec" in obj:
-        out["spec"] = obj["spec"]
-    return out
-
-
-@dataclass(frozen=True)
-class _Wanted:
-    group: str
-    plural: str
-    transform: Callable[[JsonObj], JsonObj]
-
-
-WANTED = (
-    _Wanted(GATEWAY_GROUP, "gatewayclasses", _slim_gateway_class),
-    _Wanted(GATEWAY_GROUP, "gateways", _slim_gateway),
-    # Standard channel since Gateway API v1.5: more listeners for a Gateway that allows them.
-    _Wanted(GATEWAY_GROUP, "listenersets", slim_listener_set),
-    *(_Wanted(GATEWAY_GROUP, plural, slim_route) for plural in ROUTE_KINDS),
-    _Wanted("gateway.envoyproxy.io", "clienttrafficpolicies", _slim_policy),
-    _Wanted("gateway.nginx.org", "nginxproxies", _slim_policy),
-)
-
-
-class OptionalWatches:
-    """Watches of resources the cluster may or may not serve, following discovery."""
-
-    def __init__(self, client: KubeClient, reflector: MakeReflector,
-                 wanted: Sequence[_Wanted], interval: float, on_change: Callable[[], None],
-                 *, namespaces: bool) -> None:
-        self.client = client
-        self.reflector = reflector
-        self.wanted = wanted
-        self.interval = interval
-        self.on_change = on_change
-        self.with_namespaces = namespaces
-        # (group, plural) → (group/version, its reflector, the task running it).
-        self.active: dict[tuple[str, str], tuple[str, Reflector, asyncio.Task[None]]] = {}
-        self.discovered = asyncio.Event()
-        # Bumped whenever a watch starts or stops: caches appeared or vanished.
-        self.epoch = 0
-
-    def synced(self) -> bool:
-        """Discovery done, and every watch listed or failing: a resource the API serves but
-        refuses us (RBAC trimmed by hand) must not keep the Ingresses' rules from being
-        written; what it would have said counts as unknown (``unreadable``)."""
-        return self.discovered.is_set() and all(r.synced.is_set() or r.last_error
-                                                for _, r, _ in self.active.values())
-
-    def unreadable(self) -> frozenset[str]:
-        """Plurals of served resources whose list keeps failing."""
-        return frozenset(plural for (_, plural), (_, r, _) in self.active.items()
-                         if not r.synced.is_set() and r.last_error)
-
-    def waiting(self) -> list[str]:
-        if not self.discovered.is_set():
-            return ["api discovery"]
-        return [r.kind for _, r, _ in self.active.values()
-                if not r.synced.is_set() and not r.last_error]
-
-    def objects(self, group: str, plural: str) -> list[JsonObj]:
-        entry = self.active.get((group, plural))
-        return list(entry[1].cache.values()) if entry else []
-
-    def version(self, group: str, plural: str) -> str:
-        entry = self.active.get((group, plural))
-        return entry[0] if entry else ""
-
-    def generation(self) -> tuple[int, ...]:
-        return (self.epoch, *(r.generation for _, r, _ in self.active.values()))
-
-    async def _discover(self) -> None:
-        groups = {w.group for w in self.wanted}
-        found: dict[str, dict[str, str]] = {}
-        for group in sorted(groups):
-            try:
-                found[group] = await served(self.client, group)
-            except ApiError as exc:
-                # Keep what runs: an unanswered discovery says nothing about the CRDs.
-                log.warning("API discovery failed; keeping the current watches",
-                            extra={"group": group, "error": str(exc)})
-                return
-        wanted = [(w, found[w.group].get(w.plural, "")) for w in self.wanted]
-        if self.with_namespaces:
-            # allowedRoutes namespace selectors need the Namespaces' labels, only while the
-            # Gateway API is there.
-            on = bool(found.get(GATEWAY_GROUP))
-            wanted.append((_Wanted("", "namespaces", slim_namespace), "v1" if on else ""))
-        changed = False
-        for w, version in wanted:
-            key = (w.group, w.plural)
-            now = self.active.get(key)
-            if now is not None and now[0] == version:
-                continue
-            if now is not None:
-                now[2].cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await now[2]
-                del self.active[key]
-                changed = True
-                log.info("stopped watching a resource the API no longer serves",
-                         extra={"resource": f"{w.plural}.{w.group}", "version": now[0]})
-            if version:
-                kind = f"{w.plural}.{version}"
-                made = self.reflector(resource_path(version, w.plural), kind,
-                                      transform=w.transform)
-                task = asyncio.create_task(made.run(), name=f"watch {kind}")
-                self.active[key] = (version, made, task)
-                changed = True
-                log.info("watching a resource the API serves",
-                         extra={"resource": f"{w.plural}.{w.group}", "version": version})
-        if changed:
-            self.epoch += 1
-            self.on_change()
-
-    async def run(self) -> None:
-        try:
-            while True:
-                await self._discover()
-                if not self.discovered.is_set():
-                    self.discovered.set()
-                    # A pass that found the caches waiting for discovery did nothing; with no
-                    # watch to start, nothing else would ask for another, and the first sync
-                    # (and readiness) would wait for an unrelated change.
-                    self.on_change()
-                await asyncio.sleep(self.interval)
-        finally:
-            tasks = [task for _, _, task in self.active.values()]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
 
 class GatewaySource:
     """Routes on Gateways of the served GatewayClasses, as host claims."""
@@ -253,7 +72,7 @@ class GatewaySource:
     def involved(self, ref: ObjectRef) -> JsonObj | None:
         """The route ``ref`` names as an Event's involved object, in the version the
         cluster serves, or None when it is gone (or not a route)."""
-        plural = _ROUTE_PLURALS.get(ref.kind)
+        plural = ROUTE_PLURALS.get(ref.kind)
         if plural is None or ref.group not in ("", GATEWAY_GROUP):
             return None
         entry = self.watches.active.get((GATEWAY_GROUP, plural))

@@ -1,4 +1,4 @@
-"""The shell of a registered source of custom resources (hairpin_proxy.registry): its CRDs
+"""The shell of a registered source of custom resources (hairpin_proxy.sources.registry): its CRDs
 watched while the cluster serves them (the Gateway API source's discovery), its named fact
 objects watched for as long as it runs, and its claims from its registration's pure
 ``claims_of``. Nothing here knows any one source."""
@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 from hairpin_proxy.claims import ObjectRef
 from hairpin_proxy.controller.sources import MakeReflector, Source, same_object
-from hairpin_proxy.controller.sources.gateway import OptionalWatches, _Wanted
-from hairpin_proxy.kube.client import JsonObj, KubeClient, resource_path
+from hairpin_proxy.controller.sources.optional import OptionalWatches
+from hairpin_proxy.gateway.watched import Wanted
+from hairpin_proxy.jsonobj import JsonObj
+from hairpin_proxy.kube.client import KubeClient, resource_path
 from hairpin_proxy.kube.watch import Reflector
-from hairpin_proxy.registry import Registration, Resource
+from hairpin_proxy.sources.registry import Registration, Resource
 
 
 def _api(r: Resource) -> str:
@@ -33,7 +35,7 @@ class RegisteredSource:
         self.registration = registration
         crds = [r for r in registration.resources if r.crd]
         self.watches = OptionalWatches(
-            client, reflector, [_Wanted(r.group, r.plural, r.slim or _as_is) for r in crds],
+            client, reflector, [Wanted(r.group, r.plural, r.slim or _as_is) for r in crds],
             interval, on_change, namespaces=False)
         # Built-in fact objects, by name (cluster-wide): a refused list (RBAC not granted)
         # leaves the fact unknown and holds nothing back.

@@ -1,4 +1,4 @@
-"""The controller's sources, built from the registrations (hairpin_proxy.registry): the
+"""The controller's sources, built from the registrations (hairpin_proxy.sources.registry): the
 Ingress and Gateway API sources wrap their own modules; every other registration runs in the
 generic shell (registered.py). A registration whose setting is not ``auto`` is not built."""
 
@@ -14,8 +14,8 @@ from hairpin_proxy.controller.sources.ingress import IngressSource
 from hairpin_proxy.controller.sources.registered import RegisteredSource
 from hairpin_proxy.kube.client import KubeClient
 from hairpin_proxy.policy import HostPolicy
-from hairpin_proxy.registry import REGISTRATIONS, Registration
 from hairpin_proxy.settings import ControllerSettings
+from hairpin_proxy.sources.registry import REGISTRATIONS, Registration, turned_on
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ SHELLS: Mapping[str, Callable[[Registration, SourceContext], Source]] = {
 
 
 def enabled(reg: Registration, settings: ControllerSettings) -> bool:
-    return not reg.setting or getattr(settings, reg.setting) == "auto"
+    return reg.name in turned_on(settings)
 
 
 def build_sources(context: SourceContext) -> dict[str, Source]:

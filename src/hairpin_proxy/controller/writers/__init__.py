@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from hairpin_proxy import corefile
-from hairpin_proxy.controller.writers.coredns import Groups
-from hairpin_proxy.kube.client import JsonObj
+from hairpin_proxy.edits.coredns import Groups
+from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.plan.answers import Regrouper, answer_groups
 from hairpin_proxy.plan.change import Since
 from hairpin_proxy.targets.plan import Plan

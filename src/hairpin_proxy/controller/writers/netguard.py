@@ -28,7 +28,8 @@ from hairpin_proxy.controller.events import Reports
 from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.tracker import WriteTracker
 from hairpin_proxy.controller.writers import Desired
-from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
+from hairpin_proxy.jsonobj import JsonObj
+from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
 from hairpin_proxy.kube.watch import Backoff, Reflector
 from hairpin_proxy.targets import netguard
 from hairpin_proxy.targets.model import split_service
@@ -36,7 +37,7 @@ from hairpin_proxy.targets.plan import Plan
 
 log = logging.getLogger("hairpin_proxy.controller")
 
-POLICIES = resource_path("networking.k8s.io/v1", "networkpolicies")
+POLICIES = resource_path(netguard.NETWORKPOLICY_API, "networkpolicies")
 SELECTOR = f"{netguard.GUARD_LABEL},app.kubernetes.io/managed-by=hairpin-proxy"
 NAMED_PORTS_TTL = 60.0
 
@@ -239,7 +240,7 @@ class DataPlaneGuard:
             have = self.policies.get(f"{ns}/{name}")
             if want is None:
                 continue
-            base = resource_path("networking.k8s.io/v1", "networkpolicies", ns)
+            base = resource_path(netguard.NETWORKPOLICY_API, "networkpolicies", ns)
             if have is not None and not netguard.is_ours(have):
                 continue  # never the case with our selector; never touched if it were
             self.tracker.fence()
@@ -264,7 +265,7 @@ class DataPlaneGuard:
             if (ns, name) in wanted or not netguard.is_ours(obj):
                 continue
             self.tracker.fence()
-            path = f"{resource_path('networking.k8s.io/v1', 'networkpolicies', ns)}/{name}"
+            path = f"{resource_path(netguard.NETWORKPOLICY_API, 'networkpolicies', ns)}/{name}"
             if await self.client.delete(path):
                 self.metrics.writes.labels("guard-policy").inc()
                 log.info("data-plane guard no longer needed deleted",

@@ -11,48 +11,21 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.tracker import WriteTracker
 from hairpin_proxy.controller.writers import Desired
-from hairpin_proxy.controller.writers.configmap import Mutate, set_keys
 from hairpin_proxy.corefile import Answers
+from hairpin_proxy.edits.published import PublishedEdit
 from hairpin_proxy.kube.watch import Reflector
 from hairpin_proxy.plan.change import Since
 from hairpin_proxy.published import (
-    ADDRESSES_KEY,
-    ENTRIES_KEY,
-    HOSTS_KEY,
     EntriesText,
     Moved,
-    entries_text,
 )
 from hairpin_proxy.targets.discovery import service_addresses
 
 log = logging.getLogger("hairpin_proxy.controller")
-
-
-def lines(items: Sequence[str]) -> str:
-    return "\n".join(items) + "\n" if items else ""
-
-
-@dataclass(frozen=True)
-class PublishedEdit:
-    namespace: str
-    name: str
-
-    @property
-    def where(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    def mutate(self, hosts: Sequence[str], addresses: Sequence[str],
-               entries: Mapping[str, Sequence[str]] | str) -> Mutate:
-        """``hosts``: the default target's; ``entries``: every host with its addresses, or
-        its ``entries_text`` already made."""
-        text = entries if isinstance(entries, str) else entries_text(entries)
-        return set_keys({HOSTS_KEY: lines(sorted(hosts)), ADDRESSES_KEY: lines(addresses),
-                         ENTRIES_KEY: text})
 
 
 def addresses_of(answers: Answers) -> tuple[str, ...]:

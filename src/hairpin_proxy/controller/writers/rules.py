@@ -14,12 +14,11 @@ from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.reverts import RevertWatch
 from hairpin_proxy.controller.tracker import WriteTracker, resource_version
 from hairpin_proxy.controller.writers import Desired, Held
-from hairpin_proxy.controller.writers.configmap import Mutate
-from hairpin_proxy.controller.writers.coredns import CorednsEdit, EditError
-from hairpin_proxy.controller.writers.coredns_import import ImportEdit
 from hairpin_proxy.controller.writers.nudge import CorednsNudge
-from hairpin_proxy.controller.writers.published import PublishedEdit
-from hairpin_proxy.kube.client import JsonObj
+from hairpin_proxy.edits.coredns import CorednsEdit, EditError
+from hairpin_proxy.edits.coredns_import import ImportEdit
+from hairpin_proxy.edits.published import PublishedEdit
+from hairpin_proxy.jsonobj import JsonObj, Mutate
 from hairpin_proxy.kube.watch import Reflector
 from hairpin_proxy.published import ENTRIES_KEY, HOSTS_KEY, parse_entries, parse_lines
 

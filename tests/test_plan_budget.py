@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from hairpin_proxy import corefile
 from hairpin_proxy.claims import Claim, ObjectRef, origin_key
-from hairpin_proxy.controller.budget import (
+from hairpin_proxy.plan.budget import (
     MAX_CONFIGMAP_BYTES,
     SLACK,
     SLACK_SHARE,
@@ -29,6 +29,7 @@ from hairpin_proxy.controller.budget import (
     within,
 )
 from hairpin_proxy.published import entries_text
+from hairpin_proxy.sources.registry import KEY_KIND_SPECS
 from hairpin_proxy.targets.mapping import parse_target_flags
 from hairpin_proxy.targets.plan import plan
 from hairpin_proxy.targets.resolve import TargetFacts
@@ -157,7 +158,7 @@ FACTS = TargetFacts(
     services=[*GATEWAY_FACTS.services, svc("web", "own", {})],
     gateways=GATEWAY_FACTS.gateways, gateway_classes=GATEWAY_FACTS.gateway_classes,
     client_traffic_policies=GATEWAY_FACTS.client_traffic_policies)
-TARGET_MAP = parse_target_flags(["own=web/own:v1"])
+TARGET_MAP = parse_target_flags(["own=web/own:v1"], KEY_KIND_SPECS)
 STAMPS = ("2026-01-01T00:00:00Z", "2026-01-01T00:00:00+00:00", "2026-01-02T00:00:00Z",
           "2026-03-01T00:00:00Z", "", "garbage")
 CLAIM_HOST = st.one_of(st.sampled_from(["a.example.com", "b.example.com", "*.example.com"]),

@@ -9,8 +9,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from hairpin_proxy import corefile
-from hairpin_proxy.controller.writers.configmap import Mutate, rewrite_key
-from hairpin_proxy.kube.client import JsonObj
+from hairpin_proxy.edits.configmap import rewrite_key
+from hairpin_proxy.jsonobj import JsonObj, Mutate
 
 # (hosts, what they resolve to): one per target that has hosts.
 Groups = tuple[tuple[tuple[str, ...], corefile.Answers], ...]

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hairpin_proxy import corefile
-from hairpin_proxy.controller.guard import RemovalGuard
+from hairpin_proxy.controller.removal_guard import RemovalGuard
 from hairpin_proxy.plan.change import Since
 from tests.controller.conftest import Controller, corefile_text, wait_until
 from tests.fakeapi.fixtures import ingress

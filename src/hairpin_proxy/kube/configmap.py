@@ -1,50 +1,18 @@
 """Read-modify-write of one ConfigMap with optimistic concurrency.
 
 The change is a function of the current object, so after a 409 it is simply re-applied to the
-fresh copy: another editor's change and ours both survive.
+fresh copy: another editor's change and ours both survive. The changes themselves are pure
+(hairpin_proxy.edits).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from hairpin_proxy.kube.client import ApiError, JsonObj, KubeClient, resource_path
-
-# Given the current ConfigMap (None when absent), the object to write, or None for "as is".
-Mutate = Callable[[JsonObj | None], JsonObj | None]
-
-MANAGED_BY = {"app.kubernetes.io/managed-by": "hairpin-proxy"}
-
-
-def set_keys(data: Mapping[str, str]) -> Mutate:
-    """A change that sets ``data``'s keys (a ConfigMap of ours, created when absent) and
-    leaves the others alone; None (no write) when they already hold those values."""
-    def change(cm: JsonObj | None) -> JsonObj | None:
-        if cm is None:
-            return {"metadata": {"labels": dict(MANAGED_BY)}, "data": dict(data)}
-        old = cm.get("data") or {}
-        if all(old.get(k) == v for k, v in data.items()):
-            return None
-        cm["data"] = {**old, **data}
-        return cm
-    return change
-
-
-def rewrite_key(key: str, text_of: Callable[[JsonObj | None], str],
-                edit: Callable[[str], str]) -> Mutate:
-    """A change of one key's text (read by ``text_of``, which raises when it is missing);
-    None (no write) when the text stays the same."""
-    def change(cm: JsonObj | None) -> JsonObj | None:
-        text = text_of(cm)
-        new = edit(text)
-        if new == text:
-            return None
-        assert cm is not None
-        cm["data"][key] = new
-        return cm
-    return change
+from hairpin_proxy.jsonobj import JsonObj, Mutate
+from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
 
 
 class _Unknown:

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hairpin_proxy import corefile
-from hairpin_proxy.controller.budget import (
+from hairpin_proxy.corefile.rules import plain_rules_bytes
+from hairpin_proxy.plan.budget import (
     AnswerSets,
     Limit,
     Measure,
@@ -20,7 +21,6 @@ from hairpin_proxy.controller.budget import (
     RulesMeasure,
     measure,
 )
-from hairpin_proxy.corefile.rules import plain_rules_bytes
 from hairpin_proxy.wildcards import wildcard_base
 
 # Characters of plain names, ones the regexes escape, non-ASCII ones, the character that joins

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hairpin_proxy import corefile
-from hairpin_proxy.controller.writers.configmap import MANAGED_BY, Mutate
-from hairpin_proxy.controller.writers.coredns import Groups
-from hairpin_proxy.kube.client import JsonObj
+from hairpin_proxy.edits.configmap import MANAGED_BY
+from hairpin_proxy.edits.coredns import Groups
+from hairpin_proxy.jsonobj import JsonObj, Mutate
 
 
 @dataclass(frozen=True)

@@ -46,11 +46,11 @@ from hairpin_proxy.targets.discovery import (
 from hairpin_proxy.targets.model import (
     KeyKindSpec,
     KeyParts,
+    check_kind_spec,
     is_dns_subdomain,
-    register_key_kind,
     registered_key,
 )
-from hairpin_proxy.targets.resolve import KindResolver, TargetFacts, register_resolver
+from hairpin_proxy.targets.resolve import DeclaredKind, KindResolver, TargetFacts
 
 GROUP: Final = "traefik.io"
 # Traefik before v2.10 (and its CRDs left installed after an upgrade).
@@ -67,7 +67,7 @@ WEB_ENTRY_POINTS: Final = ("web", "websecure")
 # balancers send, and what the proxy sends Envoy too.
 MODE: Final = proxydetect.ENVOY_MODE
 
-KEY_KIND: Final = register_key_kind(KeyKindSpec(
+KEY_KIND: Final = check_kind_spec(KeyKindSpec(
     "traefik", "Traefik IngressClass", namespaced=False,
     default_when_shared=True))
 
@@ -300,7 +300,7 @@ def target_key(obj: Mapping[str, Any]) -> str:
     spec, meta = _dict(obj.get("spec")), _dict(obj.get("metadata"))
     name = _str(spec.get("ingressClassName")) or _str(
         _dict(meta.get("annotations")).get(CLASS_ANNOTATION))
-    return registered_key(KEY_KIND.kind, name if is_dns_subdomain(name) else DEFAULT_NAME)
+    return registered_key(KEY_KIND, name if is_dns_subdomain(name) else DEFAULT_NAME)
 
 
 def route_hosts(obj: Mapping[str, Any], hosts_from: str) -> RuleHosts:
@@ -506,4 +506,5 @@ def _detect(parts: KeyParts, facts: TargetFacts, plane: DataPlane) -> proxydetec
                   readable="deployments" not in facts.unreadable)
 
 
-register_resolver(KEY_KIND.kind, KindResolver(_find, _detect))
+# The source's key kind as its registration declares it (registry).
+DECLARED_KIND: Final = DeclaredKind(KEY_KIND, KindResolver(_find, _detect))

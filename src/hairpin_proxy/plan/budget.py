@@ -22,9 +22,11 @@ from dataclasses import dataclass, field
 from hairpin_proxy import corefile
 from hairpin_proxy.claims import Claim, ObjectRef, origin_key
 from hairpin_proxy.corefile.rules import plain_rules_bytes
-from hairpin_proxy.kube.client import JsonObj
+from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.ordered import has
+from hairpin_proxy.plan.snapshot import Rooms
 from hairpin_proxy.policy import Rejection
+from hairpin_proxy.published import KEYS as PUBLISHED_KEYS
 from hairpin_proxy.wildcards import wildcard_base
 
 HostSet = set[str] | frozenset[str]
@@ -624,3 +626,21 @@ def within(hosts: Sequence[str], origins: Mapping[str, Collection[ObjectRef]],
         for ref, count, limit in fitted.refused),
         tuple(ref for ref, _, _ in fitted.refused), fitted.sizes, sizes[0])
 
+
+
+def rooms_of(mode: str, rules_cm: JsonObj | None, *, rules_key: str, rules_where: str,
+             published_cm: JsonObj | None, published_where: str,
+             node_local: Sequence[tuple[JsonObj | None, str]] = ()) -> Rooms:
+    """The room the ConfigMaps a pass writes leave, as the controller measures it and
+    ``render`` from the file it renders: the rules' (``mode`` "coredns": the Corefile key,
+    else the import key), the published hosts', and each node-local-dns Corefile we edit
+    (with where it is)."""
+    if mode == "coredns":
+        rules = corefile_room(rules_cm, rules_key)
+    else:
+        rules = configmap_room(rules_cm, (rules_key,))
+    others = [("published hosts", "published", configmap_room(published_cm, PUBLISHED_KEYS),
+               published_where)]
+    others += [("node-local-dns rules", "node-local", corefile_room(cm, "Corefile"), where)
+               for cm, where in node_local]
+    return Rooms(rules, rules_where, tuple(others))

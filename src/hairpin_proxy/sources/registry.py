@@ -11,17 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
-from hairpin_proxy import traefik
 from hairpin_proxy.claims import Claim
-from hairpin_proxy.controller.sources.gateway import GATEWAY_GROUP, WANTED
+from hairpin_proxy.gateway.model import GROUP as GATEWAY_GROUP
+from hairpin_proxy.gateway.model import ROUTE_RESOURCES
+from hairpin_proxy.gateway.watched import WANTED
 from hairpin_proxy.ingress.names import INGRESS_GROUP
 from hairpin_proxy.ingress.slim import slim_ingress
+from hairpin_proxy.jsonobj import JsonObj, Obj
 from hairpin_proxy.policy import HostPolicy, Rejection
+from hairpin_proxy.sources import traefik
+from hairpin_proxy.targets.resolve import DeclaredKind
 
-Obj = Mapping[str, Any]
-Slim = Callable[[dict[str, Any]], dict[str, Any]]
+Slim = Callable[[JsonObj], JsonObj]
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,7 @@ ClaimsOf = Callable[[Mapping[str, Sequence[Obj]], HostPolicy], Claims]
 class Registration:
     name: str
     resources: tuple[Resource, ...]
-    # The kinds of target key its claims name (targets.model; built-in or registered).
+    # The kinds of target key its claims name (targets.model; built-in or declared below).
     key_kinds: tuple[str, ...]
     # Pure claims of its claiming resources (None: the wrapped module computes them itself).
     claims_of: ClaimsOf | None = None
@@ -68,6 +71,8 @@ class Registration:
     setting: str = ""
     # Where its RBAC is granted: "deploy/base" or the opt-in component's directory.
     rbac_in: str = "deploy/base"
+    # The key kinds it adds to the built-in ones: their form and how each resolves.
+    declared_kinds: tuple[DeclaredKind, ...] = ()
 
     def rbac_rules(self) -> set[tuple[str, str, str, str]]:
         """(group, resource, verb, resourceName or "") for every permission it needs."""
@@ -81,11 +86,10 @@ def _traefik_claims(objects: Mapping[str, Sequence[Obj]], policy: HostPolicy) ->
 
 
 
-_NET = "networking.k8s.io"
 INGRESS: Final = Registration(
     "ingress",
     (Resource(INGRESS_GROUP, ("v1",), "ingresses", "Ingress", slim=slim_ingress),
-     Resource(_NET, ("v1",), "ingressclasses", "IngressClass", namespaced=False),
+     Resource(INGRESS_GROUP, ("v1",), "ingressclasses", "IngressClass", namespaced=False),
      # ingress-nginx's settings (use-proxy-protocol), in whatever namespace it runs.
      Resource("", ("v1",), "configmaps", "ConfigMap", names=("ingress-nginx-controller",),
               fact=True)),
@@ -95,9 +99,9 @@ INGRESS: Final = Registration(
 _GATEWAY_KINDS: Final = {
     "gatewayclasses": ("GatewayClass", ("v1", "v1beta1")),
     "gateways": ("Gateway", ("v1", "v1beta1")),
-    "httproutes": ("HTTPRoute", ("v1", "v1beta1")),
-    "grpcroutes": ("GRPCRoute", ("v1",)),
-    "tlsroutes": ("TLSRoute", ("v1", "v1alpha3", "v1alpha2")),
+    "httproutes": (ROUTE_RESOURCES["httproutes"], ("v1", "v1beta1")),
+    "grpcroutes": (ROUTE_RESOURCES["grpcroutes"], ("v1",)),
+    "tlsroutes": (ROUTE_RESOURCES["tlsroutes"], ("v1", "v1alpha3", "v1alpha2")),
     "listenersets": ("ListenerSet", ("v1",)),
     "clienttrafficpolicies": ("ClientTrafficPolicy", ("v1alpha1",)),
     "nginxproxies": ("NginxProxy", ("v1alpha2", "v1alpha1"))}
@@ -109,7 +113,7 @@ GATEWAY: Final = Registration(
        for w in WANTED),
      # allowedRoutes namespace selectors read the Namespaces' labels.
      Resource("", ("v1",), "namespaces", "Namespace", namespaced=False, fact=True)),
-    key_kinds=("gateway",), claiming=("httproutes", "grpcroutes", "tlsroutes"),
+    key_kinds=("gateway",), claiming=tuple(ROUTE_RESOURCES),
     setting="gateway_api")
 
 TRAEFIK_INGRESSROUTE: Final = Registration(
@@ -123,9 +127,13 @@ TRAEFIK_INGRESSROUTE: Final = Registration(
      Resource("apps", ("v1",), "deployments", "Deployment", names=("traefik",),
               slim=traefik.slim_deployment, fact=True)),
     key_kinds=(traefik.KEY_KIND.kind,), claims_of=_traefik_claims, claiming=(traefik.PLURAL,),
-    setting="traefik_ingressroute", rbac_in="deploy/components/traefik-ingressroute")
+    setting="traefik_ingressroute", rbac_in="deploy/components/traefik-ingressroute",
+    declared_kinds=(traefik.DECLARED_KIND,))
 
 REGISTRATIONS: Final = (INGRESS, GATEWAY, TRAEFIK_INGRESSROUTE)
+# Every declared key kind by name, and its form alone (what --target values are read with).
+DECLARED_KINDS: Final = {d.spec.kind: d for r in REGISTRATIONS for d in r.declared_kinds}
+KEY_KIND_SPECS: Final = {kind: d.spec for kind, d in DECLARED_KINDS.items()}
 
 # What the controller reads and writes cluster-wide for itself, not for a source: the
 # Services (data planes, load balancers, our per-target Services), Events, our own namespace.
