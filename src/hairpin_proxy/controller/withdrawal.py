@@ -172,9 +172,11 @@ class Uninstall:
                 if self.role is not None else None]
 
     def why(self, namespace: JsonObj | None) -> str:
-        """Why this is an uninstall ("" when it is not): our namespace terminating, or one of
-        the held objects being deleted (``helm uninstall`` keeps the namespace)."""
-        self.others_released()
+        """Why this is an uninstall ("" when it is not): our namespace terminating, one of
+        the held objects being deleted (``helm uninstall`` keeps the namespace), or both gone
+        since we saw them held (another replica let them go before we saw them deleting)."""
+        if self.others_released() and all(o is None for o in self._held_objects()):
+            return "our ServiceAccount and CoreDNS Role are gone"
         if namespace is not None and (namespace.get("metadata") or {}).get("deletionTimestamp"):
             return "our namespace is being deleted"
         if holds.deleting(self._held_objects()):
