@@ -356,7 +356,9 @@ class ProxySettings(LogSettings):
 
 @dataclasses.dataclass(frozen=True)
 class RenderSettings(TargetSettings, PolicySettings, LogSettings):
-    corefile: Path | None = opt(None, "Corefile to render (only read; the result is printed).")
+    corefile: Path | None = opt(None, "Corefile to render (only read; the result is printed); "
+                                      "beside another mode, the cluster's Corefile, read for "
+                                      "the zones it serves (never redirected).")
     hosts_file: Path | None = opt(None, "Hosts file to render instead of a Corefile (only read).")
     ingress: tuple[str, ...] = opt((), "Ingress YAML/JSON file, directory, or - for standard "
                                        "input (repeatable).", metavar="PATH")

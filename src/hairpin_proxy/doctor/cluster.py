@@ -7,6 +7,7 @@ object leaves that one fact unknown and is noted in ``problems``, never failing 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -287,8 +288,8 @@ async def _ask(ask: _Asker, s: DoctorSettings, namespace: str,
                  for ns, name in _detection_configmaps(services or [], classes or [],
                                                        list(gateway_read.objects.classes),
                                                        target_map)]
-    detection_cms = {f"{ns}/{name}": cm for ns, name, task in asked_cms
-                     if (cm := await task) is not None}
+    detection_cms = {f"{ns}/{name}": read for ns, name, task in asked_cms
+                     if (read := await task) is not None}
     return _Said(services, proxy_svc, slices, cm, import_cm, nld, daemonsets, deployments,
                  ingresses, classes, node_local, table_cm, gateway_read, await t_settings,
                  detection_cms, await t_registered)
@@ -355,6 +356,7 @@ class _Routed:
 def _snapshot(said: _Said, s: DoctorSettings, namespace: str, policy: HostPolicy,
               target_map: dict[str, MapEntry], *, now: float) -> Snapshot:
     """What doctor listed, and the controller's settings it read, as the plan reads them."""
+    policy = dataclasses.replace(policy, served_zones=_served_zones(said, s))
     plan_settings = PlanSettings(
         policy, namespace=namespace, proxy_service=s.proxy_service, target_map=target_map,
         cluster_domain=s.cluster_domain, target_server=s.target_server,
@@ -378,6 +380,16 @@ def _snapshot(said: _Said, s: DoctorSettings, namespace: str, policy: HostPolicy
         client_traffic_policies=settings.client_traffic_policies,
         nginx_proxies=settings.nginx_proxies, targets_configmap=said.table_cm, now=now,
         held=_held(said, s, policy))
+
+
+def _served_zones(said: _Said, s: DoctorSettings) -> tuple[str, ...]:
+    """The zones the Corefile serves itself, which the controller never redirects (none when
+    it cannot be read)."""
+    text = _data(said.cm, s.configmap_key)
+    try:
+        return corefile.served_zones(text, dns_port=s.dns_port) if text else ()
+    except corefile.CorefileError:
+        return ()
 
 
 def _held(said: _Said, s: DoctorSettings, policy: HostPolicy) -> dict[str, corefile.Answers]:
