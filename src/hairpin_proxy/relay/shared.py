@@ -135,12 +135,15 @@ class SharedLimits:
     def release(self, source: str | None) -> None:
         """A connection admitted with ``source`` has closed."""
         spec, w = self.spec, self.words
-        key = address_key(source) if source is not None and spec.per_source else None
+        if source is None or not spec.per_source:
+            # Only this process writes its own count (the supervisor once it is dead), and an
+            # aligned word is written whole: no lock, and so no system call.
+            w[self.worker] = max(0, w[self.worker] - 1)
+            return
+        key = address_key(source)
         self._lock()
         try:
             w[self.worker] = max(0, w[self.worker] - 1)
-            if key is None:
-                return
             at = self._find(key)
             counts = at + 5
             if not w[at]:
