@@ -23,7 +23,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-# Why admit refused: the causes of hairpin_proxy_connection_errors_total.
+# Why admit refused: causes of hairpin_proxy_errors_total.
 OVER_LIMIT, OVER_SOURCE = "over_limit", "over_source_limit"
 _WORD = 4
 _KEY = struct.Struct("4i")
