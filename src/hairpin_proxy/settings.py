@@ -315,9 +315,9 @@ class ProxySettings(LogSettings):
     idle_timeout: float = opt(3600.0, "Seconds a connection may pass no bytes either way; "
                                       "0 disables.")
     max_connections: int = opt(0, "Concurrent connections, all workers together; excess is "
-                                  "accepted and closed at once. 0: what the container's memory limit "
-                                  "holds with every connection stalled and the open-file "
-                                  "limit allows (raised to its hard limit at start), "
+                                  "accepted and closed at once. 0: what the container's "
+                                  "memory limit holds with every connection stalled and the "
+                                  "open-file limit allows (raised to its hard limit at start), "
                                   "at most 20000.")
     max_connections_per_source: int = opt(0, "Concurrent connections from one client address, "
                                              "all listeners and workers together; 0: no cap.")
