@@ -301,6 +301,33 @@ def test_once_it_has_let_go_the_controller_exits_without_a_sigterm(install: Inst
                timeout=40, what="the release gone")
 
 
+def test_held_objects_seen_gone_but_never_deleting_are_the_uninstall(install: Install,
+                                                                     tmp_path: Path) -> None:
+    """Another replica let go of the Role and the ServiceAccount before this one's watches
+    showed them being deleted: they show the finalizer go, then the objects. That is the
+    uninstall too: this replica withdraws every rule and exits. (Run with an administrator's
+    kubeconfig, so that it may still write once the account is gone.)"""
+    (first,) = running(install)
+    admin = install.api.write_kubeconfig(tmp_path / "admin.kubeconfig", namespace=NAMESPACE)
+    ctl = Controller(install.api, admin, tmp_path / "admin.log", *FLAGS)
+    install.pods["outside the cluster"] = ctl
+    ctl.wait_ready()
+    install.api.delete("Pod", NAMESPACE, f"{REPLICA_SET}-0")  # the first one scaled away
+    assert first.proc.wait(PATIENCE) == 0
+    # Leading, it has held them itself before its first pass wrote: it has seen them held.
+    wait_until(lambda: "first sync done" in ctl.log(), what="the new leader's first pass")
+    install.api.stall_watches()
+    for kind, ns, name in (("Role", "kube-system", holds.COREDNS_ROLE),
+                           ("ServiceAccount", NAMESPACE, holds.SERVICE_ACCOUNT)):
+        install.api.patch(kind, ns, name, {"metadata": {"finalizers": None}})
+        install.api.delete(kind, ns, name)
+    install.api.unstall_watches()
+    assert ctl.proc.wait(PATIENCE) == 0, ctl.log()
+    assert "our ServiceAccount and CoreDNS Role are gone: withdrawing every rule" in ctl.log()
+    assert UNINSTALLED in ctl.log()
+    assert corefile_text(install.api) == COREFILE
+
+
 def test_scaling_to_zero_is_no_uninstall(install: Install) -> None:
     (ctl,) = running(install)
     install.api.delete("Pod", NAMESPACE, f"{REPLICA_SET}-0")
