@@ -11,6 +11,7 @@ import pytest
 
 from hairpin_proxy import corefile, hostsfile
 from hairpin_proxy.cli import main
+from tests.corefiles import HERE as COREFILES
 from tests.corefiles import SAMPLES, Sample
 
 FIXTURES = Path(__file__).parent / "manifests"
@@ -18,6 +19,7 @@ CLUSTER = FIXTURES / "cluster"
 COREFILE = FIXTURES / "Corefile"
 REPO_CORPUS = Path(__file__).parent / "corefiles"
 HOSTS = FIXTURES / "hosts"
+NODE_LOCAL = COREFILES / "nodelocal" / "upstream.Corefile"
 BIN = Path(sys.executable).parent / "hairpin-proxy"
 
 # What the fixture cluster yields with the default policy (hosts from spec.tls).
@@ -282,6 +284,55 @@ def test_broken_hosts_file_markers(capsys: pytest.CaptureFixture[str], tmp_path:
     assert f"{path}: line 5: BEGIN marker without an END marker" in err
 
 
+# --------------------------------------------------------------------------- served zones
+
+# A stub server block and k8s_external: CoreDNS answers both zones itself.
+SERVING = COREFILE.read_text().replace(
+    "    prometheus :9153\n", "    k8s_external shop.example.com\n    prometheus :9153\n") + \
+    "blog.example.org:53 {\n    forward . 10.0.0.10\n}\n"
+SERVED = ("*.blog.example.org", "blog.example.org", "shop.example.com", "www.shop.example.com")
+
+
+@pytest.mark.parametrize("mode", ["--corefile", "--hosts-file", "--node-local-corefile",
+                                  "--import-snippet"])
+def test_zones_the_corefile_serves_are_never_redirected(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, mode: str) -> None:
+    """As the controller reads them from the CoreDNS ConfigMap, render reads them from
+    --corefile, in every mode (beside another one, --corefile is only read)."""
+    cf = tmp_path / "Corefile"
+    cf.write_text(SERVING if mode != "--import-snippet" else SERVING.replace(
+        "    reload\n", "    reload\n    import /etc/coredns/custom/*.override\n", 1))
+    others: dict[str, list[str | Path]] = {
+        "--hosts-file": [mode, HOSTS], "--import-snippet": [mode],
+        "--node-local-corefile": [mode, NODE_LOCAL]}
+    other = others.get(mode, [])
+    code, out, err = render(capsys, *other, "--corefile", cf, "--ingress", CLUSTER)
+    assert code == 0, err
+    kept = tuple(h for h in EXPECTED if h not in SERVED)
+    if mode == "--corefile":
+        # The output holds the Corefile, its stub server block included: our rules only.
+        assert corefile.managed_hosts(out) == kept
+        out = out[out.index(corefile.BEGIN_MARKER):out.index(corefile.END_MARKER)]
+    for host in SERVED:
+        name = host.removeprefix("*.")
+        assert name not in out and name.replace(".", "\\.") not in out, (host, out)
+    for host in kept:
+        assert host.replace(".", "\\.") in out or host in out, (host, out)
+    if mode == "--corefile":
+        lines = [line for line in err.splitlines() if "rejected host" in line]
+        assert any("host=shop.example.com" in line for line in lines), err
+
+
+def test_an_unparsable_corefile_beside_another_mode_is_an_error(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    cf = tmp_path / "Corefile"
+    cf.write_text(".:53 {\n")
+    code, out, err = render(capsys, "--hosts-file", HOSTS, "--corefile", cf,
+                            "--ingress", CLUSTER)
+    assert (code, out) == (2, "")
+    assert f"{cf}: " in err
+
+
 # --------------------------------------------------------------------------- errors
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -289,8 +340,6 @@ def test_broken_hosts_file_markers(capsys: pytest.CaptureFixture[str], tmp_path:
                              "--node-local-corefile FILE or --import-snippet"),
     (["--corefile", COREFILE, "--hosts-file", HOSTS, "--import-snippet", "--ingress", CLUSTER],
      "(got --hosts-file, --import-snippet)"),
-    (["--corefile", COREFILE, "--hosts-file", HOSTS, "--proxy-ip", "10.0.0.1",
-      "--ingress", CLUSTER], "(got --corefile, --hosts-file)"),
     (["--import-snippet", "--check", "--ingress", CLUSTER], "--diff and --check compare"),
     (["--hosts-file", HOSTS, "--ingress", CLUSTER, NO_IP],
      "--hosts-file needs at least one --proxy-ip"),

@@ -50,12 +50,13 @@ class RenderError(Exception):
 
 
 def _mode(s: RenderSettings) -> str:
-    # With --import-snippet, --corefile names the Corefile that must import the snippet's key.
-    chosen = [name for name, on in (("--corefile", s.corefile is not None
-                                     and not s.import_snippet),
-                                    ("--hosts-file", s.hosts_file is not None),
+    # Beside another mode, --corefile names the cluster's Corefile, read only: for the zones
+    # it serves (as the controller reads them) and, with --import-snippet, for its imports.
+    chosen = [name for name, on in (("--hosts-file", s.hosts_file is not None),
                                     ("--node-local-corefile", s.node_local_corefile is not None),
                                     ("--import-snippet", s.import_snippet)) if on]
+    if not chosen and s.corefile is not None:
+        chosen = ["--corefile"]
     if len(chosen) != 1:
         raise RenderError("give exactly one of --corefile FILE, --hosts-file FILE, "
                           "--node-local-corefile FILE or --import-snippet"
@@ -165,13 +166,27 @@ def rooms(mode: str, s: RenderSettings, old: str) -> Rooms:
                     published_where=f"{s.namespace}/hairpin-proxy-hosts", node_local=node_local)
 
 
+def served_zones(s: RenderSettings, mode: str, old: str) -> tuple[str, ...]:
+    """The zones the --corefile serves, which the controller never redirects (it reads them
+    from the same Corefile); none without one."""
+    if s.corefile is None:
+        return ()
+    text = old if mode in ("--corefile", "--import-snippet") else _read(s.corefile)
+    try:
+        return corefile.served_zones(text, dns_port=s.dns_port)
+    except corefile.CorefileError as exc:
+        raise RenderError(f"{s.corefile}: {exc}") from None
+
+
 def snapshot(s: RenderSettings, objects: Sequence[dict[str, Any]], ips: Sequence[str],
-             proxy_fqdn: str, limits: Rooms | None = None) -> Snapshot:
+             proxy_fqdn: str, limits: Rooms | None = None, *,
+             zones: tuple[str, ...] = ()) -> Snapshot:
     """The controller's snapshot from the inputs, every slot settled (render prints the
     steady state, not the --target-settle wait). ``--proxy-ip`` stands for the proxy
-    Service's ClusterIPs."""
+    Service's ClusterIPs; ``zones`` are those the Corefile serves itself."""
     try:
-        policy = HostPolicy.from_settings(s, proxy_fqdn)
+        policy = dataclasses.replace(HostPolicy.from_settings(s, proxy_fqdn),
+                                     served_zones=zones)
         target_map = parse_target_flags(s.target, KEY_KIND_SPECS)
     except ValueError as exc:
         raise RenderError(str(exc)) from None
@@ -263,6 +278,7 @@ def render(s: RenderSettings, out: TextIO) -> int:
     path = {"--hosts-file": s.hosts_file, "--node-local-corefile": s.node_local_corefile
             }.get(mode, s.corefile)
     old = _read(path) if path is not None else ""
+    zones = served_zones(s, mode, old)
     try:
         corefile.Answers.of(ips, s.dns_ttl)
     except corefile.CorefileError as exc:
@@ -276,7 +292,7 @@ def render(s: RenderSettings, out: TextIO) -> int:
     if not manifests.ingresses:
         # Most likely a wrong path; the output would drop every rule.
         log.warning("no Ingress objects found", extra={"files": len(manifests.files)})
-    snap = snapshot(s, manifests.objects, ips, proxy_fqdn, rooms(mode, s, old))
+    snap = snapshot(s, manifests.objects, ips, proxy_fqdn, rooms(mode, s, old), zones=zones)
     if snap.ingress_classes is None:
         # Manifests often leave the IngressClasses out: whether a class exists is unknown
         # then, and is not held against the Ingresses (the controller checks it).

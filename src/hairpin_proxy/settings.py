@@ -314,13 +314,13 @@ class ProxySettings(LogSettings):
                                           "(repeatable); default: those of /etc/resolv.conf.")
     idle_timeout: float = opt(3600.0, "Seconds a connection may pass no bytes either way; "
                                       "0 disables.")
-    max_connections: int = opt(0, "Concurrent connections per process; excess is accepted "
-                                  "and closed at once. 0: what the container's memory limit "
-                                  "holds with every connection stalled and the open-file "
-                                  "limit allows (raised to its hard limit at start), "
+    max_connections: int = opt(0, "Concurrent connections, all workers together; excess is "
+                                  "accepted and closed at once. 0: what the container's "
+                                  "memory limit holds with every connection stalled and the "
+                                  "open-file limit allows (raised to its hard limit at start), "
                                   "at most 20000.")
     max_connections_per_source: int = opt(0, "Concurrent connections from one client address, "
-                                             "all listeners together; 0: no cap.")
+                                             "all listeners and workers together; 0: no cap.")
     first_byte_timeout: float = opt(30.0, "Seconds a client may stay connected without "
                                           "sending a byte; 0 disables.")
     half_close_timeout: float = opt(60.0, "Seconds a connection may stay silent once one "
@@ -356,7 +356,9 @@ class ProxySettings(LogSettings):
 
 @dataclasses.dataclass(frozen=True)
 class RenderSettings(TargetSettings, PolicySettings, LogSettings):
-    corefile: Path | None = opt(None, "Corefile to render (only read; the result is printed).")
+    corefile: Path | None = opt(None, "Corefile to render (only read; the result is printed); "
+                                      "beside another mode, the cluster's Corefile, read for "
+                                      "the zones it serves (never redirected).")
     hosts_file: Path | None = opt(None, "Hosts file to render instead of a Corefile (only read).")
     ingress: tuple[str, ...] = opt((), "Ingress YAML/JSON file, directory, or - for standard "
                                        "input (repeatable).", metavar="PATH")

@@ -170,7 +170,8 @@ def test_the_guard_follows_every_change_and_goes_with_the_data_plane(
     lists = [r for r in api.requests("GET") if r.path.endswith("/networkpolicies")]
     assert lists and all(r.query.get("labelSelector", "").startswith("hairpin-proxy.io/guard")
                          for r in lists)
-    assert ctl.proc.poll() is None
+    # The uninstall done, the controller exits.
+    assert ctl.proc.wait(PATIENCE) == 0
     api.finalize_namespace(NAMESPACE)
 
 

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
-from hairpin_proxy import hostsfile
+from hairpin_proxy import corefile, hostsfile
 from hairpin_proxy.cli import build_parser, main
 from hairpin_proxy.doctor.cluster import gather, policy_for
 from hairpin_proxy.kube.client import KubeClient
@@ -62,6 +62,9 @@ def load(path: Path) -> dict[str, Any]:
 
 
 def setup(api: FakeApiServer, case: dict[str, Any]) -> None:
+    if "corefile" in case:
+        api.patch("ConfigMap", "kube-system", "coredns",
+                  {"data": {"Corefile": case["corefile"]}})
     if case.get("gateway_api"):
         api.install_gateway_api(str(case.get("gateway_api_release", "1.4")), "standard")
         api.install(ENVOY_CLIENT_TRAFFIC_POLICY)
@@ -145,22 +148,25 @@ def rendered(tmp_path: Path, case: dict[str, Any], objects: list[dict[str, Any]]
              mode: str) -> Outputs:
     manifests = tmp_path / "inputs.json"
     manifests.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
-    files = {"Corefile": COREFILE, "node-local": NODE_LOCAL, "hosts": ""}
+    files = {"Corefile": case.get("corefile", COREFILE), "node-local": NODE_LOCAL, "hosts": ""}
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     common = ["--ingress", str(manifests), "--namespace", NAMESPACE, *case.get("args", ())]
+    cf = ["--corefile", str(tmp_path / "Corefile")]
+    # Beside another mode, the Corefile whose served zones the controller reads too.
+    zones = cf if "corefile" in case else []
     out: Outputs = {}
-    with_table = _render("--corefile", str(tmp_path / "Corefile"), "--print-targets", *common)
+    with_table = _render(*cf, "--print-targets", *common)
     table_doc = with_table.split("\n---\n", 1)[1]
     out["targets"] = next(yaml.safe_load_all(table_doc))["data"][TABLE_KEY]
     if mode == "coredns-import":
-        out["rules"] = _render("--import-snippet", *common)
+        out["rules"] = _render("--import-snippet", *zones, *common)
     else:
-        out["rules"] = _render("--corefile", str(tmp_path / "Corefile"), *common)
+        out["rules"] = _render(*cf, *common)
     if mode == "node-local-dns":
         out["node-local"] = _render("--node-local-corefile", str(tmp_path / "node-local"),
-                                    *common)
-    out["hosts"] = _render("--hosts-file", str(tmp_path / "hosts"), *common)
+                                    *zones, *common)
+    out["hosts"] = _render("--hosts-file", str(tmp_path / "hosts"), *zones, *common)
     return out
 
 
@@ -187,7 +193,9 @@ def plan_verdicts(case: dict[str, Any], objects: list[dict[str, Any]]
                   ) -> dict[str, tuple[str, str]]:
     """Host → (target key, verdict) as the plan decides from render's snapshot."""
     s = _settings(RenderSettings, "render", ["--namespace", NAMESPACE, *case.get("args", ())])
-    p = plan(render_snapshot(s, objects, (), proxy_service_fqdn(s.cluster_domain))).plan
+    zones = corefile.served_zones(case.get("corefile", COREFILE), dns_port=s.dns_port)
+    p = plan(render_snapshot(s, objects, (), proxy_service_fqdn(s.cluster_domain),
+                             zones=zones)).plan
     return {**{h: (key, "redirected") for h, key in p.routes.items()},
             **{h: (why.key, why.problem) for h, why in p.excluded.items()}}
 
@@ -265,6 +273,7 @@ def test_the_corpus_covers_what_the_issue_names() -> None:
     for needed in ("nginx-alone", "two-classes", "gateway-ingress-conflict", "no-proxy",
                    "unknown-", "over-max-targets", "over-budget", "node-local-dns",
                    "import-mode", "dual-stack", "listenerset", "wildcard-every-depth",
+                   "corefile-served-zones",
                    "traefik-ingressroute"):
         assert needed in names, needed
 

@@ -38,6 +38,7 @@ MANIFEST = Path(__file__).resolve().parents[2] / "deploy" / "hairpin-proxy.yaml"
 KUBELET = "test.hairpin-proxy.io/kubelet"
 REPLICA_SET = "hairpin-proxy-controller-5d4f8c9b7"
 FLAGS = ("--uninstall-timeout", "10")
+UNINSTALLED = "uninstalled: every rule withdrawn and the held objects let go; exiting"
 
 
 def owner_ref(api_version: str, kind: str, obj: Obj) -> Obj:
@@ -57,6 +58,8 @@ class Install:
     pods: dict[str, Controller] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     kubelet_thread: threading.Thread | None = None
+    # False: a deleted Pod's SIGTERM never comes (a kubelet that is slow to act on it).
+    sigterm: bool = True
 
     def start(self, *flags: str) -> Controller:
         """One controller replica: a Pod of the Deployment's ReplicaSet, and its process (its
@@ -98,7 +101,7 @@ class Install:
                 pod = self.api.get("Pod", NAMESPACE, name)
                 if pod is None or not pod["metadata"].get("deletionTimestamp"):
                     continue
-                if name not in signalled and ctl.proc.poll() is None:
+                if self.sigterm and name not in signalled and ctl.proc.poll() is None:
                     signalled.add(name)
                     ctl.proc.send_signal(signal.SIGTERM)
                 if ctl.proc.poll() is not None:
@@ -267,6 +270,62 @@ def test_helm_order_with_the_pods_stopped_before_the_rest_goes(install: Install)
     assert corefile_text(install.api) == COREFILE
     for ctl in ctls:
         assert ctl.proc.wait(PATIENCE) == 0
+
+
+def watches_open(api: FakeApiServer, path: str, n: int) -> bool:
+    """Whether ``n`` watches of ``path`` were answered (opened, not refused)."""
+    return len([r for r in api.requests("GET", path, watch=True) if r.status == 200]) >= n
+
+
+def test_once_it_has_let_go_the_controller_exits_without_a_sigterm(install: Install) -> None:
+    """`helm uninstall --no-hooks` keeps the namespace and deletes the release at once; the
+    pods' SIGTERM may come late (or, here, never). Once the rules are withdrawn and the Role
+    and the ServiceAccount let go (its last request), each replica exits 0 by itself and says
+    why, rather than retry its Lease, watches and discovery against refusals."""
+    install.sigterm = False
+    ctls = running(install, replicas=2)
+    # Each replica learns of the uninstall from its watches of the held objects: a watch
+    # opened after our ServiceAccount is gone is refused, and tells nothing.
+    for path in (f"/namespaces/{NAMESPACE}/serviceaccounts", "/namespaces/kube-system/roles"):
+        wait_until(functools.partial(watches_open, install.api, path, 2),
+                   what=f"both replicas watch {path}")
+    helm = [o for o in install.objects if o[0] != "Namespace"]
+    install.delete_all(helm)
+    for ctl in ctls:
+        assert ctl.proc.wait(PATIENCE) == 0, ctl.log()
+        (done,) = [r for r in ctl.records() if r.get("msg") == UNINSTALLED]
+        assert done["level"] == "info"
+    assert corefile_text(install.api) == COREFILE
+    install.objects = helm
+    wait_until(lambda: [o for o in install.leftovers() if not o.startswith("Namespace")] == [],
+               timeout=40, what="the release gone")
+
+
+def test_held_objects_seen_gone_but_never_deleting_are_the_uninstall(install: Install,
+                                                                     tmp_path: Path) -> None:
+    """Another replica let go of the Role and the ServiceAccount before this one's watches
+    showed them being deleted: they show the finalizer go, then the objects. That is the
+    uninstall too: this replica withdraws every rule and exits. (Run with an administrator's
+    kubeconfig, so that it may still write once the account is gone.)"""
+    (first,) = running(install)
+    admin = install.api.write_kubeconfig(tmp_path / "admin.kubeconfig", namespace=NAMESPACE)
+    ctl = Controller(install.api, admin, tmp_path / "admin.log", *FLAGS)
+    install.pods["outside the cluster"] = ctl
+    ctl.wait_ready()
+    install.api.delete("Pod", NAMESPACE, f"{REPLICA_SET}-0")  # the first one scaled away
+    assert first.proc.wait(PATIENCE) == 0
+    # Leading, it has held them itself before its first pass wrote: it has seen them held.
+    wait_until(lambda: "first sync done" in ctl.log(), what="the new leader's first pass")
+    install.api.stall_watches()
+    for kind, ns, name in (("Role", "kube-system", holds.COREDNS_ROLE),
+                           ("ServiceAccount", NAMESPACE, holds.SERVICE_ACCOUNT)):
+        install.api.patch(kind, ns, name, {"metadata": {"finalizers": None}})
+        install.api.delete(kind, ns, name)
+    install.api.unstall_watches()
+    assert ctl.proc.wait(PATIENCE) == 0, ctl.log()
+    assert "our ServiceAccount and CoreDNS Role are gone: withdrawing every rule" in ctl.log()
+    assert UNINSTALLED in ctl.log()
+    assert corefile_text(install.api) == COREFILE
 
 
 def test_scaling_to_zero_is_no_uninstall(install: Install) -> None:

@@ -87,6 +87,31 @@ def test_racing_candidates_get_one_winner(fake_api: FakeApiServer, kubeconfig: P
     assert sum(asyncio.run(main())) == 1
 
 
+def test_a_candidate_that_loses_the_race_to_create_knows_who_leads(
+        fake_api: FakeApiServer, kubeconfig: Path) -> None:
+    """Its create refused (409: another candidate created the Lease first), it has decided it
+    does not lead, and knows another may: an uninstall's standby must not let go of what the
+    leader may still need."""
+    now = micro_time()
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+             "metadata": {"name": "lock", "namespace": "default"},
+             "spec": {"holderIdentity": "a", "leaseDurationSeconds": 2, "acquireTime": now,
+                      "renewTime": now, "leaseTransitions": 0}}
+    fake_api.before_next_request(lambda: fake_api.create(lease), method="POST",
+                                 path_re=r"/leases$")
+
+    async def main() -> None:
+        client = KubeClient.from_cluster(kconfig.load(kubeconfig))
+        try:
+            b = elector(client, "b")
+            assert not await b.try_acquire_or_renew()
+            assert b.holder == "a" and b.others_may_lead()
+        finally:
+            await client.close()
+
+    asyncio.run(main())
+
+
 def test_leader_that_cannot_renew_steps_down_before_expiry(fake_api: FakeApiServer,
                                                            kubeconfig: Path) -> None:
     changes: list[bool] = []

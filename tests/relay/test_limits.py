@@ -98,15 +98,6 @@ def test_auto_workers_is_the_quota_rounded_up_within_the_cpus(quota: float | Non
     assert limits.auto_workers(quota, cpus) == want
 
 
-@given(st.integers(0, 1 << 20), st.integers(1, 64))
-def test_shares_never_exceed_the_whole(total: int, workers: int) -> None:
-    part = limits.share(total, workers)
-    if total == 0:
-        assert part == 0
-    else:
-        assert part >= 1 and (part * workers <= total or part == 1)
-
-
 def test_each_worker_process_takes_its_reserve_from_the_memory_limit() -> None:
     one = connection_limit("268435456", None, 65536)
     two = connection_limit("268435456", None, 65536, processes=2)

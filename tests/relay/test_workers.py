@@ -3,6 +3,7 @@ SIGTERM drains them all."""
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import socket
@@ -12,7 +13,15 @@ from pathlib import Path
 
 from hairpin_proxy.relay import limits
 from tests.peers import free_port
-from tests.relay.helpers import Relay, Upstream, connect, echo, recv_all, run_relay
+from tests.relay.helpers import (
+    Relay,
+    Upstream,
+    closed_promptly,
+    connect,
+    echo,
+    recv_all,
+    run_relay,
+)
 from tests.waiting import PATIENCE, wait_until
 
 ROUNDS = 40  # connections per check: all on one of two workers has odds of 2 in 2**40
@@ -134,3 +143,129 @@ def test_default_is_one_worker_per_cpu_of_the_quota(tmp_path: Path) -> None:
             wait_until(lambda: relay.metric("hairpin_proxy_workers") == want,
                        what=f"{want} workers")
         assert round_trip(relay.ports[0]) == b"ping"
+
+
+# --------------------------------------------------------------------------- limits
+
+ATTEMPTS = 400  # connections tried to land enough on one worker: each has odds of 1 in 2
+
+
+def _active(relay: Relay) -> list[float]:
+    return per_worker(relay, "hairpin_proxy_connections_active",
+                      listener=f"127.0.0.1:{relay.ports[0]}")
+
+
+def _active_is(relay: Relay, counts: list[float]) -> bool:
+    return _active(relay) == counts
+
+
+def _works(s: socket.socket) -> bool:
+    s.sendall(b"e")
+    return s.recv(1) == b"e"
+
+
+def _from(relay: Relay, ip: str = "127.0.0.1") -> socket.socket:
+    return socket.create_connection(("127.0.0.1", relay.ports[0]), timeout=10,
+                                    source_address=(ip, 0))
+
+
+def fill_one_worker(relay: Relay, n: int, held: list[socket.socket],
+                    ip: str = "127.0.0.1") -> None:
+    """Hold ``n`` more connections from ``ip``, all on worker 0 (the kernel spreads them by
+    their ports: one that lands on worker 1 is closed again), each relaying; fails when
+    one is refused."""
+    for _ in range(ATTEMPTS):
+        if n == 0:
+            return
+        before = _active(relay)
+        s = _from(relay, ip)
+        if not _works(s):
+            s.close()
+            raise AssertionError(f"refused with {before} held: {relay.log_text()[-2000:]}")
+        now = _active(relay)
+        if now[0] > before[0]:
+            held.append(s)
+            n -= 1
+            continue
+        s.close()
+        wait_until(functools.partial(_active_is, relay, before), what="the other's closed")
+    raise AssertionError(f"the kernel sent too few to worker 0: {n} left")
+
+
+def test_the_connection_limit_counts_every_worker_together(tmp_path: Path) -> None:
+    """--max-connections 8 with two workers: 8 connections however the kernel spreads them,
+    all 8 on one worker included; the 9th is refused on either; places freed by closing and
+    by a worker's crash are places again."""
+    with Upstream(echo) as up, run_relay(tmp_path, [f"127.0.0.1:{{port}}=127.0.0.1:{up.port}"],
+                                         "--workers", "2", "--max-connections", "8") as relay:
+        wait_until(lambda: relay.get("/readyz")[0] == 200, what="both workers ready")
+        held: list[socket.socket] = []
+        try:
+            fill_one_worker(relay, 8, held)
+            assert _active(relay) == [8, 0]
+            for _ in range(ROUNDS):
+                with _from(relay) as extra:
+                    assert closed_promptly(extra)
+            # Half of them closed: four places, on whichever worker.
+            for s in held[4:]:
+                s.close()
+            del held[4:]
+            wait_until(lambda: sum(_active(relay)) == 4, what="four closed")
+            held += [_from(relay) for _ in range(4)]
+            assert all(_works(s) for s in held[4:])
+            with _from(relay) as extra:
+                assert closed_promptly(extra)
+            for s in held:
+                s.close()
+            held.clear()
+            wait_until(lambda: sum(_active(relay)) == 0, what="all closed")
+            refused = sum(per_worker(relay, "hairpin_proxy_errors_total", cause="over_limit",
+                                     listener=f"127.0.0.1:{relay.ports[0]}"))
+            assert refused == ROUNDS + 1
+            # A worker killed with its connections: what it held is free again.
+            fill_one_worker(relay, 8, held)
+            victim = min(worker_pids(relay))
+            os.kill(victim, signal.SIGKILL)
+            wait_until(lambda: relay.metric("hairpin_proxy_worker_restarts_total") == 1
+                       and relay.get("/readyz")[0] == 200, what="worker restarted")
+        finally:
+            for s in held:
+                s.close()
+        wait_until(lambda: sum(_active(relay)) == 0, what="every connection gone")
+        again = [_from(relay) for _ in range(8)]
+        try:
+            assert all(_works(s) for s in again)
+        finally:
+            for s in again:
+                s.close()
+
+
+def test_the_per_source_cap_counts_every_worker_together(tmp_path: Path) -> None:
+    """--max-connections-per-source 5 with two workers: five from one address on one
+    worker, a sixth refused wherever it lands, another address its own five."""
+    with Upstream(echo) as up, run_relay(tmp_path, [f"127.0.0.1:{{port}}=127.0.0.1:{up.port}"],
+                                         "--workers", "2", "--max-connections-per-source",
+                                         "5") as relay:
+        wait_until(lambda: relay.get("/readyz")[0] == 200, what="both workers ready")
+        held: list[socket.socket] = []
+        try:
+            fill_one_worker(relay, 5, held)
+            for _ in range(ROUNDS):
+                with _from(relay) as extra:
+                    assert closed_promptly(extra)
+            others = [_from(relay, "127.0.0.2") for _ in range(5)]
+            held += others
+            assert all(_works(s) for s in others)
+            with _from(relay, "127.0.0.2") as extra:
+                assert closed_promptly(extra)
+            held.pop(0).close()
+            wait_until(lambda: sum(_active(relay)) == 9, what="one closed")
+            held.append(_from(relay))
+            assert _works(held[-1])
+        finally:
+            for s in held:
+                s.close()
+        refused = sum(per_worker(relay, "hairpin_proxy_errors_total",
+                                 listener=f"127.0.0.1:{relay.ports[0]}",
+                                 cause="over_source_limit"))
+        assert refused == ROUNDS + 1

@@ -118,20 +118,27 @@ async def _serve(settings: ControllerSettings, cluster: kconfig.ClusterConfig,
             return 1
     main = asyncio.create_task(ctl.run())
     stopper = asyncio.create_task(stop.wait())
+    released = ctl.withdrawal.uninstall.released
+    # Let go of by us or another replica: our ServiceAccount is going, and with it every
+    # request we could still make; nothing is left to do but exit.
+    uninstalled = asyncio.create_task(released.wait())
     code = 0
     try:
-        await asyncio.wait([main, stopper], return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait([main, stopper, uninstalled], return_when=asyncio.FIRST_COMPLETED)
         if main.done() and not main.cancelled() and main.exception() is not None:
             log.critical("controller failed", exc_info=main.exception())
             code = 1
+        elif released.is_set():
+            log.info("uninstalled: every rule withdrawn and the held objects let go; exiting")
         else:
             log.info("stopping")
             await _finish_uninstall(ctl, client, namespace)
     finally:
-        stopper.cancel()
-        main.cancel()
-        await asyncio.gather(main, stopper, return_exceptions=True)
-        if ctl.elector is not None:
+        for task in (stopper, main, uninstalled):
+            task.cancel()
+        await asyncio.gather(main, stopper, uninstalled, return_exceptions=True)
+        # After an uninstall the ServiceAccount's release was our last request.
+        if ctl.elector is not None and not released.is_set():
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(ctl.elector.release(), 5)
         if admin is not None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import gc
 import logging
 import os
@@ -262,6 +263,8 @@ class Controller:
             resource_path(holds.RBAC, "roles", s.configmap_namespace), "held-role",
             holds.COREDNS_ROLE)
         self.held_reflectors = [uninstall.account, uninstall.role]
+        for held in self.held_reflectors:
+            held.on_change = functools.partial(self._held_changed, held)
 
     def _wire_rules(self) -> None:
         """The Corefile's facts, warnings, the DNS rules' writers."""
@@ -369,6 +372,10 @@ class Controller:
         objs = list(reflector.cache.values())
         if not (objs and all(map(self.tracker.is_ours, objs))):
             self.dirty.set()
+
+    def _held_changed(self, reflector: Reflector) -> None:
+        self.withdrawal.uninstall.observe()
+        self._one_changed(reflector)
 
     def _watch_restarted(self, kind: str, why: str) -> None:
         self.metrics.watch_restarts.labels(kind, why).inc()

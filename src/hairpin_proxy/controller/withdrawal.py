@@ -159,6 +159,8 @@ class Uninstall:
         # Whether the held objects were ever seen held here: their finalizer gone since then
         # means another replica let them go.
         self._seen_held = False
+        # Whether a held object was ever seen being deleted (a deletion is never undone).
+        self._deletion_seen = False
         self._hold_failed = False
         self._since: float | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -173,14 +175,23 @@ class Uninstall:
                 if self.role is not None else None]
 
     def why(self, namespace: JsonObj | None) -> str:
-        """Why this is an uninstall ("" when it is not): our namespace terminating, or one of
-        the held objects being deleted (``helm uninstall`` keeps the namespace)."""
-        self.others_released()
+        """Why this is an uninstall ("" when it is not): our namespace terminating, one of
+        the held objects being deleted (``helm uninstall`` keeps the namespace), or both gone
+        since we saw them held (another replica let them go before we saw them deleting)."""
+        if self.others_released() and all(o is None for o in self._held_objects()):
+            return "our ServiceAccount and CoreDNS Role are gone"
         if namespace is not None and (namespace.get("metadata") or {}).get("deletionTimestamp"):
             return "our namespace is being deleted"
-        if holds.deleting(self._held_objects()):
+        if self._deletion_seen or holds.deleting(self._held_objects()):
             return "our ServiceAccount or CoreDNS Role is being deleted"
         return ""
+
+    def observe(self) -> None:
+        """A held object's watch told a change: note whether they are held or being deleted
+        now. The pass it wakes, after the debounce, may come too late to see either: another
+        replica may have let them go by then."""
+        self.others_released()
+        self._deletion_seen = self._deletion_seen or holds.deleting(self._held_objects())
 
     def started(self) -> None:
         if self._since is None:

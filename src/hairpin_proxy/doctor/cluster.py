@@ -366,6 +366,7 @@ class _Routed:
 def _snapshot(said: _Said, s: DoctorSettings, namespace: str, policy: HostPolicy,
               target_map: dict[str, MapEntry], *, now: float) -> Snapshot:
     """What doctor listed, and the controller's settings it read, as the plan reads them."""
+    policy = dataclasses.replace(policy, served_zones=_served_zones(said, s))
     plan_settings = dataclasses.replace(
         plan_settings_of(s, policy, target_map, namespace), settle=s.target_settle,
         sources_on=turned_on(s))
@@ -386,6 +387,16 @@ def _snapshot(said: _Said, s: DoctorSettings, namespace: str, policy: HostPolicy
         client_traffic_policies=settings.client_traffic_policies,
         nginx_proxies=settings.nginx_proxies, targets_configmap=said.table_cm, now=now,
         held=_held(said, s, policy))
+
+
+def _served_zones(said: _Said, s: DoctorSettings) -> tuple[str, ...]:
+    """The zones the Corefile serves itself, which the controller never redirects (none when
+    it cannot be read)."""
+    text = _data(said.cm, s.configmap_key)
+    try:
+        return corefile.served_zones(text, dns_port=s.dns_port) if text else ()
+    except corefile.CorefileError:
+        return ()
 
 
 def _held(said: _Said, s: DoctorSettings, policy: HostPolicy) -> dict[str, corefile.Answers]:

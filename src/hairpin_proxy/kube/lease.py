@@ -159,11 +159,16 @@ class LeaderElector:
             try:
                 created = await self.client.create(self.collection, body)
             except ApiError as exc:
-                if exc.status == 409:
+                if exc.status != 409:
+                    raise
+                # Another candidate created it first: read who, or this attempt would have
+                # decided we do not lead without knowing that another may.
+                lease = await self.client.get(self.path)
+                if lease is None:
                     return False
-                raise
-            self._remember(created)
-            return True
+            else:
+                self._remember(created)
+                return True
         spec: dict[str, Any] = lease.get("spec") or {}
         holder = str(spec.get("holderIdentity") or "")
         record = (holder, str(spec.get("renewTime") or ""))

@@ -227,7 +227,8 @@ def start(poller: Poller, listener: Listener, client: Sock, peer: HostPort | Non
           local: HostPort | None) -> None:
     """A client just accepted from ``peer``: refuse it over the limit, else connect upstream
     for it."""
-    if not listener.admit(peer[0] if listener.live.per_source and peer else None):
+    source = peer[0] if listener.live.per_source and peer else None
+    if not listener.admit(source):
         client.close()
         return
     if local is None:
@@ -235,10 +236,16 @@ def start(poller: Poller, listener: Listener, client: Sock, peer: HostPort | Non
             local = listener.destination(client.getsockname())
         except OSError:  # reset before we got here
             client.close()
+            listener.dropped(source)
             return
     loop = poller.loop
     now = loop.time()
-    conn = RelayedConnection(poller, listener, client, peer, local, now=now)
+    try:
+        conn = RelayedConnection(poller, listener, client, peer, local, now=now)
+    except BaseException:
+        client.close()
+        listener.dropped(source)
+        raise
     listener.opened(conn, peer)
     try:
         addr = listener.address

@@ -191,12 +191,6 @@ def auto_workers(quota: float | None, cpus: int) -> int:
     return max(1, min(usable, math.ceil(quota - 1e-9)))
 
 
-def share(total: int, workers: int) -> int:
-    """One worker's part of a limit that all workers together must keep (at least 1);
-    0 (no limit) stays 0."""
-    return 0 if total == 0 else max(1, total // workers)
-
-
 def read_cpu_cgroup() -> tuple[str | None, str | None, str | None]:
     """The contents of v2 ``cpu.max`` and v1 quota and period (None for one not readable)."""
     out: list[str | None] = []

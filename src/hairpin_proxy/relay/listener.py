@@ -26,6 +26,7 @@ from typing import Any, Literal, Protocol
 from hairpin_proxy import proxyproto
 from hairpin_proxy.addresses import format_hostport
 from hairpin_proxy.relay.resolve import Address, ConnectError, Resolver, attempt_failure, gave_up
+from hairpin_proxy.relay.shared import OVER_LIMIT, OVER_SOURCE, SharedLimits
 from hairpin_proxy.relay.spec import ListenerSpec
 from hairpin_proxy.relay.stats import ListenerStats
 
@@ -106,13 +107,16 @@ class LiveConnections:
     the per-source cap count them all, and shutdown waits for all of them (a listener the
     targets table removed or changed included: its connections still count)."""
 
-    def __init__(self, max_connections: int, per_source: int = 0) -> None:
+    def __init__(self, max_connections: int, per_source: int = 0,
+                 shared: SharedLimits | None = None) -> None:
         self.conns: set[Connection] = set()
         self.max_connections = max_connections
         # Concurrent connections one client address may hold (0: no cap), and how many each
         # address holds now.
         self.per_source = per_source
         self.sources: dict[str, int] = {}
+        # One of several workers: both limits are counted for all of them together there.
+        self.shared = shared
         self.drained: asyncio.Event | None = None  # set once ``conns`` empties, when draining
 
     def __len__(self) -> int:
@@ -229,13 +233,19 @@ class Listener:
         stats = self.stats
         stats.total.value += 1
         live = self.live
-        if len(live.conns) >= live.max_connections:
-            cause, limit, why = "over_limit", live.max_connections, "the connection limit"
+        if live.shared is not None:
+            cause = live.shared.admit(source)
+            if not cause:
+                return True
+        elif len(live.conns) >= live.max_connections:
+            cause = OVER_LIMIT
         elif live.per_source and source is not None and \
                 live.sources.get(source, 0) >= live.per_source:
-            cause, limit, why = "over_source_limit", live.per_source, "its address's cap"
+            cause = OVER_SOURCE
         else:
             return True
+        limit, why = ((live.max_connections, "the connection limit") if cause == OVER_LIMIT
+                      else (live.per_source, "its address's cap"))
         stats.errors[cause].value += 1
         held = self.limit_log.allow()
         if held is not None:
@@ -244,11 +254,17 @@ class Listener:
                 "limit": limit, "suppressed": held})
         return False
 
+    def dropped(self, source: str | None) -> None:
+        """A connection admitted from ``source`` (as given to ``admit``) went before it was
+        opened."""
+        if self.live.shared is not None:
+            self.live.shared.release(source)
+
     def opened(self, conn: Connection, client: HostPort | None = None) -> None:
         live = self.live
         live.conns.add(conn)
         self.stats.active.value += 1
-        if live.per_source and client is not None:
+        if live.per_source and client is not None and live.shared is None:
             sources = live.sources
             sources[client[0]] = sources.get(client[0], 0) + 1
 
@@ -256,7 +272,9 @@ class Listener:
         live = self.live
         live.conns.discard(conn)
         self.stats.active.value -= 1
-        if live.per_source and client is not None:
+        if live.shared is not None:
+            live.shared.release(client[0] if live.per_source and client is not None else None)
+        elif live.per_source and client is not None:
             sources = live.sources
             left = sources.get(client[0], 0) - 1
             if left > 0:

@@ -28,6 +28,7 @@ from hairpin_proxy.relay.limits import (
 )
 from hairpin_proxy.relay.listener import Listener, LiveConnections, Timeouts, size_buffers
 from hairpin_proxy.relay.resolve import ConnectError, Resolver, dns_resolver
+from hairpin_proxy.relay.shared import SharedLimits
 from hairpin_proxy.relay.spec import (
     ListenerSpec,
 )
@@ -78,7 +79,7 @@ class Relay:
 
     def __init__(self, specs: tuple[ListenerSpec, ...], settings: ProxySettings, *,
                  resolver: Resolver | None = None, registry: Registry | None = None,
-                 shared: bool = False) -> None:
+                 shared: bool = False, limits: SharedLimits | None = None) -> None:
         self.specs = specs
         self.settings = settings
         # One of several worker processes: listeners are bound with SO_REUSEPORT.
@@ -90,7 +91,8 @@ class Relay:
         if self.resolver.on_failure is None:
             self.resolver.on_failure = self._dns_failed
         self.max_connections = max_connections(settings)
-        self.live = LiveConnections(self.max_connections, settings.max_connections_per_source)
+        self.live = LiveConnections(self.max_connections, settings.max_connections_per_source,
+                                    limits)
         self.timeouts = Timeouts(idle=max(settings.idle_timeout, 0.0),
                                  first_byte=max(settings.first_byte_timeout, 0.0),
                                  half_close=max(settings.half_close_timeout, 0.0))
@@ -375,8 +377,9 @@ def decide_splice(settings: ProxySettings) -> ProxySettings:
 
 
 async def serve(specs: tuple[ListenerSpec, ...], settings: ProxySettings, *,
-                shared: bool = False) -> int:
-    relay = Relay(specs, settings, shared=shared)
+                shared: bool = False, limits: SharedLimits | None = None) -> int:
+    """``shared``: one of several workers, whose connections ``limits`` counts together."""
+    relay = Relay(specs, settings, shared=shared, limits=limits)
     try:
         await relay.start()
     except StartupError as exc:

@@ -1,11 +1,13 @@
 """``--workers N``: N relay processes sharing the listeners, under one supervisor.
 
 Each worker is the single-process relay (``server.serve``) with its listeners bound with
-SO_REUSEPORT, so the kernel spreads new connections over the workers' sockets; it gets its
-share of the connection limits. The supervisor relays nothing: it starts the workers, restarts
-one that dies (and only that one), forwards SIGTERM so that all of them drain, and serves the
-pod's one admin endpoint, whose /metrics merges the workers' (each sample labelled
-``worker="<i>"``) and whose /readyz is ready when every worker is.
+SO_REUSEPORT, so the kernel spreads new connections over the workers' sockets; the connection
+limit and the per-source cap count the connections of all workers together, in counts they
+share (relay/shared.py), however unevenly the kernel spreads them. The supervisor relays
+nothing: it starts the workers, restarts one that dies (and only that one), forwards SIGTERM so
+that all of them drain, and serves the pod's one admin endpoint, whose /metrics merges the
+workers' (each sample labelled ``worker="<i>"``) and whose /readyz is ready when every worker
+is.
 
 Workers are started with the ``spawn`` method: a fresh interpreter each, nothing inherited
 from the supervisor's event loop.
@@ -29,8 +31,9 @@ from pathlib import Path
 from hairpin_proxy.admin import UNIX_PREFIX, AdminServer, Check, get_unix
 from hairpin_proxy.logs import setup_logging
 from hairpin_proxy.metrics import Registry, WorkerFamilies
-from hairpin_proxy.relay.limits import share
+from hairpin_proxy.relay import shared
 from hairpin_proxy.relay.server import loop_factory, serve
+from hairpin_proxy.relay.shared import SharedLimits, SharedSpec
 from hairpin_proxy.relay.spec import ListenerSpec
 from hairpin_proxy.relay.stats import worker_metrics
 from hairpin_proxy.settings import ProxySettings
@@ -42,25 +45,25 @@ RESTART_MIN, RESTART_MAX, STABLE = 0.1, 10.0, 10.0
 ADMIN_TIMEOUT = 5.0
 
 
-def worker_settings(settings: ProxySettings, count: int, admin: str,
-                    max_connections: int) -> ProxySettings:
-    """One worker's settings: its share of the connection limits, a private admin endpoint."""
-    return dataclasses.replace(
-        settings, workers=1, admin_listen=admin,
-        max_connections=share(max_connections, count),
-        # A per-source cap cannot be kept across processes exactly; each keeps its share,
-        # rounded up, so that one worker alone never refuses a source the whole would admit.
-        max_connections_per_source=-(-settings.max_connections_per_source // count))
+def worker_settings(settings: ProxySettings, admin: str, max_connections: int
+                    ) -> ProxySettings:
+    """One worker's settings: a private admin endpoint, and the whole connection limit (its
+    pipe pool and descriptors sized for it: the kernel may hand one worker every
+    connection)."""
+    return dataclasses.replace(settings, workers=1, admin_listen=admin,
+                               max_connections=max_connections)
 
 
-def worker_main(specs: tuple[ListenerSpec, ...], settings: ProxySettings, index: int) -> None:
+def worker_main(specs: tuple[ListenerSpec, ...], settings: ProxySettings, index: int,
+                limits: SharedSpec) -> None:
     """The entry point of one worker process."""
     setup_logging(settings.log_level, settings.log_format)
     for handler in logging.getLogger().handlers:
         handler.addFilter(_tag(index))
     _, factory = loop_factory(settings.loop)
+    counts = SharedLimits(limits, index)
     with asyncio.Runner(loop_factory=factory) as runner:
-        sys.exit(runner.run(serve(specs, settings, shared=True)))
+        sys.exit(runner.run(serve(specs, settings, shared=True, limits=counts)))
 
 
 def _tag(index: int) -> Callable[[logging.LogRecord], bool]:
@@ -95,6 +98,10 @@ class Supervisor:
         self.workdir = Path(tempfile.mkdtemp(prefix="hairpin-proxy-workers-"))
         self.workers = [Worker(i, f"{UNIX_PREFIX}{self.workdir / f'worker-{i}.sock'}")
                         for i in range(count)]
+        self.limits = shared.create(self.workdir, count, max_connections,
+                                    settings.max_connections_per_source)
+        # Only to forget what a worker that exited held.
+        self.counts = SharedLimits(self.limits, 0)
         self.registry = Registry("proxy", standard=False)
         self.families = WorkerFamilies()
         self.registry.collectors.register(self.families)
@@ -105,10 +112,9 @@ class Supervisor:
 
     def start(self, worker: Worker) -> None:
         loop = asyncio.get_running_loop()
-        settings = worker_settings(self.settings, len(self.workers), worker.admin,
-                                   self.max_connections)
+        settings = worker_settings(self.settings, worker.admin, self.max_connections)
         proc = self.context.Process(target=worker_main, args=(self.specs, settings,
-                                                              worker.index),
+                                                              worker.index, self.limits),
                                     name=f"hairpin-proxy-worker-{worker.index}")
         proc.start()
         worker.process, worker.started = proc, loop.time()
@@ -123,6 +129,9 @@ class Supervisor:
         loop.remove_reader(proc.sentinel)
         proc.join()
         worker.process = None
+        # Its connections died with it: their places are free again, before a new worker
+        # takes its index.
+        self.counts.forget(worker.index)
         self.live.set(sum(w.process is not None for w in self.workers))
         code = proc.exitcode if proc.exitcode is not None else 1
         ran = loop.time() - worker.started
@@ -216,6 +225,7 @@ class Supervisor:
             await self._reap()
             if admin is not None:
                 await admin.close()
+            self.counts.close()
             shutil.rmtree(self.workdir, ignore_errors=True)
         log.info("stopped")
         return self.failed if self.failed is not None else 0
