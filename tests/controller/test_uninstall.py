@@ -25,10 +25,13 @@ import yaml
 
 from hairpin_proxy import corefile
 from hairpin_proxy.controller import holds
+from hairpin_proxy.edits.configmap import MANAGED_BY
 from hairpin_proxy.targets import netguard
 from tests.controller.conftest import COREFILE, NAMESPACE, Controller, corefile_text
 from tests.controller.test_netguard import POLICY, foreign, ingress_nginx, node
-from tests.fakeapi.fixtures import corefile_configmap, endpoint_slice, ingress
+from tests.corefiles import BY_NAME
+from tests.deploy.rendering import DEPLOY, find, kubectl_or_skip, render
+from tests.fakeapi.fixtures import configmap, corefile_configmap, endpoint_slice, ingress
 from tests.fakeapi.server import FakeApiServer
 from tests.fakeapi.status import ApiError
 from tests.waiting import PATIENCE, wait_until
@@ -626,3 +629,136 @@ def test_the_guards_cluster_role_deleted_under_a_running_controller(install: Ins
     del role["metadata"]["uid"], role["metadata"]["resourceVersion"]
     install.api.create(role)
     wait_until(lambda: owned(install.api), timeout=60, what="back, owned by the new one")
+
+
+# --------------------------------------------------------------------------- import mode
+
+IMPORT = ("kube-system", "coredns-custom")
+IMPORT_KEY = "hairpin-proxy.override"
+K3S_COREFILE = BY_NAME["k3s"].text
+
+
+def import_cm(api: FakeApiServer) -> Obj | None:
+    return api.get("ConfigMap", *IMPORT)
+
+
+def import_hosts(api: FakeApiServer) -> tuple[str, ...]:
+    """The hosts our key holds rules for (read as k3s's Corefile imports it)."""
+    text = str(((import_cm(api) or {}).get("data") or {}).get(IMPORT_KEY, ""))
+    return corefile.managed_hosts(".:53 {\n" + text + "}\n")
+
+
+def import_mode(inst: Install, *, grant_delete: bool = True) -> None:
+    """As deploy/overlays/k3s installs it: the coredns-import component's kube-system Role
+    (``grant_delete=False``: without `delete` on coredns-custom) and k3s's Corefile, which
+    imports coredns-custom's *.override keys."""
+    k3s = render(kubectl_or_skip(), DEPLOY / "overlays" / "k3s")
+    wanted = find(k3s, "Role", holds.COREDNS_ROLE, "kube-system")["rules"]
+    if not grant_delete:
+        wanted = [{**r, "verbs": [v for v in r["verbs"] if v != "delete"]} for r in wanted]
+    role = inst.api.get("Role", "kube-system", holds.COREDNS_ROLE)
+    assert role is not None
+    role["rules"] = wanted
+    inst.api.update(role)
+    cm = inst.api.get("ConfigMap", "kube-system", "coredns")
+    assert cm is not None
+    cm["data"]["Corefile"] = K3S_COREFILE
+    inst.api.update(cm)
+
+
+def running_import(inst: Install, replicas: int = 1) -> list[Controller]:
+    ctls = [inst.start("--mode=coredns-import") for _ in range(replicas)]
+    for ctl in ctls:
+        ctl.wait_ready()
+    wait_until(lambda: import_hosts(inst.api) == ("a.example.com", "b.example.com"),
+               what="rules written into coredns-custom")
+    for kind, ns, name in (("Role", "kube-system", holds.COREDNS_ROLE),
+                           ("ServiceAccount", NAMESPACE, holds.SERVICE_ACCOUNT)):
+        obj = inst.api.get(kind, ns, name)
+        assert obj is not None and holds.FINALIZER in obj["metadata"]["finalizers"]
+    return ctls
+
+
+def import_uninstalled(inst: Install, ctls: list[Controller]) -> None:
+    """Everything of the install gone (the held objects let go), every replica exited 0, the
+    Corefile untouched."""
+    gone(inst)
+    for ctl in ctls:
+        assert ctl.proc.wait(PATIENCE) == 0, ctl.log()
+        assert "could not withdraw" not in ctl.log()
+    assert corefile_text(inst.api) == K3S_COREFILE
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_import_mode_the_configmap_it_made_goes_with_the_uninstall(install: Install,
+                                                                   replicas: int) -> None:
+    """k3s mounts coredns-custom as optional and does not create it: the controller made it,
+    labelled as ours. The uninstall leaves the cluster as it found it: without it."""
+    import_mode(install)
+    ctls = running_import(install, replicas)
+    made = import_cm(install.api)
+    assert made is not None
+    assert made["metadata"]["labels"].items() >= MANAGED_BY.items()
+    install.delete_all(ORDERS["RBAC and accounts first"](list(install.objects)))
+    import_uninstalled(install, ctls)
+    assert import_cm(install.api) is None
+    for ctl in ctls:
+        assert "could not delete the import ConfigMap" not in ctl.log()
+
+
+OTHER = {"other.override": "log\n"}
+
+
+@pytest.mark.parametrize(("labels", "data"), [
+    (None, OTHER),
+    (MANAGED_BY, OTHER),
+    (None, {}),
+], ids=["someone else's, with a key of theirs", "ours, with a key someone added",
+        "someone else's, empty"])
+def test_import_mode_a_configmap_with_anything_else_stays(
+        install: Install, labels: dict[str, str] | None, data: dict[str, str]) -> None:
+    """A coredns-custom that was there before us, or that holds another key, is never
+    deleted: the uninstall removes our key alone."""
+    import_mode(install)
+    install.api.create(configmap(*IMPORT, data, labels=labels))
+    (ctl,) = running_import(install)
+    install.delete_all(list(install.objects))
+    import_uninstalled(install, [ctl])
+    left = import_cm(install.api)
+    assert left is not None
+    assert (left.get("data") or {}) == data
+    assert "deleted the import ConfigMap" not in ctl.log()
+
+
+def test_import_mode_a_refused_delete_still_lets_go_and_exits(install: Install) -> None:
+    """A Role without `delete` on coredns-custom (an edited RBAC): the refusal is told, and
+    the held objects are let go all the same; the ConfigMap stays, emptied, for cleanup."""
+    import_mode(install, grant_delete=False)
+    (ctl,) = running_import(install)
+    install.delete_all(list(install.objects))
+    import_uninstalled(install, [ctl])
+    (told,) = [r for r in ctl.records()
+               if str(r.get("msg", "")).startswith("could not delete the import ConfigMap")]
+    assert told["level"] == "warning"
+    left = import_cm(install.api)
+    assert left is not None and not left.get("data")
+
+
+def test_import_mode_a_key_added_as_it_is_deleted_keeps_it(install: Install) -> None:
+    """The ConfigMap is deleted only as it was read: a key someone adds between that read
+    and the DELETE keeps it (the precondition fails), and the uninstall ends all the same."""
+    import_mode(install)
+    (ctl,) = running_import(install)
+
+    def add_a_key() -> None:
+        cm = import_cm(install.api)
+        assert cm is not None
+        cm["data"] = {**(cm.get("data") or {}), **OTHER}
+        install.api.update(cm)
+    install.api.before_next_request(add_a_key, method="DELETE",
+                                    path_re=r"/namespaces/kube-system/configmaps/coredns-custom$")
+    install.delete_all(list(install.objects))
+    import_uninstalled(install, [ctl])
+    left = import_cm(install.api)
+    assert left is not None and left.get("data") == OTHER
+    assert "changed since it was read; left as it is" in ctl.log()

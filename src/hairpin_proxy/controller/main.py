@@ -15,6 +15,7 @@ from hairpin_proxy.admin import AdminServer, serve_admin
 from hairpin_proxy.controller import heap, holds
 from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.reconciler import Controller
+from hairpin_proxy.controller.withdrawal import delete_import_configmap
 from hairpin_proxy.controller.writers.netguard import POLICIES as GUARD_POLICIES
 from hairpin_proxy.controller.writers.netguard import SELECTOR as GUARD_SELECTOR
 from hairpin_proxy.edits.configmap import MANAGED_BY
@@ -221,10 +222,7 @@ async def _cleanup(s: CleanupSettings, client: KubeClient, namespace: str) -> in
                                          import_edit.removal())).outcome
         log.info("import key removed" if outcome == "updated" else "no import key to remove",
                  extra={"configmap": import_edit.where})
-        path = resource_path("v1", "configmaps", import_edit.namespace, import_edit.name)
-        if ImportEdit.ours_and_empty(await client.get(path)) and await client.delete(path):
-            log.info("deleted the import ConfigMap we had created",
-                     extra={"configmap": f"{import_edit.namespace}/{import_edit.name}"})
+        await delete_import_configmap(client, import_edit)
     for ns, name in NODE_LOCAL_CANDIDATES:
         nodelocal_edit = NodeLocalEdit(ns, name)
         try:

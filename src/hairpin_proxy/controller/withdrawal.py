@@ -15,6 +15,7 @@ from hairpin_proxy import corefile
 from hairpin_proxy.controller import holds
 from hairpin_proxy.controller.events import Reports
 from hairpin_proxy.controller.metrics import ControllerMetrics
+from hairpin_proxy.edits.coredns_import import ImportEdit
 from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
 from hairpin_proxy.kube.watch import Reflector
@@ -22,6 +23,29 @@ from hairpin_proxy.settings import ControllerSettings
 from hairpin_proxy.targets.discovery import service_addresses
 
 log = logging.getLogger("hairpin_proxy.controller")
+
+
+async def delete_import_configmap(client: KubeClient, edit: ImportEdit) -> bool:
+    """Delete the import ConfigMap when it is ours and holds nothing any more (our key already
+    removed; ``ImportEdit.ours_and_empty``), only as read: a key added since keeps it. Whether
+    it was deleted. The one home of this step, for cleanup and for the uninstall's end."""
+    path = resource_path("v1", "configmaps", edit.namespace, edit.name)
+    cm = await client.get(path)
+    if cm is None or not ImportEdit.ours_and_empty(cm):
+        return False
+    where = f"{edit.namespace}/{edit.name}"
+    try:
+        deleted = await client.delete(path, resource_version=str(
+            (cm.get("metadata") or {}).get("resourceVersion") or ""))
+    except ApiError as exc:
+        if exc.status != 409:
+            raise
+        log.info("the import ConfigMap changed since it was read; left as it is",
+                 extra={"configmap": where})
+        return False
+    if deleted:
+        log.info("deleted the import ConfigMap we had created", extra={"configmap": where})
+    return deleted
 
 
 def has_ready_endpoint(slices: Iterable[JsonObj]) -> bool:
@@ -151,6 +175,10 @@ class Uninstall:
                  wake: Callable[[], None]) -> None:
         self.settings = settings
         self.place = holds.Place(namespace, settings.configmap_namespace)
+        # Import mode: the ConfigMap our key is in, deleted at the end when we made it.
+        self.import_edit = (ImportEdit(settings.configmap_namespace,
+                                       settings.import_configmap_name, settings.import_key, "")
+                            if settings.mode == "coredns-import" else None)
         self.reports = reports
         self.wake = wake
         self.account: Reflector | None = None
@@ -260,8 +288,25 @@ class Uninstall:
                         {"apiVersion": "v1", "kind": "ConfigMap", **coredns},
                         reason="RulesNotWithdrawn", message=message, key="RulesNotWithdrawn"):
                     self.reports.metrics.events.labels("RulesNotWithdrawn").inc()
+        if withdrawn:
+            # Before letting go: the permission to delete it goes with the Role.
+            await self._delete_import(client)
         await holds.release(client, self.place)
         self.released.set()
+
+    async def _delete_import(self, client: KubeClient) -> None:
+        """Import mode: the withdrawal removed our key; the ConfigMap goes too when we made it
+        and nothing else lives in it. A refusal is told and stops nothing."""
+        if self.import_edit is None:
+            return
+        try:
+            await delete_import_configmap(client, self.import_edit)
+        except ApiError as exc:
+            log.warning("could not delete the import ConfigMap we had created; `hairpin-proxy "
+                        "cleanup` with an administrator's kubeconfig removes it",
+                        extra={"configmap": f"{self.import_edit.namespace}/"
+                                            f"{self.import_edit.name}",
+                               "error": str(exc)})
 
     async def confirm(self, client: KubeClient, namespace: str, pod: str) -> bool | None:
         """On SIGTERM, before the watches may have told: read whether this is an uninstall.

@@ -1,7 +1,7 @@
 """Import mode: one key of the ConfigMap the Corefile imports (``coredns-custom``).
 
 Only our key is ever written; the ConfigMap is created when absent (labelled as ours, so that
-cleanup may delete it again when nothing else lives in it).
+the uninstall, or cleanup, may delete it again when nothing else lives in it).
 """
 
 from __future__ import annotations
@@ -65,7 +65,8 @@ class ImportEdit:
 
     @staticmethod
     def ours_and_empty(cm: JsonObj | None) -> bool:
-        """A ConfigMap we created and that holds nothing any more: safe to delete."""
+        """A ConfigMap we created and that holds nothing any more (our key removed, as the
+        withdrawal on uninstall and cleanup both remove it; no other key): safe to delete."""
         if cm is None:
             return False
         labels = (cm.get("metadata") or {}).get("labels") or {}

@@ -226,10 +226,14 @@ class KubeClient:
         return await self.request("PATCH", path, body=body,
                                   content_type="application/merge-patch+json")
 
-    async def delete(self, path: str) -> bool:
-        """True when deleted, False when it was already gone."""
+    async def delete(self, path: str, *, resource_version: str = "") -> bool:
+        """True when deleted, False when it was already gone. With ``resource_version``, only
+        that version is deleted (a precondition: 409 Conflict when it has changed since)."""
+        body = ({"apiVersion": "v1", "kind": "DeleteOptions",
+                 "preconditions": {"resourceVersion": resource_version}}
+                if resource_version else None)
         try:
-            await self.request("DELETE", path)
+            await self.request("DELETE", path, body=body)
         except ApiError as exc:
             if exc.status == 404:
                 return False

@@ -153,5 +153,9 @@ class ImportRules(_Rules):
         return Held(cm, parse_lines(data.get(HOSTS_KEY)))
 
     async def write(self, desired: Desired) -> None:
-        await self._write(self.edit.where, self.edit.namespace, self.edit.name,
-                          self.edit.mutate(desired.groups()), desired, key=self.edit.key)
+        # Uninstalling, our key goes altogether, as cleanup removes it: a ConfigMap we made
+        # is then empty, and deleted once every replica is done (Uninstall.finish).
+        mutate = (self.edit.removal() if self.w.uninstalling()
+                  else self.edit.mutate(desired.groups()))
+        await self._write(self.edit.where, self.edit.namespace, self.edit.name, mutate,
+                          desired, key=self.edit.key)
