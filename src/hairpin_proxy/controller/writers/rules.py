@@ -154,7 +154,8 @@ class ImportRules(_Rules):
 
     async def write(self, desired: Desired) -> None:
         # Uninstalling, our key goes altogether, as cleanup removes it: a ConfigMap we made
-        # is then empty, and deleted once every replica is done (Uninstall.finish).
+        # is then empty, and the replica that lets go deletes it (Uninstall.finish). A
+        # ConfigMap already gone is never made again to hold nothing.
         mutate = (self.edit.removal() if self.w.uninstalling()
                   else self.edit.mutate(desired.groups()))
         await self._write(self.edit.where, self.edit.namespace, self.edit.name, mutate,
