@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from hairpin_proxy import corefile
 from hairpin_proxy.controller.writers.coredns import CorednsEdit, Groups
 from hairpin_proxy.controller.writers.coredns_import import ImportEdit
-from hairpin_proxy.corefile import Answers, CorefileError, editor, incremental, rules
+from hairpin_proxy.corefile import Answers, CorefileError, compact, editor, incremental, rules
 from tests.corefiles import BY_NAME
 
 FQDN = corefile.DEFAULT_PROXY_FQDN
@@ -210,8 +210,8 @@ def test_a_line_that_would_not_read_back_takes_the_full_edit(
         edit = CorednsEdit("kube-system", "coredns", "Corefile", FQDN)
         edit.edit(text, _groups({h: 0 for h in BASE}, list(POOL)))
         full.clear()
-        monkeypatch.setattr(incremental, "_escaped",
-                            lambda names, b=broken: [n + b for n in rules._escaped(names)])
+        monkeypatch.setattr(incremental, "compact_body",
+                            lambda names, b=broken: compact.encode(names) + b)
         monkeypatch.setattr(editor, "_apply", counted)
         assert edit.edit(text[:], groups) == want
         assert full, "a broken line was spliced in"

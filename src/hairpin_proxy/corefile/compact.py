@@ -22,6 +22,9 @@ same text: only what we write counts as ours.
 
 from __future__ import annotations
 
+import itertools
+import operator
+import re
 from collections.abc import Sequence
 from itertools import groupby
 from os.path import commonprefix
@@ -77,69 +80,64 @@ def _prefixes(words: list[str]) -> list[str]:
 
 # --- reading back ----------------------------------------------------------------------------
 
-_META = frozenset("|()\\")
+# A body's tokens: a group's opening, its closing, a bar, or a run of literal characters
+# (each escaped one a backslash and the character).
+_TOKEN = re.compile(r"\(\?:|[|)]|(?:\\.|[^\\|()])+", re.DOTALL)
+_UNESCAPE = re.compile(r"\\(.)", re.DOTALL)
 
 
 class _Parser:
-    """A reader of the bodies ``encode`` writes, expanded to the names they match; stops
-    (``None``) at anything else or at more names than the body has alternatives."""
+    """The names a body of literals, groups and bars matches (its tokens from ``at`` on);
+    None at anything else or at more names than the body has alternatives."""
 
-    def __init__(self, body: str) -> None:
-        self.body = body
+    def __init__(self, tokens: list[str], most: int) -> None:
+        self.tokens = tokens
         self.at = 0
-        self.most = body.count("|") + 1
+        self.most = most
 
     def alternation(self) -> list[str] | None:
         out: list[str] = []
+        tokens = self.tokens
         while True:
             seq = self.sequence()
-            if seq is None:
+            if seq is None or len(out) + len(seq) > self.most:
                 return None
             out += seq
-            if len(out) > self.most:
-                return None
-            if self.at < len(self.body) and self.body[self.at] == "|":
+            if self.at < len(tokens) and tokens[self.at] == "|":
                 self.at += 1
                 continue
             return out
 
     def sequence(self) -> list[str] | None:
         got = [""]
-        body = self.body
-        while self.at < len(body) and body[self.at] not in "|)":
-            part = self.atom()
-            if part is None:
-                return None
+        tokens = self.tokens
+        while self.at < len(tokens) and tokens[self.at] not in ("|", ")"):
+            token = tokens[self.at]
+            self.at += 1
+            if token == "(?:":
+                part = self.alternation()
+                if part is None or self.at >= len(tokens) or tokens[self.at] != ")":
+                    return None
+                self.at += 1
+            else:
+                part = [_UNESCAPE.sub(r"\1", token) if "\\" in token else token]
             got = [g + p for g in got for p in part]
             if len(got) > self.most:
                 return None
         return got
 
-    def atom(self) -> list[str] | None:
-        body, at = self.body, self.at
-        if body.startswith("(?:", at):
-            self.at += 3
-            inner = self.alternation()
-            if inner is None or not body.startswith(")", self.at):
-                return None
-            self.at += 1
-            return inner
-        if body[at] == "\\" and at + 1 < len(body):
-            self.at += 2
-            return [body[at + 1]]
-        if body[at] in _META:
-            return None
-        self.at += 1
-        return [body[at]]
-
 
 def decode(body: str) -> list[str] | None:
     """The names a body written by ``encode`` matches, sorted; None for any other body."""
-    parser = _Parser(body)
+    tokens = _TOKEN.findall(body)
+    if "".join(tokens) != body:
+        return None  # a "(" of another kind, a backslash at the end
+    parser = _Parser(tokens, body.count("|") + 1)
     names = parser.alternation()
-    if names is None or parser.at != len(body) or "" in names:
+    if names is None or parser.at != len(tokens) or "" in names:
         return None
     names.sort()
-    if any(a == b for a, b in zip(names, names[1:], strict=False)):
+    if any(map(operator.eq, names, itertools.islice(names, 1, None))):
         return None
+    # Only what we would write back the same way counts as read.
     return names if encode(names) == body else None

@@ -32,6 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from hairpin_proxy.corefile import editor
+from hairpin_proxy.corefile.compact import encode as compact_body
 from hairpin_proxy.corefile.lexer import SPECIAL
 from hairpin_proxy.corefile.names import MAX_HOST, all_valid, one_edit
 from hairpin_proxy.corefile.rules import (
@@ -47,6 +48,7 @@ from hairpin_proxy.corefile.rules import (
     RuleSet,
     _escaped,
     _utf8_len,
+    chunk_counts,
     hosts_of_regex,
     is_our_template,
     layout,
@@ -295,8 +297,7 @@ def _new_matches(text: str, lines: list[int], old: Sequence[str], new: Sequence[
     f = 2 if host.startswith("**.") else 1 if host.startswith("*.") else 0
     opening, closing, _ = _FORMS[f]
     old_forms, new_forms = split_forms(old), split_forms(new)
-    found = _form_lines(text, lines, old_forms[f], f, lead=len(inner) + len("match "),
-                        nl=nl)
+    found = _form_lines(text, lines, old_forms[f], f, lead=len(inner) + len("match "))
     if found is None:
         return None
     bounds, starts = found
@@ -309,40 +310,34 @@ def _new_matches(text: str, lines: list[int], old: Sequence[str], new: Sequence[
     return bounds[k0], bounds[k1], fresh
 
 
-def _form_lines(text: str, lines: list[int], names: Sequence[str], f: int, *, lead: int,
-                nl: str) -> tuple[list[int], list[int]] | None:
-    """Where form ``f``'s lines start (and its run ends, or would start when empty), and the
-    index in ``names`` (the form's old names) of each line's first name."""
+def _form_lines(text: str, lines: list[int], names: Sequence[str], f: int, *, lead: int
+                ) -> tuple[list[int], list[int]] | None:
+    """Where form ``f``'s lines start (and its run ends, or would start when empty), and how
+    many of ``names`` (the form's old names) each holds: as the renderer chunked them, for
+    the text is its rendering of them (the last result, checked)."""
     forms = [next(k for k in (2, 1, 0) if text.startswith(_FORMS[k][0], lo + lead))
              for lo in lines[:-1]]
     if forms != sorted(forms):
         return None
     first, stop = bisect_left(forms, f), bisect_left(forms, f + 1)
     opening, closing, prefix = _FORMS[f]
-    starts: list[int] = []
-    for lo, hi in zip(lines[first:stop], lines[first + 1:stop + 1], strict=True):
-        body = lo + lead + len(opening)
-        end = text.find("|", body, hi)
-        name = text[body:hi - len(closing) - len(nl) if end < 0 else end]
-        plain = name.replace("\\.", ".")
-        at = bisect_left(names, prefix + plain)
-        if "\\" in plain or at >= len(names) or names[at] != prefix + plain:
-            return None
-        starts.append(at)
-    if (starts[:1] != [0] if starts else names) or starts != sorted(set(starts)):
+    counts = chunk_counts(opening, [n[len(prefix):] for n in names] if prefix else names,
+                          closing)
+    if len(counts) != stop - first:
         return None
-    return lines[first:stop + 1], [b - a for a, b in itertools.pairwise([*starts, len(names)])]
+    return lines[first:stop + 1], counts
 
 
 class _Parts:
-    """The escaped names of one form from ``start`` on, escaped (and their sizes summed) a
-    window at a time as the regexes reach them."""
+    """The names of one form from ``start`` on, escaped (and their plain sizes summed) a
+    window at a time as the regexes reach them; each regex body in the compact spelling."""
 
     def __init__(self, names: Sequence[str], prefix: int, start: int) -> None:
         self.names = names
         self.prefix = prefix
         self.start = start
         self.escaped: list[str] = []
+        self.raw: list[str] = []  # the names as ``escaped`` spells them, unescaped
         # ends[k]: the bytes of escaped[:k], each with one separator.
         self.ends: list[int] = [0]
 
@@ -360,6 +355,7 @@ class _Parts:
         self.ends += itertools.accumulate(map((1).__add__, sizes), initial=self.ends[-1])
         del self.ends[-len(escaped) - 1]  # the initial value, there already
         self.escaped += escaped
+        self.raw += window
         return True
 
     def regex(self, at: int, room: int) -> tuple[int, str]:
@@ -372,7 +368,7 @@ class _Parts:
         while self.ends[-1] <= limit and self._extend():
             pass
         stop = max(k + 1, bisect_right(self.ends, limit) - 1)
-        return self.start + stop, "|".join(self.escaped[k:stop])
+        return self.start + stop, compact_body(self.raw[k:stop])
 
 
 class _Doubt(Exception):

@@ -147,20 +147,26 @@ def _escaped(names: Sequence[str]) -> list[str]:
 def _chunked(opening: str, names: Sequence[str], closing: str) -> list[str]:
     """``opening`` + the compact body of ``names`` + ``closing``, in as few regexes as their
     plain spelling fits MAX_REGEX bytes each (the compact body is never longer)."""
+    stops = itertools.accumulate(chunk_counts(opening, names, closing), initial=0)
+    return [opening + compact.encode(names[a:b]) + closing for a, b in itertools.pairwise(stops)]
+
+
+def chunk_counts(opening: str, names: Sequence[str], closing: str) -> list[int]:
+    """How many of ``names`` each regex of ``_chunked`` holds: as many as their plain
+    spelling fits, at least one (a name longer than the room alone)."""
     parts = _escaped(names)
-    out: list[str] = []
+    out: list[int] = []
     room = MAX_REGEX - _utf8_len(opening) - _utf8_len(closing)
     lengths = map(len, parts) if all(map(str.isascii, parts)) else map(_utf8_len, parts)
     # chars[k] + k: the bytes of parts[:k], each with one separator. The parts from ``start``
-    # up to (not including) ``stop`` fit in one regex when that grows by at most room + 1;
-    # a regex takes as many as fit, and at least one (a part longer than the room alone).
+    # up to (not including) ``stop`` fit in one regex when that grows by at most room + 1.
     # Found by bisection, so the Python work is per regex, not per part.
     chars = list(itertools.accumulate(lengths, initial=0))
     start, n = 0, len(parts)
     while start < n:
         stop = max(start + 1, bisect_right(range(n + 1), chars[start] + start + room + 1,
                                            start, key=lambda k: chars[k] + k) - 1)
-        out.append(opening + compact.encode(names[start:stop]) + closing)
+        out.append(stop - start)
         start = stop
     return out
 
