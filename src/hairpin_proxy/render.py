@@ -128,7 +128,7 @@ def _report(desired: DesiredState, result: PolicyResult) -> None:
         ref = rej.ref
         who = ({"ingress": f"{ref.namespace}/{ref.name}"} if ref.kind == "Ingress"
                else {"object": str(ref)})
-        log.warning("rejected host", extra={**who, "host": rej.host, "reason": rej.reason})
+        log.warning("rejected host", extra={**who, "host": rej.named, "reason": rej.reason})
     for rej in result.ignored:
         log.info("host outside the allowed domains", extra={
             "ingress": f"{rej.namespace}/{rej.name}", "host": rej.host, "reason": rej.reason})

@@ -238,8 +238,8 @@ class Limit:
 class Fitted:
     # The hosts kept, sorted.
     hosts: tuple[str, ...]
-    # (object, how many hosts it asked for, the limit its hosts would overflow), oldest first.
-    refused: tuple[tuple[ObjectRef, int, Limit], ...] = ()
+    # (object, the hosts it asked for, the limit they would overflow), oldest first.
+    refused: tuple[tuple[ObjectRef, tuple[str, ...], Limit], ...] = ()
     # Bytes of the kept hosts, per limit.
     sizes: tuple[int, ...] = ()
 
@@ -509,7 +509,7 @@ def fit(hosts: Sequence[str], origins: Mapping[str, Collection[ObjectRef]],
         for origin in asked:
             by_origin.setdefault(origin, []).append(host)
     tally = _Tally(limits, sets)
-    refused: list[tuple[ObjectRef, int, Limit]] = []
+    refused: list[tuple[ObjectRef, tuple[str, ...], Limit]] = []
     order = sorted(by_origin, key=lambda o: origin_key(o, created.get(o, "")))
     at, step = 0, 1
     while at < len(order):
@@ -524,7 +524,7 @@ def fit(hosts: Sequence[str], origins: Mapping[str, Collection[ObjectRef]],
         origin = order[at]
         over = tally.add(by_origin[origin])
         if over is not None:
-            refused.append((origin, len(by_origin[origin]), over))
+            refused.append((origin, tuple(by_origin[origin]), over))
         at += 1
         step = 2 if over is None else 1
     for host in orphans:
@@ -619,8 +619,8 @@ def within(hosts: Sequence[str], origins: Mapping[str, Collection[ObjectRef]],
     created = {c.origin: c.created for c in claims}
     fitted = fit(hosts, origins, created, sets, limits)
     return Within(fitted.hosts, tuple(
-        Rejection.of(ref, "", f"its {count} host(s) would take {limit.words}; newer "
-                              "objects are refused first")
-        for ref, count, limit in fitted.refused),
+        Rejection.of(ref, "", f"its {len(asked)} host(s) would take {limit.words}; newer "
+                              "objects are refused first", asked)
+        for ref, asked, limit in fitted.refused),
         tuple(ref for ref, _, _ in fitted.refused), fitted.sizes, sizes[0])
 
