@@ -141,14 +141,14 @@ def test_a_tenant_over_the_budget_leaves_every_other_host(cluster: FakeApiServer
                what="the hosts written counted")
 
 
-def test_the_default_budget_with_45_tenants_of_100_long_hosts(cluster: FakeApiServer,
-                                                              start: Start) -> None:
-    """The issue's second case: the default budget, 45 Ingresses of 100 names with
-    50-character labels. The oldest that fit are written, the rest refused, the shop's
-    hosts (the oldest) stay."""
+def test_a_budget_of_512_kib_with_45_tenants_of_100_long_hosts(cluster: FakeApiServer,
+                                                               start: Start) -> None:
+    """The earlier default as an opt-in cap: 45 Ingresses of 100 names with 50-character
+    labels. The oldest that fit are written, the rest refused, the shop's hosts (the
+    oldest) stay."""
     cluster.create(ingress_class("nginx", default=True))
     cluster.create(ingress("shop", "www", tls_hosts=OLD))
-    ctl = start()
+    ctl = start("--rules-budget", "524288")
     ctl.wait_ready()
     wait_until(lambda: sorted(answers(cluster)) == OLD, what="the shop's hosts written")
     label = "y" * 45
@@ -169,6 +169,39 @@ def test_the_default_budget_with_45_tenants_of_100_long_hosts(cluster: FakeApiSe
         mine = {h for h in held if h.endswith(f".bulk{n}.example")}
         assert len(mine) == (0 if f"t{n:02d}" in refused_names else 100), n
     assert ctl.metric("hairpin_controller_rules_bytes") <= 524288
+    assert not removals(ctl)
+
+
+def test_by_default_the_rules_take_what_the_configmap_has_room_for(cluster: FakeApiServer,
+                                                                     start: Start) -> None:
+    """No --rules-budget: the same 45 tenants are all written (more than 512 KiB of rules in
+    the plain spelling), and tenants past the room the ConfigMap leaves are refused with
+    Events naming that room, the older ones keeping theirs."""
+    cluster.create(ingress_class("nginx", default=True))
+    cluster.create(ingress("shop", "www", tls_hosts=OLD))
+    ctl = start()
+    ctl.wait_ready()
+    wait_until(lambda: sorted(answers(cluster)) == OLD, what="the shop's hosts written")
+    label = "y" * 45
+    for n in range(45):
+        cluster.create(ingress("tenants", f"t{n:02d}", tls_hosts=[
+            f"h{i:03d}{n:02d}{label}.bulk{n}.example" for i in range(100)]))
+    wait_until(lambda: len(answers(cluster)) == 2 + 4500, what="every tenant written")
+    assert ctl.metric("hairpin_controller_rules_bytes") > 524288
+    assert ctl.metric("hairpin_controller_ingresses_over_budget") == 0
+    assert not events(cluster, "tenants")
+    # Past the room: as many again, made later (a second later at least: by age).
+    for n in range(45, 90):
+        late = ingress("late", f"t{n:02d}", tls_hosts=[
+            f"h{i:03d}{n:02d}{label}.bulk{n}.example" for i in range(100)])
+        _ = created(cluster, late) if n == 45 else cluster.create(late)
+    wait_until(lambda: ctl.metric("hairpin_controller_ingresses_over_budget") > 0,
+               what="the newest tenants refused")
+    wait_until(lambda: events(cluster, "late"), what="an Event on a refused tenant")
+    messages = {str(e["message"]) for e in events(cluster, "late")}
+    assert all("leaves under its 1 MiB" in m for m in messages), messages
+    held = answers(cluster)
+    assert all(f"h000{n:02d}{label}.bulk{n}.example" in held for n in range(45))
     assert not removals(ctl)
 
 

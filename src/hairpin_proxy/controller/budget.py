@@ -581,11 +581,17 @@ def corefile_room(cm: JsonObj | None, key: str) -> int:
 
 # --- the pass's step -------------------------------------------------------------------------
 
+def rules_limit(budget: int, room: int) -> int:
+    """The bytes the rules may take: the room their ConfigMap leaves, or ``budget``
+    (--rules-budget) where that is set (not 0) and lower."""
+    return min(budget, room) if budget > 0 else room
+
+
 def limits_of(budget: int, rules: Measure, rules_room: int, rules_where: str,
               rooms: Iterable[tuple[str, Measure, int, str]]) -> list[Limit]:
-    """The rules' limit (``budget``, or the room their ConfigMap leaves when that is less),
+    """The rules' limit (``rules_limit``),
     then the others' ``rooms``: (what, its measure, bytes, its ConfigMap)."""
-    if rules_room < budget:
+    if rules_limit(budget, rules_room) == rules_room:
         first = Limit(rules, rules_room, f"the rules past the room ConfigMap {rules_where} "
                       f"leaves under its 1 MiB ({rules_room} bytes)")
     else:

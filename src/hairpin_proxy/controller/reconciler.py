@@ -32,7 +32,7 @@ from hairpin_proxy.admin import Check
 from hairpin_proxy.claims import ObjectRef
 from hairpin_proxy.controller import heap, holds
 from hairpin_proxy.controller.background import Background
-from hairpin_proxy.controller.budget import configmap_room, corefile_room
+from hairpin_proxy.controller.budget import configmap_room, corefile_room, rules_limit
 from hairpin_proxy.controller.corefile_facts import CorefileFacts
 from hairpin_proxy.controller.events import Reports
 from hairpin_proxy.controller.guard import HeldDrops, RemovalGuard
@@ -523,7 +523,7 @@ class Controller:
         self._report_routing(state)
         if verification is not None:
             verification.planned(state, verdicts)
-        self._report_limits(state, min(self.settings.rules_budget, rooms.rules))
+        self._report_limits(state, rules_limit(self.settings.rules_budget, rooms.rules))
         self.reports.rejections(state.refusals)
         return state
 
