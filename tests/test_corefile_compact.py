@@ -29,6 +29,7 @@ from hairpin_proxy.corefile import (
 from hairpin_proxy.corefile.compact import decode, encode
 from hairpin_proxy.corefile.names import regex_escape
 from tests.corefiles import BY_NAME
+from tests.corefiles.oracle import plain
 
 # Few characters, so that names share prefixes and suffixes and are prefixes of each other.
 _CHARS = "abAB01-"
@@ -43,23 +44,6 @@ ANSWERS = [Answers.of(["10.96.0.20"]), Answers.of(["10.96.0.21", "fd00::21"], tt
            Answers.of(["fd00::22"])]
 QTYPES = ("A", "AAAA", "ANY", "MX", "TXT", "CNAME")
 ROOT = BY_NAME["kubeadm"]
-
-
-def _plain_regex(regex: str) -> str:
-    """``regex`` in the plain spelling: the same opening and closing, each name in full."""
-    hosts = rules.hosts_of_regex(regex)
-    assert hosts is not None, regex
-    body = "|".join(regex_escape(h.lstrip("*").removeprefix(".")) for h in hosts)
-    for opening, closing in ((rules._DEEP_OPEN, rules._WILD_CLOSE),
-                             (rules._WILD_OPEN, rules._WILD_CLOSE), (rules._OPEN, rules._CLOSE)):
-        if regex.startswith(opening):
-            return opening + body + closing
-    raise AssertionError(regex)
-
-
-def plain(text: str) -> str:
-    """The Corefile with each of our regexes in the plain spelling."""
-    return re.sub(r"(?m)^(\s*match )(\S+)$", lambda m: m[1] + _plain_regex(m[2]), text)
 
 
 def ask(text: str, name: str, qtype: str) -> tuple[tuple[str, ...], ...] | None:
@@ -90,7 +74,8 @@ def probes(hosts: list[str]) -> set[str]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.text(_CHARS + "._ü", min_size=1, max_size=8), unique=True, min_size=1, max_size=30))
+@given(st.lists(st.text(_CHARS + "._ü", min_size=1, max_size=8), unique=True, min_size=1,
+                max_size=30))
 def test_encode_reads_back_and_is_never_longer_than_the_names(names: list[str]) -> None:
     body = encode(names)
     assert decode(body) == sorted(names)

@@ -19,6 +19,7 @@ from hairpin_proxy.corefile import (
     END_MARKER,
     Answers,
     CorefileError,
+    compact,
     has_plugin,
     import_matches,
     import_snippet,
@@ -28,7 +29,6 @@ from hairpin_proxy.corefile import (
     rules,
     served_zones,
 )
-from hairpin_proxy.corefile import compact
 from hairpin_proxy.corefile.names import regex_escape
 from tests.corefiles import BY_NAME, SAMPLES, Sample
 

@@ -27,7 +27,6 @@ import operator
 import re
 from collections.abc import Sequence
 from itertools import groupby
-from os.path import commonprefix
 
 from hairpin_proxy.corefile.names import regex_escape
 
@@ -73,9 +72,19 @@ def _prefixes(words: list[str]) -> list[str]:
         if len(same) == 1:
             out.append(regex_escape(same[0]))
             continue
-        shared = commonprefix(same)
+        shared = _common(same[0], same[-1])  # sorted: what the first and last share
         out += _factored(_prefixes([w[len(shared):] for w in same]), regex_escape(shared), "")
     return out
+
+
+def _common(a: str, b: str) -> str:
+    """The longest prefix ``a`` and ``b`` share."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return a[:n]
 
 
 # --- reading back ----------------------------------------------------------------------------
