@@ -182,7 +182,8 @@ def snapshot(s: RenderSettings, objects: Sequence[dict[str, Any]], ips: Sequence
         target_map=target_map, cluster_domain=s.cluster_domain, target_server=s.target_server,
         max_targets=s.max_targets, settle=0.0, dns_ttl=s.dns_ttl,
         gateway_api=s.gateway_api == "auto", gateway_classes=s.gateway_class,
-        rules_budget=s.rules_budget, sources_on=turned_on(s))
+        rules_budget=s.rules_budget, share_hosts=s.namespace_share_hosts,
+        share_bytes=s.namespace_share_bytes, sources_on=turned_on(s))
     objs = list(objects)
     if ips:
         main = (s.namespace, s.proxy_service)

@@ -28,6 +28,7 @@ from tests.fakeapi.crds import LISTENER_SET, TRAEFIK_INGRESSROUTE
 from tests.fakeapi.fixtures import configmap, ingress, ingress_class, route, service
 from tests.fakeapi.server import FakeApiServer
 from tests.verify.dnsmasq import OTHER_IP, Dnsmasq
+from tests.waiting import PATIENCE
 
 Start = Callable[..., Controller]
 
@@ -378,3 +379,46 @@ def test_a_routes_foreign_name_is_told_on_the_route(cluster: FakeApiServer, star
     assert "other.example.test" not in answers(cluster)
     assert mine["metadata"]["uid"] not in {
         e["involvedObject"]["uid"] for e in cluster.list("Event", "evil")}
+
+
+def _team_a(api: FakeApiServer) -> None:
+    """Three Ingresses in team-a, oldest first (2, 2 and 1 hosts), and one of 3 in team-b."""
+    created(api, ingress("team-a", "first", tls_hosts=["a1.example.com", "a2.example.com"]))
+    created(api, ingress("team-a", "second", tls_hosts=["a3.example.com", "a4.example.com"]))
+    created(api, ingress("team-a", "third", tls_hosts=["a5.example.com"]))
+    api.create(ingress("team-b", "web", tls_hosts=["b1.example.com", "b2.example.com",
+                                                   "b3.example.com"]))
+
+
+@pytest.mark.parametrize("flag", ["hosts", "bytes"])
+def test_a_namespace_over_its_share_loses_its_newest_objects(cluster: FakeApiServer,
+                                                             start: Start, flag: str) -> None:
+    """--namespace-share-hosts 4 (or the bytes of those 4 hosts' rules): team-a's third
+    Ingress is refused with an Event naming the share, its two older ones and team-b keep
+    theirs; once the oldest goes, the third fits."""
+    _team_a(cluster)
+    four = ["a1.example.com", "a2.example.com", "a3.example.com", "a4.example.com"]
+    share = "4" if flag == "hosts" else str(corefile.rules_bytes(four))
+    ctl = start(f"--namespace-share-{flag}", share)
+    ctl.wait_ready()
+    wait_until(lambda: sorted(answers(cluster)) == [*four, "b1.example.com", "b2.example.com",
+                                                    "b3.example.com"], what="within shares")
+    wait_until(lambda: events(cluster, "team-a"), what="an Event on the newest of team-a")
+    (event,) = events(cluster, "team-a")
+    assert event["involvedObject"]["name"] == "third"
+    words = "(4 hosts)" if flag == "hosts" else f"({share} bytes of rules)"
+    assert f"would take namespace team-a past its share {words}" in str(event["message"])
+    assert not events(cluster, "team-b")
+    assert {r["host"] for r in ctl.records() if r.get("msg") == "host rejected"} == {
+        "a5.example.com"}
+    cluster.delete("Ingress", "team-a", "first")
+    wait_until(lambda: "a5.example.com" in answers(cluster), what="the third once it fits")
+    assert "a1.example.com" not in answers(cluster)
+
+
+def test_a_negative_share_is_refused_in_our_words(cluster: FakeApiServer, start: Start) -> None:
+    ctl = start("--namespace-share-hosts", "-1")
+    assert ctl.proc.wait(PATIENCE) == 2
+    log = ctl.log()
+    assert "--namespace-share-hosts / HAIRPIN_NAMESPACE_SHARE_HOSTS: must not be negative" \
+        in log and "Traceback" not in log

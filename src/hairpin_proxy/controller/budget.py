@@ -630,3 +630,61 @@ def within(hosts: Sequence[str], origins: Mapping[str, Collection[ObjectRef]],
         for ref, asked, limit in fitted.refused),
         tuple(ref for ref, _, _ in fitted.refused), fitted.sizes, sizes[0])
 
+
+
+# --- the namespaces' shares ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Share:
+    """What one namespace's objects may take of the rules (0: no limit of that kind): a
+    count of hosts (--namespace-share-hosts), bytes of rules (--namespace-share-bytes)."""
+
+    hosts: int = 0
+    size: int = 0
+
+    def __bool__(self) -> bool:
+        return self.hosts > 0 or self.size > 0
+
+    def words(self, namespace: str) -> str:
+        if self.hosts and self.size:
+            return (f"namespace {namespace} past its share ({self.hosts} hosts, {self.size} "
+                    "bytes of rules)")
+        if self.hosts:
+            return f"namespace {namespace} past its share ({self.hosts} hosts)"
+        return f"namespace {namespace} past its share ({self.size} bytes of rules)"
+
+
+def within_shares(hosts: Sequence[str], origins: Mapping[str, Collection[ObjectRef]],
+                  claims: Iterable[Claim], share: Share, measure: Measure
+                  ) -> tuple[Sequence[str], tuple[Rejection, ...]]:
+    """The hosts each namespace's objects may keep under ``share``, oldest object first (its
+    hosts kept whole or not at all, a host counting once per namespace), and a refusal per
+    object over it. A host that an object of another namespace, or none, asks for stays if
+    that one keeps it. Pure but for the measure's cache."""
+    created = {c.origin: c.created for c in claims}
+    by_origin: dict[ObjectRef, list[str]] = {}
+    for host in hosts:
+        for origin in origins.get(host) or ():
+            by_origin.setdefault(origin, []).append(host)
+    kept: dict[str, set[str]] = {}
+    sizes: dict[str, int] = {}
+    refused: list[Rejection] = []
+    for origin in sorted(by_origin, key=lambda o: origin_key(o, created.get(o, ""))):
+        ns = origin.namespace
+        mine = kept.setdefault(ns, set())
+        new = [h for h in by_origin[origin] if h not in mine]
+        size = sizes.get(ns, 0) + (measure.hosts(new) if share.size else 0)
+        if (share.hosts and len(mine) + len(new) > share.hosts) or \
+                (share.size and size > share.size):
+            asked = tuple(by_origin[origin])
+            refused.append(Rejection.of(
+                origin, "", f"its {len(asked)} host(s) would take {share.words(ns)}; newer "
+                            "objects in it are refused first", asked))
+            continue
+        mine.update(new)
+        sizes[ns] = size
+    if not refused:
+        return hosts, ()
+    lost = {h for r in refused for h in r.hosts}
+    keep = set().union(*kept.values())
+    return tuple(h for h in hosts if h not in lost or h in keep), tuple(refused)

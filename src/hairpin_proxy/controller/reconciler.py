@@ -539,6 +539,7 @@ class Controller:
             target_server=s.target_server, max_targets=s.max_targets, settle=s.target_settle,
             dns_ttl=s.dns_ttl, gateway_api=self.gateway is not None,
             gateway_classes=tuple(s.gateway_class), rules_budget=s.rules_budget,
+            share_hosts=s.namespace_share_hosts, share_bytes=s.namespace_share_bytes,
             verify_hosts=self.verification is not None)
         return self._planned
 
