@@ -654,9 +654,9 @@ class Share:
         return f"namespace {namespace} past its share ({self.size} bytes of rules)"
 
 
-def within_shares(hosts: Sequence[str], origins: Mapping[str, Collection[ObjectRef]],
+def within_shares(hosts: tuple[str, ...], origins: Mapping[str, Collection[ObjectRef]],
                   claims: Iterable[Claim], share: Share, measure: Measure
-                  ) -> tuple[Sequence[str], tuple[Rejection, ...]]:
+                  ) -> tuple[tuple[str, ...], tuple[Rejection, ...]]:
     """The hosts each namespace's objects may keep under ``share``, oldest object first (its
     hosts kept whole or not at all, a host counting once per namespace), and a refusal per
     object over it. A host that an object of another namespace, or none, asks for stays if
