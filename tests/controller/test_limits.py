@@ -142,20 +142,26 @@ def test_a_tenant_over_the_budget_leaves_every_other_host(cluster: FakeApiServer
                what="the hosts written counted")
 
 
+def _shop_and_45_tenants(cluster: FakeApiServer, start: Start, *flags: str) -> Controller:
+    """The shop's Ingress, the controller started with ``flags`` and the shop written, then
+    45 tenant Ingresses of 100 names with 50-character first labels."""
+    cluster.create(ingress_class("nginx", default=True))
+    cluster.create(ingress("shop", "www", tls_hosts=OLD))
+    ctl = start(*flags)
+    ctl.wait_ready()
+    wait_until(lambda: sorted(answers(cluster)) == OLD, what="the shop's hosts written")
+    for n in range(45):
+        cluster.create(ingress("tenants", f"t{n:02d}", tls_hosts=[
+            f"h{i:03d}{n:02d}{'y' * 45}.bulk{n}.example" for i in range(100)]))
+    return ctl
+
+
 def test_a_budget_of_512_kib_with_45_tenants_of_100_long_hosts(cluster: FakeApiServer,
                                                                start: Start) -> None:
     """The earlier default as an opt-in cap: 45 Ingresses of 100 names with 50-character
     labels. The oldest that fit are written, the rest refused, the shop's hosts (the
     oldest) stay."""
-    cluster.create(ingress_class("nginx", default=True))
-    cluster.create(ingress("shop", "www", tls_hosts=OLD))
-    ctl = start("--rules-budget", "524288")
-    ctl.wait_ready()
-    wait_until(lambda: sorted(answers(cluster)) == OLD, what="the shop's hosts written")
-    label = "y" * 45
-    for n in range(45):
-        cluster.create(ingress("tenants", f"t{n:02d}", tls_hosts=[
-            f"h{i:03d}{n:02d}{label[:45]}.bulk{n}.example" for i in range(100)]))
+    ctl = _shop_and_45_tenants(cluster, start, "--rules-budget", "524288")
     wait_until(lambda: ctl.metric("hairpin_controller_ingresses_over_budget") > 0,
                what="some tenants refused")
     wait_until(lambda: len(answers(cluster)) > 1000, what="the tenants that fit written")
@@ -178,15 +184,8 @@ def test_by_default_the_rules_take_what_the_configmap_has_room_for(cluster: Fake
     """No --rules-budget: the same 45 tenants are all written (more than 512 KiB of rules in
     the plain spelling), and tenants past the room the ConfigMap leaves are refused with
     Events naming that room, the older ones keeping theirs."""
-    cluster.create(ingress_class("nginx", default=True))
-    cluster.create(ingress("shop", "www", tls_hosts=OLD))
-    ctl = start()
-    ctl.wait_ready()
-    wait_until(lambda: sorted(answers(cluster)) == OLD, what="the shop's hosts written")
+    ctl = _shop_and_45_tenants(cluster, start)
     label = "y" * 45
-    for n in range(45):
-        cluster.create(ingress("tenants", f"t{n:02d}", tls_hosts=[
-            f"h{i:03d}{n:02d}{label}.bulk{n}.example" for i in range(100)]))
     wait_until(lambda: len(answers(cluster)) == 2 + 4500, what="every tenant written")
     assert ctl.metric("hairpin_controller_rules_bytes") > 524288
     assert ctl.metric("hairpin_controller_ingresses_over_budget") == 0
