@@ -252,3 +252,26 @@ def test_the_watchs_copy_of_our_write_is_kept_instead_of_ours() -> None:
     assert edit._memo["last"].edited.text is echo
     owner["h5-q.example.com"] = 0
     assert edit.edit(echo, _groups(owner, pool)) == _plain(echo, _groups(owner, pool))
+
+
+def test_a_step_after_a_step_takes_the_chunks_it_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step where the last one changed the same names counts no name again (the chunks
+    it kept), and still gives the plain edit's text."""
+    edit = CorednsEdit("kube-system", "coredns", "Corefile", FQDN)
+    owner = {h: 0 for h in BASE}
+    text = edit.edit(BY_NAME["kubeadm"].text, _groups(owner, list(POOL)))
+    owner["h5-q.example.com"] = 0
+    text = edit.edit(text, _groups(owner, list(POOL)))
+    counted: list[object] = []
+
+    def counting(*args: Any) -> Any:
+        counted.append(args)
+        return rules.chunk_counts(*args)
+
+    monkeypatch.setattr(incremental, "chunk_counts", counting)
+    for host in ("h6-q.example.com", "h7-q.example.com", "a.example.com"):
+        owner[host] = 0
+        groups = _groups(owner, list(POOL))
+        text = edit.edit(text, groups)
+        assert text == _plain(BY_NAME["kubeadm"].text, groups)
+    assert not counted
