@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from hairpin_proxy import corefile
 from hairpin_proxy.controller.writers.coredns import CorednsEdit, Groups
 from hairpin_proxy.controller.writers.coredns_import import ImportEdit
-from hairpin_proxy.corefile import Answers, CorefileError, compact, editor, incremental
+from hairpin_proxy.corefile import Answers, CorefileError, compact, editor, incremental, rules
 from tests.corefiles import BY_NAME
 
 FQDN = corefile.DEFAULT_PROXY_FQDN
