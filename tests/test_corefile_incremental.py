@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hairpin_proxy import corefile
-from hairpin_proxy.corefile import Answers, CorefileError, editor, incremental, rules
+from hairpin_proxy.corefile import Answers, CorefileError, compact, editor, incremental, rules
 from hairpin_proxy.edits.coredns import CorednsEdit, Groups
 from hairpin_proxy.edits.coredns_import import ImportEdit
 from tests.corefiles import BY_NAME
@@ -210,8 +210,8 @@ def test_a_line_that_would_not_read_back_takes_the_full_edit(
         edit = CorednsEdit("kube-system", "coredns", "Corefile", FQDN)
         edit.edit(text, _groups({h: 0 for h in BASE}, list(POOL)))
         full.clear()
-        monkeypatch.setattr(incremental, "_escaped",
-                            lambda names, b=broken: [n + b for n in rules._escaped(names)])
+        monkeypatch.setattr(incremental, "compact_body",
+                            lambda names, b=broken: compact.encode(names) + b)
         monkeypatch.setattr(editor, "_apply", counted)
         assert edit.edit(text[:], groups) == want
         assert full, "a broken line was spliced in"
@@ -252,3 +252,26 @@ def test_the_watchs_copy_of_our_write_is_kept_instead_of_ours() -> None:
     assert edit._memo["last"].edited.text is echo
     owner["h5-q.example.com"] = 0
     assert edit.edit(echo, _groups(owner, pool)) == _plain(echo, _groups(owner, pool))
+
+
+def test_a_step_after_a_step_takes_the_chunks_it_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step where the last one changed the same names counts no name again (the chunks
+    it kept), and still gives the plain edit's text."""
+    edit = CorednsEdit("kube-system", "coredns", "Corefile", FQDN)
+    owner = {h: 0 for h in BASE}
+    text = edit.edit(BY_NAME["kubeadm"].text, _groups(owner, list(POOL)))
+    owner["h5-q.example.com"] = 0
+    text = edit.edit(text, _groups(owner, list(POOL)))
+    counted: list[object] = []
+
+    def counting(*args: Any) -> Any:
+        counted.append(args)
+        return rules.chunk_counts(*args)
+
+    monkeypatch.setattr(incremental, "chunk_counts", counting)
+    for host in ("h6-q.example.com", "h7-q.example.com", "a.example.com"):
+        owner[host] = 0
+        groups = _groups(owner, list(POOL))
+        text = edit.edit(text, groups)
+        assert text == _plain(BY_NAME["kubeadm"].text, groups)
+    assert not counted

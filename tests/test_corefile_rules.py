@@ -19,6 +19,7 @@ from hairpin_proxy.corefile import (
     END_MARKER,
     Answers,
     CorefileError,
+    compact,
     has_plugin,
     import_matches,
     import_snippet,
@@ -28,6 +29,7 @@ from hairpin_proxy.corefile import (
     rules,
     served_zones,
 )
+from hairpin_proxy.corefile.names import regex_escape
 from tests.corefiles import BY_NAME, SAMPLES, Sample
 
 KEY = "hairpin-proxy.override"
@@ -50,7 +52,8 @@ def matches(hosts: list[str], name: str) -> bool:
 
 def test_regex_text_for_a_small_host_set() -> None:
     assert match_regexes(["*.apps.example.com", "a.example.com", "b-1.example.com"]) == [
-        r"(?i)^(?P<hairpin_proxy>a\.example\.com|b-1\.example\.com)\.$",
+        # The compact spelling: the shared domain written once.
+        r"(?i)^(?P<hairpin_proxy>(?:a|b-1)\.example\.com)\.$",
         r"(?i)^(?P<hairpin_proxy>[^._][^.]*\.(?:apps\.example\.com))\.$",
     ]
     assert match_regexes(["**.gw.example.com", "*.apps.example.com", "a.example.com"]) == [
@@ -135,7 +138,17 @@ def _body(rx: str) -> tuple[str, str]:
 
 
 def _alternatives(body: str) -> list[str]:
-    return [re.sub(r"\\(.)", r"\1", alt) for alt in re.split(r"(?<!\\)\|", body)]
+    names = compact.decode(body)
+    assert names is not None, body
+    return names
+
+
+def _plain_len(names: list[str], form: str) -> int:
+    """The bytes of the regex of ``names`` in the plain spelling (each name in full)."""
+    opening = {"": PREFIX, "*.": WILD_PREFIX, "**.": DEEP_PREFIX}[form]
+    body = "|".join(map(regex_escape, names))
+    closing = r")\.$" if not form else r"))\.$"
+    return len((opening + body + closing).encode())
 
 
 def expected_match(hosts: list[str], name: str) -> bool:
@@ -227,10 +240,12 @@ def test_chunks_are_as_few_as_fit() -> None:
     rxs = match_regexes(hosts)
     assert len(rxs) > 1
     assert all(len(rx) <= rules.MAX_REGEX for rx in rxs)
-    # Each chunk but the last is full: the next chunk's first host would not have fitted.
+    # Each chunk but the last is full in the plain spelling (the compact one is never longer):
+    # the next chunk's first host would not have fitted.
     for rx, following in itertools.pairwise(rxs):
-        first = _body(following)[1].split("|")[0]
-        assert len(rx) + 1 + len(first) > rules.MAX_REGEX
+        names = _alternatives(_body(rx)[1])
+        first = _alternatives(_body(following)[1])[0]
+        assert _plain_len(names, "") <= rules.MAX_REGEX < _plain_len([*names, first], "")
 
 
 def test_non_ascii_hosts_are_chunked_by_bytes() -> None:
@@ -238,7 +253,9 @@ def test_non_ascii_hosts_are_chunked_by_bytes() -> None:
     hosts = sorted(f"{i}.{'ü' * 60}.de" for i in range(300))
     rxs = match_regexes(hosts)
     assert all(len(rx.encode()) <= rules.MAX_REGEX for rx in rxs)
-    assert max(len(rx.encode()) for rx in rxs) > rules.MAX_REGEX // 2
+    plain = [_plain_len(_alternatives(_body(rx)[1]), "") for rx in rxs]
+    assert all(n <= rules.MAX_REGEX for n in plain)
+    assert max(plain) > rules.MAX_REGEX // 2
 
 
 def test_hosts_of_regex_reads_back_only_what_we_write() -> None:

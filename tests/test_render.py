@@ -450,3 +450,15 @@ def test_class_existence_is_checked_only_when_classes_are_given(
     code, out, err = render(capsys, "--corefile", COREFILE, "--ingress", tmp_path)
     assert code == 0 and corefile.managed_hosts(out) == ()
     assert "IngressClass 'typo' does not exist" in err
+
+
+def test_a_refusal_by_a_size_limit_names_the_hosts(capsys: pytest.CaptureFixture[str]) -> None:
+    # A budget that holds some of the fixture's hosts, not all: whole Ingresses are refused.
+    code, _, err = render(capsys, "--import-snippet", "--ingress", CLUSTER, "--rules-budget",
+                          "100", "--log-format", "json")
+    assert code == 0
+    records = [json.loads(line) for line in err.splitlines()]
+    refused = [r for r in records if "--rules-budget" in r.get("reason", "")]
+    assert refused
+    for r in refused:
+        assert r["host"] and set(r["host"].split(",")) <= set(EXPECTED), r

@@ -185,10 +185,19 @@ class Rejection:
     # The refused object. Left out only by the Ingress policy (``ingress.policy``), which
     # evaluates Ingresses and nothing else: ``ref`` then names an Ingress.
     origin: ObjectRef | None = None
+    # The object's hosts, where the whole object is refused (by a size limit): what the
+    # operator looks for in the log.
+    hosts: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, origin: ObjectRef, host: str, reason: str) -> Rejection:
-        return cls(origin.namespace, origin.name, host, reason, origin)
+    def of(cls, origin: ObjectRef, host: str, reason: str, hosts: tuple[str, ...] = ()
+           ) -> Rejection:
+        return cls(origin.namespace, origin.name, host, reason, origin, hosts)
+
+    @property
+    def named(self) -> str:
+        """The refused host, or the refused object's hosts (comma-separated) for a log."""
+        return self.host or ",".join(self.hosts)
 
     @property
     def ref(self) -> ObjectRef:

@@ -129,7 +129,7 @@ def _report(desired: DesiredState, result: PolicyResult) -> None:
         ref = rej.ref
         who = ({"ingress": f"{ref.namespace}/{ref.name}"} if ref.kind == "Ingress"
                else {"object": str(ref)})
-        log.warning("rejected host", extra={**who, "host": rej.host, "reason": rej.reason})
+        log.warning("rejected host", extra={**who, "host": rej.named, "reason": rej.reason})
     for rej in result.ignored:
         log.info("host outside the allowed domains", extra={
             "ingress": f"{rej.namespace}/{rej.name}", "host": rej.host, "reason": rej.reason})
@@ -192,7 +192,8 @@ def snapshot(s: RenderSettings, objects: Sequence[dict[str, Any]], ips: Sequence
         raise RenderError(str(exc)) from None
     settings = dataclasses.replace(
         plan_settings_of(s, policy, target_map, s.namespace), settle=0.0, dns_ttl=s.dns_ttl,
-        rules_budget=s.rules_budget, sources_on=turned_on(s))
+        rules_budget=s.rules_budget, share_hosts=s.namespace_share_hosts,
+        share_bytes=s.namespace_share_bytes, sources_on=turned_on(s))
     objs = list(objects)
     if ips:
         main = (s.namespace, s.proxy_service)

@@ -385,8 +385,10 @@ class RenderSettings(TargetSettings, PolicySettings, LogSettings):
     targets_configmap: str = opt("hairpin-proxy-targets", "As the controller's "
                                                           "--targets-configmap: its slot table "
                                                           "is read from the inputs.")
-    rules_budget: int = opt(524288, "As the controller's --rules-budget: bytes our rules may "
-                                    "take; the newest objects over it are refused.")
+    rules_budget: int = opt(0, "As the controller's --rules-budget: a cap in bytes on our "
+                               "rules below the room the file leaves (0: none).")
+    namespace_share_hosts: int = opt(0, "As the controller's --namespace-share-hosts.")
+    namespace_share_bytes: int = opt(0, "As the controller's --namespace-share-bytes.")
     node_local_corefile: Path | None = opt(None, "NodeLocal DNSCache Corefile to render "
                                                  "instead (only read).")
     print_targets: bool = opt(False, "Also print the targets table and the slot Services the "
@@ -432,9 +434,15 @@ class ControllerSettings(CorednsSettings, TargetSettings, PolicySettings, KubeSe
         (), "DNS server ADDR[:PORT] to verify hosts against (repeatable); default: the system "
             "resolver (the controller runs with dnsPolicy: Default, the node's).")
     verify_interval: float = opt(300.0, "Seconds between re-checks of a host's public DNS.")
-    rules_budget: int = opt(524288, "Bytes our rules may take in the Corefile; the newest "
-                                    "objects (Ingresses, routes) that would overflow it are "
-                                    "refused.")
+    rules_budget: int = opt(0, "A cap in bytes on our rules, below the room their ConfigMap "
+                               "leaves under its 1 MiB (0, the default: that room alone); the "
+                               "newest objects (Ingresses, routes) over it are refused.")
+    namespace_share_hosts: int = opt(0, "Hosts one namespace's objects may have redirected "
+                                        "(0: no limit); over it, that namespace's newest "
+                                        "objects are refused, its oldest keep theirs.")
+    namespace_share_bytes: int = opt(0, "Bytes of rules one namespace's hosts may take, "
+                                        "measured as --rules-budget is (0: no limit); over "
+                                        "it, as --namespace-share-hosts.")
     write_interval: float = opt(2.0, "Least seconds between two writes of a DNS ConfigMap (a "
                                      "flapping Ingress cannot make CoreDNS reload without end).")
     proxy_grace: float = opt(60.0, "Seconds the proxy Service may have no ready endpoint "

@@ -28,6 +28,7 @@ from tests.fakeapi.crds import LISTENER_SET, TRAEFIK_INGRESSROUTE
 from tests.fakeapi.fixtures import configmap, ingress, ingress_class, route, service
 from tests.fakeapi.server import FakeApiServer
 from tests.verify.dnsmasq import OTHER_IP, Dnsmasq
+from tests.waiting import PATIENCE
 
 Start = Callable[..., Controller]
 
@@ -141,20 +142,26 @@ def test_a_tenant_over_the_budget_leaves_every_other_host(cluster: FakeApiServer
                what="the hosts written counted")
 
 
-def test_the_default_budget_with_45_tenants_of_100_long_hosts(cluster: FakeApiServer,
-                                                              start: Start) -> None:
-    """The issue's second case: the default budget, 45 Ingresses of 100 names with
-    50-character labels. The oldest that fit are written, the rest refused, the shop's
-    hosts (the oldest) stay."""
+def _shop_and_45_tenants(cluster: FakeApiServer, start: Start, *flags: str) -> Controller:
+    """The shop's Ingress, the controller started with ``flags`` and the shop written, then
+    45 tenant Ingresses of 100 names with 50-character first labels."""
     cluster.create(ingress_class("nginx", default=True))
     cluster.create(ingress("shop", "www", tls_hosts=OLD))
-    ctl = start()
+    ctl = start(*flags)
     ctl.wait_ready()
     wait_until(lambda: sorted(answers(cluster)) == OLD, what="the shop's hosts written")
-    label = "y" * 45
     for n in range(45):
         cluster.create(ingress("tenants", f"t{n:02d}", tls_hosts=[
-            f"h{i:03d}{n:02d}{label[:45]}.bulk{n}.example" for i in range(100)]))
+            f"h{i:03d}{n:02d}{'y' * 45}.bulk{n}.example" for i in range(100)]))
+    return ctl
+
+
+def test_a_budget_of_512_kib_with_45_tenants_of_100_long_hosts(cluster: FakeApiServer,
+                                                               start: Start) -> None:
+    """The earlier default as an opt-in cap: 45 Ingresses of 100 names with 50-character
+    labels. The oldest that fit are written, the rest refused, the shop's hosts (the
+    oldest) stay."""
+    ctl = _shop_and_45_tenants(cluster, start, "--rules-budget", "524288")
     wait_until(lambda: ctl.metric("hairpin_controller_ingresses_over_budget") > 0,
                what="some tenants refused")
     wait_until(lambda: len(answers(cluster)) > 1000, what="the tenants that fit written")
@@ -169,6 +176,32 @@ def test_the_default_budget_with_45_tenants_of_100_long_hosts(cluster: FakeApiSe
         mine = {h for h in held if h.endswith(f".bulk{n}.example")}
         assert len(mine) == (0 if f"t{n:02d}" in refused_names else 100), n
     assert ctl.metric("hairpin_controller_rules_bytes") <= 524288
+    assert not removals(ctl)
+
+
+def test_by_default_the_rules_take_what_the_configmap_has_room_for(cluster: FakeApiServer,
+                                                                     start: Start) -> None:
+    """No --rules-budget: the same 45 tenants are all written (more than 512 KiB of rules in
+    the plain spelling), and tenants past the room the ConfigMap leaves are refused with
+    Events naming that room, the older ones keeping theirs."""
+    ctl = _shop_and_45_tenants(cluster, start)
+    label = "y" * 45
+    wait_until(lambda: len(answers(cluster)) == 2 + 4500, what="every tenant written")
+    assert ctl.metric("hairpin_controller_rules_bytes") > 524288
+    assert ctl.metric("hairpin_controller_ingresses_over_budget") == 0
+    assert not events(cluster, "tenants")
+    # Past the room: as many again, made later (a second later at least: by age).
+    for n in range(45, 90):
+        late = ingress("late", f"t{n:02d}", tls_hosts=[
+            f"h{i:03d}{n:02d}{label}.bulk{n}.example" for i in range(100)])
+        _ = created(cluster, late) if n == 45 else cluster.create(late)
+    wait_until(lambda: ctl.metric("hairpin_controller_ingresses_over_budget") > 0,
+               what="the newest tenants refused")
+    wait_until(lambda: events(cluster, "late"), what="an Event on a refused tenant")
+    messages = {str(e["message"]) for e in events(cluster, "late")}
+    assert all("leaves under its 1 MiB" in m for m in messages), messages
+    held = answers(cluster)
+    assert all(f"h000{n:02d}{label}.bulk{n}.example" in held for n in range(45))
     assert not removals(ctl)
 
 
@@ -345,3 +378,46 @@ def test_a_routes_foreign_name_is_told_on_the_route(cluster: FakeApiServer, star
     assert "other.example.test" not in answers(cluster)
     assert mine["metadata"]["uid"] not in {
         e["involvedObject"]["uid"] for e in cluster.list("Event", "evil")}
+
+
+def _team_a(api: FakeApiServer) -> None:
+    """Three Ingresses in team-a, oldest first (2, 2 and 1 hosts), and one of 3 in team-b."""
+    created(api, ingress("team-a", "first", tls_hosts=["a1.example.com", "a2.example.com"]))
+    created(api, ingress("team-a", "second", tls_hosts=["a3.example.com", "a4.example.com"]))
+    created(api, ingress("team-a", "third", tls_hosts=["a5.example.com"]))
+    api.create(ingress("team-b", "web", tls_hosts=["b1.example.com", "b2.example.com",
+                                                   "b3.example.com"]))
+
+
+@pytest.mark.parametrize("flag", ["hosts", "bytes"])
+def test_a_namespace_over_its_share_loses_its_newest_objects(cluster: FakeApiServer,
+                                                             start: Start, flag: str) -> None:
+    """--namespace-share-hosts 4 (or the bytes of those 4 hosts' rules): team-a's third
+    Ingress is refused with an Event naming the share, its two older ones and team-b keep
+    theirs; once the oldest goes, the third fits."""
+    _team_a(cluster)
+    four = ["a1.example.com", "a2.example.com", "a3.example.com", "a4.example.com"]
+    share = "4" if flag == "hosts" else str(corefile.rules_bytes(four))
+    ctl = start(f"--namespace-share-{flag}", share)
+    ctl.wait_ready()
+    wait_until(lambda: sorted(answers(cluster)) == [*four, "b1.example.com", "b2.example.com",
+                                                    "b3.example.com"], what="within shares")
+    wait_until(lambda: events(cluster, "team-a"), what="an Event on the newest of team-a")
+    (event,) = events(cluster, "team-a")
+    assert event["involvedObject"]["name"] == "third"
+    words = "(4 hosts)" if flag == "hosts" else f"({share} bytes of rules)"
+    assert f"would take namespace team-a past its share {words}" in str(event["message"])
+    assert not events(cluster, "team-b")
+    assert {r["host"] for r in ctl.records() if r.get("msg") == "host rejected"} == {
+        "a5.example.com"}
+    cluster.delete("Ingress", "team-a", "first")
+    wait_until(lambda: "a5.example.com" in answers(cluster), what="the third once it fits")
+    assert "a1.example.com" not in answers(cluster)
+
+
+def test_a_negative_share_is_refused_in_our_words(cluster: FakeApiServer, start: Start) -> None:
+    ctl = start("--namespace-share-hosts", "-1")
+    assert ctl.proc.wait(PATIENCE) == 2
+    log = ctl.log()
+    assert "--namespace-share-hosts / HAIRPIN_NAMESPACE_SHARE_HOSTS: must not be negative" \
+        in log and "Traceback" not in log

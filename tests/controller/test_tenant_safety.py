@@ -47,6 +47,9 @@ def test_the_newest_ingress_over_the_rules_budget_is_refused(cluster: FakeApiSer
     (message,) = rejections(cluster, "team-b")
     assert "would take the rules past --rules-budget" in message
     assert ctl.metric("hairpin_controller_ingresses_over_budget") == 1
+    # The log names the refused object's hosts, not an empty host.
+    (logged,) = {r["host"] for r in ctl.records() if r.get("msg") == "host rejected"}
+    assert sorted(str(logged).split(",")) == sorted(big)
     assert not rejections(cluster, "team-a")
     # A third, small Ingress still fits beside the older one.
     cluster.create(ingress("team-c", "small", tls_hosts=["c.example.com"]))

@@ -81,6 +81,9 @@ SAMPLES: tuple[Sample, ...] = (
     Sample("legacy-migrated", managed=("bar.example.com", "foo.example.com"), migrated=True),
     Sample("old-rewrite-migrated", managed=HOSTS, migrated=True),
     Sample("groups-migrated", managed=GROUP_HOSTS, migrated=True),
+    # The regexes as 0.2 wrote them (each name in full), in what kubeadm's migration made of
+    # them: what clusters hold when they upgrade.
+    Sample("plain-spelling", managed=HOSTS, migrated=True),
 )
 
 BY_NAME = {s.name: s for s in SAMPLES}

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hairpin_proxy import corefile
+from hairpin_proxy.corefile import rules
+from hairpin_proxy.corefile.names import regex_escape
 
 ORIGINAL = "hairpin-proxy.hairpin-proxy.svc.cluster.local"
 _STANZA_OPEN = re.compile(r"[ \t]*template[ \t]+IN[ \t]+(A|AAAA)[ \t]*\{[ \t]*\r?\n?")
@@ -213,3 +215,20 @@ def check_groups_per_root(text: str, groups: Groups, dns_port: int = 53) -> None
         unit = stanza[len(indent):len(stanza) - len(stanza.lstrip())]
         assert unit in ("    ", "\t"), repr(unit)
         assert run == expected_groups_set(groups, indent, unit, nl)
+
+
+def _plain_regex(regex: str) -> str:
+    """``regex`` in the plain spelling: the same opening and closing, each name in full."""
+    hosts = rules.hosts_of_regex(regex)
+    assert hosts is not None, regex
+    body = "|".join(regex_escape(h.lstrip("*").removeprefix(".")) for h in hosts)
+    for opening, closing in ((rules._DEEP_OPEN, rules._WILD_CLOSE),
+                             (rules._WILD_OPEN, rules._WILD_CLOSE), (rules._OPEN, rules._CLOSE)):
+        if regex.startswith(opening):
+            return opening + body + closing
+    raise AssertionError(regex)
+
+
+def plain(text: str) -> str:
+    """The Corefile with each of our regexes in the plain spelling."""
+    return re.sub(r"(?m)^(\s*match )(\S+)$", lambda m: m[1] + _plain_regex(m[2]), text)

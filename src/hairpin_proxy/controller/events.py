@@ -80,7 +80,7 @@ class Reports:
             ref = rej.ref
             if not self._due((ref, rej.host, rej.reason), now):
                 continue
-            log.warning("host rejected", extra={"object": str(ref), "host": rej.host,
+            log.warning("host rejected", extra={"object": str(ref), "host": rej.named,
                                                 "reason": rej.reason})
             involved = self.find(ref)
             if involved is not None:

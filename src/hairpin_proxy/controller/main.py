@@ -56,8 +56,8 @@ def _settings_error(s: ControllerSettings) -> str:
         return "--watch-timeout must be positive"
     if s.verify_interval <= 0:
         return "--verify-interval must be positive"
-    if s.write_interval < 0 or s.rules_budget <= 0 or s.proxy_grace < 0:
-        return "--write-interval and --proxy-grace must not be negative, --rules-budget positive"
+    if s.write_interval < 0 or s.rules_budget < 0 or s.proxy_grace < 0:
+        return "--write-interval, --proxy-grace and --rules-budget must not be negative"
     if not 0 < s.dns_ttl <= corefile.MAX_TTL:
         return f"--dns-ttl must be 1 to {corefile.MAX_TTL} seconds"
     try:

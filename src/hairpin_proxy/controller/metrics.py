@@ -83,7 +83,8 @@ class ControllerMetrics:
         """The rules budget, verification and the host policy's work."""
         self.rules_bytes = registry.gauge(p + "rules_bytes",
                                           "Bytes the managed hosts take in our rules (the "
-                                          "budget is --rules-budget).")
+                                          "limit is the room their ConfigMap leaves, or "
+                                          "--rules-budget where set lower).")
         self.over_budget = registry.gauge(p + "ingresses_over_budget",
                                           "Objects (Ingresses, routes) refused because "
                                           "their hosts would overflow --rules-budget or "

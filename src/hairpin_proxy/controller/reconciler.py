@@ -69,7 +69,7 @@ from hairpin_proxy.kube.events import EventRecorder
 from hairpin_proxy.kube.lease import LeaderElector
 from hairpin_proxy.kube.watch import Backoff, Reflector
 from hairpin_proxy.plan import DesiredState, PlanSettings
-from hairpin_proxy.plan.budget import rooms_of
+from hairpin_proxy.plan.budget import rooms_of, rules_limit
 from hairpin_proxy.plan.snapshot import Rooms, plan_settings_of
 from hairpin_proxy.policy import HostPolicy, proxy_service_fqdn
 from hairpin_proxy.settings import ControllerSettings
@@ -532,7 +532,7 @@ class Controller:
         self._report_routing(state)
         if verification is not None:
             verification.planned(state, verdicts)
-        self._report_limits(state, min(self.settings.rules_budget, rooms.rules))
+        self._report_limits(state, rules_limit(self.settings.rules_budget, rooms.rules))
         self.reports.rejections(state.refusals)
         return state
 
@@ -545,7 +545,8 @@ class Controller:
         self._planned = dataclasses.replace(
             plan_settings_of(s, self.policy, self.target_map, self.namespace),
             settle=s.target_settle, dns_ttl=s.dns_ttl, gateway_api=self.gateway is not None,
-            rules_budget=s.rules_budget, verify_hosts=self.verification is not None)
+            rules_budget=s.rules_budget, share_hosts=s.namespace_share_hosts,
+            share_bytes=s.namespace_share_bytes, verify_hosts=self.verification is not None)
         return self._planned
 
     def _rooms(self, held: Held) -> Rooms:

@@ -32,6 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from hairpin_proxy.corefile import editor
+from hairpin_proxy.corefile.compact import encode as compact_body
 from hairpin_proxy.corefile.lexer import SPECIAL
 from hairpin_proxy.corefile.names import MAX_HOST, all_valid, one_edit
 from hairpin_proxy.corefile.rules import (
@@ -47,6 +48,7 @@ from hairpin_proxy.corefile.rules import (
     RuleSet,
     _escaped,
     _utf8_len,
+    chunk_counts,
     hosts_of_regex,
     is_our_template,
     layout,
@@ -81,6 +83,12 @@ class Edited:
     # The hosts this edit added (True) or removed (False) when it was a step from the last
     # one; None after a full edit.
     moved: tuple[tuple[str, bool], ...] | None = None
+    # (a pair's hosts tuple, a form, how many of its names each regex holds) for the forms a
+    # step rendered: the next step there need not count them again from every name.
+    chunks: tuple[Chunk, ...] = ()
+
+
+Chunk = tuple[Sequence[str], int, tuple[int, ...]]
 
 
 def apply_kept(text: str, groups: Sequence[Group], /, *, proxy_fqdn: str, dns_port: int,
@@ -171,10 +179,11 @@ def _step(last: Edited, groups: Sequence[Group]) -> Edited | None:
     first = text[p + begin:q - end] if others else ""
     if any(hi - lo != q - p or not text.startswith(first, lo + begin) for lo, hi in others):
         return None
-    edits = _stanza_edits(text, p + begin, q - end, last, pairs, at_set=found.at)
-    if edits is None:
+    got = _stanza_edits(text, p + begin, q - end, last, pairs, at_set=found.at)
+    if got is None:
         return None
-    return _spliced(last, found, pairs, [(a - p, b - p, new) for a, b, new in edits])
+    edits, chunks = got
+    return _spliced(last, found, pairs, [(a - p, b - p, new) for a, b, new in edits], chunks)
 
 
 @dataclass(frozen=True)
@@ -238,11 +247,14 @@ def _holds(hosts: Sequence[str], name: str) -> bool:
 
 
 def _stanza_edits(text: str, pos: int, stop: int, last: Edited, pairs: tuple[RuleSet, ...], *,
-                  at_set: dict[tuple[int, int], int]) -> list[tuple[int, int, str]] | None:
+                  at_set: dict[tuple[int, int], int]
+                  ) -> tuple[list[tuple[int, int, str]], list[Chunk]] | None:
     """The edits of ``text`` between ``pos`` and ``stop``, the stanzas of ``last.pairs``:
     each changed pair's match lines, in both of its stanzas. None when that text is not the
-    pairs' rendering frame by frame. (``at_set``: where the sets changed, as ``_Sets.at``.)"""
+    pairs' rendering frame by frame. (``at_set``: where the sets changed, as ``_Sets.at``.)
+    Also each changed form's chunks, as ``Edited.chunks``."""
     edits: list[tuple[int, int, str]] = []
+    chunks: list[Chunk] = []
     inner = last.indent + last.unit
     for old, new in zip(last.pairs, pairs, strict=True):
         if old.answers != new.answers:
@@ -261,13 +273,15 @@ def _stanza_edits(text: str, pos: int, stop: int, last: Edited, pairs: tuple[Rul
             return None
         if new.hosts is not old.hosts and new.hosts != old.hosts:
             edit = _new_matches(text, lines, old.hosts, new.hosts, inner=inner, nl=last.nl,
-                                i=at_set.get((id(old.hosts), id(new.hosts))))
+                                i=at_set.get((id(old.hosts), id(new.hosts))),
+                                known=last.chunks)
             if edit is None:
                 return None
-            lo, hi, fresh = edit
+            lo, hi, fresh, chunk = edit
             edits += [(lo, hi, fresh), (lo + at - a, hi + at - a, fresh)]
+            chunks.append(chunk)
         pos = at + b - a + len(tail_aaaa)
-    return edits if pos == stop else None
+    return (edits, chunks) if pos == stop else None
 
 
 def _match_lines(text: str, start: int, inner: str, nl: str) -> list[int]:
@@ -283,10 +297,11 @@ def _match_lines(text: str, start: int, inner: str, nl: str) -> list[int]:
 
 
 def _new_matches(text: str, lines: list[int], old: Sequence[str], new: Sequence[str], *,
-                 inner: str, nl: str, i: int | None) -> tuple[int, int, str] | None:
+                 inner: str, nl: str, i: int | None, known: tuple[Chunk, ...]
+                 ) -> tuple[int, int, str, Chunk] | None:
     """The edit of one pair's match lines (``lines``: their starts and the last one's end)
     for ``new``, from those for ``old``, one host apart (at ``i`` when known): (start, end,
-    new lines)."""
+    new lines, the chunks of the form changed). ``known``: as ``Edited.chunks``."""
     i = one_edit(old, new) if i is None else i
     if i is None:
         return None
@@ -295,8 +310,9 @@ def _new_matches(text: str, lines: list[int], old: Sequence[str], new: Sequence[
     f = 2 if host.startswith("**.") else 1 if host.startswith("*.") else 0
     opening, closing, _ = _FORMS[f]
     old_forms, new_forms = split_forms(old), split_forms(new)
+    counted = next((c for h, g, c in known if h is old and g == f), None)
     found = _form_lines(text, lines, old_forms[f], f, lead=len(inner) + len("match "),
-                        nl=nl)
+                        counted=counted)
     if found is None:
         return None
     bounds, starts = found
@@ -304,45 +320,40 @@ def _new_matches(text: str, lines: list[int], old: Sequence[str], new: Sequence[
     got = _rechunk(new_forms[f], starts, j, inserted, f)
     if got is None:
         return None
-    k0, k1, bodies = got
+    k0, k1, bodies, sizes = got
     fresh = "".join(f"{inner}match {opening}{body}{closing}{nl}" for body in bodies)
-    return bounds[k0], bounds[k1], fresh
+    return bounds[k0], bounds[k1], fresh, (new, f, (*starts[:k0], *sizes, *starts[k1:]))
 
 
 def _form_lines(text: str, lines: list[int], names: Sequence[str], f: int, *, lead: int,
-                nl: str) -> tuple[list[int], list[int]] | None:
-    """Where form ``f``'s lines start (and its run ends, or would start when empty), and the
-    index in ``names`` (the form's old names) of each line's first name."""
+                counted: tuple[int, ...] | None) -> tuple[list[int], list[int]] | None:
+    """Where form ``f``'s lines start (and its run ends, or would start when empty), and how
+    many of ``names`` (the form's old names) each holds: as the renderer chunked them, for
+    the text is its rendering of them (the last result, checked); ``counted`` where the last
+    step kept them."""
     forms = [next(k for k in (2, 1, 0) if text.startswith(_FORMS[k][0], lo + lead))
              for lo in lines[:-1]]
     if forms != sorted(forms):
         return None
     first, stop = bisect_left(forms, f), bisect_left(forms, f + 1)
     opening, closing, prefix = _FORMS[f]
-    starts: list[int] = []
-    for lo, hi in zip(lines[first:stop], lines[first + 1:stop + 1], strict=True):
-        body = lo + lead + len(opening)
-        end = text.find("|", body, hi)
-        name = text[body:hi - len(closing) - len(nl) if end < 0 else end]
-        plain = name.replace("\\.", ".")
-        at = bisect_left(names, prefix + plain)
-        if "\\" in plain or at >= len(names) or names[at] != prefix + plain:
-            return None
-        starts.append(at)
-    if (starts[:1] != [0] if starts else names) or starts != sorted(set(starts)):
+    counts = list(counted) if counted is not None else chunk_counts(
+        opening, [n[len(prefix):] for n in names] if prefix else names, closing)
+    if len(counts) != stop - first:
         return None
-    return lines[first:stop + 1], [b - a for a, b in itertools.pairwise([*starts, len(names)])]
+    return lines[first:stop + 1], counts
 
 
 class _Parts:
-    """The escaped names of one form from ``start`` on, escaped (and their sizes summed) a
-    window at a time as the regexes reach them."""
+    """The names of one form from ``start`` on, escaped (and their plain sizes summed) a
+    window at a time as the regexes reach them; each regex body in the compact spelling."""
 
     def __init__(self, names: Sequence[str], prefix: int, start: int) -> None:
         self.names = names
         self.prefix = prefix
         self.start = start
         self.escaped: list[str] = []
+        self.raw: list[str] = []  # the names as ``escaped`` spells them, unescaped
         # ends[k]: the bytes of escaped[:k], each with one separator.
         self.ends: list[int] = [0]
 
@@ -360,6 +371,7 @@ class _Parts:
         self.ends += itertools.accumulate(map((1).__add__, sizes), initial=self.ends[-1])
         del self.ends[-len(escaped) - 1]  # the initial value, there already
         self.escaped += escaped
+        self.raw += window
         return True
 
     def regex(self, at: int, room: int) -> tuple[int, str]:
@@ -372,7 +384,7 @@ class _Parts:
         while self.ends[-1] <= limit and self._extend():
             pass
         stop = max(k + 1, bisect_right(self.ends, limit) - 1)
-        return self.start + stop, "|".join(self.escaped[k:stop])
+        return self.start + stop, compact_body(self.raw[k:stop])
 
 
 class _Doubt(Exception):
@@ -380,9 +392,10 @@ class _Doubt(Exception):
 
 
 def _rechunk(names: Sequence[str], counts: list[int], j: int, inserted: bool, f: int
-             ) -> tuple[int, int, list[str]] | None:
+             ) -> tuple[int, int, list[str], list[int]] | None:
     """The regex bodies replacing old regexes ``k0`` to ``k1`` (exclusive) of a form whose
-    names changed by one at ``j`` (``counts``: each old regex's number of names)."""
+    names changed by one at ``j`` (``counts``: each old regex's number of names), and each
+    new body's number of names."""
     opening, closing, prefix = _FORMS[f]
     room = MAX_REGEX - _utf8_len(opening) - _utf8_len(closing)
     old_starts = list(itertools.accumulate(counts, initial=0))
@@ -392,6 +405,7 @@ def _rechunk(names: Sequence[str], counts: list[int], j: int, inserted: bool, f:
     later = {s: k for k, s in enumerate(old_starts[k0 + 1:m], k0 + 1)}
     parts = _Parts(names, len(prefix), start)
     bodies: list[str] = []
+    sizes: list[int] = []
     try:
         while start < len(names):
             stop, body = parts.regex(start, room)
@@ -400,17 +414,18 @@ def _rechunk(names: Sequence[str], counts: list[int], j: int, inserted: bool, f:
             if (_NOT_BARE.search(rx) or hosts_of_regex(rx) != list(names[start:stop])):
                 return None
             bodies.append(body)
+            sizes.append(stop - start)
             start = stop
             past = start > j if inserted else start >= j
             if past and (k := later.get(start - 1 if inserted else start + 1)) is not None:
-                return k0, k, bodies
+                return k0, k, bodies, sizes
     except _Doubt:
         return None
-    return k0, m, bodies
+    return k0, m, bodies, sizes
 
 
 def _spliced(last: Edited, found: _Sets, pairs: tuple[RuleSet, ...],
-             edits: list[tuple[int, int, str]]) -> Edited:
+             edits: list[tuple[int, int, str]], chunks: Sequence[Chunk] = ()) -> Edited:
     """The new text: each root block's managed text edited alike (``edits``: offsets into
     it), all else the last text's."""
     text = last.text
@@ -431,4 +446,4 @@ def _spliced(last: Edited, found: _Sets, pairs: tuple[RuleSet, ...],
     out = "".join(pieces)
     editor._check_size(out)
     return Edited(out, found.sets, pairs, found.lower, last.unit, last.indent, last.nl,
-                  tuple(regions), found.moved)
+                  tuple(regions), found.moved, tuple(chunks))

@@ -38,6 +38,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
+from hairpin_proxy.corefile import compact
 from hairpin_proxy.corefile.names import checked_hosts, regex_escape
 from hairpin_proxy.corefile.syntax import CorefileError, Directive
 from hairpin_proxy.wildcards import ANY_DEPTH, ONE_LABEL, wildcard_base
@@ -143,38 +144,46 @@ def _escaped(names: Sequence[str]) -> list[str]:
     return regex_escape(joined).split(_SEP)
 
 
-def _chunked(opening: str, parts: Sequence[str], closing: str) -> list[str]:
-    """``opening`` + alternatives + ``closing``, as few regexes as fit MAX_REGEX bytes each."""
-    out: list[str] = []
+def _chunked(opening: str, names: Sequence[str], closing: str) -> list[str]:
+    """``opening`` + the compact body of ``names`` + ``closing``, in as few regexes as their
+    plain spelling fits MAX_REGEX bytes each (the compact body is never longer)."""
+    stops = itertools.accumulate(chunk_counts(opening, names, closing), initial=0)
+    return [opening + compact.encode(names[a:b]) + closing for a, b in itertools.pairwise(stops)]
+
+
+def chunk_counts(opening: str, names: Sequence[str], closing: str) -> list[int]:
+    """How many of ``names`` each regex of ``_chunked`` holds: as many as their plain
+    spelling fits, at least one (a name longer than the room alone)."""
+    parts = _escaped(names)
+    out: list[int] = []
     room = MAX_REGEX - _utf8_len(opening) - _utf8_len(closing)
     lengths = map(len, parts) if all(map(str.isascii, parts)) else map(_utf8_len, parts)
     # chars[k] + k: the bytes of parts[:k], each with one separator. The parts from ``start``
-    # up to (not including) ``stop`` fit in one regex when that grows by at most room + 1;
-    # a regex takes as many as fit, and at least one (a part longer than the room alone).
+    # up to (not including) ``stop`` fit in one regex when that grows by at most room + 1.
     # Found by bisection, so the Python work is per regex, not per part.
     chars = list(itertools.accumulate(lengths, initial=0))
     start, n = 0, len(parts)
     while start < n:
         stop = max(start + 1, bisect_right(range(n + 1), chars[start] + start + room + 1,
                                            start, key=lambda k: chars[k] + k) - 1)
-        out.append(opening + "|".join(parts[start:stop]) + closing)
+        out.append(stop - start)
         start = stop
     return out
 
 
 def exact_regexes(hosts: Sequence[str]) -> list[str]:
     """Anchored regexes matching exactly the (non-wildcard) ``hosts``."""
-    return _chunked(_OPEN, _escaped(hosts), _CLOSE)
+    return _chunked(_OPEN, hosts, _CLOSE)
 
 
 def wildcard_regexes(hosts: Sequence[str]) -> list[str]:
     """Anchored regexes matching one label in front of each ``*.domain`` of ``hosts``."""
-    return _chunked(_WILD_OPEN, _escaped([h[2:] for h in hosts]), _WILD_CLOSE)
+    return _chunked(_WILD_OPEN, [h[2:] for h in hosts], _WILD_CLOSE)
 
 
 def deep_regexes(hosts: Sequence[str]) -> list[str]:
     """Anchored regexes matching one or more labels in front of each ``**.domain``."""
-    return _chunked(_DEEP_OPEN, _escaped([h[3:] for h in hosts]), _WILD_CLOSE)
+    return _chunked(_DEEP_OPEN, [h[3:] for h in hosts], _WILD_CLOSE)
 
 
 def split_hosts(hosts: Sequence[str]) -> tuple[Sequence[str], Sequence[str]]:
@@ -565,28 +574,38 @@ def _alternatives(body: str) -> list[str] | None:
 
 
 def hosts_of_regex(regex: str) -> list[str] | None:
-    """The hosts of a regex as ``match_regexes`` writes it; None for any other regex."""
+    """The hosts of a regex as ``match_regexes`` writes it, or as earlier versions wrote it
+    (each name in full, the plain spelling); None for any other regex."""
     prefix = ""
     opening, closing = _OPEN, _CLOSE
     for form, start in ((ANY_DEPTH, _DEEP_OPEN), (ONE_LABEL, _WILD_OPEN)):
         if regex.startswith(start) and regex.endswith(_WILD_CLOSE):
             prefix, opening, closing = form, start, _WILD_CLOSE
             break
-    if not regex.startswith(opening) or not regex.endswith(closing):
+    if not regex.startswith(opening) or not regex.endswith(closing) \
+            or len(regex.encode()) > MAX_REGEX:
         return None
-    body = _alternatives(regex[len(opening):-len(closing)])
-    # Only what we would write back the same way counts as read: sorted, distinct, escaped
-    # exactly so, and within the size of one regex.
-    if (body is None or len(regex.encode()) > MAX_REGEX
-            or any(map(operator.ge, body, itertools.islice(body, 1, None)))):
-        return None
-    if opening + "|".join(_escaped(body)) + closing != regex:
+    inside = regex[len(opening):-len(closing)]
+    body = _plain_body(inside)
+    if body is None:
+        body = compact.decode(inside)
+    if body is None:
         return None
     # No domain is itself a wildcard (one search in C, not a step per host).
     domains = "\n" + "\n".join(body)
     if "\n" + ONE_LABEL in domains or "\n" + ANY_DEPTH in domains:
         return None
     return [prefix + d for d in body] if prefix else body
+
+
+def _plain_body(inside: str) -> list[str] | None:
+    """The names of a body in the plain spelling; None for any other body."""
+    body = _alternatives(inside)
+    # Only what we would write back the same way counts as read: sorted, distinct, escaped
+    # exactly so.
+    if body is None or any(map(operator.ge, body, itertools.islice(body, 1, None))):
+        return None
+    return body if "|".join(_escaped(body)) == inside else None
 
 
 def is_our_template(d: Directive) -> bool:

@@ -240,8 +240,8 @@ class Limit:
 class Fitted:
     # The hosts kept, sorted.
     hosts: tuple[str, ...]
-    # (object, how many hosts it asked for, the limit its hosts would overflow), oldest first.
-    refused: tuple[tuple[ObjectRef, int, Limit], ...] = ()
+    # (object, the hosts it asked for, the limit they would overflow), oldest first.
+    refused: tuple[tuple[ObjectRef, tuple[str, ...], Limit], ...] = ()
     # Bytes of the kept hosts, per limit.
     sizes: tuple[int, ...] = ()
 
@@ -511,7 +511,7 @@ def fit(hosts: Sequence[str], origins: Mapping[str, Collection[ObjectRef]],
         for origin in asked:
             by_origin.setdefault(origin, []).append(host)
     tally = _Tally(limits, sets)
-    refused: list[tuple[ObjectRef, int, Limit]] = []
+    refused: list[tuple[ObjectRef, tuple[str, ...], Limit]] = []
     order = sorted(by_origin, key=lambda o: origin_key(o, created.get(o, "")))
     at, step = 0, 1
     while at < len(order):
@@ -526,7 +526,7 @@ def fit(hosts: Sequence[str], origins: Mapping[str, Collection[ObjectRef]],
         origin = order[at]
         over = tally.add(by_origin[origin])
         if over is not None:
-            refused.append((origin, len(by_origin[origin]), over))
+            refused.append((origin, tuple(by_origin[origin]), over))
         at += 1
         step = 2 if over is None else 1
     for host in orphans:
@@ -583,11 +583,17 @@ def corefile_room(cm: JsonObj | None, key: str) -> int:
 
 # --- the pass's step -------------------------------------------------------------------------
 
+def rules_limit(budget: int, room: int) -> int:
+    """The bytes the rules may take: the room their ConfigMap leaves, or ``budget``
+    (--rules-budget) where that is set (not 0) and lower."""
+    return min(budget, room) if budget > 0 else room
+
+
 def limits_of(budget: int, rules: Measure, rules_room: int, rules_where: str,
               rooms: Iterable[tuple[str, Measure, int, str]]) -> list[Limit]:
-    """The rules' limit (``budget``, or the room their ConfigMap leaves when that is less),
+    """The rules' limit (``rules_limit``),
     then the others' ``rooms``: (what, its measure, bytes, its ConfigMap)."""
-    if rules_room < budget:
+    if rules_limit(budget, rules_room) == rules_room:
         first = Limit(rules, rules_room, f"the rules past the room ConfigMap {rules_where} "
                       f"leaves under its 1 MiB ({rules_room} bytes)")
     else:
@@ -621,9 +627,9 @@ def within(hosts: Sequence[str], origins: Mapping[str, Collection[ObjectRef]],
     created = {c.origin: c.created for c in claims}
     fitted = fit(hosts, origins, created, sets, limits)
     return Within(fitted.hosts, tuple(
-        Rejection.of(ref, "", f"its {count} host(s) would take {limit.words}; newer "
-                              "objects are refused first")
-        for ref, count, limit in fitted.refused),
+        Rejection.of(ref, "", f"its {len(asked)} host(s) would take {limit.words}; newer "
+                              "objects are refused first", asked)
+        for ref, asked, limit in fitted.refused),
         tuple(ref for ref, _, _ in fitted.refused), fitted.sizes, sizes[0])
 
 
@@ -644,3 +650,61 @@ def rooms_of(mode: str, rules_cm: JsonObj | None, *, rules_key: str, rules_where
     others += [("node-local-dns rules", "node-local", corefile_room(cm, "Corefile"), where)
                for cm, where in node_local]
     return Rooms(rules, rules_where, tuple(others))
+
+
+# --- the namespaces' shares ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Share:
+    """What one namespace's objects may take of the rules (0: no limit of that kind): a
+    count of hosts (--namespace-share-hosts), bytes of rules (--namespace-share-bytes)."""
+
+    hosts: int = 0
+    size: int = 0
+
+    def __bool__(self) -> bool:
+        return self.hosts > 0 or self.size > 0
+
+    def words(self, namespace: str) -> str:
+        if self.hosts and self.size:
+            return (f"namespace {namespace} past its share ({self.hosts} hosts, {self.size} "
+                    "bytes of rules)")
+        if self.hosts:
+            return f"namespace {namespace} past its share ({self.hosts} hosts)"
+        return f"namespace {namespace} past its share ({self.size} bytes of rules)"
+
+
+def within_shares(hosts: tuple[str, ...], origins: Mapping[str, Collection[ObjectRef]],
+                  claims: Iterable[Claim], share: Share, measure: Measure
+                  ) -> tuple[tuple[str, ...], tuple[Rejection, ...]]:
+    """The hosts each namespace's objects may keep under ``share``, oldest object first (its
+    hosts kept whole or not at all, a host counting once per namespace), and a refusal per
+    object over it. A host that an object of another namespace, or none, asks for stays if
+    that one keeps it. Pure but for the measure's cache."""
+    created = {c.origin: c.created for c in claims}
+    by_origin: dict[ObjectRef, list[str]] = {}
+    for host in hosts:
+        for origin in origins.get(host) or ():
+            by_origin.setdefault(origin, []).append(host)
+    kept: dict[str, set[str]] = {}
+    sizes: dict[str, int] = {}
+    refused: list[Rejection] = []
+    for origin in sorted(by_origin, key=lambda o: origin_key(o, created.get(o, ""))):
+        ns = origin.namespace
+        mine = kept.setdefault(ns, set())
+        new = [h for h in by_origin[origin] if h not in mine]
+        size = sizes.get(ns, 0) + (measure.hosts(new) if share.size else 0)
+        if (share.hosts and len(mine) + len(new) > share.hosts) or \
+                (share.size and size > share.size):
+            asked = tuple(by_origin[origin])
+            refused.append(Rejection.of(
+                origin, "", f"its {len(asked)} host(s) would take {share.words(ns)}; newer "
+                            "objects in it are refused first", asked))
+            continue
+        mine.update(new)
+        sizes[ns] = size
+    if not refused:
+        return hosts, ()
+    lost = {h for r in refused for h in r.hosts}
+    keep = set().union(*kept.values())
+    return tuple(h for h in hosts if h not in lost or h in keep), tuple(refused)

@@ -22,10 +22,12 @@ from hairpin_proxy.plan.budget import (
     NodeLocalMeasure,
     PublishedMeasure,
     RulesMeasure,
+    Share,
     Touched,
     Within,
     limits_of,
     within,
+    within_shares,
 )
 from hairpin_proxy.plan.change import Since
 from hairpin_proxy.plan.claims import source_claims
@@ -167,12 +169,18 @@ def desired(snap: Snapshot, claims: Sequence[Claim], refusals: Sequence[Rejectio
     metrics = routing_metrics(routed)
     proxy = services.get(f"{s.namespace}/{s.proxy_service}")
     default = corefile.Answers.of(service_addresses(proxy), s.dns_ttl)
-    since = _since(last, routed, default)
+    share = Share(s.share_hosts, s.share_bytes)
+    # The shares drop hosts by object, not by route: a pass with them is measured whole.
+    since = None if share else _since(last, routed, default)
     judged = None
     if s.verify_hosts:
         judged, since = _verify(snap, candidates, last, since)
         hosts, unverified = judged.hosts, judged.unverified
         metrics["verdicts"] = {code: float(judged.counts[code]) for code in VERDICTS}
+    if share:
+        hosts, shared = within_shares(hosts, routed.plan.origins, claims, share,
+                                      (measures or new_measures())["rules"])
+        refusals = (*refusals, *shared)
     measured = hosts
     got = None
     if snap.rooms is not None:

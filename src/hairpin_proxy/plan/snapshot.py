@@ -34,7 +34,10 @@ class PlanSettings:
     gateway_classes: tuple[str, ...] = ()
     # --verify-hosts on: only hosts with a verdict that redirects (or held and pending) go.
     verify_hosts: bool = False
-    rules_budget: int = 524288
+    rules_budget: int = 0
+    # --namespace-share-hosts and --namespace-share-bytes (0: none).
+    share_hosts: int = 0
+    share_bytes: int = 0
     # The registrations whose objects are read (registry.turned_on: those whose setting is
     # "auto", and those without one), by name.
     sources_on: frozenset[str] = frozenset({"ingress", "gateway"})
