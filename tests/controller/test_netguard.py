@@ -12,6 +12,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from hairpin_proxy import corefile
 from tests.controller.conftest import NAMESPACE, Controller, wait_until
 from tests.fakeapi.fixtures import configmap, ingress, ingress_class, service
 from tests.fakeapi.server import FakeApiServer
@@ -260,8 +261,9 @@ def test_a_guard_without_its_grant_holds_back_nothing_else(cluster: FakeApiServe
     wait_until(lambda: policy(api) is not None, timeout=60, what="guard once listed")
 
 
-def _in_corefile(api: FakeApiServer, text: str) -> bool:
-    return text in str((api.get("ConfigMap", "kube-system", "coredns") or {}).get("data"))
+def _in_corefile(api: FakeApiServer, host: str) -> bool:
+    cm = api.get("ConfigMap", "kube-system", "coredns") or {}
+    return host in corefile.managed_hosts((cm.get("data") or {}).get("Corefile", ""))
 
 
 def test_named_ports_are_not_asked_for_on_every_pass(cluster: FakeApiServer,
@@ -275,7 +277,7 @@ def test_named_ports_are_not_asked_for_on_every_pass(cluster: FakeApiServer,
     for i in range(5):  # five more passes, each writing a new host's rule
         api.create(ingress("shop", f"more-{i}", tls_hosts=[f"more{i}.example.com"],
                            class_name="nginx"))
-        wait_until(partial(_in_corefile, api, f"more{i}"), what=f"pass {i}")
+        wait_until(partial(_in_corefile, api, f"more{i}.example.com"), what=f"pass {i}")
     slices = [r for r in api.requests("GET") if "/namespaces/ingress-nginx/endpointslices"
               in r.path]
     assert len(slices) == 1, [r.path for r in slices]
