@@ -235,17 +235,40 @@ def test_chunks_stay_under_the_limit_and_cover_exactly_the_hosts(hosts: list[str
     assert rules.MAX_REGEX <= 10_000  # CoreDNS 1.14 refuses longer ones
 
 
-def test_chunks_are_as_few_as_fit() -> None:
-    hosts = sorted(f"h{i:04d}." + "x" * 200 + ".example.com" for i in range(200))
+def test_chunks_stop_when_full_or_before_a_name_that_starts_one() -> None:
+    hosts = sorted(f"h{i:04d}." + "x" * 200 + ".example.com" for i in range(400))
     rxs = match_regexes(hosts)
-    assert len(rxs) > 1
+    assert len(rxs) > 2
     assert all(len(rx) <= rules.MAX_REGEX for rx in rxs)
-    # Each chunk but the last is full in the plain spelling (the compact one is never longer):
-    # the next chunk's first host would not have fitted.
+    cut = [rules.starts_regex(h) for h in hosts]
+    assert any(cut[1:]), "the names chosen hold a cut: the test would not see one"
+    # Each chunk but the last ends where its plain spelling is full (the compact one is never
+    # longer), or just before a name that starts a regex of its own, and at no other place.
+    at = 0
     for rx, following in itertools.pairwise(rxs):
         names = _alternatives(_body(rx)[1])
         first = _alternatives(_body(following)[1])[0]
-        assert _plain_len(names, "") <= rules.MAX_REGEX < _plain_len([*names, first], "")
+        assert not any(cut[at + 1:at + len(names)])
+        at += len(names)
+        assert rules.starts_regex(first) or \
+            _plain_len(names, "") <= rules.MAX_REGEX < _plain_len([*names, first], "")
+
+
+def test_a_name_added_changes_only_the_regexes_between_the_cuts_around_it() -> None:
+    hosts = sorted(f"customer-{i}.shop.example.com" for i in range(3000))
+    before = match_regexes(hosts)
+    for extra in ("customer-1500x.shop.example.com", "a.shop.example.com", "zz.example.com"):
+        now = sorted([*hosts, extra])
+        after = match_regexes(now)
+        # The names from the last one before it that starts a regex (or the first) up to the
+        # next that does (or the end): only regexes of these change.
+        at = now.index(extra)
+        lo = max([k for k in rules.cuts(now) if k <= at], default=0)
+        hi = min([k for k in rules.cuts(now) if k > at], default=len(now))
+        changed = [n for rx in set(after) - set(before) for n in _alternatives(_body(rx)[1])]
+        assert extra in changed
+        assert set(changed) <= set(now[lo:hi]), extra
+        assert len(set(after) - set(before)) < len(after) // 2
 
 
 def test_non_ascii_hosts_are_chunked_by_bytes() -> None:

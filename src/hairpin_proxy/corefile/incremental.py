@@ -3,7 +3,8 @@
 The controller's edits mostly start from its own last write (echoed back by the watch) and
 add or remove one host. ``apply_kept`` then re-renders only the ``match`` regexes of the
 stanza pair that host is in, from the regex holding it up to the first one whose hosts are
-those of an old regex again (regexes are filled greedily, so from there on they are the same),
+those of an old regex again (where a regex stops depends on its names alone, ``chunk_counts``,
+so from there on they are the same),
 and splices them into the last result. Everything else of the text is the last result's, byte
 for byte, and that text was checked before: fully read back (``editor._verify``), or by this
 very argument.
@@ -54,6 +55,7 @@ from hairpin_proxy.corefile.rules import (
     layout,
     split_forms,
     stanza_frames,
+    starts_regex,
 )
 from hairpin_proxy.corefile.syntax import SPACE_CHARS, Corefile
 
@@ -61,7 +63,7 @@ from hairpin_proxy.corefile.syntax import SPACE_CHARS, Corefile
 Group = tuple[Sequence[str], Answers]
 
 # The three regex forms, in the order a stanza lists them: (opening, closing, host prefix).
-_FORMS = ((_OPEN, _CLOSE, ""), (_WILD_OPEN, _WILD_CLOSE, "*."), (_DEEP_OPEN, _WILD_CLOSE, "**."))
+FORMS = ((_OPEN, _CLOSE, ""), (_WILD_OPEN, _WILD_CLOSE, "*."), (_DEEP_OPEN, _WILD_CLOSE, "**."))
 # What a bare-word line may not hold besides its line ending.
 _NOT_BARE = re.compile(f"[{SPACE_CHARS}{re.escape(SPECIAL)}]")
 # Names escaped at a time as the regexes reach them (a regex holds a few hundred).
@@ -308,7 +310,7 @@ def _new_matches(text: str, lines: list[int], old: Sequence[str], new: Sequence[
     inserted = len(new) > len(old)
     host = (new if inserted else old)[i]
     f = 2 if host.startswith("**.") else 1 if host.startswith("*.") else 0
-    opening, closing, _ = _FORMS[f]
+    opening, closing, _ = FORMS[f]
     old_forms, new_forms = split_forms(old), split_forms(new)
     counted = next((c for h, g, c in known if h is old and g == f), None)
     found = _form_lines(text, lines, old_forms[f], f, lead=len(inner) + len("match "),
@@ -317,7 +319,7 @@ def _new_matches(text: str, lines: list[int], old: Sequence[str], new: Sequence[
         return None
     bounds, starts = found
     j = bisect_left(new_forms[f] if inserted else old_forms[f], host)
-    got = _rechunk(new_forms[f], starts, j, inserted, f)
+    got = rechunk(new_forms[f], starts, j, inserted, f)
     if got is None:
         return None
     k0, k1, bodies, sizes = got
@@ -331,12 +333,12 @@ def _form_lines(text: str, lines: list[int], names: Sequence[str], f: int, *, le
     many of ``names`` (the form's old names) each holds: as the renderer chunked them, for
     the text is its rendering of them (the last result, checked); ``counted`` where the last
     step kept them."""
-    forms = [next(k for k in (2, 1, 0) if text.startswith(_FORMS[k][0], lo + lead))
+    forms = [next(k for k in (2, 1, 0) if text.startswith(FORMS[k][0], lo + lead))
              for lo in lines[:-1]]
     if forms != sorted(forms):
         return None
     first, stop = bisect_left(forms, f), bisect_left(forms, f + 1)
-    opening, closing, prefix = _FORMS[f]
+    opening, closing, prefix = FORMS[f]
     counts = list(counted) if counted is not None else chunk_counts(
         opening, [n[len(prefix):] for n in names] if prefix else names, closing)
     if len(counts) != stop - first:
@@ -384,19 +386,23 @@ class _Parts:
         while self.ends[-1] <= limit and self._extend():
             pass
         stop = max(k + 1, bisect_right(self.ends, limit) - 1)
-        return self.start + stop, compact_body(self.raw[k:stop])
+        # The names from ``at`` on until one starts a regex of its own, as ``chunk_counts``.
+        cut = next((i for i in range(k + 1, stop) if starts_regex(self.raw[i])), stop)
+        return self.start + cut, compact_body(self.raw[k:cut])
 
 
 class _Doubt(Exception):
     """The step cannot be taken as it stands: the full way decides."""
 
 
-def _rechunk(names: Sequence[str], counts: list[int], j: int, inserted: bool, f: int
-             ) -> tuple[int, int, list[str], list[int]] | None:
+def rechunk(names: Sequence[str], counts: Sequence[int], j: int, inserted: bool, f: int, *,
+            check: bool = True) -> tuple[int, int, list[str], list[int]] | None:
     """The regex bodies replacing old regexes ``k0`` to ``k1`` (exclusive) of a form whose
     names changed by one at ``j`` (``counts``: each old regex's number of names), and each
-    new body's number of names."""
-    opening, closing, prefix = _FORMS[f]
+    new body's number of names. ``check``: each new line is read back as its hosts (for the
+    text written; a measure of it needs no such check). None where the step cannot be taken
+    so: the full way decides."""
+    opening, closing, prefix = FORMS[f]
     room = MAX_REGEX - _utf8_len(opening) - _utf8_len(closing)
     old_starts = list(itertools.accumulate(counts, initial=0))
     m = len(counts)
@@ -411,7 +417,8 @@ def _rechunk(names: Sequence[str], counts: list[int], j: int, inserted: bool, f:
             stop, body = parts.regex(start, room)
             rx = opening + body + closing
             # The new line must read back as exactly its hosts, and as one bare word.
-            if (_NOT_BARE.search(rx) or hosts_of_regex(rx) != list(names[start:stop])):
+            if check and (_NOT_BARE.search(rx)
+                          or hosts_of_regex(rx) != list(names[start:stop])):
                 return None
             bodies.append(body)
             sizes.append(stop - start)

@@ -36,6 +36,7 @@ import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from hashlib import blake2b
 from typing import cast
 
 from hairpin_proxy.corefile import compact
@@ -145,15 +146,38 @@ def _escaped(names: Sequence[str]) -> list[str]:
 
 
 def _chunked(opening: str, names: Sequence[str], closing: str) -> list[str]:
-    """``opening`` + the compact body of ``names`` + ``closing``, in as few regexes as their
-    plain spelling fits MAX_REGEX bytes each (the compact body is never longer)."""
+    """``opening`` + the compact body of ``names`` + ``closing``, in regexes as
+    ``chunk_counts`` cuts them."""
     stops = itertools.accumulate(chunk_counts(opening, names, closing), initial=0)
     return [opening + compact.encode(names[a:b]) + closing for a, b in itertools.pairwise(stops)]
 
 
+# One name in this many starts a regex of its own (``starts_regex``).
+CUT_EVERY = 256
+
+
+def starts_regex(name: str) -> bool:
+    """Whether ``name`` (as a regex holds it: a wildcard without its prefix) starts a regex.
+
+    Decided by the name alone, so that a name added or removed changes the regex it falls in
+    and no other: cut only by their size, regexes filled to the brim would each pass one name
+    on to the next, to the end of the form, and every step of the incremental edit (and of
+    the size measure, ``written``) would encode them all again."""
+    # A real hash: CRC-32's low bits follow the digits of numbered names in long runs.
+    digest = blake2b(name.encode("utf-8", "surrogatepass"), digest_size=4).digest()
+    return int.from_bytes(digest) % CUT_EVERY == 0
+
+
+def cuts(names: Sequence[str]) -> list[int]:
+    """The indexes of the ``names`` that start a regex of their own (``starts_regex``)."""
+    return [k for k, name in enumerate(names) if starts_regex(name)]
+
+
 def chunk_counts(opening: str, names: Sequence[str], closing: str) -> list[int]:
-    """How many of ``names`` each regex of ``_chunked`` holds: as many as their plain
-    spelling fits, at least one (a name longer than the room alone)."""
+    """How many of ``names`` each regex of ``_chunked`` holds: up to the next name that
+    starts a regex of its own (``starts_regex``), and no more than their plain spelling fits
+    MAX_REGEX bytes (the compact body is never longer); at least one (a name longer than the
+    room alone)."""
     parts = _escaped(names)
     out: list[int] = []
     room = MAX_REGEX - _utf8_len(opening) - _utf8_len(closing)
@@ -162,10 +186,14 @@ def chunk_counts(opening: str, names: Sequence[str], closing: str) -> list[int]:
     # up to (not including) ``stop`` fit in one regex when that grows by at most room + 1.
     # Found by bisection, so the Python work is per regex, not per part.
     chars = list(itertools.accumulate(lengths, initial=0))
+    marks = cuts(names)
     start, n = 0, len(parts)
     while start < n:
         stop = max(start + 1, bisect_right(range(n + 1), chars[start] + start + room + 1,
                                            start, key=lambda k: chars[k] + k) - 1)
+        at = bisect_right(marks, start)
+        if at < len(marks) and marks[at] < stop:
+            stop = marks[at]
         out.append(stop - start)
         start = stop
     return out

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from hairpin_proxy import corefile
 from hairpin_proxy.claims import Claim, ObjectRef, origin_key
 from hairpin_proxy.corefile.rules import plain_rules_bytes
+from hairpin_proxy.corefile.written import Written, written
 from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.ordered import has
 from hairpin_proxy.plan.snapshot import Rooms
@@ -176,9 +177,18 @@ class Measure:
 
 
 class RulesMeasure(Measure):
-    """``corefile.rules_bytes`` of the groups, host by host."""
+    """``corefile.rules_bytes`` of the groups, host by host: the plain spelling, never less
+    than the rules as written (``written``, their own measure, which is not a sum)."""
 
     _plain = staticmethod(plain_rules_bytes)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = WrittenMeasure()
+
+    def forget(self) -> None:
+        super().forget()
+        self.written.forget()
 
     def _learn(self, hosts: list[str]) -> None:
         # Measured together: much cheaper than one by one.
@@ -228,12 +238,75 @@ class PublishedMeasure(Measure):
         return sum(1 + len(a) for a in (*answers.ipv4, *answers.ipv6))
 
 
+class WrittenMeasure:
+    """The rules' bytes as written (``corefile.written``): the compact spelling's size is
+    not a sum over hosts, so it is measured on the regexes, kept between passes. A pass that
+    goes by the plan's change re-encodes the regexes its hosts touch alone; another renders
+    afresh, reusing the regexes whose names are the same."""
+
+    def __init__(self) -> None:
+        self.last: Written | None = None
+        # The hosts tuple ``last`` holds (None: not known).
+        self.hosts_of: tuple[str, ...] | None = None
+
+    def forget(self) -> None:
+        self.last, self.hosts_of = None, None
+
+    def size(self, hosts: Sequence[str], sets: AnswerSets, since: Touched | None = None
+             ) -> int:
+        """The bytes of the distinct ``hosts``' rules; ``since``: as ``measure``'s."""
+        if since is not None and self.last is not None and isinstance(hosts, tuple) \
+                and self.hosts_of is since[0]:
+            before, touched, was = since
+            self.last = self.last.grown(*_moves(hosts, before, touched, sets, was))
+        else:
+            self.last = written(by_answers(hosts, sets), self.last)
+        self.hosts_of = hosts if isinstance(hosts, tuple) else None
+        return self.last.size
+
+
+def _moves(hosts: tuple[str, ...], before: tuple[str, ...], touched: Iterable[str],
+           sets: AnswerSets, was: AnswerSets
+           ) -> tuple[dict[corefile.Answers, list[str]], dict[corefile.Answers, list[str]]]:
+    """(added, removed) per answer set between ``before`` (answered by ``was``) and
+    ``hosts`` (by ``sets``), of the ``touched`` hosts, the only ones that may differ."""
+    added: dict[corefile.Answers, list[str]] = {}
+    removed: dict[corefile.Answers, list[str]] = {}
+    for host in touched:
+        old = (was.of(host) or _STAND_IN) if has(before, host) else None
+        new = (sets.of(host) or _STAND_IN) if has(hosts, host) else None
+        if old != new:
+            if old is not None:
+                removed.setdefault(old, []).append(host)
+            if new is not None:
+                added.setdefault(new, []).append(host)
+    return added, removed
+
+
+def by_answers(hosts: Iterable[str], sets: AnswerSets) -> dict[corefile.Answers, list[str]]:
+    """The distinct ``hosts``, sorted, per answer set (one with no address stands in for
+    one that has: no rule is written for it, and the measure never shrinks when the proxy
+    Service loses its address)."""
+    hosts = sorted(hosts)
+    routed = sets.routed
+    out: dict[corefile.Answers, list[str]] = {}
+    if routed:
+        for host in hosts:
+            out.setdefault(routed.get(host, sets.default) or _STAND_IN, []).append(host)
+    elif hosts:
+        out[sets.default or _STAND_IN] = hosts
+    return out
+
+
 @dataclass(frozen=True)
 class Limit:
     measure: Measure
     limit: int
     # What the limit is, for the refusal: "--rules-budget (6000 bytes)".
     words: str
+    # The rules' limit is over the bytes as written: ``measure`` (their plain spelling, never
+    # less) decides alone where it is within the limit, this where it is not.
+    written: WrittenMeasure | None = None
 
 
 @dataclass(frozen=True)
@@ -323,8 +396,27 @@ class _Tally:
     # answer set → its Shape among the kept.
     shapes: dict[corefile.Answers, Shape] = field(default_factory=dict)
 
+    # Per limit measured as written: the regexes of the kept hosts but ``pending`` (those
+    # kept while the plain spelling was within the limit, measured when it no longer is).
+    written: dict[int, Written] = field(default_factory=dict)
+    pending: dict[int, list[str]] = field(default_factory=dict)
+
     def __post_init__(self) -> None:
         self.sizes = [0] * len(self.limits)
+        for k, limit in enumerate(self.limits):
+            if limit.written is not None:
+                self.written[k], self.pending[k] = Written(), []
+
+    def exact_sizes(self) -> list[int]:
+        """``sizes`` (which the steps add to: the plain spelling's), but the bytes as
+        written of the limits measured so."""
+        out = list(self.sizes)
+        for k, pending in self.pending.items():
+            if pending:
+                self.written[k] = self.written[k].grown(*_pending(pending, self.sets))
+                self.pending[k] = []
+            out[k] = self.written[k].size
+        return out
 
     def grown(self, new: Sequence[str]) -> tuple[list[int], dict[corefile.Answers, Shape]]:
         """The sizes with ``new`` (distinct hosts not kept yet) kept too, and the shapes of
@@ -380,14 +472,34 @@ class _Tally:
         """Keep ``hosts`` when all fit; else keep none and return the limit they overflow."""
         new = [h for h in dict.fromkeys(hosts) if h not in self.kept]
         sizes, shapes = self.grown(new) if len(new) > 32 else self.one_by_one(new)
+        if len(sizes) < len(self.limits) and self.limits[len(sizes) - 1].written is not None:
+            # Stopped at a limit measured as written: the others are needed if it fits so.
+            sizes, shapes = self.grown(new)
         # ``one_by_one`` stops at the first limit overflowed.
-        for limit, size in zip(self.limits[:len(sizes)], sizes, strict=True):
+        tried: dict[int, Written] = {}
+        for k, (limit, size) in enumerate(zip(self.limits[:len(sizes)], sizes, strict=True)):
             if size > limit.limit:
-                return limit
+                if limit.written is None:
+                    return limit
+                # Over in the plain spelling: the rules as written may still fit.
+                tried[k] = self.written[k].grown(*_pending(self.pending[k] + new, self.sets))
+                if tried[k].size > limit.limit:
+                    return limit
         self.kept.update(new)
         self.sizes = sizes
         self.shapes.update(shapes)
+        for k in self.pending:
+            if k in tried:
+                self.written[k], self.pending[k] = tried[k], []
+            else:
+                self.pending[k] += new
         return None
+
+
+def _pending(hosts: Sequence[str], sets: AnswerSets
+             ) -> tuple[dict[corefile.Answers, list[str]], dict[corefile.Answers, list[str]]]:
+    """``Written.grown``'s arguments for distinct hosts not measured yet."""
+    return by_answers(hosts, sets), {}
 
 
 # (the hosts tuple the measures last measured, every host that may have come, gone or changed
@@ -531,7 +643,7 @@ def fit(hosts: Sequence[str], origins: Mapping[str, Collection[ObjectRef]],
         step = 2 if over is None else 1
     for host in orphans:
         tally.add((host,))
-    return Fitted(tuple(sorted(tally.kept)), tuple(refused), tuple(tally.sizes))
+    return Fitted(tuple(sorted(tally.kept)), tuple(refused), tuple(tally.exact_sizes()))
 
 
 # --- the room a ConfigMap leaves -------------------------------------------------------------
@@ -591,13 +703,15 @@ def rules_limit(budget: int, room: int) -> int:
 
 def limits_of(budget: int, rules: Measure, rules_room: int, rules_where: str,
               rooms: Iterable[tuple[str, Measure, int, str]]) -> list[Limit]:
-    """The rules' limit (``rules_limit``),
-    then the others' ``rooms``: (what, its measure, bytes, its ConfigMap)."""
+    """The rules' limit (``rules_limit``, over the rules as written where ``rules`` is the
+    rules' measure), then the others' ``rooms``: (what, its measure, bytes, its ConfigMap)."""
+    written = rules.written if isinstance(rules, RulesMeasure) else None
     if rules_limit(budget, rules_room) == rules_room:
         first = Limit(rules, rules_room, f"the rules past the room ConfigMap {rules_where} "
-                      f"leaves under its 1 MiB ({rules_room} bytes)")
+                      f"leaves under its 1 MiB ({rules_room} bytes)", written)
     else:
-        first = Limit(rules, budget, f"the rules past --rules-budget ({budget} bytes)")
+        first = Limit(rules, budget, f"the rules past --rules-budget ({budget} bytes)",
+                      written)
     return [first, *(Limit(m, room, f"the {what} past the room ConfigMap {where} leaves "
                                     f"under its 1 MiB ({room} bytes)")
                      for what, m, room, where in rooms)]
@@ -618,10 +732,13 @@ def within(hosts: Sequence[str], origins: Mapping[str, Collection[ObjectRef]],
            since: Touched | None = None) -> Within:
     """The hosts that fit ``limits``, and a refusal per object that does not. ``hosts`` are
     distinct (a pass's); ``claims`` (read only when over a limit) date the objects;
-    ``since``: as ``measure``'s. Pure but for the measures' caches, which change no answer."""
+    ``since``: as ``measure``'s. The rules are measured as written (``Limit.written``); the
+    others as their text is. Pure but for the measures' caches, which change no answer."""
     sizes = measure(hosts, sets, limits, distinct=True, since=since)
     for limit in limits:
         limit.measure.keep_only(hosts)
+    sizes = tuple(size if limit.written is None else limit.written.size(hosts, sets, since)
+                  for size, limit in zip(sizes, limits, strict=True))
     if not any(size > limit.limit for size, limit in zip(sizes, limits, strict=True)):
         return Within(tuple(hosts), (), (), sizes, sizes[0])
     created = {c.origin: c.created for c in claims}
