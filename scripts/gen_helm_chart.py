@@ -295,7 +295,9 @@ VALUES: list[Value] = [
     Value("traefik.enabled", BOOL, "Relay to Traefik's Service traefik.traefik instead of "
                                    "ingress-nginx (the traefik component).", False),
     Value("etchosts.enabled", BOOL, "The node agent that also writes the hosts into every "
-                                    "node's /etc/hosts (namespace hairpin-proxy-node).", False),
+                                    "node's /etc/hosts (namespace hairpin-proxy-node); the "
+                                    "controller then publishes them for it "
+                                    "(--publish-configmap).", False),
     Value("monitoring.enabled", BOOL, "Prometheus Operator objects: ServiceMonitor, "
                                       "PodMonitors, PrometheusRule, Grafana dashboard "
                                       "(needs the monitoring.coreos.com CRDs).", False),

@@ -240,6 +240,24 @@ def test_a_lone_host_is_spliced_into_the_import_snippet(monkeypatch: pytest.Monk
     assert edit.kept_snippet(groups) == want
 
 
+def test_the_import_snippet_reads_back_as_the_groups_written() -> None:
+    """What our key holds, from our last snippet (remembered) or read afresh (another
+    process wrote it): the same hosts and answers either way."""
+    owner, pool = _start()
+    groups = _groups(owner, pool)
+    ours = ImportEdit("kube-system", "coredns-custom", "hairpin.override", FQDN)
+    cm = {"data": {"hairpin.override": ours.kept_snippet(groups), "other": "x"}}
+    fresh = ImportEdit("kube-system", "coredns-custom", "hairpin.override", FQDN)
+    want = dict(sorted((h, answers) for hosts, answers in groups for h in hosts))
+    assert ours.remembered_hosts(cm) == tuple(want)
+    assert fresh.remembered_hosts(cm) is None
+    for edit in (ours, fresh):
+        assert edit.current_hosts(cm) == tuple(want)
+        assert edit.held_answers(cm) == want
+    for empty in (None, {"data": {"other": "x"}}):
+        assert fresh.current_hosts(empty) == () and fresh.held_answers(empty) == {}
+
+
 def test_the_watchs_copy_of_our_write_is_kept_instead_of_ours() -> None:
     """The watch's cache holds its copy of our write anyway: once seen, the edit keeps that
     one, and its own result can go."""

@@ -153,7 +153,9 @@ def _emit(out: TextIO, text: str) -> None:
 
 def rooms(mode: str, s: RenderSettings, old: str) -> Rooms:
     """The size limits as the controller measures them, from the file being rendered (the
-    other keys of the ConfigMaps it lives in are not known offline: taken as empty)."""
+    other keys of the ConfigMaps it lives in are not known offline: taken as empty). The
+    published hosts are none of them: the controller publishes them only for the etchosts
+    node agent (--publish-configmap), off by default."""
     if mode == "--import-snippet":
         rules_cm, key = None, s.import_key
     else:
@@ -162,8 +164,7 @@ def rooms(mode: str, s: RenderSettings, old: str) -> Rooms:
     if mode == "--node-local-corefile":
         node_local.append(({"data": {"Corefile": old}}, "kube-system/node-local-dns"))
     return rooms_of("import" if mode == "--import-snippet" else "coredns", rules_cm,
-                    rules_key=key, rules_where="the rules' ConfigMap", published_cm=None,
-                    published_where=f"{s.namespace}/hairpin-proxy-hosts", node_local=node_local)
+                    rules_key=key, rules_where="the rules' ConfigMap", node_local=node_local)
 
 
 def served_zones(s: RenderSettings, mode: str, old: str) -> tuple[str, ...]:

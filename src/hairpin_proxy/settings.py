@@ -459,8 +459,10 @@ class ControllerSettings(CorednsSettings, TargetSettings, PolicySettings, KubeSe
     coredns_selector: str = opt("k8s-app=kube-dns", "Label selector of the CoreDNS pods "
                                                     "(for --nudge-coredns).")
     proxy_service: str = opt("hairpin-proxy", "The proxy Service in our namespace.")
-    publish_configmap: str = opt("hairpin-proxy-hosts", "ConfigMap in our namespace where the "
-                                                        "host list is published for etchosts.")
+    publish_configmap: str = opt("", "ConfigMap in our namespace where the host list is "
+                                     "published for the etchosts node agent; empty (the "
+                                     "default): not published. The etchosts component and "
+                                     "the chart's etchosts.enabled set it.")
     leader_elect: bool = opt(True, "Elect one writer among replicas with a Lease.")
     lease_name: str = opt("hairpin-proxy-controller", "Name of the leader-election Lease.")
     lease_duration: float = opt(15.0, "Seconds a leader's Lease stays valid without renewal.")

@@ -64,6 +64,12 @@ FAST = ("--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "0.5
         "--verify-hosts", "off")
 
 
+# The published hosts for the etchosts node agents: written only when the controller is told
+# where (the etchosts component's flag; off by default).
+PUBLISHED = "hairpin-proxy-hosts"
+PUBLISH = ("--publish-configmap", PUBLISHED)
+
+
 def corefile_text(api: FakeApiServer) -> str:
     cm = api.get("ConfigMap", "kube-system", "coredns")
     assert cm is not None

@@ -9,6 +9,8 @@ from tests.controller.conftest import (
     COREFILE,
     NAMESPACE,
     NODE_LOCAL,
+    PUBLISH,
+    PUBLISHED,
     Controller,
     corefile_text,
     wait_until,
@@ -24,7 +26,7 @@ Start = Callable[..., Controller]
 def test_cleanup_restores_the_corefile_byte_for_byte(cluster: FakeApiServer,
                                                      start: Start) -> None:
     cluster.create(ingress("a", "a", tls_hosts=["a.example.com", "b.example.com"]))
-    ctl = start()
+    ctl = start(*PUBLISH)
     ctl.wait_ready()
     assert corefile.managed_hosts(corefile_text(cluster)) == ("a.example.com", "b.example.com")
     assert cluster.get("ConfigMap", NAMESPACE, "hairpin-proxy-hosts") is not None
@@ -37,6 +39,27 @@ def test_cleanup_restores_the_corefile_byte_for_byte(cluster: FakeApiServer,
     again = start(command="cleanup")
     assert again.proc.wait(PATIENCE) == 0, again.log()
     assert corefile_text(cluster) == COREFILE
+
+
+def test_published_hosts_left_by_an_earlier_version_stay_until_the_uninstall(
+        cluster: FakeApiServer, start: Start) -> None:
+    """Not publishing (the default), the controller leaves a published ConfigMap of an
+    earlier version as it is (its agents keep their last list); cleanup deletes it."""
+    left = {"hosts": "old.example.com\n", "addresses": "10.96.0.50\n"}
+    cluster.create(configmap(NAMESPACE, PUBLISHED, dict(left)))
+    cluster.create(ingress("a", "a", tls_hosts=["a.example.com"]))
+    ctl = start()
+    ctl.wait_ready()
+    wait_until(lambda: corefile.managed_hosts(corefile_text(cluster)) == ("a.example.com",),
+               what="the rules written")
+    cm = cluster.get("ConfigMap", NAMESPACE, PUBLISHED)
+    assert cm is not None and cm["data"] == left
+    # Neither read nor written (the create above is the test's, not over HTTP).
+    assert not cluster.requests(path_re=PUBLISHED)
+    assert ctl.stop() == 0
+    cleanup = start(command="cleanup")
+    assert cleanup.proc.wait(PATIENCE) == 0, cleanup.log()
+    assert cluster.get("ConfigMap", NAMESPACE, PUBLISHED) is None
 
 
 def test_cleanup_in_import_mode_removes_only_our_key(cluster: FakeApiServer,

@@ -16,6 +16,7 @@ from hairpin_proxy.targets import table
 from tests.controller.conftest import (
     NAMESPACE,
     PROXY_IP,
+    PUBLISH,
     Controller,
     corefile_text,
     wait_until,
@@ -111,7 +112,7 @@ def next_second() -> None:
 def test_routes_of_crds_installed_later_reach_their_gateway_target(
         cluster: FakeApiServer, start: Start) -> None:
     proxy_with_selector(cluster)
-    ctl = start(*QUICK)
+    ctl = start(*QUICK, *PUBLISH)
     ctl.wait_ready()
     assert answers(cluster) == {}
     envoy_gateway(cluster)
@@ -341,7 +342,7 @@ def test_a_gateway_wildcard_redirects_every_depth_and_conflicts_as_written(
     cluster.create(accepted(route("HTTPRoute", "shop", "web", parent="public",
                                   parent_namespace="web")))
     cluster.create(ingress("team", "deep", tls_hosts=["deep.x.example.com"]))
-    ctl = start(*QUICK)
+    ctl = start(*QUICK, *PUBLISH)
     ctl.wait_ready()
     wait_until(lambda: answers(cluster).get("*.example.com") == corefile.Answers.of(
         [PROXY_IP]), what="the older Ingress keeps the wildcard")

@@ -3,7 +3,8 @@ Corefile, the imported coredns-custom, node-local-dns's Corefile, the published 
 shared with what others keep there: a tenant whose hosts would not fit is refused with an
 Event and the budget metric; everybody else's hosts stay and newcomers that fit are still
 written (before, the write was refused by the API or the editor, and every change of every
-tenant waited behind it)."""
+tenant waited behind it). The published hosts are written, and limit, only where the etchosts
+agents read them (--publish-configmap)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,19 @@ import pytest
 
 from hairpin_proxy import corefile
 from hairpin_proxy.corefile.nodelocal import nodelocal_hosts
+from hairpin_proxy.plan.budget import PublishedMeasure
 from hairpin_proxy.published import parse_entries
-from tests.controller.conftest import COREFILE, NAMESPACE, NODE_LOCAL, Controller, wait_until
+from tests.controller.conftest import (
+    COREFILE,
+    NAMESPACE,
+    NODE_LOCAL,
+    PUBLISH,
+    PUBLISHED,
+    Controller,
+    wait_until,
+)
 from tests.controller.test_limits import BULK, OLD, created, events, removals
-from tests.fakeapi.fixtures import configmap, ingress
+from tests.fakeapi.fixtures import configmap, ingress, service
 from tests.fakeapi.server import FakeApiServer
 
 Start = Callable[..., Controller]
@@ -54,7 +64,7 @@ def import_hosts(api: FakeApiServer) -> set[str]:
 
 
 def published_hosts(api: FakeApiServer) -> set[str]:
-    return set(parse_entries(data(api, NAMESPACE, "hairpin-proxy-hosts").get("entries")))
+    return set(parse_entries(data(api, NAMESPACE, PUBLISHED).get("entries")))
 
 
 def node_local_hosts(api: FakeApiServer) -> set[str]:
@@ -74,7 +84,7 @@ def fill_import(api: FakeApiServer) -> None:
 
 
 def fill_published(api: FakeApiServer) -> None:
-    api.create(configmap(NAMESPACE, "hairpin-proxy-hosts", filled({"notes": "x"}, "notes")))
+    api.create(configmap(NAMESPACE, PUBLISHED, filled({"notes": "x"}, "notes")))
 
 
 def fill_node_local(api: FakeApiServer) -> None:
@@ -88,7 +98,7 @@ CASES: dict[str, tuple[str, Callable[[FakeApiServer], None], Callable[[FakeApiSe
     "coredns": ("kube-system/coredns[Corefile]", fill_coredns, coredns_hosts, ()),
     "import": ("kube-system/coredns-custom[hairpin-proxy.override]", fill_import,
                import_hosts, ("--mode", "coredns-import")),
-    "published": (f"{NAMESPACE}/hairpin-proxy-hosts", fill_published, published_hosts, ()),
+    "published": (f"{NAMESPACE}/{PUBLISHED}", fill_published, published_hosts, PUBLISH),
     "node-local-dns": ("kube-system/nodelocaldns", fill_node_local, node_local_hosts, ()),
 }
 
@@ -113,9 +123,53 @@ def test_a_tenant_that_would_overflow_a_configmap_is_refused_alone(
     # Newcomers that fit are still written, in every destination.
     created(cluster, ingress("team", "small", tls_hosts=["c.shop.example"]))
     wait_until(lambda: held(cluster) == {*OLD, "c.shop.example"}, what="a small newcomer")
-    wait_until(lambda: published_hosts(cluster) == {*OLD, "c.shop.example"},
-               what="the newcomer published")
+    if case == "published":
+        wait_until(lambda: published_hosts(cluster) == {*OLD, "c.shop.example"},
+                   what="the newcomer published")
     assert not events(cluster, "shop") and not events(cluster, "team")
     assert not removals(ctl)
     assert ctl.metric('hairpin_controller_reconciles_total{result="error"}') == 0
     assert ctl.metric("hairpin_controller_corefile_errors_total") == 0
+
+
+# Dual-stack: the published entries carry both addresses on every host's line, the rules once
+# per answer set. 14,000 short names: their published lines pass 1 MiB, their rules take less
+# than half of it.
+DUAL = ["10.96.0.50", "fd00:1234:5678:9abc:def0:1234:5678:9abc"]
+MANY = [f"n{i:05d}.example" for i in range(14_000)]
+
+
+@pytest.mark.parametrize("publish", [False, True], ids=["default", "published"])
+def test_the_published_room_limits_only_where_the_hosts_are_published(
+        cluster: FakeApiServer, start: Start, publish: bool) -> None:
+    """Without the etchosts agent (the default), the controller publishes nothing: hosts whose
+    published lines would overflow that ConfigMap, but whose rules fit, are all served. Told
+    to publish them, that ConfigMap's room is a limit: the newest tenants are refused."""
+    cluster.delete("Service", NAMESPACE, "hairpin-proxy")
+    cluster.create(service(NAMESPACE, "hairpin-proxy", cluster_ips=DUAL))
+    measure = PublishedMeasure()
+    lines = measure.hosts(MANY) + len(MANY) * measure.per_host(corefile.Answers.of(DUAL))
+    assert lines > MAX
+    for n in range(0, len(MANY), 100):
+        cluster.create(ingress("tenants", f"t{n // 100:03d}", tls_hosts=MANY[n:n + 100]))
+    ctl = start(*PUBLISH) if publish else start()
+    ctl.wait_ready(timeout=120)
+    if publish:
+        wait_until(lambda: events(cluster, "tenants"), timeout=120, what="refused tenants")
+        messages = {str(e["message"]) for e in events(cluster, "tenants")}
+        assert all(f"past the room ConfigMap {NAMESPACE}/{PUBLISHED} leaves under its 1 MiB"
+                   in m for m in messages), messages
+        wait_until(lambda: coredns_hosts(cluster) and coredns_hosts(cluster)
+                   == published_hosts(cluster), timeout=120, interval=1,
+                   what="the tenants that fit written and published")
+        assert len(coredns_hosts(cluster)) < len(MANY)
+        assert ctl.metric("hairpin_controller_ingresses_over_budget") > 0
+    else:
+        wait_until(lambda: coredns_hosts(cluster) == set(MANY), timeout=120, interval=1,
+                   what="every host in the Corefile")
+        assert ctl.metric("hairpin_controller_rules_bytes") < MAX // 2
+        assert ctl.metric("hairpin_controller_ingresses_over_budget") == 0
+        assert not events(cluster, "tenants")
+        assert cluster.get("ConfigMap", NAMESPACE, PUBLISHED) is None
+        assert not cluster.requests(path_re=PUBLISHED)
+    assert not removals(ctl)

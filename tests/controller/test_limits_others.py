@@ -17,6 +17,7 @@ from tests.controller.conftest import (
     COREFILE,
     NAMESPACE,
     PROXY_IP,
+    PUBLISH,
     Controller,
     corefile_text,
     wait_until,
@@ -103,7 +104,7 @@ def test_a_corefile_broken_by_someone_keeps_every_rule_everywhere(cluster: FakeA
     moves; once fixed, the changes made meanwhile are written."""
     cluster.create(ingress("shop", "www", tls_hosts=OLD))
     cluster.create(ingress("shop", "gone", tls_hosts=["gone.shop.example"]))
-    ctl = start("--allow-mass-removal")
+    ctl = start("--allow-mass-removal", *PUBLISH)
     ctl.wait_ready()
     wait_until(lambda: published(cluster) == {*OLD, "gone.shop.example"}, what="published")
     cm = cluster.get("ConfigMap", "kube-system", "coredns")
@@ -136,7 +137,7 @@ def test_a_storm_of_conflicts_delays_but_loses_nothing(cluster: FakeApiServer,
     re-reads and retries, gives up after a few, backs off and tries again; no rule is
     lost meanwhile and the change is written once the storm is over."""
     cluster.create(ingress("shop", "www", tls_hosts=OLD))
-    ctl = start()
+    ctl = start(*PUBLISH)
     ctl.wait_ready()
     wait_until(lambda: sorted(answers(cluster)) == OLD, what="the shop's hosts")
     storm = 20

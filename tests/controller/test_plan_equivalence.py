@@ -43,7 +43,7 @@ from hairpin_proxy.sources.registry import KEY_KIND_SPECS
 from hairpin_proxy.targets.mapping import parse_target_flags
 from hairpin_proxy.targets.model import DEFAULT_KEY
 from hairpin_proxy.targets.table import TABLE_KEY
-from tests.controller.conftest import COREFILE, NAMESPACE, NODE_LOCAL, Controller
+from tests.controller.conftest import COREFILE, NAMESPACE, NODE_LOCAL, PUBLISH, Controller
 from tests.fakeapi.crds import ENVOY_CLIENT_TRAFFIC_POLICY, TRAEFIK_INGRESSROUTE
 from tests.fakeapi.fixtures import deployment
 from tests.fakeapi.server import FakeApiServer
@@ -219,7 +219,8 @@ def doctor_verdicts(kubeconfig: Path, case: dict[str, Any]) -> dict[str, tuple[s
 
 
 def controller_flags(case: dict[str, Any], mode: str) -> list[str]:
-    flags = ["--target-settle", "0", *case.get("args", ())]
+    # Published too: the hosts file the etchosts agents write from them is compared.
+    flags = ["--target-settle", "0", *PUBLISH, *case.get("args", ())]
     if mode == "coredns-import":
         flags += ["--mode", "coredns-import"]
     if not case.get("gateway_api"):

@@ -14,6 +14,7 @@ from tests.controller.conftest import (
     COREFILE,
     NAMESPACE,
     PROXY_IP,
+    PUBLISH,
     Controller,
     corefile_puts,
     corefile_text,
@@ -36,7 +37,7 @@ def published(api: FakeApiServer) -> dict[str, str]:
 
 
 def test_follows_create_update_delete(cluster: FakeApiServer, start: Start) -> None:
-    ctl = start("--allow-mass-removal")
+    ctl = start("--allow-mass-removal", *PUBLISH)
     ctl.wait_ready()
     assert managed(cluster) == ()
 
@@ -72,7 +73,7 @@ def test_ten_thousand_ingresses_at_start_give_one_write(cluster: FakeApiServer,
     hosts = [f"app{i:05d}.example.com" for i in range(10_000)]
     for i, host in enumerate(hosts):
         cluster.create(ingress(f"ns{i % 50}", f"ing{i}", tls_hosts=[host]))
-    ctl = start()
+    ctl = start(*PUBLISH)
     ctl.wait_ready(timeout=120)
     assert managed(cluster) == tuple(sorted(hosts))
     assert corefile_puts(cluster) == 1
@@ -106,7 +107,7 @@ def test_a_change_after_a_quiet_spell_is_written_without_the_debounce(
     # A debounce whose burst cap (ten debounces) is beyond any wait's patience: a controller
     # that held the first change while changes keep coming would not write it in time.
     debounce = PATIENCE / 10 + 1
-    ctl = start("--debounce", str(debounce))
+    ctl = start("--debounce", str(debounce), *PUBLISH)
     ctl.wait_ready()
     wait_until(lambda: published(cluster), what="the start-up writes")
     quiet_for(ctl, debounce)
@@ -145,7 +146,7 @@ def quiet_for(ctl: Controller, seconds: float) -> None:
 
 def test_our_own_writes_coming_back_start_no_reconcile(cluster: FakeApiServer,
                                                       start: Start) -> None:
-    ctl = start()
+    ctl = start(*PUBLISH)
     ctl.wait_ready()
     passes = 'hairpin_controller_reconciles_total{result="ok"}'
     before = ctl.metric(passes)
@@ -199,7 +200,7 @@ def test_a_copy_of_our_old_write_put_back_is_brought_up_to_date(
 
 def test_published_addresses_follow_the_proxy_service(cluster: FakeApiServer,
                                                       start: Start) -> None:
-    ctl = start()
+    ctl = start(*PUBLISH)
     ctl.wait_ready()
     cluster.create(ingress("a", "a", tls_hosts=["a.example.com"]))
     wait_until(lambda: managed(cluster) == ("a.example.com",), what="host added")

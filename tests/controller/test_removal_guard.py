@@ -5,13 +5,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hairpin_proxy import corefile
 from hairpin_proxy.controller.removal_guard import RemovalGuard
 from hairpin_proxy.plan.change import Since
-from tests.controller.conftest import Controller, corefile_text, wait_until
+from tests.controller.conftest import PUBLISH, Controller, corefile_text, wait_until
 from tests.fakeapi.fixtures import ingress
 from tests.fakeapi.server import FakeApiServer
 
@@ -255,3 +256,31 @@ def test_guard_starts_from_what_the_block_holds(cluster: FakeApiServer, start: S
     wait_until(lambda: ctl.metric("hairpin_controller_mass_removal_held") == 1,
                what="drop held at start")
     assert corefile.managed_hosts(corefile_text(cluster)) == ("a.example.com", "b.example.com")
+
+
+def import_hosts(api: FakeApiServer) -> tuple[str, ...]:
+    cm = api.get("ConfigMap", "kube-system", "coredns-custom")
+    snippet = ((cm or {}).get("data") or {}).get("hairpin-proxy.override", "")
+    return corefile.managed_hosts(f".:53 {{\n{snippet}}}\n") if snippet else ()
+
+
+@pytest.mark.parametrize("publish", [False, True], ids=["default", "published"])
+def test_in_import_mode_the_guard_starts_from_what_the_key_holds(
+        cluster: FakeApiServer, start: Start, publish: bool) -> None:
+    """The imported key is read back where nothing is published; where the hosts are
+    published, they tell what it holds (written right after it)."""
+    flags = ("--mode", "coredns-import", *(PUBLISH if publish else ()))
+    cluster.create(ingress("a", "a", tls_hosts=["a.example.com"]))
+    cluster.create(ingress("b", "b", tls_hosts=["b.example.com"]))
+    first = start(*flags)
+    first.wait_ready()
+    wait_until(lambda: import_hosts(cluster) == ("a.example.com", "b.example.com"),
+               what="both hosts written")
+    assert first.stop() == 0
+    cluster.delete("Ingress", "a", "a")
+    cluster.delete("Ingress", "b", "b")
+    ctl = start(*flags)
+    ctl.wait_ready()
+    wait_until(lambda: ctl.metric("hairpin_controller_mass_removal_held") == 1,
+               what="drop held at start")
+    assert import_hosts(cluster) == ("a.example.com", "b.example.com")

@@ -19,7 +19,12 @@ from hairpin_proxy.cli import COMMANDS
 from hairpin_proxy.controller import holds
 from hairpin_proxy.edits.configmap import MANAGED_BY
 from hairpin_proxy.edits.slot_table import slot_service
-from hairpin_proxy.settings import ControllerSettings, SettingsError, settings_from_args
+from hairpin_proxy.settings import (
+    ControllerSettings,
+    EtchostsSettings,
+    SettingsError,
+    settings_from_args,
+)
 from tests.deploy.doc_commands import Command, commands, placeholder
 from tests.deploy.rendering import REPO, Doc, find, subparsers
 
@@ -140,7 +145,8 @@ def runtime_objects(base: list[Doc]) -> Iterator[Known]:
     for slot in (1, 2, 3):
         svc = slot_service(OURS, slot, "gateway/web/public", main, table)
         yield Known("Service", OURS, svc["metadata"]["name"], svc["metadata"]["labels"])
-    for name in (s.targets_configmap, s.publish_configmap):
+    # The published hosts: only with the node agent, whose flag names them as its own default.
+    for name in (s.targets_configmap, EtchostsSettings().publish_configmap):
         yield Known("ConfigMap", OURS, name, dict(MANAGED_BY))
     yield Known("Lease", OURS, s.lease_name, {})
     yield Known("RoleBinding", s.configmap_namespace, holds.WITHDRAWAL, holds.LABELS)

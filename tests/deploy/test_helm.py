@@ -46,6 +46,7 @@ from tests.deploy.helm import (
 )
 from tests.deploy.rendering import DEPLOY, REPO, Doc, find, kustomization_dirs, render
 from tests.deploy.test_manifests import (
+    PUBLISHED,
     allowed,
     controller_flags,
     flags_of,
@@ -71,7 +72,7 @@ from tests.deploy.test_rbac_calls import (
     denied,
     grants,
 )
-from tests.fakeapi.fixtures import deployment
+from tests.fakeapi.fixtures import configmap, deployment
 from tests.fakeapi.server import FakeApiServer
 from tests.waiting import PATIENCE, wait_until
 
@@ -297,6 +298,21 @@ def test_values_reach_the_objects(helm: str) -> None:
     assert flags_of(docs, "DaemonSet", "hairpin-proxy-etchosts")["remove_on_delete"] == "True"
 
 
+@pytest.mark.parametrize("enabled", [False, True])
+def test_the_controller_publishes_the_hosts_only_with_the_node_agent(helm: str,
+                                                                     enabled: bool) -> None:
+    docs = template(helm, {"etchosts": {"enabled": enabled}})
+    args = pod_spec(find(docs, "Deployment", "hairpin-proxy-controller"))["containers"][0][
+        "args"]
+    assert [a for a in args if a.startswith("--publish-configmap")] == (
+        [f"--publish-configmap={PUBLISHED}"] if enabled else [])
+    published = controller_flags(docs)["publish_configmap"]
+    assert published == (PUBLISHED if enabled else "")
+    if enabled:
+        assert flags_of(docs, "DaemonSet", "hairpin-proxy-etchosts")["publish_configmap"] == \
+            published
+
+
 def test_every_value_driven_flag_is_a_real_flag(helm: str) -> None:
     """The command lines values produce parse, and convert into settings."""
     for d in template(helm, SIZED):
@@ -482,8 +498,11 @@ def test_the_hook_cleans_what_the_controller_writes(helm: str, platform: str) ->
     ctl = controller_flags(docs)
     cleanup = flags_of(hooks(docs), "Job", "hairpin-proxy-cleanup")
     for key in ("mode", "configmap_namespace", "configmap_name", "configmap_key",
-                "import_configmap_name", "import_key", "publish_configmap"):
+                "import_configmap_name", "import_key"):
         assert cleanup[key] == ctl[key], (platform, key)
+    # The published hosts, deleted whoever wrote them (an earlier version, or this one with
+    # the node agent); without the agent this one writes none.
+    assert (cleanup["publish_configmap"], ctl["publish_configmap"]) == (PUBLISHED, ""), platform
     written = (cleanup["import_configmap_name"] if cleanup["mode"] == "coredns-import"
                else cleanup["configmap_name"])
     for verb in ("get", "update"):
@@ -522,8 +541,11 @@ def _chart_renders(helm: str) -> dict[str, list[Doc]]:
     nudge = template(helm, {"nudgeCoredns": {"enabled": True}})
     k3s = template(helm, {"platform": "k3s"})
     guard = template(helm, {"guardDataPlanes": {"enabled": True}})
+    # The node agent's: the controller publishes the hosts (the runs use its flag).
+    etchosts = template(helm, {"etchosts": {"enabled": True}})
     return {"base": installed(kubeadm), "components/nudge-coredns": installed(nudge),
             "overlays/k3s": installed(k3s), "components/guard-data-planes": installed(guard),
+            "components/etchosts": installed(etchosts),
             "cleanup/default": hooks(kubeadm), "cleanup/coredns-import": hooks(k3s)}
 
 
@@ -595,10 +617,10 @@ def _kubectl_calls(hook_docs: list[Doc], work: Path) -> list[Access]:
 def _hook_cleanup_calls(controller: list[Doc], hook_docs: list[Doc], corefile_text: str,
                         written: tuple[str, str], work: Path, *,
                         guard: bool = False) -> list[Access]:
-    """The chart's controller writes its rules, publishes the hosts and a target's proxy
-    Service (``guard``: and a data plane's guard NetworkPolicy, made without an owner so that
-    only the hook can remove it); once it is stopped, the hook's cleanup (its args) removes it
-    all: its calls."""
+    """The chart's controller writes its rules, publishes the hosts (when told: else an earlier
+    version's are left) and a target's proxy Service (``guard``: and a data plane's guard
+    NetworkPolicy, made without an owner so that only the hook can remove it); once it is
+    stopped, the hook's cleanup (its args) removes it all: its calls."""
     from tests.controller.test_netguard import POLICY, foreign, ingress_nginx, node
 
     work.mkdir(parents=True, exist_ok=True)
@@ -612,13 +634,14 @@ def _hook_cleanup_calls(controller: list[Doc], hook_docs: list[Doc], corefile_te
             # Someone else's, with our managed-by label but not the guard's: never touched.
             api.create(foreign("theirs", {"app.kubernetes.io/managed-by": "hairpin-proxy"}))
         kubeconfig = api.write_kubeconfig(work / "kubeconfig")
-        ctl = Controller(api, kubeconfig, work / "controller.log",
-                         *_args(controller, "Deployment", "hairpin-proxy-controller"))
+        args = _args(controller, "Deployment", "hairpin-proxy-controller")
+        if f"--publish-configmap={PUBLISHED}" not in args:
+            api.create(configmap(NAMESPACE, PUBLISHED, {"hosts": "shop.example.com\n"}))
+        ctl = Controller(api, kubeconfig, work / "controller.log", *args)
         try:
             ctl.wait_ready()
             wait_until(lambda: _host_in(api, "kube-system", *written, "shop.example.com")
-                       and _host_in(api, NAMESPACE, "hairpin-proxy-hosts", "hosts",
-                                    "shop.example.com")
+                       and _host_in(api, NAMESPACE, PUBLISHED, "hosts", "shop.example.com")
                        and api.get("Service", NAMESPACE, "hairpin-proxy-t1") is not None
                        and (not guard or api.get(*POLICY) is not None),
                        60, "rules, published hosts and a target's Service")
@@ -630,7 +653,7 @@ def _hook_cleanup_calls(controller: list[Doc], hook_docs: list[Doc], corefile_te
                              command="cleanup")
         assert cleanup.proc.wait(PATIENCE) == 0, cleanup.log()
         cleanup.stop()
-        for kind, name in (("ConfigMap", "hairpin-proxy-hosts"),
+        for kind, name in (("ConfigMap", PUBLISHED),
                            ("ConfigMap", "hairpin-proxy-targets"),
                            ("Service", "hairpin-proxy-t1")):
             assert api.get(kind, NAMESPACE, name) is None, name

@@ -37,6 +37,9 @@ ALL_RENDERS = ["base", "overlays/k3s", "overlays/aks", "overlays/rke2", "overlay
                "components/networkpolicy", "components/networkpolicy-etchosts",
                "components/guard-data-planes"]
 # Each cleanup Job runs with the controller's service account as installed by this render.
+# The published hosts' ConfigMap: the etchosts component has the controller write it (earlier
+# versions always did), the uninstall deletes it.
+PUBLISHED = "hairpin-proxy-hosts"
 CLEANUP_FOR = {"cleanup/default": "base", "cleanup/coredns-import": "overlays/k3s",
                "cleanup/rke2": "overlays/rke2"}
 
@@ -478,8 +481,12 @@ def test_cleanup_job_matches_its_install(renders: dict[str, list[Doc]], job: str
     ctl = controller_flags(installed)
     cleanup = flags_of(renders[job], "Job", "hairpin-proxy-cleanup")
     for key in ("mode", "configmap_namespace", "configmap_name", "configmap_key",
-                "import_configmap_name", "import_key", "publish_configmap"):
+                "import_configmap_name", "import_key"):
         assert cleanup[key] == ctl[key], (job, key)
+    # The published hosts are deleted wherever they may be: an earlier version, or this one
+    # with the node agent, wrote them.
+    assert cleanup["publish_configmap"] == PUBLISHED
+    assert ctl["publish_configmap"] in ("", PUBLISHED)
     spec = pod_spec(find(renders[job], "Job", "hairpin-proxy-cleanup"))
     assert spec["serviceAccountName"] == "hairpin-proxy-controller"
     assert spec["restartPolicy"] == "Never"
@@ -547,14 +554,36 @@ def test_controller_may_do_exactly_what_its_flags_say(
     for verb in ("get", "update"):
         assert allowed(docs, sa, own, "coordination.k8s.io", "leases", verb, flags["lease_name"])
         assert not allowed(docs, sa, own, "coordination.k8s.io", "leases", verb, "other")
+    # The published hosts, granted whether or not they are published (the etchosts component
+    # turns publishing on with a flag alone).
     for verb in ("get", "watch", "update", "delete"):
-        assert allowed(docs, sa, own, "", "configmaps", verb, flags["publish_configmap"])
+        assert allowed(docs, sa, own, "", "configmaps", verb, PUBLISHED)
     # Nothing is ever patched but the nudged pods: writes are PUTs with a resourceVersion.
     assert not allowed(docs, sa, dns_ns, "", "configmaps", "patch", written)
-    assert not allowed(docs, sa, "default", "", "configmaps", "get", flags["publish_configmap"])
+    assert not allowed(docs, sa, "default", "", "configmaps", "get", PUBLISHED)
     # The proxy has no API access at all.
     assert not any(s["name"] == "hairpin-proxy" for b in docs
                    if b["kind"].endswith("Binding") for s in b["subjects"])
+
+
+def test_the_controller_publishes_the_hosts_only_where_the_node_agent_runs(
+        renders: dict[str, list[Doc]]) -> None:
+    """Nothing else reads them, and their ConfigMap's room would limit the hosts: the etchosts
+    component gives the controller --publish-configmap; without it the flag is absent."""
+    checked: set[str] = set()
+    for name, docs in sorted(renders.items()):
+        if not any(d["kind"] == "Deployment" and d["metadata"]["name"] ==
+                   "hairpin-proxy-controller" for d in docs):
+            continue
+        checked.add(name)
+        agent = any(d["kind"] == "DaemonSet" and d["metadata"]["name"] ==
+                    "hairpin-proxy-etchosts" for d in docs)
+        args = pod_spec(find(docs, "Deployment", "hairpin-proxy-controller"))[
+            "containers"][0]["args"]
+        flags = [a for a in args if a.startswith("--publish-configmap")]
+        assert flags == ([f"--publish-configmap={PUBLISHED}"] if agent else []), name
+        assert controller_flags(docs)["publish_configmap"] == (PUBLISHED if agent else ""), name
+    assert {"base", "components/etchosts", "overlays/etchosts"} <= checked
 
 
 def test_etchosts_agent_may_only_read_the_published_hosts(

@@ -202,6 +202,16 @@ def _args(docs: list[Doc], kind: str, name: str) -> list[str]:
     return args[1:]  # without the subcommand, which Controller puts first
 
 
+def _publishing(renders: dict[str, list[Doc]], docs: list[Doc]) -> list[str]:
+    """The controller's args in ``docs`` with the flag the etchosts component adds: the
+    published hosts, which the same grants cover with or without the node agent, are then
+    read and written too."""
+    (flag,) = [a for a in _args(renders["components/etchosts"], "Deployment",
+                                "hairpin-proxy-controller")
+               if a.startswith("--publish-configmap")]
+    return [*_args(docs, "Deployment", "hairpin-proxy-controller"), flag]
+
+
 def _wait(what: str, predicate: Callable[[], object], timeout: float = 30.0) -> None:
     wait_until(predicate, timeout, what)
 
@@ -322,8 +332,7 @@ def _default_run(renders: dict[str, list[Doc]], work: Path) -> list[Run]:
                      r"/configmaps/hairpin-proxy-hosts$", r"/configmaps/hairpin-proxy-targets$"):
             api.conflict_next_put(path)
         kubeconfig = api.write_kubeconfig(work / "kubeconfig-default")
-        ctl = Controller(api, kubeconfig, work / "default.log",
-                         *_args(nudge, "Deployment", "hairpin-proxy-controller"))
+        ctl = Controller(api, kubeconfig, work / "default.log", *_publishing(renders, nudge))
         try:
             ctl.wait_ready()
             _wait("first rules", lambda: _host_in(api, "kube-system", "node-local-dns",
@@ -373,8 +382,7 @@ def _import_run(renders: dict[str, list[Doc]], work: Path) -> list[Run]:
                      r"/configmaps/hairpin-proxy-hosts$", r"/configmaps/hairpin-proxy-targets$"):
             api.conflict_next_put(path)
         kubeconfig = api.write_kubeconfig(work / "kubeconfig-import")
-        ctl = Controller(api, kubeconfig, work / "import.log",
-                         *_args(k3s, "Deployment", "hairpin-proxy-controller"))
+        ctl = Controller(api, kubeconfig, work / "import.log", *_publishing(renders, k3s))
         try:
             ctl.wait_ready()
             _wait("import ConfigMap created", lambda: _host_in(

@@ -233,8 +233,9 @@ async def _cleanup(s: CleanupSettings, client: KubeClient, namespace: str) -> in
             continue
         if outcome == "updated":
             log.info("node-local-dns rules removed", extra={"configmap": nodelocal_edit.where})
-    published = resource_path("v1", "configmaps", namespace, s.publish_configmap)
-    if await client.delete(published):
+    # Published by this version only with the etchosts agent, by earlier ones always.
+    if s.publish_configmap and await client.delete(
+            resource_path("v1", "configmaps", namespace, s.publish_configmap)):
         log.info("deleted the published hosts", extra={
             "configmap": f"{namespace}/{s.publish_configmap}"})
     # The DNS rules are gone: nothing leads to the per-target Services any more.

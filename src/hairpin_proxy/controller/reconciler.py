@@ -143,7 +143,9 @@ class Controller:
                                          s.configmap_key, self.proxy_fqdn, s.dns_port)
         self.import_edit = ImportEdit(s.configmap_namespace, s.import_configmap_name,
                                       s.import_key, self.proxy_fqdn)
-        self.published = PublishedEdit(self.namespace, s.publish_configmap)
+        # The published hosts, for the etchosts node agents: none without --publish-configmap.
+        self.published = (PublishedEdit(self.namespace, s.publish_configmap)
+                          if s.publish_configmap else None)
         self.guard = RemovalGuard(s.mass_removal_fraction, s.mass_removal_grace,
                                   s.allow_mass_removal)
 
@@ -200,8 +202,9 @@ class Controller:
                                    "import-configmap", s.import_configmap_name, transform=as_is)
         self.service = reflector(resource_path("v1", "services", namespace), "proxy-service",
                                  s.proxy_service)
-        self.published_cm = reflector(resource_path("v1", "configmaps", namespace),
-                                      "published-configmap", s.publish_configmap)
+        self.published_cm = (reflector(resource_path("v1", "configmaps", namespace),
+                                       "published-configmap", s.publish_configmap)
+                             if s.publish_configmap else None)
         self.slices = reflector(resource_path("discovery.k8s.io/v1", "endpointslices", namespace),
                                 "proxy-endpointslices",
                                 labels=f"kubernetes.io/service-name={s.proxy_service}")
@@ -210,8 +213,9 @@ class Controller:
         self.node_local = [reflector(resource_path("v1", "configmaps", ns), f"configmap {name}",
                                      name, transform=as_is) for ns, name in NODE_LOCAL_CANDIDATES]
         # The caches readiness waits for.
+        published = [] if self.published_cm is None else [self.published_cm]
         self.reflectors = [*(r for src in self.sources for r in src.reflectors), self.coredns,
-                           self.service, self.published_cm, self.slices, self.own_namespace,
+                           self.service, *published, self.slices, self.own_namespace,
                            self.services, *self.routing.reflectors]
         if s.node_local_dns == "auto":
             self.reflectors += self.node_local
@@ -295,9 +299,10 @@ class Controller:
         if self.netguard is not None:
             # Before the published hosts, which stop a pass while uninstalling.
             self.writers.append(self.netguard)
-        self.writers.append(PublishedWriter(self.published, self.tracker, self.metrics,
-                                            configmap=self.published_cm, service=self.service,
-                                            service_key=f"{self.namespace}/{s.proxy_service}"))
+        if self.published is not None and self.published_cm is not None:
+            self.writers.append(PublishedWriter(
+                self.published, self.tracker, self.metrics, configmap=self.published_cm,
+                service=self.service, service_key=f"{self.namespace}/{s.proxy_service}"))
 
     def _netguard(self) -> DataPlaneGuard | None:
         s, reflector = self.settings, self._reflector
@@ -551,10 +556,13 @@ class Controller:
 
     def _rooms(self, held: Held) -> Rooms:
         """The room the ConfigMaps the pass writes leave: the rules' (as the pass read it),
-        the published hosts', node-local-dns's where we edit it."""
+        the published hosts' (when published), node-local-dns's where we edit it."""
         s = self.settings
-        pub = self.tracker.current(self.published_cm, self.published.namespace,
-                                   self.published.name)
+        pub, pub_where = None, None
+        if self.published is not None and self.published_cm is not None:
+            pub = self.tracker.current(self.published_cm, self.published.namespace,
+                                       self.published.name)
+            pub_where = self.published.where
         node_local: list[tuple[JsonObj | None, str]] = []
         if s.node_local_dns == "auto":
             for (ns, name), reflector in zip(NODE_LOCAL_CANDIDATES, self.node_local,
@@ -564,7 +572,7 @@ class Controller:
                     node_local.append((cm, f"{ns}/{name}"))
         key = s.configmap_key if s.mode == "coredns" else s.import_key
         return rooms_of(s.mode, held.cm, rules_key=key, rules_where=self.rules.where,
-                        published_cm=pub, published_where=self.published.where,
+                        published_cm=pub, published_where=pub_where,
                         node_local=node_local)
 
     async def _write(self, held: Held, state: DesiredState | None) -> tuple[str, ...]:

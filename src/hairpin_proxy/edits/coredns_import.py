@@ -42,6 +42,39 @@ class ImportEdit:
         self._memo["last"] = edited
         return edited.text
 
+    def text(self, cm: JsonObj | None) -> str:
+        """Our key's text now ("" when there is none)."""
+        text = ((cm or {}).get("data") or {}).get(self.key)
+        return text if isinstance(text, str) else ""
+
+    def remembered_hosts(self, cm: JsonObj | None) -> tuple[str, ...] | None:
+        """current_hosts when our key holds the last snippet written (no parse needed), else
+        None."""
+        last = self._memo.get("last")
+        if last is None or self.text(cm) != last.text:
+            return None
+        return tuple(sorted({host for s in last.sets for host in s.hosts}))
+
+    def current_hosts(self, cm: JsonObj | None) -> tuple[str, ...]:
+        """The hosts our key's rules redirect now, sorted (the mass-removal guard's starting
+        point). Raises CorefileError when the key cannot be read as rules."""
+        known = self.remembered_hosts(cm)
+        if known is not None:
+            return known
+        text = self.text(cm)
+        return corefile.managed_hosts(_as_block(text), proxy_fqdn=self.proxy_fqdn) \
+            if text else ()
+
+    def held_answers(self, cm: JsonObj | None) -> dict[str, corefile.Answers]:
+        """Host → what our key's rules answer for it now. Raises CorefileError when the key
+        cannot be read as rules."""
+        text = self.text(cm)
+        last = self._memo.get("last")
+        if last is not None and text == last.text:
+            return dict(sorted((host, s.answers) for s in last.sets for host in s.hosts))
+        return corefile.managed_groups(_as_block(text), proxy_fqdn=self.proxy_fqdn) \
+            if text else {}
+
     def mutate(self, groups: Groups) -> Mutate:
         snippet = self.kept_snippet(groups)
 
@@ -72,3 +105,8 @@ class ImportEdit:
         labels = (cm.get("metadata") or {}).get("labels") or {}
         return (all(labels.get(k) == v for k, v in MANAGED_BY.items())
                 and not cm.get("data") and not cm.get("binaryData"))
+
+
+def _as_block(snippet: str) -> str:
+    """The snippet where the Corefile imports it: inside the root server block."""
+    return f".:53 {{\n{snippet}}}\n" if snippet.endswith("\n") else f".:53 {{\n{snippet}\n}}\n"

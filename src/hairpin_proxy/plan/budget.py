@@ -752,18 +752,20 @@ def within(hosts: Sequence[str], origins: Mapping[str, Collection[ObjectRef]],
 
 
 def rooms_of(mode: str, rules_cm: JsonObj | None, *, rules_key: str, rules_where: str,
-             published_cm: JsonObj | None, published_where: str,
+             published_cm: JsonObj | None = None, published_where: str | None = None,
              node_local: Sequence[tuple[JsonObj | None, str]] = ()) -> Rooms:
     """The room the ConfigMaps a pass writes leave, as the controller measures it and
     ``render`` from the file it renders: the rules' (``mode`` "coredns": the Corefile key,
-    else the import key), the published hosts', and each node-local-dns Corefile we edit
-    (with where it is)."""
+    else the import key), the published hosts' (``published_where`` None: none are
+    published, and they are no limit), and each node-local-dns Corefile we edit (with where
+    it is)."""
     if mode == "coredns":
         rules = corefile_room(rules_cm, rules_key)
     else:
         rules = configmap_room(rules_cm, (rules_key,))
-    others = [("published hosts", "published", configmap_room(published_cm, PUBLISHED_KEYS),
-               published_where)]
+    others: list[tuple[str, str, int, str]] = [] if published_where is None else [
+        ("published hosts", "published", configmap_room(published_cm, PUBLISHED_KEYS),
+         published_where)]
     others += [("node-local-dns rules", "node-local", corefile_room(cm, "Corefile"), where)
                for cm, where in node_local]
     return Rooms(rules, rules_where, tuple(others))

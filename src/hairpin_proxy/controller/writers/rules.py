@@ -113,11 +113,13 @@ class CorefileRules(_Rules):
 
 
 class ImportRules(_Rules):
-    """Our key in the imported ConfigMap: a snippet not read back, so the hosts it holds are
-    the published ones (written right after it by every pass)."""
+    """Our key in the imported ConfigMap. When the hosts are published (--publish-configmap),
+    the hosts it holds are the published ones (written right after it by every pass), and
+    the snippet is not read back; else it is, as the Corefile's block is."""
 
     def __init__(self, edit: ImportEdit, writing: RulesWriting, *, import_cm: Reflector,
-                 published: PublishedEdit, published_cm: Reflector) -> None:
+                 published: PublishedEdit | None = None,
+                 published_cm: Reflector | None = None) -> None:
         super().__init__("import", writing)
         self.edit = edit
         self.import_cm = import_cm
@@ -128,17 +130,27 @@ class ImportRules(_Rules):
     def where(self) -> str:
         return self.edit.where
 
-    def _published(self) -> dict[str, object]:
+    def _published(self) -> dict[str, object] | None:
+        """The published ConfigMap's data; None when nothing is published."""
+        if self.published is None or self.published_cm is None:
+            return None
         pub = self.w.tracker.current(self.published_cm, self.published.namespace,
                                      self.published.name)
         data = (pub or {}).get("data")
         return data if isinstance(data, dict) else {}
 
     def held_answers(self, corefile_cm: JsonObj | None) -> Mapping[str, corefile.Answers]:
+        data = self._published()
+        if data is None:
+            cm = self.w.tracker.current(self.import_cm, self.edit.namespace, self.edit.name)
+            try:
+                return self.edit.held_answers(cm)
+            except corefile.CorefileError:
+                return {}
         # The snippet is not read back: the published entries say the same (written right
         # after it by every pass).
         out: dict[str, corefile.Answers] = {}
-        for host, addresses in parse_entries(self._published().get(ENTRIES_KEY)).items():
+        for host, addresses in parse_entries(data.get(ENTRIES_KEY)).items():
             try:
                 out[host] = corefile.Answers.of(addresses)
             except corefile.CorefileError:
@@ -148,9 +160,22 @@ class ImportRules(_Rules):
     async def read(self, corefile_cm: JsonObj | None) -> Held:
         cm = self.w.tracker.current(self.import_cm, self.edit.namespace, self.edit.name)
         data = self._published()
+        if data is None:
+            return Held(cm, await self._snippet_hosts(cm))
         if ENTRIES_KEY in data:
             return Held(cm, tuple(parse_entries(data[ENTRIES_KEY])))
         return Held(cm, parse_lines(data.get(HOSTS_KEY)))
+
+    async def _snippet_hosts(self, cm: JsonObj | None) -> tuple[str, ...]:
+        """The hosts our key holds, read back from it (parsed off the event loop, as the
+        Corefile is, unless it is our last write)."""
+        known = self.edit.remembered_hosts(cm)
+        if known is not None:
+            return known
+        try:
+            return await asyncio.to_thread(self.edit.current_hosts, cm)
+        except corefile.CorefileError:
+            return ()
 
     async def write(self, desired: Desired) -> None:
         # Uninstalling, our key goes altogether, as cleanup removes it: a ConfigMap we made
