@@ -160,7 +160,8 @@ def test_refusals_carry_the_full_object_reference() -> None:
 
 def over_budget(**verdicts: Code) -> tuple[tuple[str, ...], Any]:
     """The over-budget corpus case (six Ingresses of 8 hosts, --rules-budget 440: two fit
-    as written), every host verified but those of the teams given: (every host, the plan of the snapshot)."""
+    as written), every host verified but those of the teams given: (every host, the plan of
+    the snapshot)."""
     objs = with_ips(corpus("25-over-budget")["objects"], PLANES)
     snap = snapshot_of(objs, dataclasses.replace(SETTINGS, verify_hosts=True,
                                                  rules_budget=440),
