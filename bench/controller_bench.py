@@ -85,7 +85,6 @@ COREFILE = """\
 }
 """
 COREFILE_PUT = r"/namespaces/kube-system/configmaps/coredns$"
-PUBLISHED_PUT = rf"/namespaces/{NAMESPACE}/configmaps/hairpin-proxy-hosts$"
 
 
 def has_setting(name: str) -> bool:
@@ -107,9 +106,6 @@ WRITE_INTERVAL = controller_default("write_interval") or 0.0
 # The hosts here resolve nowhere (no network, made-up names): checking their public DNS, where
 # the version does, would refuse them all. Its cost is not what this benchmark measures.
 FIXED_FLAGS = ["--verify-hosts", "off"] if has_setting("verify_hosts") else []
-# A pass ends with the published hosts (the waits below): written as the etchosts component has
-# the controller write them, which earlier versions did without the flag.
-FIXED_FLAGS += ["--publish-configmap", "hairpin-proxy-hosts"]
 CODE = str(Path(corefile.__file__).resolve().parents[3 if TEMPLATE_FORMAT else 2])
 FORMAT = "template" if TEMPLATE_FORMAT else "rewrite"
 
@@ -448,16 +444,17 @@ def run(count: int, events: int, steady: float, debounce: float | None,
             for i in range(events):
                 # A short request log keeps the polling below from loading the API server.
                 api.clear_requests()
+                done = passes(admin)
                 t0 = time.time()
                 api.create(ingress("bench", f"ev{i}", tls_hosts=[f"event{i}.example.com"]))
                 wait_until(lambda: api.count("PUT", COREFILE_PUT) > 0, 30,
                            "write after an event")
                 put = api.requests("PUT", COREFILE_PUT, since=t0)[0]
                 latencies.append(put.time - t0)
-                # The pass ends with the published hosts; the next Ingress comes after a
-                # quiet spell, as a lone change does (one inside a burst waits for the
-                # debounce, one right after a write for the write interval, by design).
-                wait_until(lambda: api.count("PUT", PUBLISHED_PUT) > 0, 30, "pass end")
+                # The next Ingress comes once the pass is over and after a quiet spell, as a
+                # lone change does (one inside a burst waits for the debounce, one right
+                # after a write for the write interval, by design).
+                wait_until(lambda done=done: passes(admin) > done, 30, "pass end")
                 time.sleep(quiet)
             stop_profiler(spy)
             # After the events: what the controller keeps once the first pass's leftovers
@@ -617,8 +614,8 @@ def report(r: dict[str, Any], before: dict[str, Any] | None = None) -> str:
                 else f"`--debounce {r['debounce']}`")
         + (f", `--write-interval {r['write_interval']:g}`" if r["write_interval"] else "")
         + (")" if r["debounce"] is None else "") + "; leader election on (default timings)"
-        + (f"; `{r['fixed_flags']}` (the hosts resolve nowhere; the hosts published as for "
-           "the node agent)" if r.get("fixed_flags") else ""),
+        + (f"; `{r['fixed_flags']}` (the hosts resolve nowhere)" if r.get("fixed_flags")
+           else ""),
         f"- Load average (1, 5, 15 min) at the start: {r['load_start']}; at the end: "
         f"{r['load_end']}",
         "",

@@ -440,9 +440,10 @@ class ControllerSettings(CorednsSettings, TargetSettings, PolicySettings, KubeSe
     namespace_share_hosts: int = opt(0, "Hosts one namespace's objects may have redirected "
                                         "(0: no limit); over it, that namespace's newest "
                                         "objects are refused, its oldest keep theirs.")
-    namespace_share_bytes: int = opt(0, "Bytes of rules one namespace's hosts may take, "
-                                        "measured as --rules-budget is (0: no limit); over "
-                                        "it, as --namespace-share-hosts.")
+    namespace_share_bytes: int = opt(0, "Bytes of rules one namespace's hosts may take, each "
+                                        "host counted in full in both stanzas (the plain "
+                                        "spelling: what is written takes less) (0: no "
+                                        "limit); over it, as --namespace-share-hosts.")
     write_interval: float = opt(2.0, "Least seconds between two writes of a DNS ConfigMap (a "
                                      "flapping Ingress cannot make CoreDNS reload without end).")
     proxy_grace: float = opt(60.0, "Seconds the proxy Service may have no ready endpoint "
