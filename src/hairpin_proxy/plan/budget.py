@@ -177,8 +177,9 @@ class Measure:
 
 
 class RulesMeasure(Measure):
-    """``corefile.rules_bytes`` of the groups, host by host: the plain spelling, never less
-    than the rules as written (``written``, their own measure, which is not a sum)."""
+    """``corefile.rules_bytes`` of the groups, host by host: the plain spelling (the rules'
+    limit is over the bytes as written, ``written``, their own measure, which is not a sum;
+    a namespace's share is over this)."""
 
     _plain = staticmethod(plain_rules_bytes)
 
@@ -304,8 +305,8 @@ class Limit:
     limit: int
     # What the limit is, for the refusal: "--rules-budget (6000 bytes)".
     words: str
-    # The rules' limit is over the bytes as written: ``measure`` (their plain spelling, never
-    # less) decides alone where it is within the limit, this where it is not.
+    # The rules' limit is over the bytes as written, measured by this (``measure``, their
+    # plain spelling, is kept for the running sums the other limits share).
     written: WrittenMeasure | None = None
 
 
@@ -396,26 +397,21 @@ class _Tally:
     # answer set → its Shape among the kept.
     shapes: dict[corefile.Answers, Shape] = field(default_factory=dict)
 
-    # Per limit measured as written: the regexes of the kept hosts but ``pending`` (those
-    # kept while the plain spelling was within the limit, measured when it no longer is).
+    # Per limit measured as written: the regexes of the kept hosts.
     written: dict[int, Written] = field(default_factory=dict)
-    pending: dict[int, list[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.sizes = [0] * len(self.limits)
         for k, limit in enumerate(self.limits):
             if limit.written is not None:
-                self.written[k], self.pending[k] = Written(), []
+                self.written[k] = Written()
 
     def exact_sizes(self) -> list[int]:
         """``sizes`` (which the steps add to: the plain spelling's), but the bytes as
         written of the limits measured so."""
         out = list(self.sizes)
-        for k, pending in self.pending.items():
-            if pending:
-                self.written[k] = self.written[k].grown(*_pending(pending, self.sets))
-                self.pending[k] = []
-            out[k] = self.written[k].size
+        for k, value in self.written.items():
+            out[k] = value.size
         return out
 
     def grown(self, new: Sequence[str]) -> tuple[list[int], dict[corefile.Answers, Shape]]:
@@ -473,26 +469,23 @@ class _Tally:
         new = [h for h in dict.fromkeys(hosts) if h not in self.kept]
         sizes, shapes = self.grown(new) if len(new) > 32 else self.one_by_one(new)
         if len(sizes) < len(self.limits) and self.limits[len(sizes) - 1].written is not None:
-            # Stopped at a limit measured as written: the others are needed if it fits so.
+            # Stopped at a limit measured as written: its plain size says nothing of that.
             sizes, shapes = self.grown(new)
         # ``one_by_one`` stops at the first limit overflowed.
         tried: dict[int, Written] = {}
-        for k, (limit, size) in enumerate(zip(self.limits[:len(sizes)], sizes, strict=True)):
+        for k, (limit, plain) in enumerate(zip(self.limits[:len(sizes)], sizes, strict=True)):
+            size = plain
+            if limit.written is not None:
+                # Not the plain spelling's size: the regexes' frames that it leaves out may
+                # take the bytes as written past it where the names share nothing.
+                tried[k] = self.written[k].grown(*_pending(new, self.sets))
+                size = tried[k].size
             if size > limit.limit:
-                if limit.written is None:
-                    return limit
-                # Over in the plain spelling: the rules as written may still fit.
-                tried[k] = self.written[k].grown(*_pending(self.pending[k] + new, self.sets))
-                if tried[k].size > limit.limit:
-                    return limit
+                return limit
         self.kept.update(new)
         self.sizes = sizes
         self.shapes.update(shapes)
-        for k in self.pending:
-            if k in tried:
-                self.written[k], self.pending[k] = tried[k], []
-            else:
-                self.pending[k] += new
+        self.written.update(tried)
         return None
 
 
