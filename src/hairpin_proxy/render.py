@@ -29,9 +29,9 @@ from hairpin_proxy.edits.slot_table import slot_service, table_data
 from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.logs import setup_logging
 from hairpin_proxy.manifests import ManifestError, load
-from hairpin_proxy.plan import DesiredState, Snapshot, plan
+from hairpin_proxy.plan import DesiredState, Snapshot
 from hairpin_proxy.plan.budget import rooms_of
-from hairpin_proxy.plan.claims import ingress_result
+from hairpin_proxy.plan.core import plan_with_policy
 from hairpin_proxy.plan.objects import snapshot_of
 from hairpin_proxy.plan.snapshot import Rooms, plan_settings_of
 from hairpin_proxy.policy import HostPolicy, PolicyResult, proxy_service_fqdn
@@ -298,9 +298,9 @@ def render(s: RenderSettings, out: TextIO) -> int:
         # Manifests often leave the IngressClasses out: whether a class exists is unknown
         # then, and is not held against the Ingresses (the controller checks it).
         log.info("no IngressClass among the inputs: class names are not checked")
-    desired = plan(snap)
+    desired, ingresses_read = plan_with_policy(snap)
     _needs(mode, s, desired.missing_services)
-    _report(desired, ingress_result(snap))
+    _report(desired, ingresses_read)
     log.debug("evaluated", extra={"files": len(manifests.files),
                                   "ingresses": len(manifests.ingresses),
                                   "hosts": len(desired.hosts),
