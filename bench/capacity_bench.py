@@ -59,17 +59,29 @@ _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 @dataclass
 class Timed:
-    """One command's run: wall seconds, the child's peak RSS, its exit status."""
+    """One command's run: wall seconds, the child's CPU seconds (user and system: on a shared
+    machine, steadier than the wall time), its peak RSS, its exit status."""
     command: list[str]
     seconds: float
+    cpu_seconds: float
     peak_rss_mib: float
     status: int
 
 
-def command() -> list[str]:
-    """`hairpin-proxy` as installed beside this Python (the console script), else the module."""
+# With --py-spy DIR: each command runs under py-spy, its stacks in DIR/<command>.txt.
+PROFILE: Path | None = None
+
+
+def command(name: str) -> list[str]:
+    """`hairpin-proxy NAME` as installed beside this Python (the console script), else the
+    module; under py-spy with --py-spy."""
     script = Path(sys.executable).with_name("hairpin-proxy")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "hairpin_proxy"]
+    base = [str(script)] if script.exists() else [sys.executable, "-m", "hairpin_proxy"]
+    if PROFILE is None:
+        return [*base, name]
+    spy = Path(sys.executable).with_name("py-spy")
+    return [str(spy), "record", "--rate", "250", "--format", "raw", "--subprocesses",
+            "-o", str(PROFILE / f"{name}.txt"), "--", *base, name]
 
 
 def timed(args: list[str], stdout: Path, stderr: Path, limit: float) -> Timed:
@@ -87,7 +99,13 @@ def timed(args: list[str], stdout: Path, stderr: Path, limit: float) -> Timed:
         seconds = time.perf_counter() - t0
     # Popen did not reap the child itself: tell it the status, so that it does not try.
     proc.returncode = os.waitstatus_to_exitcode(raw)
-    return Timed(args, seconds, usage.ru_maxrss / 1024, proc.returncode)
+    if PROFILE is not None:
+        # py-spy says what it does on the command's standard output: not the command's.
+        with stdout.open("rb") as f:
+            kept = [line for line in f if not line.startswith(b"py-spy> ")]
+        stdout.write_bytes(b"".join(kept))
+    return Timed(args, seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024,
+                 proc.returncode)
 
 
 def ingresses(count: int, seed: int) -> list[dict[str, Any]]:
@@ -113,7 +131,7 @@ def rejected(log: str) -> int:
 
 def run_render(where: Path, manifest: Path, core: Path, limit: float) -> dict[str, Any]:
     out, err = where / "render.out", where / "render.err"
-    t = timed([*command(), "render", "--proxy-ip", PROXY_IP, "--corefile", str(core),
+    t = timed([*command("render"), "--proxy-ip", PROXY_IP, "--corefile", str(core),
                "--ingress", str(manifest)], out, err, limit)
     text = out.read_text()
     return {**asdict(t), "served": len(corefile.managed_hosts(text)) if t.status == 0 else None,
@@ -135,7 +153,7 @@ def run_doctor(where: Path, objs: list[dict[str, Any]], rendered: str, timeout: 
         kubeconfig = api.write_kubeconfig(where / "kubeconfig")
         api.clear_requests()
         out, err = where / "doctor.out", where / "doctor.err"
-        t = timed([*command(), "doctor", "--kubeconfig", str(kubeconfig), "--namespace",
+        t = timed([*command("doctor"), "--kubeconfig", str(kubeconfig), "--namespace",
                    NAMESPACE, "--resolve", "*:127.0.0.1", "--port", "0", "--tls-port", "0",
                    "--verify-hosts", "off", "--no-forged-header-probe", "--output", "json",
                    "--timeout", f"{timeout:g}"], out, err, limit)
@@ -160,10 +178,12 @@ def report(r: dict[str, Any]) -> str:
         f"{r['objects']:,} Ingresses ({r['yaml_mib']:.1f} MiB of YAML), machine "
         f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
         f"load average at the start {r['load_start']}, at the end {r['load_end']}",
-        f"render: {rd['seconds']:.2f} s, peak RSS {rd['peak_rss_mib']:.0f} MiB, exit "
+        f"render: {rd['seconds']:.2f} s ({rd['cpu_seconds']:.2f} s CPU), peak RSS "
+        f"{rd['peak_rss_mib']:.0f} MiB, exit "
         f"{rd['status']}; hosts served {rd['served']}, refused {rd['refused']}; Corefile "
         f"{rd['corefile_bytes']:,} bytes",
-        f"doctor: {dr['seconds']:.2f} s, peak RSS {dr['peak_rss_mib']:.0f} MiB, exit "
+        f"doctor: {dr['seconds']:.2f} s ({dr['cpu_seconds']:.2f} s CPU), peak RSS "
+        f"{dr['peak_rss_mib']:.0f} MiB, exit "
         f"{dr['status']}; API: {dr['api']}; {dr['ingress_pages']} pages of Ingresses; hosts "
         f"checked {dr['checked']}, redirected {dr.get('redirected')}, rule in effect "
         f"{dr.get('rule_in_effect')}; verdicts {dr.get('verdicts')}",
@@ -184,7 +204,14 @@ def main() -> int:
                         help="write the inputs and outputs to DIR and keep them")
     parser.add_argument("--save-json", type=Path, metavar="FILE",
                         help="also write the figures to FILE")
+    parser.add_argument("--py-spy", type=Path, metavar="DIR", dest="py_spy",
+                        help="profile each command with py-spy (raw stacks in DIR; the "
+                             "peak RSS is then py-spy's own)")
     args = parser.parse_args()
+    global PROFILE
+    PROFILE = args.py_spy
+    if PROFILE is not None:
+        PROFILE.mkdir(parents=True, exist_ok=True)
     if args.objects < 1:
         parser.error("--objects must be at least 1")
     result: dict[str, Any] = {"objects": args.objects, "seed": args.seed,
