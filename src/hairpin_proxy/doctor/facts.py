@@ -7,6 +7,7 @@ EndpointSlice readiness) live here so they can be tested without a cluster.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -506,6 +507,9 @@ def zone_covers(host: str, zones: Iterable[str]) -> bool:
     return False
 
 
+# A report asks of the same few addresses (the proxy's, the load balancers', the answers)
+# for every host.
+@functools.lru_cache(maxsize=4096)
 def normalize_address(address: str) -> str:
     """An IP address in its canonical text (IPv6 without brackets, lower case, zeros
     compressed), so resolver answers, API values and flags compare; other text lower-cased."""
