@@ -18,11 +18,22 @@ Then it times, each in its own process as an operator runs it:
   section and a verdict for every host, no DNS query and no probe (the names resolve
   nowhere).
 
-Reports each command's wall time, peak RSS (the child's ``ru_maxrss``) and exit status, the
-hosts `render` writes a rule for and those it refuses (its ``rejected host`` log lines), and
-the hosts the doctor checks, of which redirected and in effect in the Corefile. ``--save-json``
-keeps the figures, ``--keep DIR`` the inputs and the outputs (to compare two versions' outputs
-byte for byte). Not part of the test suite.
+Reports each command's wall time, CPU time (the child's user and system time), peak RSS (its
+``ru_maxrss``) and exit status, the hosts `render` writes a rule for and those it refuses (its
+``rejected host`` log lines), and the hosts the doctor checks, of which redirected and in
+effect in the Corefile. ``--save-json`` keeps the figures, ``--keep DIR`` the inputs and the
+outputs. Not part of the test suite.
+
+Before and after: the commands of another commit run from an export of it, its ``src`` first
+on the path (the driver, the names and the fake API server stay this tree's); the outputs of
+the two are compared byte for byte, the log lines less their timestamps::
+
+    mkdir /tmp/hp-before && git archive 953604a | tar -x -C /tmp/hp-before
+    PYTHONPATH=/tmp/hp-before/src .venv/bin/python -m bench.capacity_bench --keep /tmp/before
+    .venv/bin/python -m bench.capacity_bench --keep /tmp/after
+    cmp /tmp/before/render.out /tmp/after/render.out
+    cmp /tmp/before/doctor.out /tmp/after/doctor.out
+    cmp <(cut -d' ' -f3- /tmp/before/render.err) <(cut -d' ' -f3- /tmp/after/render.err)
 """
 
 from __future__ import annotations
