@@ -118,7 +118,10 @@ class _Loader(_SafeLoader):
             for key, value in node.value:
                 if type(key) is not ScalarNode:
                     raise _Other
-                out[self._build(key, seen)] = self._build(value, seen)
+                # Most keys and values are strings: taken here, without a call each.
+                k = key.value if key.tag == _STR else self._build(key, seen)
+                out[k] = value.value if type(value) is ScalarNode and value.tag == _STR \
+                    else self._build(value, seen)
             return out
         if cls is SequenceNode and tag == _SEQ:
             return [self._build(item, seen) for item in node.value]
