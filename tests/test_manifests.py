@@ -5,6 +5,7 @@ import io
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -150,6 +151,65 @@ def test_load_text_reports_its_own_name() -> None:
 def test_yaml_is_read_by_libyaml_where_present_and_reads_the_same() -> None:
     # PyYAML's wheels carry libyaml: the C parser reads 50,000 objects five times faster.
     assert yaml.__with_libyaml__
-    assert manifests._LOADER is yaml.CSafeLoader
+    assert issubclass(manifests._LOADER, yaml.CSafeLoader)
     text = "a: 1\nb: [x, 2025-01-01]\n---\nkind: List\nitems: []\n"
     assert list(yaml.load_all(text, Loader=manifests._LOADER)) == list(yaml.safe_load_all(text))
+
+
+# What the direct build handles and what it leaves to the safe constructor: each must read
+# exactly as the safe loader reads it (values, types, shared objects) or fail as it fails.
+SAFE_CASES = [
+    "a: 1\nb: [x, '2', \"3\", 4.5, .inf, -.nan, 0x1f, 0o17, 1_000, 1:20]\n",
+    "t: [true, True, TRUE, false, yes, no, on, off, y, n, ~, null, Null, '']\n",
+    "when: 2025-01-01T10:00:00Z\nday: 2025-01-01\nbin: !!binary aGVsbG8=\n",
+    "quoted: ['1', \"true\", 'null', '2025-01-01']\nplain: [.5, +1, -2, 1e3, 0.]\n",
+    "shared: &x {a: [1, 2]}\nagain: *x\nlist: &l [1]\nmore: [*l, *l]\n",
+    "base: &b {x: 1, y: 2}\nderived: {<<: *b, y: 3}\n",
+    "merged: {<<: [{a: 1}, {b: 2}], c: 3}\n",
+    "? [a, b]\n: unhashable\n",
+    "? {a: 1}\n: unhashable\n",
+    "s: !!set {a, b}\no: !!omap [{a: 1}, {b: 2}]\np: !!pairs [{a: 1}, {a: 2}]\n",
+    "= : value key\nk: {=: v}\n",
+    "tagged: !!str 12\nint: !!int '7'\nfloat: !!float '1'\nnull: !!null ''\n",
+    "custom: !thing {a: 1}\n",
+    "bad: !!timestamp not-a-date\n",
+    "bad: !!binary '@@@'\n",
+    "bad: !!int x\n",
+    "dup: 1\ndup: 2\n1: int key\n1.5: float\ntrue: bool\n~: none\n2025-01-01: day\n",
+    "! tagged plain\n",
+    "--- 1\n--- [a]\n---\n--- {a: !!seq [1]}\n...\n",
+    "\ufeffkind: Ingress\nname: é ü 中\n",
+    "deep: " + "[" * 40 + "x" + "]" * 40 + "\n",
+    "a: |\n  literal\n  text\nb: >\n  folded\n  text\n",
+]
+
+
+def _read_all(text: str, loader: type[Any]) -> tuple[str, list[object]]:
+    try:
+        return "ok", list(yaml.load_all(text, Loader=loader))
+    except Exception as exc:  # PyYAML lets a few of its own bugs out (!!timestamp x)
+        return "error", [type(exc).__name__, str(exc)]
+
+
+@pytest.mark.parametrize("text", SAFE_CASES)
+def test_the_quick_loader_reads_as_the_safe_loader(text: str) -> None:
+    quick = _read_all(text, manifests._LOADER)
+    expected = _read_all(text, yaml.CSafeLoader)
+    assert repr(quick) == repr(expected)  # the same types too, and the same error
+    assert quick == expected
+    # The pure-Python loader reads the same (its errors quote the text: worded otherwise).
+    pure = _read_all(text, yaml.SafeLoader)
+    assert pure[0] == quick[0]
+    if pure[0] == "ok":
+        assert repr(pure) == repr(quick)
+
+
+def test_the_quick_loader_keeps_shared_objects_shared() -> None:
+    (doc,) = yaml.load_all("a: &x {k: [1]}\nb: *x\n", Loader=manifests._LOADER)
+    assert doc["a"] is doc["b"]
+
+
+def test_the_quick_loader_reads_the_fixtures_as_the_safe_loader() -> None:
+    for path in manifest_files(FIXTURES):
+        text = path.read_text(encoding="utf-8-sig")
+        assert _read_all(text, manifests._LOADER) == _read_all(text, yaml.CSafeLoader), path

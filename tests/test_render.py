@@ -141,6 +141,22 @@ def test_policy_flags_reach_the_policy(capsys: pytest.CaptureFixture[str]) -> No
     assert "plain.example.com" in hosts("--hosts-from", "all")
 
 
+def test_hosts_outside_the_domains_are_logged_once_each(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The plan's own reading of the host policy says which hosts --domain leaves out."""
+    code, _, err = render(capsys, "--corefile", COREFILE, "--ingress", CLUSTER,
+                          "--domain", "example.org", "--log-level", "info")
+    assert code == 0
+    ignored = sorted(line.split("host outside the allowed domains", 1)[1].strip()
+                     for line in err.splitlines() if "host outside the allowed domains" in line)
+    hosts = [part.removeprefix("host=") for line in ignored for part in line.split()
+             if part.startswith("host=")]
+    # Each as its Ingress spells it (www.shop.example.com is written WWW.Shop.Example.com.).
+    assert sorted(h.lower().rstrip(".") for h in hosts) == sorted(
+        h for h in EXPECTED if not h.endswith("example.org"))
+    assert "ingress=shop/web host=WWW.Shop.Example.com. " in "\n".join(ignored)
+
+
 def test_target_and_cluster_domain(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     # The target names the proxy Service: old rewrite rules to it are converted.
     old = COREFILE.read_text().replace(".:53 {\n", (

@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hairpin_proxy.doctor import facts as f
+from hairpin_proxy.wildcards import covers
 from tests.doctor.objects import coredns_deployment, daemonset, endpoint_slice
 from tests.fakeapi.fixtures import service
 
@@ -150,6 +153,24 @@ def test_ingress_hosts_and_status() -> None:
 ])
 def test_rule_covers(host: str, rules: list[str], covered: bool) -> None:
     assert f.rule_covers(host, rules) is covered
+    assert f.rule_covers(host, tuple(rules)) is covered
+
+
+_LABELS = st.sampled_from(["a", "B", "_x", "", "ex", "com", "*", "**"])
+_NAMES = st.builds(lambda labels, end: ".".join(labels) + end,
+                   st.lists(_LABELS, min_size=1, max_size=5), st.sampled_from(["", ".", ".."]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(rules=st.lists(_NAMES, max_size=6), hosts=st.lists(_NAMES, min_size=1, max_size=5))
+def test_rule_covers_is_covers_of_any_rule(rules: list[str], hosts: list[str]) -> None:
+    """The index ``rule_covers`` keeps answers as ``wildcards.covers`` of each rule does."""
+    held = tuple(rules)
+    for host in hosts:
+        name = host.lower().rstrip(".")
+        expected = any(r.lower().rstrip(".") == name or covers(r, name) for r in rules)
+        assert f.rule_covers(host, held) is expected
+        assert f.rule_covers(host, rules) is expected
 
 
 @pytest.mark.parametrize(("host", "zones", "covered"), [

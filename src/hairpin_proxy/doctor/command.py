@@ -12,11 +12,13 @@ left running, not even a getaddrinfo call that cannot be cancelled, delays the e
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
@@ -88,6 +90,20 @@ class Progress:
 
 class UsageError(Exception):
     """The doctor cannot run with these settings."""
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """No cyclic garbage collection while the cluster's objects are listed and planned: they
+    leave next to no cyclic garbage, yet at 50,000 Ingresses the collector's passes over the
+    growing heap took a quarter of the doctor's time. What there is is collected after."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
 
 
 @dataclass(frozen=True)
@@ -334,7 +350,12 @@ def diagnose(s: DoctorSettings, progress: Progress | None = None) -> Report:
     servers = _resolver_servers(s)
     if s.api:
         show("asking the API")
-    cluster = _ask_cluster(s, min(api_limit(s.timeout), end - time.monotonic()), target_map)
+    with _collector_paused():
+        cluster = _ask_cluster(s, min(api_limit(s.timeout), end - time.monotonic()),
+                               target_map)
+    # The cluster's facts stay until the report is printed: kept out of the collector's
+    # passes over the verdicts and the report (run() hands them back).
+    gc.freeze()
     hosts, notes = _hosts(s, cluster)
     resolver, resolver_notes = _resolver(s, servers, cluster)
     notes = (*notes, *resolver_notes)
@@ -437,10 +458,14 @@ def run(settings: DoctorSettings) -> int:
             return usage_error("doctor", str(exc))
         return run_in_cluster(settings, install_namespace(settings),
                               budget(settings.timeout) + POD_MARGIN)
+    frozen_before = gc.get_freeze_count()
     try:
         report = diagnose(settings, Progress(sys.stderr))
+        sys.stdout.write(to_json(report) if settings.output == "json" else to_text(report))
+        sys.stdout.flush()
     except UsageError as exc:
         return usage_error("doctor", str(exc))
-    sys.stdout.write(to_json(report) if settings.output == "json" else to_text(report))
-    sys.stdout.flush()
+    finally:
+        if not frozen_before:
+            gc.unfreeze()
     return 0 if report.ok else 1

@@ -7,6 +7,7 @@ EndpointSlice readiness) live here so they can be tested without a cluster.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from hairpin_proxy.addresses import format_hostport
-from hairpin_proxy.wildcards import covers
+from hairpin_proxy.wildcards import ANY_DEPTH, wildcard_base
 
 # What one probe connection saw.
 Outcome = Literal["http", "empty", "reset", "refused", "timeout", "unreachable", "tls-error",
@@ -436,11 +437,63 @@ def ingress_hosts_and_status(ingress: Mapping[str, Any]) -> tuple[tuple[str, ...
     return tuple(dict.fromkeys(hosts)), tuple(a for a in addresses if a)
 
 
+@dataclass(frozen=True)
+class _RuleIndex:
+    """``rule_hosts`` as ``rule_covers`` asks them: every rule by its name, and the domains
+    under the ``*.`` and ``**.`` wildcards (what ``covers`` compares, lower-cased)."""
+    names: frozenset[str]
+    one_label: frozenset[str]
+    any_depth: frozenset[str]
+
+    @classmethod
+    def of(cls, rule_hosts: Iterable[str]) -> _RuleIndex:
+        names: set[str] = set()
+        one: set[str] = set()
+        deep: set[str] = set()
+        for r in rule_hosts:
+            rule = r.lower()
+            names.add(rule.rstrip("."))
+            base = wildcard_base(rule)
+            if base is not None:
+                (deep if rule.startswith(ANY_DEPTH) else one).add(base)
+        return cls(frozenset(names), frozenset(one), frozenset(deep))
+
+    def covers(self, name: str) -> bool:
+        """``wildcards.covers`` of any rule, by looking up each domain ``name`` lies under."""
+        if name in self.names:
+            return True
+        if not (self.one_label or self.any_depth):
+            return False
+        labels_ok = True
+        dot = name.find(".")
+        while dot >= 0:
+            label = name[name.rfind(".", 0, dot) + 1:dot]
+            labels_ok = labels_ok and bool(label) and not label.startswith("_")
+            if not labels_ok:
+                return False
+            base = name[dot + 1:]
+            if base in self.any_depth or (base in self.one_label and "." not in name[:dot]):
+                return True
+            dot = name.find(".", dot + 1)
+        return False
+
+
+# The index of the last ``rule_hosts`` tuple asked about: the doctor asks of the same one
+# for every host.
+_last_index: tuple[tuple[str, ...], _RuleIndex] | None = None
+
+
 def rule_covers(host: str, rule_hosts: Sequence[str]) -> bool:
     """Whether the DNS rule for one of ``rule_hosts`` applies to ``host`` (a ``*.`` wildcard
     covers exactly one more label, a ``**.`` one any number, as the generated regexes do)."""
+    global _last_index
     name = host.lower().rstrip(".")
-    return any(r.lower().rstrip(".") == name or covers(r, name) for r in rule_hosts)
+    if not isinstance(rule_hosts, tuple):
+        return _RuleIndex.of(rule_hosts).covers(name)
+    last = _last_index
+    if last is None or last[0] is not rule_hosts:
+        last = _last_index = (rule_hosts, _RuleIndex.of(rule_hosts))
+    return last[1].covers(name)
 
 
 def zone_covers(host: str, zones: Iterable[str]) -> bool:
@@ -454,6 +507,9 @@ def zone_covers(host: str, zones: Iterable[str]) -> bool:
     return False
 
 
+# A report asks of the same few addresses (the proxy's, the load balancers', the answers)
+# for every host.
+@functools.lru_cache(maxsize=4096)
 def normalize_address(address: str) -> str:
     """An IP address in its canonical text (IPv6 without brackets, lower case, zeros
     compressed), so resolver answers, API values and flags compare; other text lower-cased."""

@@ -107,10 +107,19 @@ def _plane(key: str, facts: TargetFacts, target_map: Mapping[str, MapEntry]
 
 
 def _origin_target(claims: Sequence[Claim], host: str, origin: ObjectRef) -> str:
+    """The target the first of ``claims`` (those of ``host``) by ``origin`` asks for."""
     for c in claims:
         if c.host == host and c.origin == origin:
             return c.target
     return ""
+
+
+def _claims_by_host(claims: Sequence[Claim]) -> dict[str, list[Claim]]:
+    """``claims`` by host, each host's in their order: one pass, rather than one per host."""
+    by_host: dict[str, list[Claim]] = {}
+    for c in claims:
+        by_host.setdefault(c.host, []).append(c)
+    return by_host
 
 
 @dataclass(frozen=True)
@@ -147,11 +156,12 @@ def host_targets(state: DesiredState, facts: TargetFacts,
             LostClaim(str(lost.origin), lost_key, str(won.origin), won_key,
                       lost.target if lost.target != lost_key else ""))
     out: dict[str, HostTarget] = {}
+    by_host = _claims_by_host(claims)
     for host, key in decided.routes.items():
         origins = decided.origins.get(host, ())
         lost_here = tuple(losers.get(host, ()))
         if key == DEFAULT_KEY:
-            asked = _origin_target(claims, host, origins[0]) if origins else ""
+            asked = _origin_target(by_host.get(host, ()), host, origins[0]) if origins else ""
             message = ""
             shared = decided.shared.get(asked)
             if shared is not None:

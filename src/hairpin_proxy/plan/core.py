@@ -33,7 +33,7 @@ from hairpin_proxy.plan.change import Since
 from hairpin_proxy.plan.claims import source_claims
 from hairpin_proxy.plan.snapshot import Rooms, Snapshot
 from hairpin_proxy.plan.verification import Judged, judge
-from hairpin_proxy.policy import Rejection
+from hairpin_proxy.policy import PolicyResult, Rejection
 from hairpin_proxy.sources.registry import DECLARED_KINDS
 from hairpin_proxy.targets import table
 from hairpin_proxy.targets.discovery import service_addresses, service_of_host
@@ -138,11 +138,17 @@ def routable(routed: Routed, routes_sorted: Sequence[str] | None = None) -> tupl
 
 
 def plan(snap: Snapshot) -> DesiredState:
+    return plan_with_policy(snap)[0]
+
+
+def plan_with_policy(snap: Snapshot) -> tuple[DesiredState, PolicyResult]:
+    """``plan(snap)``, and the Ingresses through the host policy as it read them (whose
+    ignored hosts ``render`` logs): the policy is not run twice."""
     s = snap.settings
-    claims, refusals, _ = source_claims(snap)
+    claims, refusals, result = source_claims(snap)
     p = plan_targets(claims, target_facts(snap), s.target_map,
                      slot_table(snap.targets_configmap)[0], s.max_targets)
-    return desired(snap, claims, refusals, p)
+    return desired(snap, claims, refusals, p), result
 
 
 def desired(snap: Snapshot, claims: Sequence[Claim], refusals: Sequence[Rejection], p: Plan, *,
