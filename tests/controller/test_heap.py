@@ -1,11 +1,14 @@
-"""After the first sync the controller hands the heap's free pages back to the system."""
+"""After the first sync the controller hands the heap's free pages back to the system, and
+after each pass the cyclic collector takes what the pass left."""
 
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 import subprocess
 import sys
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 
@@ -85,3 +88,36 @@ def test_large_blocks_stay_mapped_after_a_larger_one_was_freed(mode: str, mapped
     # Without the fixed threshold the half-megabyte block comes from the heap: this checks
     # that the probe tells the two apart on this C library.
     assert count == mapped
+
+
+class _Cycle:
+    """An object in a reference cycle with itself: freed by the cyclic collector alone."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_after_a_pass_its_cycles_are_collected_and_the_rest_frozen() -> None:
+    now = [0.0]
+    collector = heap.Collector(clock=lambda: now[0])
+    # Only the collector's own collections: an automatic one would free the cycles too.
+    gc.disable()
+    try:
+        frozen = gc.get_freeze_count()
+        dead = weakref.ref(_Cycle())
+        kept = _Cycle()
+        collector.after_pass()
+        assert dead() is None
+        assert gc.get_freeze_count() > frozen  # what survived is out of later passes' way
+        # A cycle that dies once frozen is found by the next thaw, not before.
+        gone = weakref.ref(kept)
+        del kept
+        now[0] = heap.THAW_EVERY - 1
+        collector.after_pass()
+        assert gone() is not None
+        now[0] = heap.THAW_EVERY + 1
+        collector.after_pass()
+        assert gone() is None
+    finally:
+        gc.unfreeze()
+        gc.enable()

@@ -109,6 +109,7 @@ class Controller:
         self._heavy_at: tuple[int, int] | None = None
         self._planned: PlanSettings | None = None
         self.synced_once = False
+        self.collector = heap.Collector()
         # In order: each step builds its parts from those of the steps above it.
         self._wire_edits()
         self._wire_leadership()
@@ -644,6 +645,9 @@ class Controller:
                 "hosts": len(hosts), "rejected": len(state.refusals) if state else 0,
                 "pending": state.routed.pending_hosts if state is not None else 0,
                 "verifying": self.verification.pending if self.verification else 0})
+        else:
+            # Once this pass's own objects are gone (the loop's next turn).
+            asyncio.get_running_loop().call_soon(self.collector.after_pass)
         return True
 
     async def _uninstall_end(self, *, withdrawn: bool) -> bool:
