@@ -58,7 +58,7 @@ from tests.fakeapi.server import FakeApiServer
 from tests.fakeapi.tls import make_serving_cert
 from tests.image import as_in_image
 
-from bench import corefile_bench
+from bench import corefile_bench, names
 from bench.corefile_bench import PROXY_IP, TEMPLATE_FORMAT, median_ms
 from bench.run import sections, with_sections
 from hairpin_proxy import corefile
@@ -364,9 +364,23 @@ def stop_profiler(spy: subprocess.Popen[bytes] | None) -> None:
         spy.wait(60)
 
 
+def host_names(kind: str, count: int, routes: int) -> tuple[list[str], list[str]]:
+    """The Ingresses' and the routes' hosts: ``numbered`` (``app<N>.example.com``, as the
+    figures before had them) or ``realistic`` (``bench.names``)."""
+    if kind == "realistic":
+        drawn = names.hosts(count + routes)
+        # The routes' under the Gateway listener's *.example.com: their first labels there.
+        return drawn[:count], [f"{h.removeprefix('*.').split('.')[0]}-{i}.routes.example.com"
+                               for i, h in enumerate(drawn[count:])]
+    return ([f"app{i}.example.com" for i in range(count)],
+            [f"route{i}.example.com" for i in range(routes)])
+
+
 def run(count: int, events: int, steady: float, debounce: float | None,
-        profile: Path | None = None, *, routes: int = 0) -> dict[str, Any]:
+        profile: Path | None = None, *, routes: int = 0, kind: str = "numbered"
+        ) -> dict[str, Any]:
     out: dict[str, Any] = {"ingresses": count, "routes": routes, "events": events,
+                           "names": kind,
                            "debounce": debounce,
                            "default_debounce": DEFAULT_DEBOUNCE, "write_interval": WRITE_INTERVAL,
                            "code": CODE, "format": FORMAT, "load_start": loadavg()}
@@ -388,15 +402,16 @@ def run(count: int, events: int, steady: float, debounce: float | None,
         api.create(endpoint_slice(NAMESPACE, "hairpin-proxy"))
         api.create(corefile_configmap(COREFILE))
         out["corefile_bytes_before"] = len(COREFILE.encode())
-        for i in range(count):
-            api.create(realistic_ingress(f"ns{i % 100}", f"ing{i}", f"app{i}.example.com"))
+        ingress_hosts, route_hosts = host_names(kind, count, routes)
+        for i, host in enumerate(ingress_hosts):
+            api.create(realistic_ingress(f"ns{i % 100}", f"ing{i}", host))
         if routes:
             api.install_gateway_api("1.4", "standard")
             api.install(ENVOY_CLIENT_TRAFFIC_POLICY)
             for obj in gateway_objects():
                 api.create(obj)
-            for i in range(routes):
-                api.create(realistic_route(f"gw{i % 20}", f"route{i}", f"route{i}.example.com"))
+            for i, host in enumerate(route_hosts):
+                api.create(realistic_route(f"gw{i % 20}", f"route{i}", host))
             settled_slots(api)
         kubeconfig = api.write_kubeconfig(Path(tmp) / "kubeconfig")
         api.clear_requests()
@@ -607,7 +622,8 @@ def report(r: dict[str, Any], before: dict[str, Any] | None = None) -> str:
         f"{platform.python_version()}, {platform.system()} {platform.release()}",
         f"- Result: {describe(r)}",
         *compared,
-        f"- Ingresses present at start: {r['ingresses']:,} (one TLS host each)"
+        f"- Ingresses present at start: {r['ingresses']:,} (one TLS host each, "
+        f"{r.get('names', 'numbered')} names)"
         + (f"; HTTPRoutes: {r['routes']:,} (one host each, on one Envoy Gateway with a slot)"
            if r.get("routes") else ""),
         "- " + (f"default settings (`--debounce {r['default_debounce']:g}`" if r["debounce"] is None
@@ -659,6 +675,9 @@ def main() -> int:
     parser.add_argument("--py-spy", type=Path, metavar="FILE", dest="py_spy",
                         help="profile the controller over the events with py-spy (raw "
                              "stacks to FILE)")
+    parser.add_argument("--names", choices=("numbered", "realistic"), default="numbered",
+                        help="hosts app<N>.example.com (numbered) or of 25 to 45 characters "
+                             "over ten shared domains (realistic: bench/names.py)")
     parser.add_argument("--before", type=Path, metavar="FILE",
                         help="figures of another version (from --save-json) to set beside")
     args = parser.parse_args()
@@ -671,7 +690,7 @@ def main() -> int:
         result = run(1000, 20, 5.0, args.debounce, args.py_spy, routes=100)
     else:
         result = run(args.ingresses, args.events, args.steady, args.debounce, args.py_spy,
-                     routes=args.routes)
+                     routes=args.routes, kind=args.names)
     if args.save_json:
         args.save_json.write_text(json.dumps(result, indent=1) + "\n")
     text = report(result, before)
