@@ -134,11 +134,11 @@ _LOADER = _Loader
 
 
 @contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """No cyclic garbage collection while documents are read: reading them (into dicts, lists
-    and scalars, through the nodes of one document at a time) leaves next to no cyclic
-    garbage, yet at a million new containers the collector's passes over the growing heap
-    took a quarter of the time. What there is is collected once it runs again."""
+def collector_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside: for reading many objects (documents into dicts,
+    lists and scalars; a cluster's listed objects), which leaves next to no cyclic garbage,
+    yet at a million new containers the collector's passes over the growing heap took a
+    quarter of the time. What there is is collected once it runs again."""
     was_on = gc.isenabled()
     gc.disable()
     try:
@@ -156,7 +156,7 @@ def _documents(text: str, where: str, as_json: bool) -> list[Any]:
             raise ManifestError(f"{where}: invalid JSON at line {exc.lineno}, column "
                                 f"{exc.colno}: {exc.msg}") from None
     try:
-        with _collector_paused():
+        with collector_paused():
             return list(yaml.load_all(text, Loader=_LOADER))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark

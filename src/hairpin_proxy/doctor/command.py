@@ -12,13 +12,12 @@ left running, not even a getaddrinfo call that cannot be cancelled, delays the e
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
@@ -32,6 +31,7 @@ from hairpin_proxy.doctor.probe import parse_overrides, start_probe, start_resol
 from hairpin_proxy.doctor.report import HostReport, Report, to_json, to_text
 from hairpin_proxy.doctor.verdict import verdict as host_verdict
 from hairpin_proxy.logs import quiet_http, setup_logging
+from hairpin_proxy.manifests import collector_paused
 from hairpin_proxy.settings import DoctorSettings, usage_error
 from hairpin_proxy.sources.registry import KEY_KIND_SPECS
 from hairpin_proxy.targets.mapping import MapEntry, TargetFlagError, parse_target_flags
@@ -90,20 +90,6 @@ class Progress:
 
 class UsageError(Exception):
     """The doctor cannot run with these settings."""
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """No cyclic garbage collection while the cluster's objects are listed and planned: they
-    leave next to no cyclic garbage, yet at 50,000 Ingresses the collector's passes over the
-    growing heap took a quarter of the doctor's time. What there is is collected after."""
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            gc.enable()
 
 
 @dataclass(frozen=True)
@@ -350,7 +336,7 @@ def diagnose(s: DoctorSettings, progress: Progress | None = None) -> Report:
     servers = _resolver_servers(s)
     if s.api:
         show("asking the API")
-    with _collector_paused():
+    with collector_paused():
         cluster = _ask_cluster(s, min(api_limit(s.timeout), end - time.monotonic()),
                                target_map)
     # The cluster's facts stay until the report is printed: kept out of the collector's
