@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 
 from hairpin_proxy import corefile
+from hairpin_proxy.corefile.written import written
 from tests.controller.conftest import (
     PROXY_IP,
     Controller,
@@ -38,7 +39,7 @@ def test_the_newest_ingress_over_the_rules_budget_is_refused(cluster: FakeApiSer
     big = [f"host-{i}.example.org" for i in range(40)]
     cluster.create(ingress("team-b", "bulk", tls_hosts=big))
     # Measured as written: the hosts and their answer set's stanza pair.
-    budget = corefile.rules_bytes([(old + big, corefile.Answers.of([PROXY_IP]))]) - 1
+    budget = written({corefile.Answers.of([PROXY_IP]): sorted(old + big)}).size - 1
     ctl = start("--rules-budget", str(budget), "--allow-mass-removal")
     ctl.wait_ready()
     # Everything of the older Ingress is written; the newer one, which overflows, is not.
