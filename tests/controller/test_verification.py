@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from hairpin_proxy import corefile
+from hairpin_proxy.corefile.written import written
 from tests.controller.conftest import PROXY_IP, Controller, corefile_text, wait_until
 from tests.controller.test_limits import created
 from tests.fakeapi.fixtures import ingress, service
@@ -348,8 +349,9 @@ def test_hosts_verification_keeps_out_take_no_room_in_the_rules_budget(
     far = [f"h{i:02d}-{'x' * 30}.elsewhere-wild.example.test" for i in range(20)]
     ours = [f"h{i:02d}-{'x' * 30}.wild.example.test" for i in range(20)]
     proxy = corefile.Answers.of([PROXY_IP])
-    alone = max(corefile.rules_bytes([(far, proxy)]), corefile.rules_bytes([(ours, proxy)]))
-    both = corefile.rules_bytes([(sorted([*far, *ours]), proxy)])
+    # As the rules are written (the compact spelling).
+    alone = max(written({proxy: sorted(far)}).size, written({proxy: sorted(ours)}).size)
+    both = written({proxy: sorted([*far, *ours])}).size
     budget = (alone + both) // 2
     assert alone < budget < both
     cluster.create(ingress("shop", "far", tls_hosts=far))
