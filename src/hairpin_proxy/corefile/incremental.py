@@ -50,6 +50,7 @@ from hairpin_proxy.corefile.rules import (
     _escaped,
     _utf8_len,
     chunk_counts,
+    form_index,
     hosts_of_regex,
     is_our_template,
     layout,
@@ -309,7 +310,7 @@ def _new_matches(text: str, lines: list[int], old: Sequence[str], new: Sequence[
         return None
     inserted = len(new) > len(old)
     host = (new if inserted else old)[i]
-    f = 2 if host.startswith("**.") else 1 if host.startswith("*.") else 0
+    f = form_index(host)
     opening, closing, _ = FORMS[f]
     old_forms, new_forms = split_forms(old), split_forms(new)
     counted = next((c for h, g, c in known if h is old and g == f), None)

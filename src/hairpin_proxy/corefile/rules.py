@@ -220,6 +220,12 @@ def split_hosts(hosts: Sequence[str]) -> tuple[Sequence[str], Sequence[str]]:
     return exact, [*deep, *one]
 
 
+def form_index(host: str) -> int:
+    """Which regex form a host is written in: 0 exact, 1 ``*.``, 2 ``**.`` (as ``FORMS`` and
+    ``split_forms`` order them)."""
+    return 0 if not host.startswith("*") else 2 if host.startswith("**.") else 1
+
+
 def split_forms(hosts: Sequence[str]) -> tuple[Sequence[str], Sequence[str], Sequence[str]]:
     """(exact, ``*.`` and ``**.`` hosts) of sorted hosts: each wildcard form sorts together."""
     lo, hi = bisect_left(hosts, ONE_LABEL), bisect_left(hosts, "*/")

@@ -28,6 +28,7 @@ from hairpin_proxy.corefile.rules import (
     Answers,
     _utf8_len,
     chunk_counts,
+    form_index,
     split_forms,
     stanza_frames,
 )
@@ -37,10 +38,6 @@ _LINE = len("        match ") + 1
 # A step re-encodes the regexes from the one a name lands in up to where the old ones start
 # again; past this many names at once, encoding the form afresh costs less.
 _STEPS = 64
-
-
-def _form(host: str) -> int:
-    return 0 if not host.startswith("*") else 2 if host.startswith("**.") else 1
 
 
 @dataclass(frozen=True)
@@ -58,6 +55,12 @@ class Form:
         return sum(self.sizes) + _LINE * len(self.sizes)
 
 
+def _frame(f: int) -> int:
+    """The bytes of form ``f``'s regex around its body."""
+    opening, closing, _ = FORMS[f]
+    return _utf8_len(opening) + _utf8_len(closing)
+
+
 def _chunks(names: Sequence[str], counts: Iterable[int]) -> Iterable[tuple[str, ...]]:
     stops = itertools.accumulate(counts, initial=0)
     return (tuple(names[a:b]) for a, b in itertools.pairwise(stops))
@@ -72,7 +75,7 @@ def form_of(names: tuple[str, ...], f: int, known: Mapping[tuple[str, ...], int]
     opening, closing, prefix = FORMS[f]
     bare = [n[len(prefix):] for n in names] if prefix else names
     counts = tuple(chunk_counts(opening, bare, closing))
-    frame = _utf8_len(opening) + _utf8_len(closing)
+    frame = _frame(f)
     sizes = []
     for chunk in _chunks(bare, counts):
         size = known.get(chunk) if known is not None else None
@@ -92,9 +95,7 @@ def _stepped(form: Form, host: str, inserted: bool, f: int) -> Form | None:
     if got is None:
         return None
     k0, k1, bodies, counts = got
-    opening, closing, _ = FORMS[f]
-    frame = _utf8_len(opening) + _utf8_len(closing)
-    sizes = [frame + _utf8_len(b) for b in bodies]
+    sizes = [_frame(f) + _utf8_len(b) for b in bodies]
     return Form(new, (*form.counts[:k0], *counts, *form.counts[k1:]),
                 (*form.sizes[:k0], *sizes, *form.sizes[k1:]))
 
@@ -154,7 +155,7 @@ class Written:
 def _by_form(hosts: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
     out: tuple[list[str], list[str], list[str]] = ([], [], [])
     for host in sorted(hosts):
-        out[_form(host)].append(host)
+        out[form_index(host)].append(host)
     return out
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from hairpin_proxy import corefile
 from hairpin_proxy.claims import Claim, ObjectRef, origin_key
-from hairpin_proxy.corefile.rules import plain_rules_bytes
+from hairpin_proxy.corefile.rules import form_index, plain_rules_bytes
 from hairpin_proxy.corefile.written import Written, written
 from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.ordered import has
@@ -51,11 +51,6 @@ Shape = tuple[bool, bool, bool]
 _NONE: Shape = (False, False, False)
 # Answer set → its (exact, ``*.``, ``**.``) hosts.
 Counts = dict[corefile.Answers, tuple[int, int, int]]
-
-
-def _form(host: str) -> int:
-    """0 for an exact host, 1 for ``*.``, 2 for ``**.`` (an index into a Shape)."""
-    return 0 if not host.startswith("*") else 2 if host.startswith("**.") else 1
 
 
 class Measure:
@@ -346,7 +341,7 @@ class AnswerSets:
             got = same.get(id(answers))
             if got is None:
                 got = same[id(answers)] = (answers, [0, 0, 0])
-            got[1][_form(h)] += 1
+            got[1][form_index(h)] += 1
         counts: dict[corefile.Answers, list[int]] = {}
         for answers, found in same.values():
             c = counts.setdefault(answers, [0, 0, 0])
@@ -375,7 +370,7 @@ class AnswerSets:
             mine = [h for h in hosts if h in routed]
         counts: dict[corefile.Answers, list[int]] = {}
         for h in mine:
-            counts.setdefault(routed[h], [0, 0, 0])[_form(h)] += 1
+            counts.setdefault(routed[h], [0, 0, 0])[form_index(h)] += 1
         rest = len(hosts) - len(mine)
         if rest:
             lines = "\n" + "\n".join(hosts)
@@ -447,7 +442,7 @@ class _Tally:
         for h in new:
             answers = self.sets.of(h)
             answered.append(answers)
-            form = _form(h)
+            form = form_index(h)
             was = shapes.get(answers) or self.shapes.get(answers, _NONE)
             if not was[form]:
                 now = shapes[answers] = (was[0] or form == 0, was[1] or form == 1,
@@ -547,7 +542,7 @@ def _advanced(hosts: tuple[str, ...], sets: AnswerSets, limits: Sequence[Limit],
 def _recount(counts: Counts, host: str, old: corefile.Answers | None,
              new: corefile.Answers | None) -> None:
     """Move ``host`` from the answer set ``old`` to ``new`` (None: not counted)."""
-    form = _form(host)
+    form = form_index(host)
     for answers, step in ((old, -1), (new, 1)):
         if answers is not None:
             c = list(counts.get(answers, (0, 0, 0)))
