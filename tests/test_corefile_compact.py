@@ -27,6 +27,7 @@ from hairpin_proxy.corefile import (
     rules,
 )
 from hairpin_proxy.corefile.compact import decode, encode
+from hairpin_proxy.corefile.incremental import bar_count
 from hairpin_proxy.corefile.names import regex_escape
 from tests.corefiles import BY_NAME
 from tests.corefiles.oracle import plain
@@ -79,6 +80,8 @@ def probes(hosts: list[str]) -> set[str]:
 def test_encode_reads_back_and_is_never_longer_than_the_names(names: list[str]) -> None:
     body = encode(names)
     assert decode(body) == sorted(names)
+    # Every bar adds one name: the incremental edit counts a regex's names so.
+    assert bar_count(body, 0, len(body)) == len(names)
     assert len(body.encode()) <= len("|".join(map(regex_escape, names)).encode())
     # It matches those names and no other (Python's re reads the subset as RE2 does).
     for name in {*names, *(n + "a" for n in names), *(n[1:] for n in names)}:

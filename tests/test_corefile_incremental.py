@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 
 from hairpin_proxy import corefile
 from hairpin_proxy.corefile import Answers, CorefileError, compact, editor, incremental, rules
+from hairpin_proxy.corefile.incremental import bar_count
+from hairpin_proxy.corefile.rules import chunk_counts
 from hairpin_proxy.edits.coredns import CorednsEdit, Groups
 from hairpin_proxy.edits.coredns_import import ImportEdit
 from tests.corefiles import BY_NAME
@@ -272,24 +274,33 @@ def test_the_watchs_copy_of_our_write_is_kept_instead_of_ours() -> None:
     assert edit.edit(echo, _groups(owner, pool)) == _plain(echo, _groups(owner, pool))
 
 
-def test_a_step_after_a_step_takes_the_chunks_it_kept(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A step where the last one changed the same names counts no name again (the chunks
-    it kept), and still gives the plain edit's text."""
+def test_a_step_counts_no_name_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step never counts the names of a form from the first: after a full edit it reads how
+    many names each regex holds from the regex itself, after a step it takes the chunks that
+    step kept; and it still gives the plain edit's text."""
     edit = CorednsEdit("kube-system", "coredns", "Corefile", FQDN)
     owner = {h: 0 for h in BASE}
     text = edit.edit(BY_NAME["kubeadm"].text, _groups(owner, list(POOL)))
-    owner["h5-q.example.com"] = 0
-    text = edit.edit(text, _groups(owner, list(POOL)))
     counted: list[object] = []
+    read: list[object] = []
 
     def counting(*args: Any) -> Any:
         counted.append(args)
-        return rules.chunk_counts(*args)
+        return chunk_counts(*args)
 
-    monkeypatch.setattr(incremental, "chunk_counts", counting)
-    for host in ("h6-q.example.com", "h7-q.example.com", "a.example.com"):
+    def reading(*args: Any) -> int:
+        read.append(args)
+        return bar_count(*args)
+
+    monkeypatch.setattr(rules, "chunk_counts", counting)
+    monkeypatch.setattr(incremental, "bar_count", reading)
+    for host in ("h5-q.example.com", "h6-q.example.com", "h7-q.example.com", "a.example.com"):
         owner[host] = 0
         groups = _groups(owner, list(POOL))
         text = edit.edit(text, groups)
+        assert not counted
+        # The first step after the full edit reads the regexes; the next ones need not.
+        assert bool(read) is (host == "h5-q.example.com")
+        read.clear()
         assert text == _plain(BY_NAME["kubeadm"].text, groups)
-    assert not counted
+        counted.clear()

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hairpin_proxy.corefile import Answers, apply, managed_groups, rules
-from hairpin_proxy.corefile.written import Written, written
+from hairpin_proxy.corefile.written import Written, _Edited, written
 from tests.corefiles import BY_NAME
 from tests.corefiles.oracle import plain
 from tests.test_corefile_compact import ANSWERS, HOST, QTYPES, ask, probes
@@ -118,3 +118,29 @@ def test_compact_rules_of_many_regexes_answer_as_the_plain_ones(seed: int, count
     for name in names[::7] + names[:20] + names[-20:]:
         for qtype in QTYPES:
             assert ask(compact_text, name, qtype) == ask(plain_text, name, qtype), (name, qtype)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 10_000), min_size=1, max_size=6), max_size=6),
+       st.integers(0, 40), st.booleans(), st.data())
+def test_a_steps_names_read_a_slice_at_a_time_are_the_edited_list(
+        sizes: list[list[int]], at: int, inserted: bool, data: st.DataObject) -> None:
+    """A step reads the names of a form with one put in or taken out through a view over its
+    regexes (``_Edited``): every slice and item is the edited list's."""
+    names = sorted({f"n{v:05}" for chunk in sizes for v in chunk})
+    chunks, starts = [], [0]
+    for size in (len(c) for c in sizes):
+        if starts[-1] < len(names):
+            chunks.append(tuple(names[starts[-1]:starts[-1] + size]))
+            starts.append(starts[-1] + len(chunks[-1]))
+    if not inserted and not names:
+        return
+    j = min(at, len(names) - (0 if inserted else 1))
+    host = f"n{names[j - 1][1:] if j else ''}~" if inserted else names[j]
+    edited = [*names[:j], host, *names[j:]] if inserted else names[:j] + names[j + 1:]
+    view = _Edited(tuple(chunks), starts, j, host, inserted)
+    assert len(view) == len(edited)
+    lo = data.draw(st.integers(0, len(edited) + 2))
+    hi = data.draw(st.integers(0, len(edited) + 2))
+    assert view[lo:hi] == edited[lo:hi]
+    assert [view[i] for i in range(len(edited))] == edited

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from hairpin_proxy.plan import PlanSettings, Snapshot, plan
 from hairpin_proxy.plan.core import DesiredState
-from hairpin_proxy.plan.incremental import Planner
+from hairpin_proxy.plan.incremental import Planner, _changes
 from hairpin_proxy.plan.objects import snapshot_of
 from hairpin_proxy.plan.snapshot import Rooms
 from hairpin_proxy.policy import HostPolicy
@@ -340,6 +340,54 @@ def test_objects_in_another_order_keep_what_they_made() -> None:
     snap = snapshot(base, state, s, None)
     same(planner.plan(snap), plan(snap))
     assert planner.ingresses_read == read + 1
+
+
+def test_changes_are_found_a_slice_at_a_time() -> None:
+    """Where the objects of a list went (``_changes``): an object equal to the one at its
+    place is none (a relist), one replaced or added is, a deletion shifts the rest, and past
+    64 changes the objects are matched as a set."""
+    old = [{"n": i} for i in range(1000)]
+    assert _changes(old, copy.deepcopy(old)) == ([], [], None)
+    now = copy.deepcopy(old)
+    now[3], now[700] = {"n": -3}, {"n": -700}
+    assert _changes(old, [*now, {"n": 1000}]) == ([3, 700], [3, 700, 1000], None)
+    for at in (0, 5, 500, 998, 999):
+        assert _changes(old, old[:at] + old[at + 1:]) == ([at], [], at)
+    many = [{"n": -i} if i % 10 == 0 else o for i, o in enumerate(old)]
+    gone, new, layout = _changes(old, many)
+    assert gone == new == list(range(0, 1000, 10)) and layout == list(
+        -1 if i % 10 == 0 else i for i in range(1000))
+
+
+def test_a_relist_keeps_the_new_objects_and_the_refusals_where_they_are() -> None:
+    """After a relist (every object anew, equal) the planner holds the new objects, not the
+    old ones beside them; a refused Ingress deleted from the middle takes its refusal with
+    it, and one refused after it keeps its own."""
+    s = PlanSettings(HostPolicy(), settle=0.0)
+    base = base_objects()
+    state: dict[Key, dict[str, Any]] = {}
+    for i in range(40):
+        # Every tenth asks for a name the policy refuses.
+        host = "localhost" if i % 10 == 5 else f"h{i}.example.com"
+        state[("Ingress", "a", f"x{i}")] = ingress("a", f"x{i}", [host], None,
+                                                   created=TIMES[0], uid=i)
+    planner = Planner()
+    planner.plan(snapshot(base, state, s, None))
+    state = copy.deepcopy(state)
+    snap = snapshot(base, state, s, None)
+    same(planner.plan(snap), plan(snap))
+    assert all(map(operator.is_, planner._ingresses.objs, snap.ingresses))
+    del state[("Ingress", "a", "x15")]
+    snap = snapshot(base, state, s, None)
+    got = planner.plan(snap)
+    same(got, plan(snap))
+    assert sorted(r.name for r in got.refusals) == ["x25", "x35", "x5"]
+    # x25 moved up a place: deleted now, its refusal goes with it.
+    del state[("Ingress", "a", "x25")]
+    snap = snapshot(base, state, s, None)
+    got = planner.plan(snap)
+    same(got, plan(snap))
+    assert sorted(r.name for r in got.refusals) == ["x35", "x5"]
 
 
 def test_a_plan_cut_short_leaves_the_next_one_whole(monkeypatch: Any) -> None:

@@ -138,6 +138,8 @@ class Routing:
         self._told_pending: dict[str, Pending] = {}
         # The last pass's hosts waiting for a new slot, for /readyz.
         self.pending: dict[str, Pending] = {}
+        # The Gateway API objects as the last pass listed them, with the watches' generation.
+        self._watched: tuple[tuple[int, ...], dict[str, Any]] | None = None
 
     @property
     def reflectors(self) -> list[Reflector]:
@@ -148,13 +150,18 @@ class Routing:
         if g is None:
             return {}
         w = g.watches
-        return {"gateway_classes": w.objects(GATEWAY_GROUP, "gatewayclasses"),
+        generation = w.generation()
+        if self._watched is None or self._watched[0] != generation:
+            # Listed again only when a watched object changed: 5,000 routes make a list of
+            # pairs that a pass for an Ingress need not build.
+            self._watched = (generation, {
+                "gateway_classes": w.objects(GATEWAY_GROUP, "gatewayclasses"),
                 "gateways": w.objects(GATEWAY_GROUP, "gateways"),
                 "routes": [(kind, obj) for plural, kind in ROUTE_RESOURCES.items()
                            for obj in w.objects(GATEWAY_GROUP, plural)],
                 "listener_sets": w.objects(GATEWAY_GROUP, "listenersets"),
-                "namespace_labels": _labels(w.objects("", "namespaces")),
-                "client_traffic_policies": g.client_traffic_policies(),
+                "namespace_labels": _labels(w.objects("", "namespaces"))})
+        return {**self._watched[1], "client_traffic_policies": g.client_traffic_policies(),
                 "nginx_proxies": g.nginx_proxies()}
 
     def snapshot(self, settings: PlanSettings, table_cm: JsonObj | None,

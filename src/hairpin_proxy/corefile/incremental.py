@@ -49,7 +49,6 @@ from hairpin_proxy.corefile.rules import (
     RuleSet,
     _escaped,
     _utf8_len,
-    chunk_counts,
     form_index,
     hosts_of_regex,
     is_our_template,
@@ -315,7 +314,7 @@ def _new_matches(text: str, lines: list[int], old: Sequence[str], new: Sequence[
     old_forms, new_forms = split_forms(old), split_forms(new)
     counted = next((c for h, g, c in known if h is old and g == f), None)
     found = _form_lines(text, lines, old_forms[f], f, lead=len(inner) + len("match "),
-                        counted=counted)
+                        nl=nl, counted=counted)
     if found is None:
         return None
     bounds, starts = found
@@ -329,22 +328,36 @@ def _new_matches(text: str, lines: list[int], old: Sequence[str], new: Sequence[
 
 
 def _form_lines(text: str, lines: list[int], names: Sequence[str], f: int, *, lead: int,
-                counted: tuple[int, ...] | None) -> tuple[list[int], list[int]] | None:
+                nl: str, counted: tuple[int, ...] | None
+                ) -> tuple[list[int], list[int]] | None:
     """Where form ``f``'s lines start (and its run ends, or would start when empty), and how
     many of ``names`` (the form's old names) each holds: as the renderer chunked them, for
-    the text is its rendering of them (the last result, checked); ``counted`` where the last
-    step kept them."""
-    forms = [next(k for k in (2, 1, 0) if text.startswith(FORMS[k][0], lo + lead))
-             for lo in lines[:-1]]
-    if forms != sorted(forms):
-        return None
-    first, stop = bisect_left(forms, f), bisect_left(forms, f + 1)
-    opening, closing, prefix = FORMS[f]
-    counts = list(counted) if counted is not None else chunk_counts(
-        opening, [n[len(prefix):] for n in names] if prefix else names, closing)
-    if len(counts) != stop - first:
+    the text is its rendering of them (the last result, checked). ``counted`` where the last
+    step kept them; else each regex's names are counted from its own text (``bar_count``)."""
+    def form_at(k: int) -> int:
+        return next(x for x in (2, 1, 0) if text.startswith(FORMS[x][0], lines[k] + lead))
+
+    # The renderer writes the forms in order (``rules.match_regexes``): found by bisection.
+    span = range(len(lines) - 1)
+    first, stop = bisect_left(span, f, key=form_at), bisect_left(span, f + 1, key=form_at)
+    opening, closing, _ = FORMS[f]
+    if counted is not None:
+        counts = list(counted)
+    else:
+        skip, cut = lead + len(opening), len(closing) + len(nl)
+        counts = [bar_count(text, lo + skip, hi - cut)
+                  for lo, hi in itertools.pairwise(lines[first:stop + 1])]
+    if len(counts) != stop - first or sum(counts) != len(names):
         return None
     return lines[first:stop + 1], counts
+
+
+def bar_count(text: str, start: int, end: int) -> int:
+    """How many names the compact body ``text[start:end]`` holds: one more than its bars.
+    Each alternative of ``compact.encode`` holds at most one group, so every bar adds one
+    name (tests/test_corefile_compact.py holds this for random names); a host name has no
+    bar of its own."""
+    return text.count("|", start, end) + 1
 
 
 class _Parts:

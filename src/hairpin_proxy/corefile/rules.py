@@ -231,6 +231,9 @@ def split_forms(hosts: Sequence[str]) -> tuple[Sequence[str], Sequence[str], Seq
     lo, hi = bisect_left(hosts, ONE_LABEL), bisect_left(hosts, "*/")
     dlo, dhi = bisect_left(hosts, ANY_DEPTH, 0, lo), bisect_left(hosts, "**/", 0, lo)
     if dlo == dhi:
+        if lo == hi:
+            # No wildcard (nearly every set): the hosts themselves, not a copy of them.
+            return hosts, (), ()
         return [*hosts[:lo], *hosts[hi:]], hosts[lo:hi], ()
     return [*hosts[:dlo], *hosts[dhi:lo], *hosts[hi:]], hosts[lo:hi], hosts[dlo:dhi]
 

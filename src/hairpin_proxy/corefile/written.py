@@ -18,9 +18,10 @@ uses beyond four spaces, and a second stanza pair where a wildcard shadows anoth
 from __future__ import annotations
 
 import itertools
-from bisect import bisect_left
-from collections.abc import Iterable, Mapping, Sequence
+from bisect import bisect_left, bisect_right
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import overload
 
 from hairpin_proxy.corefile.compact import encode
 from hairpin_proxy.corefile.incremental import FORMS, rechunk
@@ -42,17 +43,22 @@ _STEPS = 64
 
 @dataclass(frozen=True)
 class Form:
-    """One form's regexes (exact, ``*.`` or ``**.`` hosts of one answer set): its names
-    (sorted, as the hosts are written), how many each regex holds, and each regex's bytes."""
+    """One form's regexes (exact, ``*.`` or ``**.`` hosts of one answer set): the names each
+    regex holds (sorted across them, as the hosts are written) and each regex's bytes. Kept
+    per regex, so that a step builds the regexes it changes and not a tuple of every name."""
 
-    names: tuple[str, ...] = ()
-    counts: tuple[int, ...] = ()
+    chunks: tuple[tuple[str, ...], ...] = ()
     sizes: tuple[int, ...] = ()
 
     @property
     def size(self) -> int:
         """The bytes of its ``match`` lines in one stanza."""
         return sum(self.sizes) + _LINE * len(self.sizes)
+
+    @property
+    def counts(self) -> tuple[int, ...]:
+        """How many names each regex holds."""
+        return tuple(map(len, self.chunks))
 
 
 def _frame(f: int) -> int:
@@ -61,12 +67,12 @@ def _frame(f: int) -> int:
     return _utf8_len(opening) + _utf8_len(closing)
 
 
-def _chunks(names: Sequence[str], counts: Iterable[int]) -> Iterable[tuple[str, ...]]:
-    stops = itertools.accumulate(counts, initial=0)
-    return (tuple(names[a:b]) for a, b in itertools.pairwise(stops))
+def _bare(chunk: tuple[str, ...], prefix: int) -> tuple[str, ...]:
+    """A regex's names as its body spells them (a wildcard without its prefix)."""
+    return tuple(n[prefix:] for n in chunk) if prefix else chunk
 
 
-def form_of(names: tuple[str, ...], f: int, known: Mapping[tuple[str, ...], int] | None = None
+def form_of(names: Sequence[str], f: int, known: Mapping[tuple[str, ...], int] | None = None
             ) -> Form:
     """The regexes of the sorted ``names`` of form ``f``, rendered afresh; ``known``: the
     bytes of regexes measured before (a cache: a regex of the same names is the same)."""
@@ -74,30 +80,86 @@ def form_of(names: tuple[str, ...], f: int, known: Mapping[tuple[str, ...], int]
         return Form()
     opening, closing, prefix = FORMS[f]
     bare = [n[len(prefix):] for n in names] if prefix else names
-    counts = tuple(chunk_counts(opening, bare, closing))
+    stops = list(itertools.accumulate(chunk_counts(opening, bare, closing), initial=0))
     frame = _frame(f)
-    sizes = []
-    for chunk in _chunks(bare, counts):
+    chunks, sizes = [], []
+    for a, b in itertools.pairwise(stops):
+        chunk = tuple(bare[a:b])
         size = known.get(chunk) if known is not None else None
         if size is None:
             size = frame + _utf8_len(encode(chunk))
+        chunks.append(tuple(names[a:b]) if prefix else chunk)
         sizes.append(size)
-    return Form(names, counts, tuple(sizes))
+    return Form(tuple(chunks), tuple(sizes))
+
+
+class _Edited(Sequence[str]):
+    """The names of ``chunks`` (whose starts are ``starts``) with ``host`` put in at ``j``
+    (``inserted``) or the name at ``j`` taken out: read a slice at a time, never copied
+    whole (a step reads the few hundred names of the regexes it changes)."""
+
+    def __init__(self, chunks: tuple[tuple[str, ...], ...], starts: list[int], j: int,
+                 host: str, inserted: bool) -> None:
+        self.chunks, self.starts, self.j, self.host = chunks, starts, j, host
+        self.inserted = inserted
+
+    def __len__(self) -> int:
+        return self.starts[-1] + (1 if self.inserted else -1)
+
+    def _plain(self, lo: int, hi: int) -> list[str]:
+        """The unedited names from ``lo`` up to ``hi``."""
+        out: list[str] = []
+        k = bisect_right(self.starts, lo) - 1
+        while lo < hi and 0 <= k < len(self.chunks):
+            at = self.starts[k]
+            out += self.chunks[k][lo - at:hi - at]
+            lo, k = self.starts[k + 1], k + 1
+        return out
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if isinstance(i, int):
+            got = self[i:i + 1] if i >= 0 else self[len(self) + i:len(self) + i + 1]
+            if not got:
+                raise IndexError(i)
+            return got[0]
+        lo, hi, _ = i.indices(len(self))
+        j = self.j
+        out = self._plain(lo, min(hi, j)) if lo < j else []
+        if self.inserted:
+            if lo <= j < hi:
+                out.append(self.host)
+            if hi > j + 1:
+                out += self._plain(max(lo, j + 1) - 1, hi - 1)
+        elif hi > j:
+            out += self._plain(max(lo, j) + 1, hi + 1)
+        return out
 
 
 def _stepped(form: Form, host: str, inserted: bool, f: int) -> Form | None:
     """``form`` with ``host`` added (``inserted``) or taken away, by re-encoding the regexes
     it touches; None where the step cannot be taken so."""
-    names = form.names
-    j = bisect_left(names, host)
-    new = (*names[:j], host, *names[j:]) if inserted else (*names[:j], *names[j + 1:])
-    got = rechunk(new, form.counts, j, inserted, f, check=False)
+    chunks = form.chunks
+    starts = list(itertools.accumulate(map(len, chunks), initial=0))
+    # The regex the host falls in (or would): the last whose first name is not above it.
+    k = max(0, bisect_right([c[0] for c in chunks], host) - 1) if chunks else 0
+    j = starts[k] + bisect_left(chunks[k], host) if chunks else 0
+    names = _Edited(chunks, starts, j, host, inserted)
+    got = rechunk(names, form.counts, j, inserted, f, check=False)
     if got is None:
         return None
     k0, k1, bodies, counts = got
+    lo = starts[k0]
+    new = names[lo:lo + sum(counts)]
+    stops = itertools.accumulate(counts, initial=0)
+    made = tuple(tuple(new[a:b]) for a, b in itertools.pairwise(stops))
     sizes = [_frame(f) + _utf8_len(b) for b in bodies]
-    return Form(new, (*form.counts[:k0], *counts, *form.counts[k1:]),
-                (*form.sizes[:k0], *sizes, *form.sizes[k1:]))
+    return Form((*chunks[:k0], *made, *chunks[k1:]), (*form.sizes[:k0], *sizes, *form.sizes[k1:]))
 
 
 def _changed(form: Form, added: Sequence[str], removed: Sequence[str], f: int) -> Form:
@@ -112,15 +174,16 @@ def _changed(form: Form, added: Sequence[str], removed: Sequence[str], f: int) -
         if out is not None:
             return out
     gone = set(removed)
-    names = tuple(sorted(itertools.chain((n for n in form.names if n not in gone), added)))
+    names = tuple(sorted(itertools.chain(
+        (n for n in itertools.chain.from_iterable(form.chunks) if n not in gone), added)))
     return form_of(names, f, known_of(form, f))
 
 
 def known_of(form: Form, f: int) -> dict[tuple[str, ...], int]:
     """``form``'s regexes by the names each holds, for ``form_of``."""
     prefix = len(FORMS[f][2])
-    bare = [n[prefix:] for n in form.names] if prefix else form.names
-    return dict(zip(_chunks(bare, form.counts), form.sizes, strict=True))
+    return {_bare(chunk, prefix): size
+            for chunk, size in zip(form.chunks, form.sizes, strict=True)}
 
 
 @dataclass(frozen=True)
@@ -145,7 +208,7 @@ class Written:
             for f in range(3):
                 if plus[f] or minus[f]:
                     forms[f] = _changed(forms[f], plus[f], minus[f], f)
-            if any(form.names for form in forms):
+            if any(form.chunks for form in forms):
                 groups[answers] = (forms[0], forms[1], forms[2])
             else:
                 groups.pop(answers, None)

@@ -148,26 +148,71 @@ def _changes(old: list[Any], now: list[Any]) -> tuple[list[int], list[int], Layo
     """(the positions in ``old`` of objects gone from ``now``, the positions in ``now`` of
     objects new to it, where the others went: None when each stayed at its position, an
     int when the one object at that position was deleted and the rest moved up, else for
-    each position in ``now`` the position in ``old`` of its object, -1 when new). A cache
-    replaces a changed object where it was and adds new ones at the end: then the lists are
-    compared position by position in C (well under a millisecond for 10,000); a deletion
-    shifts the rest by one place, which is compared so too; anything else as sets of
-    objects."""
+    each position in ``now`` the position in ``old`` of its object, -1 when new).
+
+    A cache replaces a changed object where it was and adds new ones at the end: then the
+    lists are compared a slice at a time in C (``_differing``), and a deletion, which
+    shifts the rest by one place, so too; anything else as sets of objects. An object equal
+    to the one at its place (a relist brings the same objects anew) is no change: what it
+    makes is the same, for it is read against the same context."""
     n = len(old)
     if len(now) >= n:
-        moved = list(itertools.compress(range(n), map(operator.is_not, now[:n], old)))
-        if len(moved) <= 64:
+        moved = _differing(old, now, 64)
+        if moved is not None:
             return moved, [*moved, *range(n, len(now))], None
     elif len(now) == n - 1:
-        at = next(itertools.compress(range(n - 1), map(operator.is_not, now, old)), n - 1)
-        if not any(map(operator.is_not, itertools.islice(now, at, None),
-                       itertools.islice(old, at + 1, None))):
+        at = _first_differing(old, now)
+        if now[at:] == old[at + 1:]:
             return [at], [], at
     before = {id(o): i for i, o in enumerate(old)}
     where = [before.get(id(o), -1) for o in now]
     kept = set(where)
     return ([i for i in range(n) if i not in kept],
             list(itertools.compress(range(len(now)), map((-1).__eq__, where))), where)
+
+
+def _differing(old: list[Any], now: list[Any], most: int) -> list[int] | None:
+    """The positions of ``old`` whose object differs from ``now``'s there, sorted; None when
+    more than ``most`` do. Slices are compared whole (identity first, in C), and only the
+    halves that differ are looked into: a few changes among 50,000 objects cost a few
+    comparisons of the whole list, not a call per object."""
+    out: list[int] = []
+    spans = [(0, len(old))]
+    while spans:
+        lo, hi = spans.pop()
+        if now[lo:hi] == old[lo:hi]:
+            continue
+        if hi - lo <= 8:
+            out += (i for i in range(lo, hi) if now[i] != old[i])
+            if len(out) > most:
+                return None
+            continue
+        mid = (lo + hi) // 2
+        spans += [(mid, hi), (lo, mid)]
+    return out
+
+
+def _first_differing(old: list[Any], now: list[Any]) -> int:
+    """The first position where ``now`` (one object shorter) differs from ``old``, its
+    length when it is ``old`` but the last: found by halves, each compared in C."""
+    lo, hi = 0, len(now)
+    while hi - lo > 8:
+        mid = (lo + hi) // 2
+        if now[lo:mid] == old[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return next((i for i in range(lo, hi) if now[i] != old[i]), hi)
+
+
+def _shifted(flagged: dict[int, Any], layout: Layout) -> dict[int, Any]:
+    """``flagged`` (position → refusals) with the positions moved as ``_changes`` says the
+    objects went (the gone ones' taken out already)."""
+    if layout is None:
+        return flagged
+    if isinstance(layout, int):
+        return {k - (k > layout): v for k, v in flagged.items()}
+    return {at: flagged[i] for at, i in enumerate(layout) if i in flagged}
 
 
 def _carried(made: list[Any], layout: Layout, size: int) -> list[Any]:
@@ -199,7 +244,7 @@ class _PerObject:
         # for every object cost another).
         self.objs: list[Any] = []
         self.made: list[Claim | tuple[Claim, ...]] = []
-        # The objects with refusals (few), by id (``objs`` keeps each id theirs).
+        # The objects with refusals (few), by position.
         self.flagged: dict[int, tuple[Rejection, ...]] = {}
         # How many objects were read (made anew) so far.
         self.count = 0
@@ -217,20 +262,21 @@ class _PerObject:
         old, made = self.objs, self.made
         gone, new, layout = _changes(old, now)
         self.objs = now
-        was = [(old[i], made[i]) for i in gone]
+        was = [(old[i], made[i], self.flagged.pop(i, ())) for i in gone]
         # Carried even when no object came or went: the same objects in another order.
         self.made = _carried(made, layout, len(now))
+        self.flagged = _shifted(self.flagged, layout)
         if gone or new:
             self._apply(was, [(i, items[i]) for i in new], key or (lambda o: o), make=make,
                         added=added, removed=removed)
 
-    def _apply(self, gone: list[tuple[Any, Claim | tuple[Claim, ...]]],
+    def _apply(self, gone: list[tuple[Any, Claim | tuple[Claim, ...], tuple[Rejection, ...]]],
                new: list[tuple[int, Any]], of: Any, *, make: Any, added: list[Claim],
                removed: list[Claim]) -> None:
         made, flagged = self.made, self.flagged
         recycled: dict[tuple[str, str], Made] = {}
-        for obj, claims in gone:
-            was = (_tuple(claims), flagged.pop(id(obj), ()))
+        for obj, claims, refused in gone:
+            was = (_tuple(claims), refused)
             version = version_of(obj)
             if version is None:
                 removed.extend(was[0])
@@ -247,7 +293,7 @@ class _PerObject:
             claims = got[0]
             made[at] = claims[0] if len(claims) == 1 else claims
             if got[1]:
-                flagged[id(obj)] = got[1]
+                flagged[at] = got[1]
         for left in recycled.values():
             removed.extend(left[0])
 
