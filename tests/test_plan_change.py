@@ -19,7 +19,7 @@ from hairpin_proxy.controller.removal_guard import RemovalGuard
 from hairpin_proxy.controller.writers import Desired, Held
 from hairpin_proxy.controller.writers.published import addresses_of, moved_since, routed_addresses
 from hairpin_proxy.plan import PlanSettings, Snapshot, plan
-from hairpin_proxy.plan.answers import Regrouper, answer_groups
+from hairpin_proxy.plan.answers import answer_groups
 from hairpin_proxy.plan.core import DesiredState
 from hairpin_proxy.plan.incremental import Planner, _carried, _changes
 from hairpin_proxy.plan.snapshot import Rooms
@@ -140,7 +140,7 @@ def test_every_shortcut_decides_as_the_plain_computation(
     verdicts: dict[str, Verdict] = {}
     base = base_objects()
     objects: dict[Key, dict[str, Any]] = {}
-    planner, grouper, clock = Planner(), Regrouper(), Clock()
+    planner, clock = Planner(), Clock()
     guard, plain = (RemovalGuard(fraction, 30, allow, clock) for _ in range(2))
     entries = EntriesText()
     written: tuple[str, ...] = ()
@@ -165,9 +165,12 @@ def test_every_shortcut_decides_as_the_plain_computation(
         assert got == plain.decide(state.hosts, written)
         assert guard.held_since == plain.held_since
         hosts = got[0]
+        assert state.groups() == answer_groups(state.hosts, state.default_answers,
+                                               state.routed.answers)
         desired = Desired(hosts, state.default_answers, Held(None, written),
                           routed=state.routed.answers,
-                          since=state.since if hosts is state.hosts else None, grouper=grouper)
+                          since=state.since if hosts is state.hosts else None,
+                          grouped=state.groups() if hosts is state.hosts else None)
         assert desired.groups() == answer_groups(hosts, state.default_answers,
                                                  state.routed.answers)
         had = set(written)

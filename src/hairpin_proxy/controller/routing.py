@@ -31,7 +31,7 @@ from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.kube.client import resource_path
 from hairpin_proxy.kube.watch import Reflector
 from hairpin_proxy.plan import DesiredState, PlanSettings, Snapshot
-from hairpin_proxy.plan.answers import Pending, Regrouper
+from hairpin_proxy.plan.answers import Pending
 from hairpin_proxy.plan.core import slot_table
 from hairpin_proxy.plan.incremental import Planner
 from hairpin_proxy.targets import table
@@ -132,8 +132,6 @@ class Routing:
         self.table_cm = reflector(resource_path("v1", "configmaps", namespace),
                                   "targets-configmap", table_configmap)
         self.planner = Planner()
-        # The answer groups of each pass's hosts, kept from the last pass's.
-        self.grouper = Regrouper()
         self._told: dict[str, str] = {}
         self._told_pending: dict[str, Pending] = {}
         # The last pass's hosts waiting for a new slot, for /readyz.

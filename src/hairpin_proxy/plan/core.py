@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -15,7 +16,7 @@ from typing import Any
 
 from hairpin_proxy import corefile
 from hairpin_proxy.claims import Claim
-from hairpin_proxy.plan.answers import Groups, Routed, answer_groups, route_answers
+from hairpin_proxy.plan.answers import Groups, Regrouper, Routed, answer_groups, route_answers
 from hairpin_proxy.plan.budget import (
     AnswerSets,
     Measure,
@@ -75,12 +76,23 @@ class DesiredState:
     # outcome: what the next pass's incremental plan starts from.
     measured: tuple[str, ...] = field(default=(), compare=False)
     judged: Judged | None = field(default=None, compare=False)
+    # What keeps the last pass's answer groups (the incremental plan's; None: the groups are
+    # made from every host).
+    grouper: Regrouper | None = field(default=None, compare=False, repr=False)
 
     @property
     def plan(self) -> Plan:
         return self.routed.plan
 
     def groups(self) -> Groups:
+        """The hosts by what they resolve to (``answer_groups``), made once."""
+        return self._groups
+
+    @functools.cached_property
+    def _groups(self) -> Groups:
+        if self.grouper is not None:
+            return self.grouper.groups(self.hosts, self.default_answers, self.routed.answers,
+                                       self.since)
         return answer_groups(self.hosts, self.default_answers, self.routed.answers)
 
     def entries(self) -> dict[str, tuple[str, ...]]:
@@ -154,12 +166,14 @@ def plan_with_policy(snap: Snapshot) -> tuple[DesiredState, PolicyResult]:
 def desired(snap: Snapshot, claims: Sequence[Claim], refusals: Sequence[Rejection], p: Plan, *,
             routes_sorted: Sequence[str] | None = None, slotted: Mapping[str, str] | None = None,
             measures: Mapping[str, Measure] | None = None,
-            last: tuple[DesiredState, Collection[str]] | None = None) -> DesiredState:
+            last: tuple[DesiredState, Collection[str]] | None = None,
+            grouper: Regrouper | None = None) -> DesiredState:
     """The desired state from the plan of ``claims``: answer sets, verification, the size
     limits, metrics. Where the caller keeps them: ``routes_sorted``, ``p.routes`` sorted;
     ``slotted``, the routes not to the default target; ``measures``, memoised measures
     (budget.py); ``last``, the last pass's state and every host whose route may have changed
-    since. Each is a cache only: the answer is the same without."""
+    since; ``grouper``, the last pass's answer groups. Each is a cache only: the answer is the
+    same without."""
     s = snap.settings
     published = table.decode_published(
         ((snap.targets_configmap or {}).get("data") or {}).get(table.PUBLISHED_KEY))
@@ -210,7 +224,7 @@ def desired(snap: Snapshot, claims: Sequence[Claim], refusals: Sequence[Rejectio
         since = None
     return DesiredState(routed, hosts, default, tuple(claims), tuple(refusals), unverified,
                         tuple(missing), metrics, candidates=candidates, fitted=got, since=since,
-                        measured=measured, judged=judged)
+                        measured=measured, judged=judged, grouper=grouper)
 
 
 def _verify(snap: Snapshot, candidates: tuple[str, ...],

@@ -40,6 +40,7 @@ from hairpin_proxy.ingress.policy import (
     evaluate_ingress,
 )
 from hairpin_proxy.jsonobj import Obj
+from hairpin_proxy.plan.answers import Regrouper
 from hairpin_proxy.plan.budget import Measure
 from hairpin_proxy.plan.claims import IngressClaim, ingress_origin, registered_claims
 from hairpin_proxy.plan.core import (
@@ -532,6 +533,7 @@ class Planner:
         self._resolved: dict[str, Target | Unresolved | None] = {}
         self._outcome: tuple[Any, ...] | None = None
         self._measures: dict[str, Measure] = new_measures()
+        self._grouper = Regrouper()
         self._last: DesiredState | None = None
         # What the last pass's new routes and Gateways leave out, in words (for logs).
         self.notes: list[str] = []
@@ -569,7 +571,8 @@ class Planner:
         changed, last = self._hosts.changed, self._last
         state = desired(snap, claims, refusals, p, routes_sorted=self._hosts.sorted,
                         slotted=self._hosts.slotted, measures=self._measures,
-                        last=None if last is None or changed is None else (last, changed))
+                        last=None if last is None or changed is None else (last, changed),
+                        grouper=self._grouper)
         self._last = state
         return state
 

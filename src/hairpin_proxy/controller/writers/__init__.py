@@ -17,7 +17,7 @@ from typing import Protocol
 from hairpin_proxy import corefile
 from hairpin_proxy.edits.coredns import Groups
 from hairpin_proxy.jsonobj import JsonObj
-from hairpin_proxy.plan.answers import Regrouper, answer_groups
+from hairpin_proxy.plan.answers import answer_groups
 from hairpin_proxy.plan.change import Since
 from hairpin_proxy.targets.plan import Plan
 
@@ -44,15 +44,16 @@ class Desired:
     routed: Mapping[str, corefile.Answers] = field(default_factory=dict)
     # Which target each host goes to, and the slots (None while uninstalling).
     plan: Plan | None = None
-    # How ``hosts`` differ from the last plan's (plan/change.py), and what keeps the last
-    # pass's groups (None: each is computed from every host).
+    # How ``hosts`` differ from the last plan's (plan/change.py).
     since: Since | None = None
-    grouper: Regrouper | None = None
+    # The hosts by answer set where the plan grouped these very hosts (``DesiredState.groups``);
+    # None: grouped here from every host.
+    grouped: Groups | None = None
 
     @functools.cached_property
     def _groups(self) -> Groups:
-        if self.grouper is not None:
-            return self.grouper.groups(self.hosts, self.answers, self.routed, self.since)
+        if self.grouped is not None:
+            return self.grouped
         return answer_groups(self.hosts, self.answers, self.routed)
 
     def counts(self) -> tuple[int, int]:
