@@ -217,7 +217,7 @@ def test_an_ingress_claim_is_the_claim_it_stands_for() -> None:
     import dataclasses
     import pickle
 
-    from hairpin_proxy.ingress.names import INGRESS_GROUP
+    from hairpin_proxy.apis import INGRESS_GROUP
     from hairpin_proxy.plan.claims import IngressClaim
 
     ref = ObjectRef("Ingress", "shop", "web", "uid-1", INGRESS_GROUP)

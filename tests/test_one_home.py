@@ -10,15 +10,17 @@ from pathlib import Path
 
 from tests.test_layers import ROOT, modules
 
-GATEWAY_MODEL = "hairpin_proxy.gateway.model"
+GATEWAY_MODEL = "hairpin_proxy.sources.gateway.model"
+# The Kubernetes API names several floors share (a leaf of the cogs).
+APIS = "hairpin_proxy.apis"
 # Literal → the modules it may be written in.
 HOMES: Mapping[str, frozenset[str]] = {
-    "gateway.networking.k8s.io": frozenset({GATEWAY_MODEL}),
-    "proxy.istio.io/config": frozenset({GATEWAY_MODEL}),
+    "gateway.networking.k8s.io": frozenset({APIS}),
+    "proxy.istio.io/config": frozenset({APIS}),
     # The route kinds (their plurals are the resources' names, looked up by any table).
     **{kind: frozenset({GATEWAY_MODEL}) for kind in ("HTTPRoute", "GRPCRoute", "TLSRoute")},
     "networking.k8s.io": frozenset({
-        "hairpin_proxy.ingress.names",
+        APIS,
         # The manifest reader sits below the domain (a cog) and also reads the legacy group.
         "hairpin_proxy.manifests"}),
     "networking.k8s.io/v1": frozenset({

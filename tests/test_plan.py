@@ -25,7 +25,7 @@ from hairpin_proxy.plan.verification import judge_all
 from hairpin_proxy.policy import HostPolicy
 from hairpin_proxy.targets import table
 from hairpin_proxy.targets.model import DEFAULT_KEY
-from hairpin_proxy.targets.plan import Plan
+from hairpin_proxy.targets.routing_plan import Plan
 from hairpin_proxy.verify.verdict import Code, Verdict
 
 CORPUS = Path(__file__).parent / "plan_corpus"

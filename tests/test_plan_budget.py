@@ -31,10 +31,10 @@ from hairpin_proxy.plan.budget import (
 from hairpin_proxy.published import entries_text
 from hairpin_proxy.sources.registry import KEY_KIND_SPECS
 from hairpin_proxy.targets.mapping import parse_target_flags
-from hairpin_proxy.targets.plan import plan
 from hairpin_proxy.targets.resolve import TargetFacts
-from tests.targets.test_plan import FACTS as GATEWAY_FACTS
+from hairpin_proxy.targets.routing_plan import plan
 from tests.targets.test_resolve import svc
+from tests.targets.test_routing_plan import FACTS as GATEWAY_FACTS
 
 # Plain names, names with characters the regexes escape, wildcards, non-ASCII names, and
 # (never from the policy, but rules_bytes takes any string) the character that joins names

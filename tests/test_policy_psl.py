@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from publicsuffixlist import PublicSuffixList
 
 from hairpin_proxy import policy as policy_mod
-from hairpin_proxy.ingress.policy import evaluate
 from hairpin_proxy.policy import CLUSTER_TLDS, HostPolicy, check_host, is_public_suffix
+from hairpin_proxy.sources.ingress.policy import evaluate
 
 POLICY = HostPolicy()
 PSL = PublicSuffixList()  # the package's own answers are the reference

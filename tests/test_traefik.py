@@ -331,7 +331,7 @@ def test_find_service_by_class_or_label() -> None:
 def test_traefik_as_the_proxys_own_target_server(deployments: list[dict[str, Any]],
                                                  unreadable: frozenset[str],
                                                  route: str | None) -> None:
-    from hairpin_proxy.targets.plan import plan
+    from hairpin_proxy.targets.routing_plan import plan
 
     found = traefik.claims_of([("traefik.io", route_tls())], HostPolicy())
     facts = TargetFacts(services=[svc("kube-system")], default_service="kube-system/traefik",
@@ -345,7 +345,7 @@ def test_traefik_as_the_proxys_own_target_server(deployments: list[dict[str, Any
 
 
 def test_elsewhere_an_unknown_traefik_is_not_the_default() -> None:
-    from hairpin_proxy.targets.plan import plan
+    from hairpin_proxy.targets.routing_plan import plan
 
     found = traefik.claims_of([("traefik.io", route_tls())], HostPolicy())
     facts = TargetFacts(services=[svc()], default_service="ingress-nginx/ingress-nginx",

@@ -1,6 +1,6 @@
 """Host policy, shared by every source: which host names get redirected to the proxy, and how a
 refusal is told. Pure. What is particular to one kind of object lives with its source
-(``ingress/``, ``gateway/``, ``traefik``).
+(``sources/``: ``ingress/``, ``gateway/``, ``traefik``).
 
 Whoever may create an Ingress or a route in any namespace controls these strings, and a DNS rule
 of ours answers for the name cluster-wide, so every host is validated as hostile input: anything
@@ -30,8 +30,8 @@ from functools import lru_cache
 from itertools import accumulate
 from typing import TYPE_CHECKING, NamedTuple
 
+from hairpin_proxy.apis import INGRESS_GROUP
 from hairpin_proxy.claims import ObjectRef
-from hairpin_proxy.ingress.names import INGRESS_GROUP
 
 if TYPE_CHECKING:
     from publicsuffixlist import PublicSuffixList
@@ -92,7 +92,7 @@ class HostPolicy:
     # An Ingress asking for more distinct hosts than this is refused as a whole; 0: no limit.
     max_hosts_per_ingress: int = 100
     # Derived once per policy so evaluate() compiles and normalises nothing per call; the
-    # sources' evaluators (``ingress.policy``) read some through the properties below.
+    # sources' evaluators (``sources.ingress.policy``) read some through the properties below.
     _zones: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _dotted_zones: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _proxy_fqdn: str = field(init=False, repr=False, compare=False)
@@ -182,7 +182,7 @@ class Rejection:
     name: str
     host: str
     reason: str
-    # The refused object. Left out only by the Ingress policy (``ingress.policy``), which
+    # The refused object. Left out only by the Ingress policy (``sources.ingress.policy``), which
     # evaluates Ingresses and nothing else: ``ref`` then names an Ingress.
     origin: ObjectRef | None = None
     # The object's hosts, where the whole object is refused (by a size limit): what the

@@ -8,11 +8,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hairpin_proxy.controller.sources.optional import OptionalWatches
-from hairpin_proxy.gateway.watched import WANTED
 from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.kube import config as kconfig
 from hairpin_proxy.kube.client import KubeClient
 from hairpin_proxy.kube.watch import Reflector
+from hairpin_proxy.sources.gateway.watched import WANTED
 from tests.fakeapi.fixtures import fake_api, kubeconfig
 from tests.fakeapi.server import FakeApiServer
 from tests.waiting import until

@@ -17,8 +17,8 @@ from hairpin_proxy.policy import HostPolicy, PolicyResult
 from hairpin_proxy.sources.registry import KEY_KIND_SPECS
 from hairpin_proxy.targets.mapping import MapEntry, parse_target_flags
 from hairpin_proxy.targets.model import ingress_target
-from hairpin_proxy.targets.plan import plan as plan_targets
 from hairpin_proxy.targets.resolve import TargetFacts
+from hairpin_proxy.targets.routing_plan import plan as plan_targets
 from tests.fakeapi.fixtures import gateway, gateway_class, ingress, ingress_class, route, service
 
 

@@ -9,10 +9,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from hairpin_proxy.ingress.slim import own_name, slim_ingress
 from hairpin_proxy.kube import config as kconfig
 from hairpin_proxy.kube.client import KubeClient, resource_path
 from hairpin_proxy.kube.watch import Backoff, Reflector
+from hairpin_proxy.sources.ingress.slim import own_name, slim_ingress
 from tests.fakeapi.fixtures import configmap, ingress
 from tests.fakeapi.server import FakeApiServer
 from tests.kube.reflecting import synced_for

@@ -12,8 +12,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hairpin_proxy.ingress.slim import own_name, slim_ingress
 from hairpin_proxy.kube.watch import Reflector
+from hairpin_proxy.sources.ingress.slim import own_name, slim_ingress
 
 NAMESPACES = ("a", "b", "c")
 NAMES = ("web", "api")

@@ -21,12 +21,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from hairpin_proxy import corefile
+from hairpin_proxy.apis import GATEWAY_GROUP
 from hairpin_proxy.controller.sources import MakeReflector
 from hairpin_proxy.controller.sources.gateway import GatewaySource
 from hairpin_proxy.controller.sources.ingress import IngressSource
 from hairpin_proxy.controller.sources.registered import RegisteredSource
-from hairpin_proxy.gateway.model import GROUP as GATEWAY_GROUP
-from hairpin_proxy.gateway.model import ROUTE_RESOURCES
 from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.kube.client import resource_path
 from hairpin_proxy.kube.watch import Reflector
@@ -34,9 +33,10 @@ from hairpin_proxy.plan import DesiredState, PlanSettings, Snapshot
 from hairpin_proxy.plan.answers import Pending
 from hairpin_proxy.plan.core import slot_table
 from hairpin_proxy.plan.incremental import Planner
+from hairpin_proxy.sources.gateway.model import ROUTE_RESOURCES
 from hairpin_proxy.targets import table
-from hairpin_proxy.targets.plan import Plan
 from hairpin_proxy.targets.resolve import CILIUM_CONFIGMAP, INGRESS_NGINX_CONFIGMAP
+from hairpin_proxy.targets.routing_plan import Plan
 from hairpin_proxy.targets.slots import service_name
 
 log = logging.getLogger("hairpin_proxy.controller")

@@ -44,13 +44,13 @@ from hairpin_proxy.targets import table as targets_table
 from hairpin_proxy.targets.discovery import CILIUM_INGRESS, NAME_LABEL, service_addresses
 from hairpin_proxy.targets.mapping import MapEntry, parse_target_flags
 from hairpin_proxy.targets.model import parse_key, split_service
-from hairpin_proxy.targets.plan import Plan
 from hairpin_proxy.targets.resolve import (
     CILIUM,
     CILIUM_CONFIGMAP,
     INGRESS_NGINX_CONFIGMAP,
     TargetFacts,
 )
+from hairpin_proxy.targets.routing_plan import Plan
 from hairpin_proxy.targets.slots import slot_of_service_name
 from hairpin_proxy.verify.lb import LbIndex, lb_addresses
 from hairpin_proxy.wildcards import wildcard_base

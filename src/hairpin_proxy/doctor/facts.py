@@ -162,7 +162,7 @@ class LbService:
         return bool(self.entries) and all(e.hostname and not e.ip for e in self.entries)
 
 
-# What the controller's target plan does with a host (``targets.plan``): sends it to its
+# What the controller's target plan does with a host (``targets.routing_plan``): sends it to its
 # target's proxy Service, or leaves it alone for one of three reasons.
 TargetVerdict = Literal["redirected", "target-no-proxy", "target-proxy-unknown",
                         "target-not-found"]
@@ -182,7 +182,7 @@ class LostClaim:
 
 @dataclass(frozen=True)
 class HostTarget:
-    """Where the controller sends one host, as ``targets.plan`` decides it."""
+    """Where the controller sends one host, as ``targets.routing_plan`` decides it."""
     key: str                   # the winning target key ("default": the proxy's own target)
     verdict: TargetVerdict
     # Why the host is not redirected, or why its claims fell back to the default target.

@@ -16,10 +16,10 @@ from typing import Any
 
 from hairpin_proxy.claims import Claim, ObjectRef
 from hairpin_proxy.doctor.facts import HostTarget, LostClaim, TargetVerdict
-from hairpin_proxy.gateway.claims import claims_of_objects
 from hairpin_proxy.jsonobj import Obj
 from hairpin_proxy.plan import DesiredState
 from hairpin_proxy.policy import HostPolicy
+from hairpin_proxy.sources.gateway.claims import claims_of_objects
 from hairpin_proxy.targets.discovery import (
     DataPlane,
     dataplane_of,

@@ -10,7 +10,7 @@ from typing import Any
 from hairpin_proxy.edits.configmap import MANAGED_BY
 from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.targets import table
-from hairpin_proxy.targets.plan import Plan
+from hairpin_proxy.targets.routing_plan import Plan
 from hairpin_proxy.targets.slots import listen_ports, service_name
 from hairpin_proxy.targets.table import PUBLISHED_KEY, TABLE_KEY
 

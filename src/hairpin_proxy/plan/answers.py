@@ -14,7 +14,7 @@ from hairpin_proxy.ordered import has
 from hairpin_proxy.plan.change import Since
 from hairpin_proxy.targets import table
 from hairpin_proxy.targets.model import DEFAULT_KEY
-from hairpin_proxy.targets.plan import Plan
+from hairpin_proxy.targets.routing_plan import Plan
 
 # (hosts, what they resolve to): one per answer set that has hosts.
 Groups = tuple[tuple[tuple[str, ...], corefile.Answers], ...]

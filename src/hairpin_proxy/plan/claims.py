@@ -5,18 +5,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from hairpin_proxy.apis import INGRESS_GROUP
 from hairpin_proxy.claims import Claim, ObjectRef
-from hairpin_proxy.gateway.claims import claims_of_objects
-from hairpin_proxy.ingress.names import INGRESS_GROUP
-from hairpin_proxy.ingress.policy import (
+from hairpin_proxy.plan.snapshot import Snapshot
+from hairpin_proxy.policy import PolicyResult, Rejection
+from hairpin_proxy.sources.gateway.claims import claims_of_objects
+from hairpin_proxy.sources.ingress.policy import (
     ClassIndex,
     default_ingress_classes,
     evaluate,
     evaluate_ingress,
     merge,
 )
-from hairpin_proxy.plan.snapshot import Snapshot
-from hairpin_proxy.policy import PolicyResult, Rejection
 from hairpin_proxy.sources.registry import by_name
 from hairpin_proxy.targets.model import ingress_target
 

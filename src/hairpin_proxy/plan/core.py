@@ -39,9 +39,9 @@ from hairpin_proxy.sources.registry import DECLARED_KINDS
 from hairpin_proxy.targets import table
 from hairpin_proxy.targets.discovery import service_addresses, service_of_host
 from hairpin_proxy.targets.model import DEFAULT_KEY
-from hairpin_proxy.targets.plan import Plan
-from hairpin_proxy.targets.plan import plan as plan_targets
 from hairpin_proxy.targets.resolve import TargetFacts
+from hairpin_proxy.targets.routing_plan import Plan
+from hairpin_proxy.targets.routing_plan import plan as plan_targets
 from hairpin_proxy.targets.slots import service_name
 
 VERDICTS = ("verified", "ip-mode-proxy", "not-this-cluster", "unresolved", "pending",

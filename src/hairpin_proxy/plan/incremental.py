@@ -32,13 +32,6 @@ from types import MappingProxyType
 from typing import Any
 
 from hairpin_proxy.claims import Claim, Decision, ObjectRef, decide, renamer, resolve_key
-from hairpin_proxy.gateway.claims import RouteClaims, route_reader
-from hairpin_proxy.ingress.policy import (
-    ClassIndex,
-    class_index,
-    default_ingress_classes,
-    evaluate_ingress,
-)
 from hairpin_proxy.jsonobj import Obj
 from hairpin_proxy.plan.answers import Regrouper
 from hairpin_proxy.plan.budget import Measure
@@ -52,9 +45,16 @@ from hairpin_proxy.plan.core import (
 )
 from hairpin_proxy.plan.snapshot import Snapshot
 from hairpin_proxy.policy import Rejection
+from hairpin_proxy.sources.gateway.claims import RouteClaims, route_reader
+from hairpin_proxy.sources.ingress.policy import (
+    ClassIndex,
+    class_index,
+    default_ingress_classes,
+    evaluate_ingress,
+)
 from hairpin_proxy.targets.model import DEFAULT_KEY, Target
-from hairpin_proxy.targets.plan import Plan, key_outcomes
 from hairpin_proxy.targets.resolve import TargetFacts, Unresolved
+from hairpin_proxy.targets.routing_plan import Plan, key_outcomes
 
 Made = tuple[tuple[Claim, ...], tuple[Rejection, ...]]
 _NONE: Made = ((), ())

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from hairpin_proxy.gateway.model import ROUTE_KINDS, ROUTE_RESOURCES
-from hairpin_proxy.ingress.names import INGRESS_GROUP
+from hairpin_proxy.apis import INGRESS_GROUP
 from hairpin_proxy.jsonobj import Obj
 from hairpin_proxy.plan.snapshot import PlanSettings, Snapshot
+from hairpin_proxy.sources.gateway.model import ROUTE_KINDS, ROUTE_RESOURCES
 from hairpin_proxy.sources.registry import REGISTRATIONS, Registration, Resource
 from hairpin_proxy.targets.resolve import CILIUM_CONFIGMAP, INGRESS_NGINX_CONFIGMAP
 

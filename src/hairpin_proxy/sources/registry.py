@@ -13,15 +13,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from hairpin_proxy.apis import GATEWAY_GROUP, INGRESS_GROUP
 from hairpin_proxy.claims import Claim
-from hairpin_proxy.gateway.model import GROUP as GATEWAY_GROUP
-from hairpin_proxy.gateway.model import ROUTE_RESOURCES
-from hairpin_proxy.gateway.watched import WANTED
-from hairpin_proxy.ingress.names import INGRESS_GROUP
-from hairpin_proxy.ingress.slim import slim_ingress
 from hairpin_proxy.jsonobj import JsonObj, Obj
 from hairpin_proxy.policy import HostPolicy, Rejection
 from hairpin_proxy.sources import traefik
+from hairpin_proxy.sources.gateway.model import ROUTE_RESOURCES
+from hairpin_proxy.sources.gateway.watched import WANTED
+from hairpin_proxy.sources.ingress.slim import slim_ingress
 from hairpin_proxy.targets.resolve import DeclaredKind
 
 Slim = Callable[[JsonObj], JsonObj]

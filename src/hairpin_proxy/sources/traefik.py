@@ -30,8 +30,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from hairpin_proxy.apis import CLASS_ANNOTATION
 from hairpin_proxy.claims import Claim, ObjectRef
-from hairpin_proxy.ingress.names import CLASS_ANNOTATION
 from hairpin_proxy.policy import HostPolicy, Rejection, check_host
 from hairpin_proxy.targets import proxydetect
 from hairpin_proxy.targets.discovery import (

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, NamedTuple, get_args
 
-from hairpin_proxy.ingress.names import CLASS_ANNOTATION
+from hairpin_proxy.apis import CLASS_ANNOTATION
 
 ProxyMode = Literal["v1", "v2", "none", "unknown"]
 PROXY_MODES: Final[tuple[ProxyMode, ...]] = get_args(ProxyMode)

@@ -41,8 +41,7 @@ from typing import Any, Final, NamedTuple
 
 import yaml
 
-from hairpin_proxy.gateway.model import GROUP as GATEWAY_GROUP
-from hairpin_proxy.gateway.model import ISTIO_PROXY_CONFIG
+from hairpin_proxy.apis import GATEWAY_GROUP, ISTIO_PROXY_CONFIG
 from hairpin_proxy.targets.model import ProxyMode
 
 

@@ -15,14 +15,14 @@ import logging
 from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
+from hairpin_proxy.apis import GATEWAY_GROUP
 from hairpin_proxy.claims import ObjectRef
 from hairpin_proxy.controller.sources import MakeReflector, Source, same_object
 from hairpin_proxy.controller.sources.optional import OptionalWatches
-from hairpin_proxy.gateway.model import GROUP as GATEWAY_GROUP
-from hairpin_proxy.gateway.watched import ROUTE_PLURALS, WANTED
 from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.kube.client import KubeClient
 from hairpin_proxy.kube.watch import Reflector
+from hairpin_proxy.sources.gateway.watched import ROUTE_PLURALS, WANTED
 
 log = logging.getLogger("hairpin_proxy.controller")
 

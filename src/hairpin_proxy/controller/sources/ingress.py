@@ -8,14 +8,14 @@ from __future__ import annotations
 from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
+from hairpin_proxy.apis import INGRESS_API_VERSION, INGRESS_GROUP
 from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.sources import MakeReflector, ObjectRef, Source, same_object
-from hairpin_proxy.ingress.names import INGRESS_API_VERSION, INGRESS_GROUP
-from hairpin_proxy.ingress.slim import own_name, slim_ingress
 from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.kube.client import resource_path
 from hairpin_proxy.kube.watch import Reflector
 from hairpin_proxy.policy import HostPolicy
+from hairpin_proxy.sources.ingress.slim import own_name, slim_ingress
 
 INGRESS_API = INGRESS_API_VERSION
 

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 from hairpin_proxy.claims import ObjectRef
 from hairpin_proxy.controller.sources import MakeReflector, Source, same_object
 from hairpin_proxy.controller.sources.optional import OptionalWatches
-from hairpin_proxy.gateway.watched import Wanted
 from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.kube.client import KubeClient, resource_path
 from hairpin_proxy.kube.watch import Reflector
+from hairpin_proxy.sources.gateway.watched import Wanted
 from hairpin_proxy.sources.registry import Registration, Resource
 
 

@@ -19,7 +19,7 @@ from hairpin_proxy.edits.coredns import Groups
 from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.plan.answers import answer_groups
 from hairpin_proxy.plan.change import Since
-from hairpin_proxy.targets.plan import Plan
+from hairpin_proxy.targets.routing_plan import Plan
 
 
 @dataclass(frozen=True)

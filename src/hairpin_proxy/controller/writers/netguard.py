@@ -33,7 +33,7 @@ from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
 from hairpin_proxy.kube.watch import Backoff, Reflector
 from hairpin_proxy.targets import netguard
 from hairpin_proxy.targets.model import split_service
-from hairpin_proxy.targets.plan import Plan
+from hairpin_proxy.targets.routing_plan import Plan
 
 log = logging.getLogger("hairpin_proxy.controller")
 

@@ -20,7 +20,7 @@ from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
 from hairpin_proxy.kube.watch import Reflector
 from hairpin_proxy.targets import table
-from hairpin_proxy.targets.plan import Plan
+from hairpin_proxy.targets.routing_plan import Plan
 from hairpin_proxy.targets.slots import service_name
 from hairpin_proxy.targets.table import PUBLISHED_KEY
 

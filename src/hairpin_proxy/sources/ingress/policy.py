@@ -13,8 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple, cast
 
-from hairpin_proxy.ingress.names import CLASS_ANNOTATION, DEFAULT_CLASS_ANNOTATION
-from hairpin_proxy.ingress.record import IngressRecord, MetaView
+from hairpin_proxy.apis import CLASS_ANNOTATION, DEFAULT_CLASS_ANNOTATION
 from hairpin_proxy.policy import (
     HostPolicy,
     PolicyResult,
@@ -25,6 +24,7 @@ from hairpin_proxy.policy import (
     verdict,
     verdict_of_str,
 )
+from hairpin_proxy.sources.ingress.record import IngressRecord, MetaView
 
 # CompactSpec's TLS entries when there is one naming exactly its one rule's host.
 _SAME: Final = object()

@@ -20,10 +20,10 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from hairpin_proxy.ingress.names import CLASS_ANNOTATION
-from hairpin_proxy.ingress.policy import CompactSpec
-from hairpin_proxy.ingress.record import ABSENT, API_VERSION, KIND, IngressRecord, WithHead
+from hairpin_proxy.apis import CLASS_ANNOTATION
 from hairpin_proxy.jsonobj import JsonObj
+from hairpin_proxy.sources.ingress.policy import CompactSpec
+from hairpin_proxy.sources.ingress.record import ABSENT, API_VERSION, KIND, IngressRecord, WithHead
 
 _META = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
 # Values that repeat across Ingresses (a namespace, a second of creation): one copy each (a JSON

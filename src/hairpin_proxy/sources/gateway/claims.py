@@ -11,10 +11,11 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from hairpin_proxy.apis import GATEWAY_GROUP
 from hairpin_proxy.claims import Claim, ObjectRef
-from hairpin_proxy.gateway.listenersets import ListenerSet, parse_listener_set
-from hairpin_proxy.gateway.model import (
-    GROUP,
+from hairpin_proxy.policy import HostPolicy, check_host
+from hairpin_proxy.sources.gateway.listenersets import ListenerSet, parse_listener_set
+from hairpin_proxy.sources.gateway.model import (
     Gateway,
     GatewayClass,
     Malformed,
@@ -23,8 +24,7 @@ from hairpin_proxy.gateway.model import (
     parse_gateway_class,
     parse_route,
 )
-from hairpin_proxy.gateway.routes import index_gateways, route_hosts
-from hairpin_proxy.policy import HostPolicy, check_host
+from hairpin_proxy.sources.gateway.routes import index_gateways, route_hosts
 from hairpin_proxy.wildcards import any_depth
 
 T = TypeVar("T")
@@ -125,7 +125,7 @@ def route_claims(routes: Iterable[Route], gateways: Iterable[Gateway],
         by_gateway, route_notes = route_hosts(route, index, classes, controllers,
                                               namespace_labels, listener_sets=sets)
         notes += route_notes
-        origin = ObjectRef(route.kind, meta.namespace, meta.name, meta.uid, GROUP)
+        origin = ObjectRef(route.kind, meta.namespace, meta.name, meta.uid, GATEWAY_GROUP)
         for target, hosts in by_gateway.items():
             for host in hosts:
                 name, reason = check_host(host, policy)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hairpin_proxy.gateway.hostnames import (
+from hairpin_proxy.sources.gateway.hostnames import (
     ANY,
     covers,
     intersect,

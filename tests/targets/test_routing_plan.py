@@ -11,8 +11,8 @@ from hairpin_proxy.claims import Claim, ObjectRef
 from hairpin_proxy.sources.registry import KEY_KIND_SPECS
 from hairpin_proxy.targets.mapping import parse_target_flags
 from hairpin_proxy.targets.model import Target
-from hairpin_proxy.targets.plan import plan
 from hairpin_proxy.targets.resolve import ENVOY_GATEWAY, TargetFacts, Unresolved
+from hairpin_proxy.targets.routing_plan import plan
 from tests.targets.test_resolve import gateway, gclass, svc
 
 GEP = "gateway.networking.k8s.io/gateway-name"

@@ -16,10 +16,10 @@ import pytest
 from hairpin_proxy import corefile
 from hairpin_proxy.claims import resolve
 from hairpin_proxy.corefile import Answers, managed_hosts
-from hairpin_proxy.gateway.claims import claims_of_objects
 from hairpin_proxy.policy import HostPolicy
+from hairpin_proxy.sources.gateway.claims import claims_of_objects
 from tests.corefiles import BY_NAME
-from tests.gateway.objects import accepted, gateway, gateway_class, listener, ref, route
+from tests.sources.gateway.objects import accepted, gateway, gateway_class, listener, ref, route
 
 CASES = json.loads((Path(__file__).parent / "conformance" / "hostnames.json").read_text())
 NS = "gateway-conformance-infra"

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hairpin_proxy.gateway.listenersets import ListenerSet, parse_listener_set
-from hairpin_proxy.gateway.model import (
+from hairpin_proxy.sources.gateway.listenersets import ListenerSet, parse_listener_set
+from hairpin_proxy.sources.gateway.model import (
     Condition,
     Gateway,
     GatewayClass,
@@ -28,8 +28,8 @@ from hairpin_proxy.gateway.model import (
     parse_gateway_class,
     parse_route,
 )
-from tests.gateway import objects as o
-from tests.gateway.objects import JSON, SAMPLES, paths, replace
+from tests.sources.gateway import objects as o
+from tests.sources.gateway.objects import JSON, SAMPLES, paths, replace
 
 
 def _gw(obj: Any) -> Gateway:

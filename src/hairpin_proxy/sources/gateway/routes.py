@@ -28,11 +28,11 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from hairpin_proxy.gateway import hostnames
-from hairpin_proxy.gateway.listenersets import KIND as LISTENER_SET
-from hairpin_proxy.gateway.listenersets import ListenerSet, attachment
-from hairpin_proxy.gateway.model import (
-    GROUP,
+from hairpin_proxy.apis import GATEWAY_GROUP
+from hairpin_proxy.sources.gateway import hostnames
+from hairpin_proxy.sources.gateway.listenersets import KIND as LISTENER_SET
+from hairpin_proxy.sources.gateway.listenersets import ListenerSet, attachment
+from hairpin_proxy.sources.gateway.model import (
     ROUTE_RESOURCES,
     Gateway,
     GatewayClass,
@@ -65,7 +65,7 @@ def refusal(route: Route, gateway: Gateway | ListenerSet, listener: Listener,
     allowed = PROTOCOLS.get(route.kind, frozenset())
     if listener.protocol not in allowed:
         return f"protocol {listener.protocol} does not carry {route.kind}"
-    if listener.kinds and RouteKind(route.kind, GROUP) not in listener.kinds:
+    if listener.kinds and RouteKind(route.kind, GATEWAY_GROUP) not in listener.kinds:
         return f"allowedRoutes.kinds does not list {route.kind}"
     ns = route.meta.namespace
     origin = listener.namespaces_from
@@ -110,10 +110,10 @@ def _parent(ref: ParentRef, gateways: GatewayIndex, listener_sets: ListenerSetIn
             where: str) -> tuple[Gateway, Gateway | ListenerSet, tuple[Listener, ...]] | str:
     """(the Gateway whose data plane serves ``ref``, the object holding its listeners, the
     listeners) for a parentRef, or why it is not followed."""
-    if (ref.group, ref.kind) == (GROUP, "Gateway"):
+    if (ref.group, ref.kind) == (GATEWAY_GROUP, "Gateway"):
         gateway = gateways.get((ref.namespace, ref.name))
         return "no such Gateway" if gateway is None else (gateway, gateway, gateway.listeners)
-    if (ref.group, ref.kind) != (GROUP, LISTENER_SET):
+    if (ref.group, ref.kind) != (GATEWAY_GROUP, LISTENER_SET):
         return "only Gateways and ListenerSets are followed; ignored"
     ls = listener_sets.get((ref.namespace, ref.name))
     if ls is None:

@@ -11,17 +11,17 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hairpin_proxy.gateway.listenersets import parse_listener_set
-from hairpin_proxy.gateway.model import parse_gateway, parse_gateway_class, parse_route
-from hairpin_proxy.gateway.slim import (
+from hairpin_proxy.sources.gateway.listenersets import parse_listener_set
+from hairpin_proxy.sources.gateway.model import parse_gateway, parse_gateway_class, parse_route
+from hairpin_proxy.sources.gateway.slim import (
     slim_gateway,
     slim_gateway_class,
     slim_listener_set,
     slim_namespace,
     slim_route,
 )
-from tests.gateway import objects as o
-from tests.gateway.objects import JSON, SAMPLES, paths, replace
+from tests.sources.gateway import objects as o
+from tests.sources.gateway.objects import JSON, SAMPLES, paths, replace
 
 
 def test_gateway_keeps_what_is_read() -> None:

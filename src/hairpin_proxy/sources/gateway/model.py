@@ -22,16 +22,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from hairpin_proxy.gateway import hostnames
+from hairpin_proxy.apis import GATEWAY_GROUP
 from hairpin_proxy.policy import show
+from hairpin_proxy.sources.gateway import hostnames
 
-GROUP: Final = "gateway.networking.k8s.io"
 # The route resources (plural → kind) whose hostnames are claimed.
 ROUTE_RESOURCES: Final = {"httproutes": "HTTPRoute", "grpcroutes": "GRPCRoute",
                           "tlsroutes": "TLSRoute"}
 ROUTE_KINDS: Final = tuple(ROUTE_RESOURCES.values())
-# The Gateway annotation that carries Istio's ProxyConfig (its PROXY protocol setting).
-ISTIO_PROXY_CONFIG: Final = "proxy.istio.io/config"
 NAMESPACES_FROM: Final = ("All", "Same", "Selector", "None")
 SELECTOR_OPERATORS: Final = ("In", "NotIn", "Exists", "DoesNotExist")
 # Bounds far above what the CRDs admit (64 listeners, 16 or 1024 hostnames, 32 parentRefs and
@@ -102,7 +100,7 @@ class LabelSelector:
 @dataclass(frozen=True, slots=True)
 class RouteKind:
     kind: str
-    group: str = GROUP
+    group: str = GATEWAY_GROUP
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +145,7 @@ class ParentRef:
     """A reference with the API's defaults applied (namespace: the route's)."""
     name: str
     namespace: str
-    group: str = GROUP
+    group: str = GATEWAY_GROUP
     kind: str = "Gateway"
     section_name: str | None = None
     port: int | None = None
@@ -330,7 +328,7 @@ def _listener(raw: Any, i: int, notes: list[str]) -> Listener:
     for j, k in enumerate(_list(allowed.get("kinds"), f"listener {name}: allowedRoutes.kinds",
                                 MAX_KINDS)):
         entry = _dict(k, f"listener {name}: allowedRoutes.kinds[{j}]")
-        group = _get(entry, "group", GROUP)
+        group = _get(entry, "group", GATEWAY_GROUP)
         kinds.append(RouteKind(kind=_str(entry.get("kind"), f"listener {name}: kinds[{j}].kind"),
                                group=_str(group, f"listener {name}: kinds[{j}].group",
                                           empty=True)))
@@ -402,7 +400,7 @@ def _parent_ref(raw: Any, what: str, namespace: str) -> ParentRef:
     return ParentRef(
         name=_str(ref.get("name"), f"{what}.name"),
         namespace=_str(_get(ref, "namespace", namespace), f"{what}.namespace"),
-        group=_str(_get(ref, "group", GROUP), f"{what}.group", empty=True),
+        group=_str(_get(ref, "group", GATEWAY_GROUP), f"{what}.group", empty=True),
         kind=_str(_get(ref, "kind", "Gateway"), f"{what}.kind"),
         section_name=_opt_str(ref.get("sectionName"), f"{what}.sectionName") or None,
         port=None if port is None else _int(port, f"{what}.port", 1, 65535))

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hairpin_proxy.gateway import hostnames
-from hairpin_proxy.gateway.model import (
+from hairpin_proxy.sources.gateway import hostnames
+from hairpin_proxy.sources.gateway.model import (
     Gateway,
     GatewayClass,
     Route,
@@ -19,9 +19,9 @@ from hairpin_proxy.gateway.model import (
     parse_gateway_class,
     parse_route,
 )
-from hairpin_proxy.gateway.routes import index_gateways, route_hosts
-from tests.gateway import objects as o
-from tests.gateway.objects import CONTROLLER, accepted, listener, ref
+from hairpin_proxy.sources.gateway.routes import index_gateways, route_hosts
+from tests.sources.gateway import objects as o
+from tests.sources.gateway.objects import CONTROLLER, accepted, listener, ref
 
 KEY = "gateway/infra/gw"
 LABELS = {"shop": {"env": "prod", "team": "web"}, "infra": {"env": "prod"}}

@@ -19,7 +19,7 @@ from abc import ABCMeta
 from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from typing import Any, Final
 
-from hairpin_proxy.ingress.names import INGRESS_API_VERSION
+from hairpin_proxy.apis import INGRESS_API_VERSION
 
 API_VERSION: Final = INGRESS_API_VERSION
 KIND: Final = "Ingress"

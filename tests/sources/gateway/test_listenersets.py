@@ -5,12 +5,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from hairpin_proxy.gateway.claims import claims_of_objects
-from hairpin_proxy.gateway.listenersets import ListenerSet, parse_listener_set
-from hairpin_proxy.gateway.model import Malformed
-from hairpin_proxy.gateway.slim import slim_gateway, slim_listener_set
 from hairpin_proxy.policy import HostPolicy
-from tests.gateway.objects import accepted, gateway, gateway_class, listener, route
+from hairpin_proxy.sources.gateway.claims import claims_of_objects
+from hairpin_proxy.sources.gateway.listenersets import ListenerSet, parse_listener_set
+from hairpin_proxy.sources.gateway.model import Malformed
+from hairpin_proxy.sources.gateway.slim import slim_gateway, slim_listener_set
+from tests.sources.gateway.objects import accepted, gateway, gateway_class, listener, route
 
 GROUP = "gateway.networking.k8s.io"
 

@@ -7,14 +7,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from hairpin_proxy.gateway.model import GROUP, ISTIO_PROXY_CONFIG, ROUTE_RESOURCES
-from hairpin_proxy.gateway.slim import (
+from hairpin_proxy.apis import GATEWAY_GROUP, ISTIO_PROXY_CONFIG
+from hairpin_proxy.jsonobj import JsonObj
+from hairpin_proxy.sources.gateway.model import ROUTE_RESOURCES
+from hairpin_proxy.sources.gateway.slim import (
     slim_gateway,
     slim_gateway_class,
     slim_listener_set,
     slim_route,
 )
-from hairpin_proxy.jsonobj import JsonObj
 
 ROUTE_PLURALS = {kind: plural for plural, kind in ROUTE_RESOURCES.items()}
 
@@ -68,11 +69,11 @@ class Wanted:
 
 
 WANTED = (
-    Wanted(GROUP, "gatewayclasses", _slim_gateway_class),
-    Wanted(GROUP, "gateways", _slim_gateway),
+    Wanted(GATEWAY_GROUP, "gatewayclasses", _slim_gateway_class),
+    Wanted(GATEWAY_GROUP, "gateways", _slim_gateway),
     # Standard channel since Gateway API v1.5: more listeners for a Gateway that allows them.
-    Wanted(GROUP, "listenersets", slim_listener_set),
-    *(Wanted(GROUP, plural, slim_route) for plural in ROUTE_RESOURCES),
+    Wanted(GATEWAY_GROUP, "listenersets", slim_listener_set),
+    *(Wanted(GATEWAY_GROUP, plural, slim_route) for plural in ROUTE_RESOURCES),
     Wanted("gateway.envoyproxy.io", "clienttrafficpolicies", _slim_policy),
     Wanted("gateway.nginx.org", "nginxproxies", _slim_policy),
 )

@@ -25,8 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hairpin_proxy.gateway.model import (
-    GROUP,
+from hairpin_proxy.apis import GATEWAY_GROUP
+from hairpin_proxy.sources.gateway.model import (
     MAX_CONDITIONS,
     MAX_LISTENERS,
     Condition,
@@ -139,7 +139,7 @@ def attachment(ls: ListenerSet, gateways: Mapping[tuple[str, str], Gateway],
     """The parent Gateway of ``ls`` and the listeners that count, with notes, or why it does
     not attach (in words)."""
     ref = ls.parent
-    if (ref.group, ref.kind) != (GROUP, "Gateway"):
+    if (ref.group, ref.kind) != (GATEWAY_GROUP, "Gateway"):
         return f"its parent {ref} is not a Gateway"
     gateway = gateways.get((ref.namespace, ref.name))
     if gateway is None:

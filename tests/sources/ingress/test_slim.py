@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hairpin_proxy.ingress.policy import CompactSpec, evaluate_ingress
-from hairpin_proxy.ingress.record import IngressRecord
-from hairpin_proxy.ingress.slim import slim_ingress, trimmed
 from hairpin_proxy.policy import HostPolicy
+from hairpin_proxy.sources.ingress.policy import CompactSpec, evaluate_ingress
+from hairpin_proxy.sources.ingress.record import IngressRecord
+from hairpin_proxy.sources.ingress.slim import slim_ingress, trimmed
 
 SCALAR = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=8))
 HOST = st.one_of(st.sampled_from(["a.example.com", "*.example.com", "10.0.0.1", "x.svc",

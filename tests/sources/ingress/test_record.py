@@ -12,14 +12,14 @@ from hypothesis import strategies as st
 
 from hairpin_proxy.claims import ObjectRef
 from hairpin_proxy.controller.sources import same_object
-from hairpin_proxy.ingress.policy import evaluate, evaluate_ingress, ingress_matches
-from hairpin_proxy.ingress.record import IngressRecord, MetaView
-from hairpin_proxy.ingress.slim import slim_ingress, trimmed
 from hairpin_proxy.plan.claims import ingress_origin
 from hairpin_proxy.plan.incremental import version_of
+from hairpin_proxy.sources.ingress.policy import evaluate, evaluate_ingress, ingress_matches
+from hairpin_proxy.sources.ingress.record import IngressRecord, MetaView
+from hairpin_proxy.sources.ingress.slim import slim_ingress, trimmed
 from hairpin_proxy.targets.model import ingress_target
 from hairpin_proxy.verify.lb import lb_addresses
-from tests.ingress.test_slim import ANNOTATIONS, POLICIES, SCALAR, SPEC
+from tests.sources.ingress.test_slim import ANNOTATIONS, POLICIES, SCALAR, SPEC
 
 HEAD = st.sampled_from([{}, {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress"}])
 NAME = st.one_of(st.sampled_from(["web", "api", ""]), SCALAR)

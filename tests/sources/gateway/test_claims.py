@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from hairpin_proxy.gateway.claims import claims_of_objects, route_claims, served_classes
-from hairpin_proxy.gateway.model import (
+from hairpin_proxy.policy import HostPolicy
+from hairpin_proxy.sources.gateway.claims import claims_of_objects, route_claims, served_classes
+from hairpin_proxy.sources.gateway.model import (
     Gateway,
     GatewayClass,
     Route,
@@ -11,8 +12,7 @@ from hairpin_proxy.gateway.model import (
     parse_gateway_class,
     parse_route,
 )
-from hairpin_proxy.policy import HostPolicy
-from tests.gateway.objects import gateway, gateway_class, route
+from tests.sources.gateway.objects import gateway, gateway_class, route
 
 
 def _parsed() -> tuple[list[Route], list[Gateway], list[GatewayClass]]:

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hairpin_proxy.ingress.policy import (
+from hairpin_proxy.policy import HostPolicy, PolicyResult, Rejection, check_host
+from hairpin_proxy.sources.ingress.policy import (
     ClassIndex,
     class_index,
     default_ingress_classes,
@@ -16,7 +17,6 @@ from hairpin_proxy.ingress.policy import (
     ingress_matches,
     merge,
 )
-from hairpin_proxy.policy import HostPolicy, PolicyResult, Rejection, check_host
 from tests.test_policy import POLICY, host_like
 
 
