@@ -1,6 +1,6 @@
 """``plan``: a snapshot in, the desired state out. Pure.
 
-    objects ──▶ claims (host policy; Ingress classes, Gateway API routes) ──▶ targets.plan
+    objects ──▶ claims (host policy; Ingress classes, Gateway API routes) ──▶ targets.routing_plan
     (conflicts, data planes, slots) ──▶ answer sets (slot settling) ──▶ verification
     ──▶ DesiredState (hosts and answer sets, slot table, refusals, metrics)
 """

@@ -308,7 +308,7 @@ def _key_of(host: str) -> str:
 
 
 class _Hosts:
-    """targets.plan's per-name work, kept: the claims of each name, its decision, the route
+    """targets.routing_plan's per-name work, kept: the claims of each name, its decision, the route
     (or exclusion) of its host. Each host's origins and route are read from its claims (see
     ``_Origins`` and ``_Routes``): kept apart, they cost more than their claims."""
 
