@@ -304,3 +304,20 @@ def test_a_step_counts_no_name_again(monkeypatch: pytest.MonkeyPatch) -> None:
         read.clear()
         assert text == _plain(BY_NAME["kubeadm"].text, groups)
         counted.clear()
+
+
+def test_the_hosts_the_groups_were_made_from_are_kept_as_held() -> None:
+    """Given the sorted hosts its groups were made from, the edit keeps that very tuple as
+    what the rules hold (the removal guard finds it again next pass); where the groups left
+    one out (a host with no address to answer with), the hosts are those of the groups."""
+    edit = CorednsEdit("kube-system", "coredns", "Corefile", FQDN)
+    owner, pool = _start()
+    every = tuple(sorted(owner))
+    text = edit.edit(BY_NAME["kubeadm"].text, _groups(owner, pool), every)
+    cm = {"data": {"Corefile": text}}
+    assert edit.remembered_hosts(cm) is every
+    owner["h5-q.example.com"] = 1
+    more = (*owner, "zz.example.com")
+    text = edit.edit(text, _groups(owner, pool), tuple(sorted(more)))
+    got = edit.remembered_hosts({"data": {"Corefile": text}})
+    assert got == tuple(sorted(owner)) and got != tuple(sorted(more))

@@ -104,10 +104,11 @@ class CorednsEdit:
             return dict(sorted((host, s.answers) for s in last.edited.sets for host in s.hosts))
         return corefile.managed_groups(text, proxy_fqdn=self.proxy_fqdn, dns_port=self.dns_port)
 
-    def edit(self, text: str, groups: Groups) -> str:
+    def edit(self, text: str, groups: Groups, every: tuple[str, ...] | None = None) -> str:
         """corefile.apply, from the last edit where ``text`` is its result (apply is
         idempotent). Groups without an address to answer with get no rules: a name is never
-        sent nowhere."""
+        sent nowhere. ``every``: the sorted hosts ``groups`` were made from, where the caller
+        has them (kept as what the rules hold when the groups hold each of them)."""
         groups = tuple((hosts, answers) for hosts, answers in groups if answers and hosts)
         last = self._memo.get("last")
         if last is not None and groups == last.groups and (
@@ -120,7 +121,11 @@ class CorednsEdit:
         edited = corefile.apply_kept(text, groups, proxy_fqdn=self.proxy_fqdn,
                                      dns_port=self.dns_port, single=len(groups) == 1,
                                      last=None if last is None else last.edited)
-        hosts = None if last is None else _hosts_after(last.hosts, edited)
+        # The groups are disjoint parts of ``every``: as many hosts, and they are all of it.
+        hosts = every if every is not None and len(every) == sum(
+            len(hs) for hs, _ in groups) else None
+        if hosts is None and last is not None:
+            hosts = _hosts_after(last.hosts, edited)
         self._memo["last"] = _Last(len(text), hash(text), groups,
                                    _hosts_of(groups) if hosts is None else hosts, edited)
         return edited.text

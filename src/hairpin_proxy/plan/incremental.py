@@ -177,8 +177,12 @@ def _differing(old: list[Any], now: list[Any], most: int) -> list[int] | None:
     more than ``most`` do. Slices are compared whole (identity first, in C), and only the
     halves that differ are looked into: a few changes among 50,000 objects cost a few
     comparisons of the whole list, not a call per object."""
+    n = len(old)
+    # The whole list first, without a copy where the lengths allow (nearly every pass).
+    if (now == old) if len(now) == n else (now[:n] == old):
+        return []
     out: list[int] = []
-    spans = [(0, len(old))]
+    spans = [(0, n)]
     while spans:
         lo, hi = spans.pop()
         if now[lo:hi] == old[lo:hi]:

@@ -107,7 +107,7 @@ class CorefileRules(_Rules):
         cm = desired.held.cm
         # Off the event loop too; the write below then finds the edit remembered.
         groups = desired.groups()
-        await asyncio.to_thread(self.edit.edit, self.edit.text(cm), groups)
+        await asyncio.to_thread(self.edit.edit, self.edit.text(cm), groups, desired.hosts)
         await self._write(self.edit.where, self.edit.namespace, self.edit.name,
                           self.edit.mutate(groups), desired, key=self.edit.key)
 
