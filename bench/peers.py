@@ -194,13 +194,13 @@ backend be
 @contextlib.contextmanager
 def relay(workdir: Path, backend_port: int, *, workers: int, cpus: str | None,
           extra: Sequence[str] = (), src: Path | None = None,
-          target_host: str = "127.0.0.1") -> Iterator[Proc]:
+          upstream_host: str = "127.0.0.1") -> Iterator[Proc]:
     """The relay; ``src`` runs the package from another source tree (a baseline to compare);
-    ``target_host`` a name for the backend's address (with a ``--dns-server`` in ``extra``)."""
+    ``upstream_host`` a name for the backend's address (with a ``--dns-server`` in ``extra``)."""
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     argv = [sys.executable, "-m", "hairpin_proxy", "proxy",
-            "--listen", f"127.0.0.1:{port}={target_host}:{backend_port}",
+            "--listen", f"127.0.0.1:{port}={upstream_host}:{backend_port}",
             "--admin-listen", "", "--workers", str(workers), "--log-level", "warning",
             "--max-connections", "60000", *extra]
     env = {**os.environ, "PYTHONPATH": str(src or REPO / "src")}

@@ -130,9 +130,9 @@ def compare(args: argparse.Namespace, work: Path, backend: peers.Backend) -> Non
     else:
         against = peers.relay(work / "base", backend.pp_port, workers=1, cpus=args.cpus,
                               extra=base_extra, src=_baseline(args.against, work),
-                              target_host=args.target)
+                              upstream_host=args.target)
     with peers.relay(work / "new", backend.pp_port, workers=1, cpus=args.cpus,
-                     extra=extra, target_host=args.target) as new, against as old:
+                     extra=extra, upstream_host=args.target) as new, against as old:
         procs = {"new": new, "base": old}
         # HAProxy's master process forks the worker that does the work: its last pid.
         pids = {"new": new.pids()[0], "base": old.pids()[-1]}

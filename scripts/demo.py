@@ -217,11 +217,11 @@ def raw_get(port: int) -> Reply:
 
 
 @contextlib.contextmanager
-def relay(target_port: int, workdir: Path) -> Iterator[int]:
+def relay(upstream_port: int, workdir: Path) -> Iterator[int]:
     port, admin = free_port(), free_port()
     log = (workdir / "relay.log").open("wb")
     cmd = [sys.executable, "-m", "hairpin_proxy", "proxy",
-           "--listen", f"127.0.0.1:{port}=127.0.0.1:{target_port}",
+           "--listen", f"127.0.0.1:{port}=127.0.0.1:{upstream_port}",
            "--admin-listen", f"127.0.0.1:{admin}"]
     say("$ hairpin-proxy proxy " + " ".join(cmd[4:]))
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,

@@ -279,7 +279,7 @@ def test_pure_modules_load_no_io(group: str) -> None:
 
 
 @pytest.mark.parametrize("module", ["hairpin_proxy.relay.main", "hairpin_proxy.relay.server",
-                                    "hairpin_proxy.relay.workers", "hairpin_proxy.relay.targets",
+                                    "hairpin_proxy.relay.workers", "hairpin_proxy.relay.upstreams",
                                     "hairpin_proxy.plan"])
 def test_the_relay_and_the_plan_load_no_controller_and_no_http_client(module: str) -> None:
     # A key of a kind a source declares, as the relay's table decoder reads one: once the

@@ -1,4 +1,4 @@
-"""Target names through a real DNS server (dnsmasq): absolute names, answers kept for their
+"""Upstream names through a real DNS server (dnsmasq): absolute names, answers kept for their
 TTL, the last good answer when the DNS fails, and the failures counted."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The relay process as a whole: round-robin targets, command line, environment, startup errors."""
+"""The relay process as a whole: round-robin upstreams, command line, environment, startup
+errors."""
 
 from __future__ import annotations
 
@@ -64,7 +65,7 @@ def test_listeners_from_the_environment(tmp_path: Path) -> None:
         assert [h.version for h in a.headers + b.headers] == [1, 2]
 
 
-def test_target_server_fills_in_listeners_without_a_target(tmp_path: Path) -> None:
+def test_target_server_fills_in_listeners_without_an_upstream(tmp_path: Path) -> None:
     with Upstream(echo) as up, run_relay(tmp_path, [f"127.0.0.2:{up.port}"],
                                          env={"TARGET_SERVER": "127.0.0.1"}) as relay, \
             connect(up.port, "127.0.0.2") as s:

@@ -28,7 +28,7 @@ def p(text: str, version: str = "v1") -> ListenerSpec:
 ])
 def test_specs_parse(text: str, want: tuple[object, ...]) -> None:
     s = p(text)
-    assert (s.listen_host, s.listen_port, s.target_host, s.target_port, s.version) == want
+    assert (s.listen_host, s.listen_port, s.upstream_host, s.upstream_port, s.version) == want
 
 
 def test_default_version_applies_unless_the_suffix_says_otherwise() -> None:
@@ -38,8 +38,8 @@ def test_default_version_applies_unless_the_suffix_says_otherwise() -> None:
 
 def test_names_for_logs_and_labels() -> None:
     s = p("[::]:8080=[::1]:80/v2")
-    assert (s.name, s.target, str(s)) == ("[::]:8080", "[::1]:80", "[::]:8080=[::1]:80/v2")
-    assert s.target_is_ip and not p("127.0.0.1:1=name.test:2").target_is_ip
+    assert (s.name, s.upstream, str(s)) == ("[::]:8080", "[::1]:80", "[::]:8080=[::1]:80/v2")
+    assert s.upstream_is_ip and not p("127.0.0.1:1=name.test:2").upstream_is_ip
 
 
 @pytest.mark.parametrize(("text", "needle"), [
@@ -69,7 +69,7 @@ def test_defaults_are_the_original_listeners_and_target() -> None:
         f"[::]:443={DEFAULT_TARGET_SERVER}:443/v1",
     ]
     v6 = parse_listeners((), target_server="::1", default_version="v2")
-    assert [s.target for s in v6] == ["[::1]:80", "[::1]:443"]
+    assert [s.upstream for s in v6] == ["[::1]:80", "[::1]:443"]
 
 
 def test_target_server_must_not_carry_a_port() -> None:
@@ -94,5 +94,5 @@ def test_one_address_twice_is_refused() -> None:
 ])
 def test_advertised_port_suffix(text: str, want: tuple[object, ...]) -> None:
     s = p(text)
-    assert (s.listen_port, s.target_port, s.version, s.header_port, str(s)) == want
+    assert (s.listen_port, s.upstream_port, s.version, s.header_port, str(s)) == want
     assert s.name == f"{s.listen_host if s.listen_host != '::' else '[::]'}:{s.listen_port}"

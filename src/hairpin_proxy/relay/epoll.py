@@ -355,7 +355,7 @@ class RelayedConnection:
             self.timer = loop.call_at(self.listener.deadline(self.accepted_at), self._expire)
 
     async def resolve_and_connect(self) -> None:
-        """A named target: the resolver picks the address (round robin, failover) and
+        """A named upstream: the resolver picks the address (round robin, failover) and
         connects; the connected socket is then relayed like any other."""
         try:
             sock = await self.listener.connect()

@@ -195,12 +195,12 @@ class Listener:
     # Per destination, the encoder with everything but the source built once.
     templates: dict[HostPort | None, Callable[[HostPort | None], bytes]] = field(
         init=False, default_factory=dict)
-    # The target's one address when it is an IP literal: connects then skip the resolver.
+    # The upstream's one address when it is an IP literal: connects then skip the resolver.
     address: Address | None = field(init=False)
 
     def __post_init__(self) -> None:
         self.encode = ENCODERS[self.spec.version]
-        self.address = self.resolver.literal(self.spec.target_host, self.spec.target_port)
+        self.address = self.resolver.literal(self.spec.upstream_host, self.spec.upstream_port)
 
     # ------------------------------------------------------------------ the header
 
@@ -299,34 +299,34 @@ class Listener:
         return accepted_at + self.connect_timeout
 
     def cached_address(self, now: float) -> Address | None:
-        """The target's one address when the resolver has it cached at loop time ``now``:
+        """The upstream's one address when the resolver has it cached at loop time ``now``:
         the connection then connects to it at once, as to an IP literal, with the same
         timeout and error causes. None (resolve and connect through the resolver) when
         nothing is cached or the name has several addresses, which the resolver takes in
         turn and fails over between."""
         spec = self.spec
-        addrs = self.resolver.cached(spec.target_host, spec.target_port, now)
+        addrs = self.resolver.cached(spec.upstream_host, spec.upstream_port, now)
         return addrs[0] if addrs is not None and len(addrs) == 1 else None
 
     async def connect(self) -> socket.socket:
-        """A connected socket to the target (resolved, round robin, within the connect
+        """A connected socket to the upstream (resolved, round robin, within the connect
         timeout), or ConnectError with the cause it is counted under."""
         spec = self.spec
         try:
-            return await self.resolver.connect(spec.target_host, spec.target_port,
+            return await self.resolver.connect(spec.upstream_host, spec.upstream_port,
                                                self.connect_timeout,
                                                buffers=self.socket_buffer)
         except ConnectError:
             raise
         except Exception as exc:  # never expected; the client must not wait for nothing
-            raise ConnectError("connect_error", f"cannot connect to {spec.target}: {exc!r}"
+            raise ConnectError("connect_error", f"cannot connect to {spec.upstream}: {exc!r}"
                                ) from None
 
     def connect_failed(self, addr: Address, exc: BaseException | None) -> ConnectError:
-        """The error of a direct connect to the target's one address (``exc`` None: it did
+        """The error of a direct connect to the upstream's one address (``exc`` None: it did
         not answer within the connect timeout), named as the resolver names its own."""
         spec = self.spec
-        return gave_up(spec.target_host, spec.target_port, [attempt_failure(addr, exc)])
+        return gave_up(spec.upstream_host, spec.upstream_port, [attempt_failure(addr, exc)])
 
     def header(self, source: HostPort | None, destination: HostPort | None) -> bytes | None:
         """The PROXY header, or None (counted and logged) for addresses it cannot carry."""
@@ -363,8 +363,9 @@ class Listener:
             counter.value += 1
         if quiet:
             return
+        # ``target``: the upstream, under the log field's older name.
         extra: dict[str, Any] = {"listener": self.spec.name, "client": client_text(client),
-                                 "target": self.spec.target, "cause": cause}
+                                 "target": self.spec.upstream, "cause": cause}
         if side:
             extra["side"] = side
         log.warning(detail, extra=extra)

@@ -1,4 +1,4 @@
-"""Resolution of a target and a TCP connect to it, round-robin over its addresses.
+"""Resolution of an upstream and a TCP connect to it, round-robin over its addresses.
 
 A host name is looked up as an absolute name (a trailing dot: the pod's ``ndots:5`` search
 list would otherwise turn one lookup into up to six pairs of queries) with dnspython's async
@@ -44,7 +44,7 @@ MAX_TTL = 300.0
 
 
 class ConnectError(Exception):
-    """The target could not be reached; ``cause`` is a metric label, ``detail`` for humans."""
+    """The upstream could not be reached; ``cause`` is a metric label, ``detail`` for humans."""
 
     def __init__(self, cause: str, detail: str) -> None:
         super().__init__(detail)
@@ -110,7 +110,7 @@ class _Expiry:
 
 
 class _Answer:
-    """A target's cached addresses and until when (loop time) they may be used."""
+    """An upstream's cached addresses and until when (loop time) they may be used."""
 
     __slots__ = ("addrs", "expires")
 
@@ -120,7 +120,7 @@ class _Answer:
 
 
 class Resolver:
-    """Resolves targets and connects to them.
+    """Resolves upstreams and connects to them.
 
     ``getaddrinfo`` replaces every lookup (a test seam: no TTL, so nothing is cached);
     ``dns_client`` is the DNS resolver to use (default: from the system's resolv.conf; None:
@@ -154,7 +154,7 @@ class Resolver:
         return None
 
     async def resolve(self, host: str, port: int, within: float = 5.0) -> list[Address]:
-        """The target's addresses: cached while fresh, else looked up (one lookup for every
+        """The upstream's addresses: cached while fresh, else looked up (one lookup for every
         connection that asks meanwhile), else the last good ones when the lookup fails."""
         known = self._literal(host, port)
         if known is not None:
@@ -257,12 +257,12 @@ class Resolver:
             self._turn[key] = self._turn.get(key, 0) + count
 
     def literal(self, host: str, port: int) -> Address | None:
-        """The one address of an IP-literal target (nothing to resolve or rotate), else None."""
+        """The one address of an IP-literal upstream (nothing to resolve or rotate), else None."""
         addrs = self._literal(host, port)
         return addrs[0] if addrs else None
 
     def _literal(self, host: str, port: int) -> list[Address] | None:
-        # Listener targets are fixed, so whether one is an IP literal is worked out once.
+        # Listener upstreams are fixed, so whether one is an IP literal is worked out once.
         key = (host, port)
         if key in self._literals:
             return self._literals[key]
@@ -403,9 +403,9 @@ def gave_up(host: str, port: int, failures: list[tuple[str, str]]) -> ConnectErr
         cause = "connect_timeout"
     else:
         cause = "connect_error"
-    target = format_hostport(host, port)
+    upstream = format_hostport(host, port)
     tried = "; ".join(detail for _, detail in failures) or "no time left to try"
-    return ConnectError(cause, f"cannot connect to {target}: {tried}")
+    return ConnectError(cause, f"cannot connect to {upstream}: {tried}")
 
 
 def _why(exc: BaseException, host: str, lifetime: float) -> str:

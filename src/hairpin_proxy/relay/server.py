@@ -34,7 +34,7 @@ from hairpin_proxy.relay.spec import (
 )
 from hairpin_proxy.relay.splice import PipePool, probe
 from hairpin_proxy.relay.stats import RelayMetrics, dns_failures, table_metrics
-from hairpin_proxy.relay.targets import (
+from hairpin_proxy.relay.upstreams import (
     REASONS,
     TableError,
     TableSlot,
@@ -192,24 +192,25 @@ class Relay:
         self.table.stop_accepting()
 
     async def ready(self) -> Check:
-        """Ready when every ``--listen`` listener's target resolves and accepts a TCP
+        """Ready when every ``--listen`` listener's upstream resolves and accepts a TCP
         connection.
 
         The probe only connects and closes: it sends no header, so it works whatever the
-        target's PROXY settings and gives its logs no malformed request to report. The
+        upstream's PROXY settings and gives its logs no malformed request to report. The
         targets table's listeners are left out on purpose: one unreachable Gateway must not
         take every proxy pod out of its Service, the default target's traffic with it.
         """
         if self.draining:
             return Check(False, "draining: shutting down")
-        targets = list(dict.fromkeys((r.spec.target_host, r.spec.target_port, r.spec.target)
-                                     for r in self.listeners))
-        results = await asyncio.gather(*(self._probe(h, p) for h, p, _ in targets))
-        failed = [f"target {t} not reachable ({err.cause}): {err.detail}"
-                  for (_, _, t), err in zip(targets, results, strict=True) if err is not None]
+        upstreams = list(dict.fromkeys(
+            (r.spec.upstream_host, r.spec.upstream_port, r.spec.upstream)
+            for r in self.listeners))
+        results = await asyncio.gather(*(self._probe(h, p) for h, p, _ in upstreams))
+        failed = [f"target {u} not reachable ({err.cause}): {err.detail}"
+                  for (_, _, u), err in zip(upstreams, results, strict=True) if err is not None]
         if failed:
             return Check(False, "\n".join(failed))
-        return Check(True, "ok: " + ", ".join(t for _, _, t in targets) + " reachable")
+        return Check(True, "ok: " + ", ".join(u for _, _, u in upstreams) + " reachable")
 
     async def _probe(self, host: str, port: int) -> ConnectError | None:
         try:
@@ -339,8 +340,9 @@ class TableListeners:
 def log_listening(listener: Listener, **extra: Any) -> None:
     """The start-up line (or the table's) saying what listens where and how it relays."""
     spec = listener.spec
+    # The upstream's log field keeps its older name, ``target`` (log queries rely on it).
     log.info("relaying", extra={
-        "listen": spec.name, "target": spec.target, "proxy_protocol": spec.version,
+        "listen": spec.name, "target": spec.upstream, "proxy_protocol": spec.version,
         "header_destination": format_hostport(
             listener.advertise_host or "<client-dialed address>", spec.header_port), **extra})
 

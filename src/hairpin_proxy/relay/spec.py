@@ -1,4 +1,6 @@
-"""Listener specs: ``ADDR:PORT[=TARGET_HOST:TARGET_PORT][/v1|/v2][@ADV_PORT]`` parsed. Pure."""
+"""Listener specs: ``ADDR:PORT[=TARGET_HOST:TARGET_PORT][/v1|/v2][@ADV_PORT]`` (the syntax of
+``--listen``, whose help keeps the word TARGET) parsed: a listen address and the upstream it
+relays to. Pure."""
 
 from __future__ import annotations
 
@@ -34,8 +36,8 @@ def is_ip_literal(host: str) -> bool:
 class ListenerSpec:
     listen_host: str
     listen_port: int
-    target_host: str
-    target_port: int
+    upstream_host: str
+    upstream_port: int
     version: Version
     # The destination port the PROXY header names (the port clients dialed, when a Service
     # maps it to another listen port); None: the listen port.
@@ -47,13 +49,13 @@ class ListenerSpec:
         return format_hostport(self.listen_host, self.listen_port)
 
     @property
-    def target(self) -> str:
-        return format_hostport(self.target_host, self.target_port)
+    def upstream(self) -> str:
+        return format_hostport(self.upstream_host, self.upstream_port)
 
     @property
-    def target_is_ip(self) -> bool:
-        """True when the target needs no name resolution."""
-        return is_ip_literal(self.target_host)
+    def upstream_is_ip(self) -> bool:
+        """True when the upstream needs no name resolution."""
+        return is_ip_literal(self.upstream_host)
 
     @property
     def header_port(self) -> int:
@@ -62,7 +64,7 @@ class ListenerSpec:
 
     def __str__(self) -> str:
         adv = f"@{self.advertise_port}" if self.advertise_port else ""
-        return f"{self.name}={self.target}/{self.version}{adv}"
+        return f"{self.name}={self.upstream}/{self.version}{adv}"
 
 
 def _bare_host(text: str) -> str:
@@ -78,7 +80,8 @@ def _bare_host(text: str) -> str:
 
 
 def parse_listener(text: str, *, target_server: str, default_version: Version) -> ListenerSpec:
-    """Parse one spec; without ``=TARGET`` the target is ``target_server`` on the same port.
+    """Parse one spec; without ``=TARGET`` the upstream is ``target_server`` (the default
+    target) on the same port.
 
     ``:PORT`` (no address) is ``[::]:PORT``: every address, IPv4 and IPv6 (IPv4 only where
     the host has no IPv6); ``=HOST`` without a port keeps the listen port. ``@PORT`` at the
@@ -105,7 +108,7 @@ def parse_listener(text: str, *, target_server: str, default_version: Version) -
                                     f"{suffix!r} (expected v1 or v2)")
         version = suffix
         raw = head
-    listen_text, eq, target_text = raw.partition("=")
+    listen_text, eq, upstream_text = raw.partition("=")
     if listen_text.startswith(":"):
         listen_text = "[::]" + listen_text
     try:
@@ -115,17 +118,18 @@ def parse_listener(text: str, *, target_server: str, default_version: Version) -
     if listen_port == 0:
         raise ListenerSpecError(f"listener {text!r}: port 0 is not a fixed port")
     if eq:
-        if not target_text.strip():
+        if not upstream_text.strip():
             raise ListenerSpecError(f"listener {text!r}: empty target after '='")
         try:
-            target_host, target_port = parse_hostport(target_text, default_port=listen_port)
+            upstream_host, upstream_port = parse_hostport(upstream_text,
+                                                          default_port=listen_port)
         except ValueError as exc:
             raise ListenerSpecError(f"listener {text!r}: target: {exc}") from None
     else:
-        target_host, target_port = _bare_host(target_server), listen_port
-    if target_port == 0:
+        upstream_host, upstream_port = _bare_host(target_server), listen_port
+    if upstream_port == 0:
         raise ListenerSpecError(f"listener {text!r}: target port 0 is not a port")
-    return ListenerSpec(listen_host, listen_port, target_host, target_port, version,
+    return ListenerSpec(listen_host, listen_port, upstream_host, upstream_port, version,
                         advertise_port)
 
 
@@ -133,7 +137,7 @@ def default_specs(target_server: str) -> tuple[str, ...]:
     host = format_hostport(_bare_host(target_server), 1).rsplit(":", 1)[0]
     # [::]: one socket for IPv4 and IPv6 clients, so IPv6-only and dual-stack clusters work
     # with the defaults (where the host has no IPv6, the bind falls back to 0.0.0.0).
-    return tuple(f"[::]:{listen}={host}:{target}" for listen, target in DEFAULT_PORTS)
+    return tuple(f"[::]:{listen}={host}:{upstream}" for listen, upstream in DEFAULT_PORTS)
 
 
 def parse_listeners(texts: Iterable[str], *, target_server: str,

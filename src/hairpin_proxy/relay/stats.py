@@ -68,8 +68,9 @@ CAUSES = (*CAUSES, "first_byte_timeout", "half_close_timeout",  # type: ignore[a
 
 
 def dns_failures(registry: Registry) -> Counter:
-    """Failed lookups of a target name; ``result``: ``stale`` (its last good answer was used
-    instead) or ``error`` (none to use: the connections waiting for it fail with ``dns``)."""
+    """Failed lookups of an upstream's name (the ``target`` label, kept for dashboards);
+    ``result``: ``stale`` (its last good answer was used instead) or ``error`` (none to use:
+    the connections waiting for it fail with ``dns``)."""
     return registry.counter(
         "hairpin_proxy_dns_failures_total",
         "Failed lookups of a target name; result=stale when its last good answer was used.",

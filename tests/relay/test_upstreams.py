@@ -1,5 +1,6 @@
-"""The targets table: decoding (pure), polling, and listeners that follow the table without a
-restart, with real sockets on loopback while a long-lived connection stays up."""
+"""The targets table as the relay uses it (relay/upstreams.py): decoding (pure), polling, and
+listeners that follow the table without a restart, with real sockets on loopback while a
+long-lived connection stays up."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from hairpin_proxy.relay.targets import (
+from hairpin_proxy.relay.upstreams import (
     TableError,
     TableSlot,
     TableWatcher,
@@ -45,7 +46,7 @@ def test_a_slot_becomes_its_listeners() -> None:
     (got,) = load_table(table(slot(ports=[8080, 0], advertise_ports=[8080, 443],
                                    advertise_address="")))
     ((spec, advertise),) = slot_listeners(got)  # port 0: no TLS listener
-    assert (spec.name, spec.target, spec.version, spec.header_port, advertise) == (
+    assert (spec.name, spec.upstream, spec.version, spec.header_port, advertise) == (
         "[::]:20002", "public-envoy.envoy-gateway-system.svc.cluster.local:8080", "v2", 8080,
         None)
     (got,) = load_table(table(slot()))
@@ -215,7 +216,7 @@ def test_listeners_follow_the_table_while_a_long_connection_stays_up(tmp_path: P
         with connect(http, timeout=10) as long_lived:
             assert echoes(long_lived, b"before")
 
-            # The slot changes: new connections go the new way (target, version, dialed
+            # The slot changes: new connections go the new way (upstream, version, dialed
             # destination); the established one goes on the old way.
             write(path, table(slot(slot=number, listen=[http, tls], upstream="127.0.0.1",
                                    ports=[second.port, second.port], proxy="v1",

@@ -1,5 +1,5 @@
-"""The targets table as the relay uses it: its slots as listeners, and noticing that the
-file changed (polling).
+"""The targets table as the relay uses it: its slots as listeners, each relaying to its
+upstream, and noticing that the file changed (polling).
 
 The controller writes the table (ConfigMap ``hairpin-proxy-targets``, key ``targets.json``);
 the kubelet mounts it into the proxy pods, and the relay reads it every ``--targets-poll``
