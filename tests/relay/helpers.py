@@ -27,7 +27,7 @@ from typing import Any
 
 from hairpin_proxy import proxyproto
 from hairpin_proxy.relay import server
-from hairpin_proxy.relay.resolve import Resolver
+from hairpin_proxy.relay.lookup import Resolver
 from hairpin_proxy.relay.spec import parse_listeners
 from hairpin_proxy.settings import ProxySettings, settings_from_args
 from tests import waiting

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from hairpin_proxy.relay import resolve
-from hairpin_proxy.relay.resolve import ConnectError, Resolver, dns_resolver
+from hairpin_proxy.relay import lookup
+from hairpin_proxy.relay.lookup import ConnectError, Resolver, dns_resolver
 from tests.relay.helpers import Upstream, connect, echo, recv_all, relay_in_thread, wait_until
 from tests.verify import dnsmasq as dnsmasq_module
 from tests.verify.dnsmasq import Dnsmasq
@@ -230,4 +230,4 @@ def test_single_label_and_hosts_file_names_go_to_the_system_resolver(
         sock = asyncio.run(resolver.connect("localhost", up.port, 5.0))
         sock.close()
     assert "localhost" not in queries(dns, "A")
-    assert resolve.STALE_RETRY > TTL
+    assert lookup.STALE_RETRY > TTL

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hairpin_proxy.relay.resolve import Address, Resolver
+from hairpin_proxy.relay.lookup import Address, Resolver
 from tests.peers import free_port
 from tests.relay.helpers import Upstream, connect, echo, recv_all, relay_in_thread, run_relay
 from tests.waiting import PATIENCE

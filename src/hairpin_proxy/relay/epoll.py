@@ -45,7 +45,7 @@ from hairpin_proxy.relay.listener import (
     reset_on_close,
     size_buffers,
 )
-from hairpin_proxy.relay.resolve import Address, ConnectError
+from hairpin_proxy.relay.lookup import Address, ConnectError
 from hairpin_proxy.relay.splice import FLAGS as _SPLICE_FLAGS
 from hairpin_proxy.relay.splice import Pipe, PipePool
 

@@ -25,7 +25,7 @@ from typing import Any, Literal, Protocol
 
 from hairpin_proxy import proxyproto
 from hairpin_proxy.addresses import format_hostport
-from hairpin_proxy.relay.resolve import Address, ConnectError, Resolver, attempt_failure, gave_up
+from hairpin_proxy.relay.lookup import Address, ConnectError, Resolver, attempt_failure, gave_up
 from hairpin_proxy.relay.shared import OVER_LIMIT, OVER_SOURCE, SharedLimits
 from hairpin_proxy.relay.spec import ListenerSpec
 from hairpin_proxy.relay.stats import ListenerStats

@@ -27,7 +27,7 @@ from hairpin_proxy.relay.limits import (
     read_cgroup,
 )
 from hairpin_proxy.relay.listener import Listener, LiveConnections, Timeouts, size_buffers
-from hairpin_proxy.relay.resolve import ConnectError, Resolver, dns_resolver
+from hairpin_proxy.relay.lookup import ConnectError, Resolver, dns_resolver
 from hairpin_proxy.relay.shared import SharedLimits
 from hairpin_proxy.relay.spec import (
     ListenerSpec,

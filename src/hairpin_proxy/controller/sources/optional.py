@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from hairpin_proxy.apis import GATEWAY_GROUP
 from hairpin_proxy.controller.sources import MakeReflector
 from hairpin_proxy.jsonobj import JsonObj
+from hairpin_proxy.kube.api_discovery import served
 from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
-from hairpin_proxy.kube.discovery import served
 from hairpin_proxy.kube.watch import Reflector
 from hairpin_proxy.sources.gateway.slim import slim_namespace
 from hairpin_proxy.sources.gateway.watched import Wanted

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from hairpin_proxy.relay.resolve import Address, ConnectError, Resolver
+from hairpin_proxy.relay.lookup import Address, ConnectError, Resolver
 from tests.relay.helpers import black_hole
 from tests.waiting import until
 
