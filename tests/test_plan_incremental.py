@@ -204,6 +204,9 @@ def same(inc: DesiredState, full: DesiredState) -> None:
     assert inc.fitted == full.fitted
     # Sets in all but type: compared as such.
     assert Counter(map(repr, inc.claims)) == Counter(map(repr, full.claims))
+    # The incremental plan's claims are a view: its length and items are those it iterates.
+    assert len(inc.claims) == len(full.claims)
+    assert [inc.claims[i] for i in range(len(inc.claims))] == list(inc.claims) == [*inc.claims[:]]
     assert Counter(map(repr, inc.refusals)) == Counter(map(repr, full.refusals))
 
 

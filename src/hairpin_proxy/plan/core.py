@@ -57,7 +57,9 @@ class DesiredState:
     hosts: tuple[str, ...]
     # What the default target's hosts answer with (the proxy Service's ClusterIPs).
     default_answers: corefile.Answers
-    claims: tuple[Claim, ...] = ()
+    # Every claim, as often as made (a tuple; the incremental plan's is a read-only view of
+    # what it keeps, read within the pass as its per-host maps are).
+    claims: Sequence[Claim] = ()
     # Every refusal with its object reference and reason (policy, routes).
     refusals: tuple[Rejection, ...] = ()
     # Hosts verification keeps out, with their verdict code.
@@ -222,7 +224,9 @@ def desired(snap: Snapshot, claims: Sequence[Claim], refusals: Sequence[Rejectio
     if since is not None and (hosts is not measured or since.hosts is not since.candidates):
         # The size limits refused objects, this pass or the last: not known from the routes.
         since = None
-    return DesiredState(routed, hosts, default, tuple(claims), tuple(refusals), unverified,
+    # A list may change after the pass: a copy. A tuple or a view is kept as it is.
+    kept = tuple(claims) if isinstance(claims, list) else claims
+    return DesiredState(routed, hosts, default, kept, tuple(refusals), unverified,
                         tuple(missing), metrics, candidates=candidates, fitted=got, since=since,
                         measured=measured, judged=judged, grouper=grouper)
 

@@ -14,8 +14,9 @@ name the decision among its claims. A pass then
    target's outcome changed (another fallback, resolution or slot: every host again);
 3. shares the rest with ``plan``: answer sets, verification, the size limits, metrics.
 
-Precondition, as the API guarantees for a cluster's objects: no two objects of one kind share
-a namespace and name. The plan's per-host maps are read-only views of the Planner's own: read
+Preconditions: as the API guarantees for a cluster's objects, no two objects of one kind share
+a namespace and name; and a snapshot's lists are not changed once planned (each pass's are
+new ones). The plan's per-host maps are read-only views of the Planner's own: read
 a pass's answer before the next pass (the controller reads it within its pass).
 tests/test_plan_incremental.py checks the equality after every event of random sequences.
 """
@@ -29,7 +30,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import Any, overload
 
 from hairpin_proxy.claims import Claim, Decision, ObjectRef, decide, renamer, resolve_key
 from hairpin_proxy.jsonobj import Obj
@@ -262,7 +263,8 @@ class _PerObject:
             for claims in self.made:
                 removed.extend(_tuple(claims))
             self.made, self.flagged, self.objs, self.context = [], {}, [], context
-        items = list(objs)
+        # The snapshot's own list where it is one (a value: not changed once planned).
+        items = objs if type(objs) is list else list(objs)
         now = items if key is None else list(map(key, items))
         old, made = self.objs, self.made
         gone, new, layout = _changes(old, now)
@@ -452,6 +454,36 @@ class _Hosts:
         return tuple(out)
 
 
+class _Claims(Sequence[Claim]):
+    """Every claim the ``_Hosts`` keep, as often as made (``DesiredState.claims``): a
+    read-only view, valid until they change. A pass within its size limits and without
+    shares reads none, and lists none of the tens of thousands."""
+
+    __slots__ = ("_hosts", "_listed")
+
+    def __init__(self, hosts: _Hosts) -> None:
+        self._hosts = hosts
+        self._listed: list[Claim] | None = None
+
+    def __len__(self) -> int:
+        return len(self._hosts.single) + sum(map(len, self._hosts.several.values()))
+
+    def __iter__(self) -> Iterator[Claim]:
+        yield from self._hosts.single.values()
+        yield from itertools.chain.from_iterable(self._hosts.several.values())
+
+    @overload
+    def __getitem__(self, i: int) -> Claim: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Claim]: ...
+
+    def __getitem__(self, i: int | slice) -> Claim | list[Claim]:
+        if self._listed is None:
+            self._listed = self._hosts.claims()
+        return self._listed[i]
+
+
 class _Origins(Mapping[str, tuple[ObjectRef, ...]]):
     """host → every origin that asked for it for its winning target (``Plan.origins``),
     read from the claims the ``_Hosts`` keep: a read-only view, valid until they change."""
@@ -569,7 +601,7 @@ class Planner:
         self._claim(snap, added, removed)
         touched = self._hosts.change(added, removed)
         p = self._plan(snap, touched)
-        claims = self._hosts.claims()
+        claims = _Claims(self._hosts)
         refusals = [*self._ingresses.refusals(), *self._routes.refusals(),
                     *self._registered_made[1]]
         changed, last = self._hosts.changed, self._last
