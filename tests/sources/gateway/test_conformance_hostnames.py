@@ -2,7 +2,7 @@
 controller takes: objects → route claims (policy included) → conflicts → DNS rules. Every host
 a conformance test expects a backend for must be redirected by the rules CoreDNS would run,
 and no host it expects 404 for. The cases (data only) and their provenance:
-tests/gateway/conformance/."""
+tests/sources/gateway/conformance/."""
 
 from __future__ import annotations
 
