@@ -592,12 +592,12 @@ class Controller:
         wanted = state.hosts if state is not None else ()
         since = state.since if state is not None else None
         hosts = () if withdrawn else self.held.hosts(wanted, held.hosts, since)
-        planned = state is not None and hosts is wanted and answers == state.default_answers
         desired = Desired(hosts, answers, held,
                           routed=state.routed.answers if state is not None else {},
                           plan=state.plan if state is not None else None,
                           since=since if hosts is wanted else None,
-                          grouped=state.groups() if planned and state is not None else None)
+                          grouped=state.groups() if state is not None and hosts is wanted
+                          and answers == state.default_answers else None)
         if hosts and not self.withdrawal.uninstalling:
             # Before any rule exists: what its withdrawal on uninstall will need.
             await self.withdrawal.uninstall.hold(self.client)

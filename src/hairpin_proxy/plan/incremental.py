@@ -183,7 +183,7 @@ def _differing(old: list[Any], now: list[Any], most: int) -> list[int] | None:
     if (now == old) if len(now) == n else (now[:n] == old):
         return []
     out: list[int] = []
-    spans = [(0, n)]
+    spans = [(n // 2, n), (0, n // 2)]
     while spans:
         lo, hi = spans.pop()
         if now[lo:hi] == old[lo:hi]:
