@@ -13,7 +13,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hairpin_proxy import corefile
-from hairpin_proxy.corefile import Answers, CorefileError, compact, editor, incremental, rules
+from hairpin_proxy.corefile import (
+    Answers,
+    CorefileError,
+    compact,
+    editor,
+    incremental,
+    names,
+    rules,
+)
 from hairpin_proxy.corefile.incremental import bar_count
 from hairpin_proxy.corefile.rules import chunk_counts
 from hairpin_proxy.edits.coredns import CorednsEdit, Groups
@@ -321,3 +329,36 @@ def test_the_hosts_the_groups_were_made_from_are_kept_as_held() -> None:
     text = edit.edit(text, _groups(owner, pool), tuple(sorted(more)))
     got = edit.remembered_hosts({"data": {"Corefile": text}})
     assert got == tuple(sorted(owner)) and got != tuple(sorted(more))
+
+
+def test_a_step_the_groups_state_is_taken_without_comparing_the_names(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Groups that say which host went in or out where (``corefile.Stepped``, as the
+    plan's regrouping makes them) are edited without a search for it, to the plain edit's
+    text; a step that the hosts next to it belie is searched for after all."""
+    edit = CorednsEdit("kube-system", "coredns", "Corefile", FQDN)
+    owner, pool = _start()
+    groups = _groups(owner, pool)
+    text = edit.edit(BY_NAME["kubeadm"].text, groups)
+    searched: list[object] = []
+
+    def searching(old: Any, new: Any) -> Any:
+        searched.append(new)
+        return names.one_edit(old, new)
+
+    monkeypatch.setattr(incremental, "one_edit", searching)
+    for host, lie in (("h5-q.example.com", 0), ("h6-q.example.com", 1), ("zz.example.com", 0),
+                      ("h5-q.example.com", 0)):
+        old = groups[0][0]
+        if host in owner:
+            del owner[host]
+        else:
+            owner[host] = 0
+        new = tuple(sorted(h for h, k in owner.items() if k == 0))
+        at = names.one_edit(old, new)
+        assert at is not None
+        groups = corefile.Stepped.of(((new, groups[0][1]), *groups[1:]), [(old, new, at + lie)])
+        text = edit.edit(text, groups)
+        assert text == _plain(BY_NAME["kubeadm"].text, groups)
+        assert searched == ([new] if lie else [])
+        searched.clear()

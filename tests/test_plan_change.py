@@ -15,9 +15,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hairpin_proxy import corefile
 from hairpin_proxy.controller.removal_guard import RemovalGuard
 from hairpin_proxy.controller.writers import Desired, Held
 from hairpin_proxy.controller.writers.published import addresses_of, moved_since, routed_addresses
+from hairpin_proxy.corefile.names import one_edit
 from hairpin_proxy.plan import PlanSettings, Snapshot, plan
 from hairpin_proxy.plan.answers import answer_groups
 from hairpin_proxy.plan.core import DesiredState
@@ -123,6 +125,22 @@ def judged(verdicts: dict[str, Verdict], change: tuple[str, Code | None] | None
     return MappingProxyType(dict(verdicts))
 
 
+def kept_groups(state: DesiredState, last: DesiredState | None) -> None:
+    """What the answer groups say of how they were made is true: a step is one host
+    inserted or deleted at its index (as ``one_edit`` finds it), and a group of the same
+    hosts as the last pass's is that very tuple when the groups were updated."""
+    groups = state.groups()
+    if not isinstance(groups, corefile.Stepped):
+        return
+    assert last is not None
+    before = {answers: hosts for hosts, answers in last.groups()}
+    for old, new, i in ((o, n, groups.steps[id(o), id(n)]) for o, n in groups.held):
+        assert one_edit(old, new) == i
+    for hosts, answers in groups:
+        if before.get(answers) == hosts:
+            assert before[answers] is hosts
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.tuples(st.sampled_from([0.0, 90.0]), st.sampled_from([0, 1, 32]),
                  st.one_of(st.none(), st.integers(150, 1500), st.just(1 << 20))),
@@ -167,6 +185,7 @@ def test_every_shortcut_decides_as_the_plain_computation(
         hosts = got[0]
         assert state.groups() == answer_groups(state.hosts, state.default_answers,
                                                state.routed.answers)
+        kept_groups(state, last)
         desired = Desired(hosts, state.default_answers, Held(None, written),
                           routed=state.routed.answers,
                           since=state.since if hosts is state.hosts else None,

@@ -23,7 +23,7 @@ from hairpin_proxy.corefile.editor import (
     remove,
     strays,
 )
-from hairpin_proxy.corefile.incremental import Edited, apply_kept, snippet_kept
+from hairpin_proxy.corefile.incremental import Edited, Stepped, apply_kept, snippet_kept
 from hairpin_proxy.corefile.lexer import tokenize
 from hairpin_proxy.corefile.parser import parse, parse_address
 from hairpin_proxy.corefile.queries import (
@@ -76,6 +76,7 @@ __all__ = [
     "HostGroup",
     "RuleSet",
     "ServerBlock",
+    "Stepped",
     "Stray",
     "Token",
     "apply",

@@ -93,6 +93,28 @@ class Edited:
 Chunk = tuple[Sequence[str], int, tuple[int, ...]]
 
 
+class Stepped(tuple[tuple[tuple[str, ...], Answers], ...]):
+    """Answer groups that say where each of them is the groups before it with one host
+    inserted or deleted: ``steps`` maps (id of the old hosts tuple, id of the new) to the
+    index of that host in the longer, as ``one_edit`` would find it. Its maker knows this
+    from how it made the tuple; finding it again walks every host (and every host's object,
+    each a cache miss in a large heap). It holds both tuples, so that their ids name them
+    for as long as it lives."""
+
+    steps: dict[tuple[int, int], int]
+    held: list[tuple[tuple[str, ...], tuple[str, ...]]]
+
+    @classmethod
+    def of(cls, groups: Iterable[tuple[tuple[str, ...], Answers]],
+           steps: Sequence[tuple[tuple[str, ...], tuple[str, ...], int]]) -> Stepped:
+        """``groups``, with ``steps`` as (old hosts, new hosts, index in the longer)."""
+        out = cls(groups)
+        out.held = [(old, new) for old, new, _ in steps]
+        out.steps = {(id(old), id(new)): i for old, new, i in steps}
+        return out
+
+
+
 def apply_kept(text: str, groups: Sequence[Group], /, *, proxy_fqdn: str, dns_port: int,
                last: Edited | None = None, single: bool = False) -> Edited:
     """``editor.apply(text, groups)`` (``single``: ``apply(text, hosts, answers=...)`` with
@@ -205,6 +227,7 @@ def _next_sets(last: Edited, groups: Sequence[Group]) -> _Sets | None:
     given = {answers: hosts for hosts, answers in groups}
     if len(given) != len(groups) or len(given) != len(last.sets):
         return None
+    known = groups.steps if isinstance(groups, Stepped) else None
     sets: list[RuleSet] = []
     lower = list(last.lower)
     added: list[tuple[int, str]] = []
@@ -215,7 +238,9 @@ def _next_sets(last: Edited, groups: Sequence[Group]) -> _Sets | None:
         if not isinstance(hosts, tuple) or not hosts:
             return None
         if hosts is not old.hosts and hosts != old.hosts:
-            i = one_edit(old.hosts, hosts)
+            i = known.get((id(old.hosts), id(hosts))) if known else None
+            i = one_edit(old.hosts, hosts) if i is None or not _seam(old.hosts, hosts, i) \
+                else i
             if i is None:
                 return None
             at[id(old.hosts), id(hosts)] = i
@@ -234,6 +259,15 @@ def _next_sets(last: Edited, groups: Sequence[Group]) -> _Sets | None:
             if m != k and (not lower[m] or _holds(other.hosts, name)):
                 return None
     return _Sets(tuple(sets), tuple(lower), at, tuple(moved))
+
+
+def _seam(old: Sequence[str], new: Sequence[str], i: int) -> bool:
+    """Whether ``new`` and ``old`` could be one host apart at ``i`` (in the longer), as far as
+    the items next to it tell: a check of a step its maker stated, not a proof."""
+    longer, shorter = (new, old) if len(new) > len(old) else (old, new)
+    return (len(longer) == len(shorter) + 1 and 0 <= i < len(longer)
+            and (i == 0 or longer[i - 1] is shorter[i - 1])
+            and (i == len(shorter) or longer[i + 1] is shorter[i]))
 
 
 def _fits(hosts: Sequence[str], i: int) -> bool:

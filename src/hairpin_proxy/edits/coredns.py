@@ -109,7 +109,9 @@ class CorednsEdit:
         idempotent). Groups without an address to answer with get no rules: a name is never
         sent nowhere. ``every``: the sorted hosts ``groups`` were made from, where the caller
         has them (kept as what the rules hold when the groups hold each of them)."""
-        groups = tuple((hosts, answers) for hosts, answers in groups if answers and hosts)
+        kept = tuple((hosts, answers) for hosts, answers in groups if answers and hosts)
+        # The very groups where none is left out: they may say how they were made (Stepped).
+        groups = groups if len(kept) == len(groups) else kept
         last = self._memo.get("last")
         if last is not None and groups == last.groups and (
                 text == last.edited.text or last.started_from(text)):

@@ -36,7 +36,9 @@ class ImportEdit:
 
     def kept_snippet(self, groups: Groups) -> str:
         """``snippet(groups)``, from the last one where the change allows."""
-        groups = tuple((hosts, answers) for hosts, answers in groups if answers and hosts)
+        kept = tuple((hosts, answers) for hosts, answers in groups if answers and hosts)
+        # The very groups where none is left out: they may say how they were made (Stepped).
+        groups = groups if len(kept) == len(groups) else kept
         edited = corefile.snippet_kept(groups, last=self._memo.get("last"),
                                        single=len(groups) == 1)
         self._memo["last"] = edited

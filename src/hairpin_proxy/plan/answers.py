@@ -151,54 +151,79 @@ def answer_groups(hosts: Sequence[str], default: corefile.Answers,
 
 class Regrouper:
     """``answer_groups`` of each pass, updated from the last pass's groups by the hosts a
-    ``Since`` names: equal to ``answer_groups`` of the same arguments, always. One caller."""
+    ``Since`` names: equal to ``answer_groups`` of the same arguments, always. One caller.
+
+    A group no host moved in or out of is the very tuple of the last pass, and one that
+    gained or lost a single host says so (``corefile.Stepped``): the rules' edit then need
+    not compare tens of thousands of names to find what changed."""
 
     def __init__(self) -> None:
         self._hosts: tuple[str, ...] | None = None
         self._routed: Mapping[str, corefile.Answers] = {}
         self._default = corefile.Answers()
-        # The default target's hosts, and the others' by answer set (sorted lists).
-        self._own: list[str] = []
-        self._by: dict[corefile.Answers, list[str]] = {}
+        # The default target's hosts (under None), and the others' by answer set (sorted
+        # lists), and each group's tuple as last given out.
+        self._lists: dict[corefile.Answers | None, list[str]] = {}
+        self._given: dict[corefile.Answers | None, tuple[str, ...]] = {}
 
     def groups(self, hosts: tuple[str, ...], default: corefile.Answers,
                routed: Mapping[str, corefile.Answers], since: Since | None) -> Groups:
-        if (since is None or self._hosts is None or not since.starts_at(self._hosts)
-                or self._routed is not since.answers or not default
-                or default != self._default or default != since.default
-                or not self._update(hosts, routed, since)):
+        moved = None
+        if (since is not None and self._hosts is not None and since.starts_at(self._hosts)
+                and self._routed is since.answers and default and default == self._default
+                and default == since.default):
+            moved = self._update(hosts, routed, since)
+        if moved is None:
             return self._whole(hosts, default, routed)
         self._hosts, self._routed = hosts, routed
-        by = sorted(((group[0], answers, group) for answers, group in self._by.items()))
-        out = [(tuple(self._own), default)] if self._own else []
-        out += [(tuple(group), answers) for _, answers, group in by]
-        return tuple(out)
+        steps: list[tuple[tuple[str, ...], tuple[str, ...], int]] = []
+        for key, moves in moved.items():
+            old = self._given.pop(key, None)
+            if key not in self._lists:
+                continue
+            new = self._given[key] = tuple(self._lists[key])
+            if old is not None and len(moves) == 1:
+                steps.append((old, new, moves[0]))
+        own = self._lists.get(None)
+        out = [(self._given[None], default)] if own else []
+        out += [(self._given[answers], answers)
+                for _, answers in sorted((group[0], answers) for answers, group
+                                         in self._lists.items() if answers is not None)]
+        return corefile.Stepped.of(out, steps)
 
     def _update(self, hosts: Sequence[str], routed: Mapping[str, corefile.Answers],
-                since: Since) -> bool:
-        """Move the hosts ``since`` names; False (nothing moved) when one has no answer."""
+                since: Since) -> dict[corefile.Answers | None, list[int]] | None:
+        """Move the hosts ``since`` names: for each group moved in or out of, where (the
+        index in the longer list); None (nothing moved) when one has no answer."""
         moves = [(host, has(since.hosts, host), has(hosts, host)) for host in since.touched]
         if any(now and not routed.get(host, True) for host, _, now in moves):
-            return False
+            return None
+        moved: dict[corefile.Answers | None, list[int]] = {}
         for host, was, now in moves:
-            if was:
-                old = self._routed.get(host)
-                group = self._own if old is None else self._by[old]
-                del group[bisect.bisect_left(group, host)]
-                if not group and old is not None:
-                    del self._by[old]
-            if now:
-                new = routed.get(host)
-                bisect.insort(self._own if new is None else self._by.setdefault(new, []), host)
-        return True
+            old, new = self._routed.get(host) if was else ..., routed.get(host) if now else ...
+            if old == new:
+                continue  # in the same group as before (or in none, both times)
+            if old is not ...:
+                group = self._lists[old]
+                at = bisect.bisect_left(group, host)
+                del group[at]
+                moved.setdefault(old, []).append(at)
+                if not group:
+                    del self._lists[old]
+            if new is not ...:
+                group = self._lists.setdefault(new, [])
+                at = bisect.bisect_left(group, host)
+                group.insert(at, host)
+                moved.setdefault(new, []).append(at)
+        return moved
 
     def _whole(self, hosts: tuple[str, ...], default: corefile.Answers,
                routed: Mapping[str, corefile.Answers]) -> Groups:
         out = answer_groups(hosts, default, routed)
-        self._hosts = None
+        self._hosts, self._lists, self._given = None, {}, {}
         if default and all(routed.values()) and all(map(operator.lt, hosts, hosts[1:])):
-            own = out[0][0] if out and (out[0][0][0] not in routed) else ()
-            self._own = list(own)
-            self._by = {answers: list(group) for group, answers in out[1 if own else 0:]}
+            for group, answers in out:
+                key = None if group[0] not in routed else answers
+                self._lists[key], self._given[key] = list(group), group
             self._hosts, self._routed, self._default = hosts, routed, default
         return out
