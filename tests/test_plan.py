@@ -351,3 +351,39 @@ def test_route_answers_are_those_of_the_plain_algorithm(
     want = plain_route_answers(p, addresses, published, now=200.0, held=held, slotted=slotted)
     assert list(got.answers.items()) == list(want.answers.items())
     assert (got.waiting, got.pending, got.wake_in) == (want.waiting, want.pending, want.wake_in)
+
+
+@given(before=st.dictionaries(st.sampled_from(NAMES_12), st.sampled_from(ROUTE_KEYS)),
+       moves=st.dictionaries(st.sampled_from(NAMES_12), st.sampled_from([*ROUTE_KEYS, None])),
+       also=st.sets(st.sampled_from(NAMES_12)),
+       addresses=st.sampled_from([{1: ("10.96.0.51",), 2: ("10.96.0.52",), 3: ("fd00::53",)},
+                                  {1: ("10.96.0.51",), 2: ("10.96.0.52",)}]),
+       readdressed=st.booleans())
+def test_route_answers_from_the_last_pass_are_those_made_afresh(
+        before: dict[str, str], moves: dict[str, str | None], also: set[str],
+        addresses: dict[int, tuple[str, ...]], readdressed: bool) -> None:
+    """Given the last pass's routing and every host whose route may have changed since (the
+    moved ones, and any others), the answers are those made without it; where no such host
+    is routed to a slot, then or now, and the slots answer as they did, they are the very
+    map of the last pass."""
+    slots = {k: i for i, k in enumerate(ROUTE_KEYS[1:], 1)}
+    now = {h: k for h, k in {**before, **moves}.items() if k is not None}
+
+    def routing(routes: dict[str, str], addresses: dict[int, tuple[str, ...]],
+                last: tuple[Routed, set[str]] | None = None) -> Routed:
+        slotted = {h: k for h, k in routes.items() if k != DEFAULT_KEY}
+        return route_answers(Plan(routes=routes, slots=slots), slot_addresses=addresses,
+                             published={}, settle=0, now=200.0, dns_ttl=10,
+                             held_answers=dict, slotted=slotted, last=last)
+
+    last = routing(before, addresses)
+    now_addresses = {**addresses, 1: ("10.96.0.61",)} if readdressed else addresses
+    changed = {h for h in {*before, *now} if before.get(h) != now.get(h)} | also
+    got = routing(now, now_addresses, (last, changed))
+    want = routing(now, now_addresses)
+    assert got == want
+    slotted = {h for routes in (before, now) for h, k in routes.items() if k != DEFAULT_KEY}
+    if got.settled is not None and got.settled == last.settled and not changed & slotted:
+        assert got.answers is last.answers
+    else:
+        assert got.answers is not last.answers

@@ -6,7 +6,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import operator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hairpin_proxy import corefile
@@ -57,11 +57,14 @@ class Routed:
 def route_answers(p: Plan, *, slot_addresses: Mapping[int, Sequence[str]],
                   published: Mapping[str, float], settle: float, now: float, dns_ttl: int,
                   held_answers: Callable[[], Mapping[str, corefile.Answers]],
-                  slotted: Mapping[str, str] | None = None) -> Routed:
+                  slotted: Mapping[str, str] | None = None,
+                  last: tuple[Routed, Collection[str]] | None = None) -> Routed:
     """``slot_addresses``: slot → its ``hairpin-proxy-t<slot>`` Service's ClusterIPs (none
     when the Service is not there); ``published``: when each key entered the published
     table; ``held_answers`` (asked only when a slot is settling): what the rules answer now;
-    ``slotted``: the routes not to the default target, where the caller keeps them apart."""
+    ``slotted``: the routes not to the default target, where the caller keeps them apart;
+    ``last``: the last pass's routing, and every host whose route may have changed since
+    (a cache only: the answer is the same without)."""
     routed = Routed(p)
     held: Mapping[str, corefile.Answers] | None = None
     waits: dict[str, list[str]] = {}
@@ -74,6 +77,10 @@ def route_answers(p: Plan, *, slot_addresses: Mapping[int, Sequence[str]],
     settled = {key: answers for key, (_, answers) in keys.items() if answers is not None}
     if len(settled) == len(keys):
         routed.settled = settled
+        if last is not None and _same_answers(last, settled, routes):
+            # The thousands of a slot's hosts answer as they did: the very same map.
+            routed.answers = last[0].answers
+            return routed
         # No host waits (the steady state): each host gets its target's set, in C where
         # there is one target.
         if len(settled) == 1 and DEFAULT_KEY not in routes.values():
@@ -104,6 +111,16 @@ def route_answers(p: Plan, *, slot_addresses: Mapping[int, Sequence[str]],
         at = table.settles_at(published, key, settle, now)
         routed.pending[key] = Pending(p.slots[key], len(hosts), at if at > now else None)
     return routed
+
+
+def _same_answers(last: tuple[Routed, Collection[str]], settled: Mapping[str, corefile.Answers],
+                  routes: Mapping[str, str]) -> bool:
+    """Whether every routed host answers as in the ``last`` pass: every target's answer set
+    is the same, and no host whose route may have changed is routed to another target than
+    the default, now or then."""
+    before, changed = last
+    return (before.settled == settled and not before.waiting
+            and not any(h in routes or h in before.answers for h in changed))
 
 
 def _settled(key: str, p: Plan, slot_addresses: Mapping[int, Sequence[str]], *,

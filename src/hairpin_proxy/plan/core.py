@@ -185,7 +185,8 @@ def desired(snap: Snapshot, claims: Sequence[Claim], refusals: Sequence[Rejectio
         p, slot_addresses={slot: service_addresses(services.get(name))
                            for slot, name in slot_svcs.items()},
         published=published, settle=s.settle, now=snap.now, dns_ttl=s.dns_ttl,
-        held_answers=lambda: snap.held, slotted=slotted)
+        held_answers=lambda: snap.held, slotted=slotted,
+        last=None if last is None or slotted is None else (last[0].routed, last[1]))
     hosts = candidates = routable(routed, routes_sorted)
     unverified: dict[str, str] = {}
     metrics = routing_metrics(routed)
