@@ -393,6 +393,39 @@ def test_a_relist_keeps_the_new_objects_and_the_refusals_where_they_are() -> Non
     assert sorted(r.name for r in got.refusals) == ["x35", "x5"]
 
 
+def test_new_objects_after_the_last_are_read_alone_and_no_snapshot_changes() -> None:
+    """Objects added after the last ones (as a cache adds them) are the only ones read; the
+    planner's own list grows in place, never a snapshot's; and a relist that brings one more
+    object still leaves the planner holding the new objects, not the old ones."""
+    s = PlanSettings(HostPolicy(), settle=0.0)
+    base = base_objects()
+    state: dict[Key, dict[str, Any]] = {
+        ("Ingress", "a", f"x{i}"): ingress("a", f"x{i}", [f"h{i}.example.com"], None,
+                                           created=TIMES[0], uid=i) for i in range(30)}
+    planner = Planner()
+    first = snapshot(base, state, s, None)
+    given = list(first.ingresses)
+    planner.plan(first)
+    kept = planner._ingresses.objs
+    for i in range(30, 33):
+        state[("Ingress", "a", f"x{i}")] = ingress("a", f"x{i}", [f"h{i}.example.com"], None,
+                                                   created=TIMES[1], uid=i)
+        snap = snapshot(base, state, s, None)
+        read = planner.ingresses_read
+        same(planner.plan(snap), plan(snap))
+        assert planner.ingresses_read == read + 1
+        assert planner._ingresses.objs is kept
+        assert all(map(operator.is_, kept, snap.ingresses)) and len(kept) == len(snap.ingresses)
+    assert first.ingresses == given and len(first.ingresses) == 30
+    state = copy.deepcopy(state)
+    state[("Ingress", "a", "x40")] = ingress("a", "x40", ["h40.example.com"], None,
+                                             created=TIMES[1], uid=40)
+    snap = snapshot(base, state, s, None)
+    same(planner.plan(snap), plan(snap))
+    assert all(map(operator.is_, planner._ingresses.objs, snap.ingresses))
+    assert planner._ingresses.objs is not snap.ingresses
+
+
 def test_a_plan_cut_short_leaves_the_next_one_whole(monkeypatch: Any) -> None:
     """A pass that fails after reading the claims (here: routing them) must not leave the
     next pass to start from claims read but never routed: the next plan equals the full one."""

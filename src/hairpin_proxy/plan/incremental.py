@@ -16,8 +16,9 @@ name the decision among its claims. A pass then
 
 Preconditions: as the API guarantees for a cluster's objects, no two objects of one kind share
 a namespace and name; and a snapshot's lists are not changed once planned (each pass's are
-new ones). The plan's per-host maps are read-only views of the Planner's own: read
-a pass's answer before the next pass (the controller reads it within its pass).
+new ones; the Planner keeps lists of its own). The plan's per-host maps are read-only views
+of the Planner's own: read a pass's answer before the next pass (the controller reads it
+within its pass).
 tests/test_plan_incremental.py checks the equality after every event of random sequences.
 """
 
@@ -173,6 +174,31 @@ def _changes(old: list[Any], now: list[Any]) -> tuple[list[int], list[int], Layo
             list(itertools.compress(range(len(now)), map((-1).__eq__, where))), where)
 
 
+def _extended(old: list[Any], now: list[Any]) -> bool:
+    """Whether ``now`` is ``old`` with more objects after them; if so, ``old`` is extended
+    to hold them too. Compared whole, in C, identity first: no object is touched (a copy or
+    a slice of the list would count a reference to each of them, and at 50,000 objects
+    spread over the heap that costs a millisecond apiece). A relist brings every object
+    anew, equal to the old: the ends and the middle tell, and ``_changes`` then keeps the
+    new ones, so that later passes compare by identity again."""
+    n = len(old)
+    if len(now) <= n or not _kept_at_ends(old, now):
+        return False
+    old += now[n:]
+    if old == now:
+        return True
+    del old[n:]
+    return False
+
+
+def _kept_at_ends(old: list[Any], now: list[Any]) -> bool:
+    """Whether ``now`` holds the very objects of ``old`` at its first, middle and last place
+    (not equal ones, as a relist brings)."""
+    n = len(old)
+    return not n or (n <= len(now) and now[0] is old[0] and now[n - 1] is old[-1]
+                     and now[n // 2] is old[n // 2])
+
+
 def _differing(old: list[Any], now: list[Any], most: int) -> list[int] | None:
     """The positions of ``old`` whose object differs from ``now``'s there, sorted; None when
     more than ``most`` do. Slices are compared whole (identity first, in C), and only the
@@ -263,12 +289,19 @@ class _PerObject:
             for claims in self.made:
                 removed.extend(_tuple(claims))
             self.made, self.flagged, self.objs, self.context = [], {}, [], context
-        # The snapshot's own list where it is one (a value: not changed once planned).
         items = objs if type(objs) is list else list(objs)
         now = items if key is None else list(map(key, items))
         old, made = self.objs, self.made
-        gone, new, layout = _changes(old, now)
-        self.objs = now
+        if _extended(old, now):
+            # The last objects, and new ones after them: nearly every new object. ``old``
+            # now holds them all, and no list of every object was made or freed.
+            gone: list[int] = []
+            new, layout = list(range(len(made), len(now))), None
+        else:
+            gone, new, layout = _changes(old, now)
+            if gone or new or layout is not None or not _kept_at_ends(old, now):
+                # A list of its own (a snapshot's is a value): the next pass may extend it.
+                self.objs = now if now is not items else list(now)
         was = [(old[i], made[i], self.flagged.pop(i, ())) for i in gone]
         # Carried even when no object came or went: the same objects in another order.
         self.made = _carried(made, layout, len(now))
