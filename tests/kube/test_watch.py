@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import operator
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -180,5 +181,53 @@ def test_line_separators_inside_values_do_not_split_events(fake_api: FakeApiServ
         await until(lambda: names(refl) == {"odd", "next"})
         assert refl.cache["default/odd"]["data"] == {"v": odd}
         assert refl.last_error == ""
+
+    with_reflector(kubeconfig, body)
+
+
+def test_the_values_list_grows_in_place_only_when_objects_were_only_added(
+        fake_api: FakeApiServer, kubeconfig: Path) -> None:
+    """``values_list`` is always the cache's objects in its order; the list given before,
+    extended, where objects were only added since (through the watch), a new one after a
+    change in place, a deletion or a relist."""
+    for i in range(3):
+        fake_api.create(configmap("default", f"c{i}"))
+
+    def is_cache(got: list[dict[str, object]], refl: Reflector) -> bool:
+        return len(got) == len(refl.cache) and all(map(operator.is_, got,
+                                                       refl.cache.values()))
+
+    async def body(refl: Reflector) -> None:
+        first = refl.values_list(None)
+        assert is_cache(first, refl)
+        for i in (3, 4):
+            await asyncio.to_thread(fake_api.create, configmap("default", f"c{i}"))
+        await until(lambda: len(refl.cache) == 5)
+        grown = refl.values_list(first)
+        assert grown is first and is_cache(grown, refl)
+        assert refl.values_list(grown) is grown
+        obj = fake_api.get("ConfigMap", "default", "c1")
+        assert obj is not None
+        obj["data"] = {"v": "2"}
+        await asyncio.to_thread(fake_api.update, obj)
+        await asyncio.to_thread(fake_api.create, configmap("default", "c5"))
+        await until(lambda: len(refl.cache) == 6)
+        replaced = refl.values_list(grown)
+        assert replaced is not grown and is_cache(replaced, refl)
+        await asyncio.to_thread(fake_api.delete, "ConfigMap", "default", "c0")
+        await asyncio.to_thread(fake_api.create, configmap("default", "c6"))
+        await until(lambda: "default/c6" in refl.cache and len(refl.cache) == 6)
+        after_delete = refl.values_list(replaced)
+        assert after_delete is not replaced and is_cache(after_delete, refl)
+        # A relist (the watch's history gone) brings every object anew: as many as before.
+        await asyncio.to_thread(fake_api.stall_watches)
+        await asyncio.to_thread(fake_api.delete, "ConfigMap", "default", "c6")
+        await asyncio.to_thread(fake_api.create, configmap("default", "c7"))
+        await asyncio.to_thread(fake_api.compact)
+        await asyncio.to_thread(fake_api.drop_watches)
+        await asyncio.to_thread(fake_api.unstall_watches)
+        await until(lambda: "default/c7" in refl.cache and len(refl.cache) == 6)
+        relisted = refl.values_list(after_delete)
+        assert relisted is not after_delete and is_cache(relisted, refl)
 
     with_reflector(kubeconfig, body)

@@ -136,6 +136,8 @@ class Routing:
         self._told_pending: dict[str, Pending] = {}
         # The last pass's hosts waiting for a new slot, for /readyz.
         self.pending: dict[str, Pending] = {}
+        # The Ingresses as the last snapshot listed them (one reflector of every namespace).
+        self._ingresses: list[JsonObj] | None = None
         # The Gateway API objects as the last pass listed them, with the watches' generation.
         self._watched: tuple[tuple[int, ...], dict[str, Any]] | None = None
 
@@ -167,8 +169,12 @@ class Routing:
         """The caches as one snapshot: lists of the cached objects themselves (the plan
         tells a changed object by its identity)."""
         reflectors = self.ingress.ingresses
-        ingresses = list(reflectors[0].cache.values()) if len(reflectors) == 1 else [
-            o for r in reflectors for o in r.cache.values()]
+        if len(reflectors) == 1:
+            # The last pass's list, with the Ingresses added since where only such came:
+            # the plan keeps none of a snapshot's lists, and a pass reads it within itself.
+            ingresses = self._ingresses = reflectors[0].values_list(self._ingresses)
+        else:
+            ingresses = [o for r in reflectors for o in r.cache.values()]
         g = self.gateway
         return Snapshot(
             settings, ingresses=ingresses,

@@ -15,8 +15,9 @@ name the decision among its claims. A pass then
 3. shares the rest with ``plan``: answer sets, verification, the size limits, metrics.
 
 Preconditions: as the API guarantees for a cluster's objects, no two objects of one kind share
-a namespace and name; and a snapshot's lists are not changed once planned (each pass's are
-new ones; the Planner keeps lists of its own). The plan's per-host maps are read-only views
+a namespace and name; and a snapshot's lists are not changed while it is planned (the
+Planner keeps lists of its own, none of a snapshot's: a caller may extend its list for the
+next pass). The plan's per-host maps are read-only views
 of the Planner's own: read a pass's answer before the next pass (the controller reads it
 within its pass).
 tests/test_plan_incremental.py checks the equality after every event of random sequences.
@@ -300,7 +301,7 @@ class _PerObject:
         else:
             gone, new, layout = _changes(old, now)
             if gone or new or layout is not None or not _kept_at_ends(old, now):
-                # A list of its own (a snapshot's is a value): the next pass may extend it.
+                # A list of its own (a snapshot's is the caller's): the next pass may extend it.
                 self.objs = now if now is not items else list(now)
         was = [(old[i], made[i], self.flagged.pop(i, ())) for i in gone]
         # Carried even when no object came or went: the same objects in another order.
