@@ -455,3 +455,39 @@ def test_a_plan_cut_short_leaves_the_next_one_whole(monkeypatch: Any) -> None:
     again = planner.plan(changed)
     same(again, plan(changed))
     assert again.hosts == ("two.example.com",)
+
+
+def test_ingresses_read_ahead_are_not_read_again_by_the_first_pass() -> None:
+    """Ingresses read ahead of the first pass (``prime``, as their list comes in) are taken
+    by it where the object and its IngressClasses are the same, and the plan is the plain
+    one; an Ingress changed since, or read against other classes, is read anew; after the
+    first pass nothing is read ahead."""
+    s = PlanSettings(HostPolicy(), settle=0.0)
+    base = base_objects()
+    classes = snapshot(base, {}, s, None).ingress_classes
+    state: dict[Key, dict[str, Any]] = {
+        ("Ingress", "a", f"x{i}"): ingress("a", f"x{i}", [f"h{i}.example.com"], None,
+                                           created=TIMES[0], uid=i) for i in range(10)}
+    for key, obj in state.items():
+        obj["metadata"]["resourceVersion"] = f"1-{key[2]}"
+    planner = Planner()
+    planner.prime(s, classes, list(state.values())[:6])
+    planner.prime(s, classes, list(state.values())[4:8])
+    assert planner.ingresses_read == 8
+    changed = copy.deepcopy(state[("Ingress", "a", "x1")])
+    changed["metadata"]["resourceVersion"] = "2"
+    changed["spec"]["tls"][0]["hosts"] = ["other.example.com"]
+    state[("Ingress", "a", "x1")] = changed
+    snap = snapshot(base, state, s, None)
+    same(planner.plan(snap), plan(snap))
+    # x1 changed since, x8 and x9 were not read ahead.
+    assert planner.ingresses_read == 8 + 3
+    planner.prime(s, classes, [ingress("a", "late", ["late.example.com"], None,
+                                       created=TIMES[0], uid=99)])
+    assert planner.ingresses_read == 11
+
+    other = Planner()
+    other.prime(s, [ingress_class(True)], list(state.values()))
+    snap = snapshot(base, state, s, None)
+    same(other.plan(snap), plan(snap))
+    assert other.ingresses_read == 20

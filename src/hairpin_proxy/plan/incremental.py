@@ -46,8 +46,8 @@ from hairpin_proxy.plan.core import (
     slot_table,
     target_facts,
 )
-from hairpin_proxy.plan.snapshot import Snapshot
-from hairpin_proxy.policy import Rejection
+from hairpin_proxy.plan.snapshot import PlanSettings, Snapshot
+from hairpin_proxy.policy import HostPolicy, Rejection
 from hairpin_proxy.sources.gateway.claims import RouteClaims, route_reader
 from hairpin_proxy.sources.ingress.policy import (
     ClassIndex,
@@ -74,10 +74,10 @@ def same_items(a: Sequence[Any] | None, b: Sequence[Any] | None) -> bool:
     return all(map(operator.is_, a, b))
 
 
-def ingress_made(obj: Obj, index: ClassIndex, defaults: frozenset[str], snap: Snapshot
+def ingress_made(obj: Obj, index: ClassIndex, defaults: frozenset[str], policy: HostPolicy
                  ) -> Made:
     """One Ingress's claims and refusals, as ``plan.claims`` makes them for it."""
-    result = evaluate_ingress(obj, snap.settings.policy, index)
+    result = evaluate_ingress(obj, policy, index)
     ref, target, created = ingress_origin(obj, defaults)
     # One string per target for every Ingress of it, not one each.
     target = sys.intern(target)
@@ -281,6 +281,21 @@ class _PerObject:
         self.flagged: dict[int, tuple[Rejection, ...]] = {}
         # How many objects were read (made anew) so far.
         self.count = 0
+        # Made ahead of the next pass (``prime``): the context, and by (uid, resourceVersion).
+        self.primed: tuple[tuple[Any, ...], dict[tuple[str, str], Made]] | None = None
+
+    def prime(self, context: tuple[Any, ...], objs: Iterable[Obj],
+              make: Callable[[Obj], Made]) -> None:
+        """What ``make`` makes of each of ``objs`` that has a resourceVersion, kept for the
+        next ``update`` in the same ``context`` (made for another, it is dropped first)."""
+        if self.primed is None or self.primed[0] != context:
+            self.primed = (context, {})
+        made = self.primed[1]
+        for obj in objs:
+            version = version_of(obj)
+            if version is not None and version not in made:
+                made[version] = make(obj)
+                self.count += 1
 
     def update(self, context: tuple[Any, ...], objs: Iterable[Any], key: Any, *, make: Any,
                added: list[Claim], removed: list[Claim]) -> None:
@@ -307,13 +322,15 @@ class _PerObject:
         # Carried even when no object came or went: the same objects in another order.
         self.made = _carried(made, layout, len(now))
         self.flagged = _shifted(self.flagged, layout)
+        primed, self.primed = self.primed, None
         if gone or new:
             self._apply(was, [(i, items[i]) for i in new], key or (lambda o: o), make=make,
-                        added=added, removed=removed)
+                        added=added, removed=removed,
+                        primed=primed[1] if primed and primed[0] == context else {})
 
     def _apply(self, gone: list[tuple[Any, Claim | tuple[Claim, ...], tuple[Rejection, ...]]],
                new: list[tuple[int, Any]], of: Any, *, make: Any, added: list[Claim],
-               removed: list[Claim]) -> None:
+               removed: list[Claim], primed: dict[tuple[str, str], Made]) -> None:
         made, flagged = self.made, self.flagged
         recycled: dict[tuple[str, str], Made] = {}
         for obj, claims, refused in gone:
@@ -328,8 +345,10 @@ class _PerObject:
             version = version_of(obj)
             got: Made | None = recycled.pop(version) if version in recycled else None
             if got is None:
-                got = make(item)
-                self.count += 1
+                got = primed.pop(version, None) if version is not None else None
+                if got is None:
+                    got = make(item)
+                    self.count += 1
                 added.extend(got[0])
             claims = got[0]
             made[at] = claims[0] if len(claims) == 1 else claims
@@ -646,13 +665,22 @@ class Planner:
         self._last = state
         return state
 
+    def prime(self, settings: PlanSettings, ingress_classes: Sequence[Obj] | None,
+              ingresses: Iterable[Obj]) -> None:
+        """Read ``ingresses`` through the host policy ahead of the pass that plans them (the
+        controller does as their list comes in, page by page): that pass takes what each
+        made where the object (its uid and resourceVersion) and what it is read against are
+        the same then, and reads the others anew; the rest is dropped with the pass. Only
+        before the first pass: after it, a relist's objects are mostly those it holds."""
+        if self._last is not None:
+            return
+        context, make = _ingress_reader(settings.policy, ingress_classes)
+        self._ingresses.prime(context, ingresses, make)
+
     def _claim(self, snap: Snapshot, added: list[Claim], removed: list[Claim]) -> None:
         s = snap.settings
-        classes = snap.ingress_classes
-        index = ClassIndex(frozenset(), None) if classes is None else class_index(classes)
-        defaults = default_ingress_classes(classes or ())
-        self._ingresses.update((s.policy, index, defaults), snap.ingresses, None,
-                               make=lambda o: ingress_made(o, index, defaults, snap),
+        context, make = _ingress_reader(s.policy, snap.ingress_classes)
+        self._ingresses.update(context, snap.ingresses, None, make=make,
                                added=added, removed=removed)
         parents = (*snap.gateways, *snap.listener_sets)
         context = (s.gateway_api, s.policy, s.gateway_classes, tuple(snap.gateway_classes),
@@ -706,6 +734,14 @@ class Planner:
                     excluded=MappingProxyType(hosts.excluded), losers=hosts.losers(),
                     slots=keys.slots, overflow=keys.overflow, fallbacks=keys.fallbacks,
                     shared=keys.shared)
+
+
+def _ingress_reader(policy: HostPolicy, classes: Sequence[Obj] | None
+                    ) -> tuple[tuple[Any, ...], Callable[[Obj], Made]]:
+    """What an Ingress is read against, and its reader: the same for a pass and ahead of it."""
+    index = ClassIndex(frozenset(), None) if classes is None else class_index(classes)
+    defaults = default_ingress_classes(classes or ())
+    return (policy, index, defaults), lambda o: ingress_made(o, index, defaults, policy)
 
 
 class _Frozen:
