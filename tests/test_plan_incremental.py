@@ -7,8 +7,10 @@ slot, too few slots, a rules budget, each snapshot given to one ``Planner`` in t
 from __future__ import annotations
 
 import copy
+import gc
 import json
 import operator
+import weakref
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -491,3 +493,22 @@ def test_ingresses_read_ahead_are_not_read_again_by_the_first_pass() -> None:
     snap = snapshot(base, state, s, None)
     same(other.plan(snap), plan(snap))
     assert other.ingresses_read == 20
+
+
+def test_a_replaced_state_is_freed_when_the_caller_lets_it_go() -> None:
+    """The state a pass replaces stays until ``let_go`` (the controller calls it once its
+    write is out), or two passes on where nobody does."""
+    s = PlanSettings(HostPolicy(), settle=0.0)
+    base = base_objects()
+    state: dict[Key, dict[str, Any]] = {}
+    planner = Planner()
+    refs = []
+    for i in range(4):
+        state[("Ingress", "a", f"x{i}")] = ingress("a", f"x{i}", [f"h{i}.example.com"], None,
+                                                   created=TIMES[0], uid=i)
+        refs.append(weakref.ref(planner.plan(snapshot(base, state, s, None))))
+    gc.collect()
+    assert [r() is None for r in refs] == [True, False, False, False]
+    planner.let_go()
+    gc.collect()
+    assert [r() is None for r in refs] == [True, True, True, False]

@@ -656,8 +656,14 @@ class Controller:
                 "verifying": self.verification.pending if self.verification else 0})
         else:
             # Once this pass's own objects are gone (the loop's next turn).
-            asyncio.get_running_loop().call_soon(self.collector.after_pass)
+            asyncio.get_running_loop().call_soon(self._after_pass)
         return True
+
+    def _after_pass(self) -> None:
+        """What a written pass leaves to do, off the way from an event to its write: free
+        what it replaced, then collect what it left."""
+        self.routing.planner.let_go()
+        self.collector.after_pass()
 
     async def _uninstall_end(self, *, withdrawn: bool) -> bool:
         """After an uninstall pass: let go of what was held for it when due; False when that

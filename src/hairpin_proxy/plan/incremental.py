@@ -624,6 +624,7 @@ class Planner:
         self._measures: dict[str, Measure] = new_measures()
         self._grouper = Regrouper()
         self._last: DesiredState | None = None
+        self._spent: list[DesiredState] = []
         # What the last pass's new routes and Gateways leave out, in words (for logs).
         self.notes: list[str] = []
 
@@ -662,8 +663,17 @@ class Planner:
                         slotted=self._hosts.slotted, measures=self._measures,
                         last=None if last is None or changed is None else (last, changed),
                         grouper=self._grouper)
+        if last is not None:
+            # Freed by ``let_go`` (or two passes on): its lists of every host are
+            # milliseconds' work to free.
+            self._spent = [*self._spent[-1:], last]
         self._last = state
         return state
+
+    def let_go(self) -> None:
+        """Free the states the last passes replaced: where the caller has the time (the
+        controller, once its write is out)."""
+        self._spent = []
 
     def prime(self, settings: PlanSettings, ingress_classes: Sequence[Obj] | None,
               ingresses: Iterable[Obj]) -> None:
