@@ -7,6 +7,7 @@ slot, too few slots, a rules budget, each snapshot given to one ``Planner`` in t
 from __future__ import annotations
 
 import copy
+import dataclasses
 import gc
 import json
 import operator
@@ -512,3 +513,26 @@ def test_a_replaced_state_is_freed_when_the_caller_lets_it_go() -> None:
     planner.let_go()
     gc.collect()
     assert [r() is None for r in refs] == [True, True, True, False]
+
+
+def test_the_very_list_of_the_last_pass_extended_or_not() -> None:
+    """A caller may hand the same list again, extended since (as the controller's Ingress
+    cache grows): the new objects alone are read; handed again as long, nothing is."""
+    s = PlanSettings(HostPolicy(), settle=0.0)
+    base = base_objects()
+    state: dict[Key, dict[str, Any]] = {
+        ("Ingress", "a", f"x{i}"): ingress("a", f"x{i}", [f"h{i}.example.com"], None,
+                                           created=TIMES[0], uid=i) for i in range(5)}
+    snap = snapshot(base, state, s, None)
+    kept = list(snap.ingresses)
+    snap = dataclasses.replace(snap, ingresses=kept)
+    planner = Planner()
+    planner.plan(snap)
+    read = planner.ingresses_read
+    for i in range(5, 8):
+        kept.append(ingress("a", f"x{i}", [f"h{i}.example.com"], None, created=TIMES[0], uid=i))
+        fresh = dataclasses.replace(snap, ingresses=list(kept))
+        same(planner.plan(snap), plan(fresh))
+        assert planner.ingresses_read == read + i - 4
+        same(planner.plan(snap), plan(fresh))
+        assert planner.ingresses_read == read + i - 4

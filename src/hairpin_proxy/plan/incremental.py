@@ -15,9 +15,9 @@ name the decision among its claims. A pass then
 3. shares the rest with ``plan``: answer sets, verification, the size limits, metrics.
 
 Preconditions: as the API guarantees for a cluster's objects, no two objects of one kind share
-a namespace and name; and a snapshot's lists are not changed while it is planned (the
-Planner keeps lists of its own, none of a snapshot's: a caller may extend its list for the
-next pass). The plan's per-host maps are read-only views
+a namespace and name; and a snapshot's lists are not changed while it is planned, and
+between passes only extended (the Planner keeps lists of its own: the very list of the last
+pass, as long as it was, holds the same objects). The plan's per-host maps are read-only views
 of the Planner's own: read a pass's answer before the next pass (the controller reads it
 within its pass).
 tests/test_plan_incremental.py checks the equality after every event of random sequences.
@@ -281,6 +281,9 @@ class _PerObject:
         self.flagged: dict[int, tuple[Rejection, ...]] = {}
         # How many objects were read (made anew) so far.
         self.count = 0
+        # The list last given (a caller's), and how long it was.
+        self.given: list[Any] | None = None
+        self.given_len = 0
         # Made ahead of the next pass (``prime``): the context, and by (uid, resourceVersion).
         self.primed: tuple[tuple[Any, ...], dict[tuple[str, str], Made]] | None = None
 
@@ -305,6 +308,16 @@ class _PerObject:
             for claims in self.made:
                 removed.extend(_tuple(claims))
             self.made, self.flagged, self.objs, self.context = [], {}, [], context
+            self.given = None
+        if type(objs) is list:
+            if objs is self.given and len(objs) == self.given_len:
+                # The very list of the last pass, as long: the same objects (a caller only
+                # extends a list it gave), and none of them need be looked at.
+                self.primed = None
+                return
+            self.given, self.given_len = objs, len(objs)
+        else:
+            self.given = None
         items = objs if type(objs) is list else list(objs)
         now = items if key is None else list(map(key, items))
         old, made = self.objs, self.made
