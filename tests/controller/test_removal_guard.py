@@ -35,6 +35,16 @@ def test_hosts_come_out_sorted_and_unique_whatever_their_order() -> None:
     assert guard.decide(("a", "b", "c"), ["a", "b", "c"]) == (("a", "b", "c"), False)
 
 
+def test_the_plans_sorted_hosts_come_out_as_the_very_tuple() -> None:
+    """Hosts that come sorted and distinct as a tuple (the plan's) are written as that very
+    tuple, even without the plan's change: the writers then take the plan's answer groups."""
+    guard = RemovalGuard(0.5, 60, False, Clock())
+    hosts = tuple(f"h{i}.example.com" for i in range(5))
+    assert guard.decide(hosts, [])[0] is hosts
+    assert guard.decide(hosts, hosts[:3])[0] is hosts
+    assert guard.decide(list(hosts), [])[0] == hosts
+
+
 def test_small_drops_and_growth_pass() -> None:
     guard = RemovalGuard(0.5, 60, False, Clock())
     assert guard.decide(["a", "b", "c"], []) == (("a", "b", "c"), False)

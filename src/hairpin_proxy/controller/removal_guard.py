@@ -44,6 +44,10 @@ class RemovalGuard:
         ordered = sorted(desired)
         present = set(ordered)
         want = tuple(ordered) if len(present) == len(ordered) else tuple(dict.fromkeys(ordered))
+        if isinstance(desired, tuple) and want == desired:
+            # The plan's very tuple: the writers then take the plan's answer groups, and the
+            # next pass regroups from them (not every host again, at the first event).
+            want = desired
         if self.allow or (want == previous and self.fraction >= 0):
             # Nothing can be held: no host of ``previous`` is missing from ``want``.
             self.held_since = None
