@@ -12,6 +12,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hairpin_proxy.kube.client import ListPage
 from hairpin_proxy.kube.watch import Reflector
 from hairpin_proxy.sources.ingress.slim import own_name, slim_ingress
 
@@ -39,10 +40,9 @@ class StubClient:
         self.objects: dict[tuple[str, str], str] = {}
         self.events: list[dict[str, Any]] = []
 
-    async def request(self, method: str, path: str, params: Mapping[str, str]
-                      ) -> dict[str, Any]:
+    async def list_page(self, path: str, params: Mapping[str, str]) -> ListPage:
         items = [list_item(ns, name, host) for (ns, name), host in sorted(self.objects.items())]
-        return {"metadata": {"resourceVersion": "1"}, "items": items}
+        return ListPage({"resourceVersion": "1"}, items, f"GET {path}")
 
     async def watch(self, path: str, params: Mapping[str, str], *,
                     silence_timeout: float) -> AsyncIterator[dict[str, Any]]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
 import httpx2 as httpx
@@ -38,6 +38,7 @@ _encode = msgspec.json.Encoder(enc_hook=_plain).encode
 _decode = msgspec.json.Decoder().decode
 # What a body that is not JSON raises (msgspec 0.18's DecodeError is no ValueError).
 _NOT_JSON = (ValueError, msgspec.DecodeError)
+
 
 # What went wrong, in words, by the transport error's type (the first match in this order).
 _CAUSES: tuple[tuple[type[httpx.HTTPError], str], ...] = (
@@ -141,6 +142,62 @@ def _take_event(partial: bytearray, into: list[JsonObj], path: str) -> None:
     partial.clear()
 
 
+class _ListBody(msgspec.Struct):
+    """A list answer with its items left undecoded: one pass over the bytes finds where each
+    item is, and its metadata (the continue token) is known before any item is decoded."""
+
+    metadata: dict[str, Any] | None = None
+    items: list[msgspec.Raw] | None = None
+
+
+_decode_list = msgspec.json.Decoder(_ListBody).decode
+
+
+class ListPage:
+    """One page of a list: its metadata, and its items decoded one at a time as they are
+    read, so that a page of 500 Ingresses is never 500 whole objects at once."""
+
+    def __init__(self, metadata: JsonObj, items: list[Any], what: str) -> None:
+        self.metadata = metadata
+        # Undecoded items (msgspec.Raw), or already decoded ones (a body of another shape).
+        self._items = items
+        self._what = what
+
+    @property
+    def continue_token(self) -> str:
+        return str(self.metadata.get("continue") or "")
+
+    @property
+    def resource_version(self) -> str:
+        return str(self.metadata.get("resourceVersion") or "")
+
+    def items(self) -> Iterator[Any]:
+        """Each item, decoded as it is reached (a page is read once)."""
+        raw, self._items = self._items, []
+        for item in raw:
+            yield self._decoded(item) if isinstance(item, msgspec.Raw) else item
+
+    def _decoded(self, item: msgspec.Raw) -> Any:
+        try:
+            return _decode(item)
+        except _NOT_JSON:
+            raise ApiError(0, "BadResponse", f"{self._what}: an item is not JSON") from None
+
+
+def _list_page(body: bytes, what: str) -> ListPage:
+    """A list answer's page; ApiError when the answer is no list."""
+    if not body:
+        return ListPage({}, [], what)
+    try:
+        got = _decode_list(body)
+    except msgspec.ValidationError:
+        # JSON, but no list's shape: no object, or metadata or items of another type.
+        raise ApiError(0, "BadResponse", f"{what}: response is not a list") from None
+    except _NOT_JSON:
+        raise ApiError(0, "BadResponse", f"{what}: response is not JSON") from None
+    return ListPage(got.metadata or {}, got.items or [], what)
+
+
 class KubeClient:
     def __init__(self, http: httpx.AsyncClient, *,
                  on_response: Callable[[str, int], None] | None = None) -> None:
@@ -204,6 +261,13 @@ class KubeClient:
         if not isinstance(out, dict):
             raise ApiError(0, "BadResponse", f"{method} {path}: response is not an object")
         return out
+
+    async def list_page(self, path: str, params: Mapping[str, str]) -> ListPage:
+        """One page of a list (``limit`` and ``continue`` are the caller's), its items not
+        yet decoded."""
+        resp = await self._send("GET", path, params, None,
+                                {"Accept": "application/json", "User-Agent": USER_AGENT})
+        return _list_page(resp.content, f"GET {path}")
 
     async def get(self, path: str) -> JsonObj | None:
         """The object, or None when it does not exist."""

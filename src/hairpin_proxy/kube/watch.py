@@ -9,23 +9,29 @@ while the watch was down is not missed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 
 from hairpin_proxy.jsonobj import JsonObj
-from hairpin_proxy.kube.client import ApiError, KubeClient
+from hairpin_proxy.kube.client import ApiError, KubeClient, ListPage
 
 log = logging.getLogger("hairpin_proxy.kube.watch")
 
-# Objects per list page. Each page is trimmed by ``transform`` before the next one is read, so
-# at most one page of whole objects is alive at a time: read whole, tens of thousands of
+# Objects per list page. Each object is trimmed by ``transform`` as it is decoded, and a page's
+# bytes are let go once it is digested: at most two pages' bytes (the one being digested, the
+# next one arriving) and one whole object are alive at a time. Read whole, tens of thousands of
 # Ingresses would take several times their trimmed size at once, and the heap keeps that
 # high-water mark long after the whole objects are gone.
 LIST_PAGE = 500
 # Objects added between two reads of ``Reflector.values_list`` that it still notes one by one
 # (a reader that stopped asking, a standby's, must not make it keep a list of all of them).
 _MOST_ADDED = 4096
+# Objects digested between two turns of the event loop during a list: the next page's request
+# goes out, and its answer is read, while this one is digested; and the Lease is renewed on
+# time during a list of tens of thousands of objects.
+DIGEST_TURN = 50
 
 
 class Backoff:
@@ -239,34 +245,51 @@ class Reflector:
                 self._restarted("error")
                 await asyncio.sleep(delay)
 
-    async def _pages(self) -> AsyncIterator[tuple[list[JsonObj], str]]:
-        """(items, the list's resourceVersion so far) for each page of one consistent list."""
+    def _fetch(self, query: Mapping[str, str]) -> asyncio.Future[ListPage]:
+        return asyncio.ensure_future(self.client.list_page(self.path, dict(query)))
+
+    async def _pages(self) -> AsyncGenerator[tuple[Iterator[JsonObj], str], None]:
+        """(items, the list's resourceVersion so far) for each page of one consistent list.
+
+        The next page is asked for as soon as this one's continue token is known, before its
+        items are decoded: the server prepares it while this one is digested. A failed next
+        page fails the list when it is reached; one not yet reached when the list stops is
+        cancelled."""
         query = dict(self.params)
         query["limit"] = str(LIST_PAGE)
-        while True:
-            page = await self.client.request("GET", self.path, params=query)
-            meta = page.get("metadata") or {}
-            cont = meta.get("continue")
-            items = page.get("items") or []
-            del page
-            yield items, str(meta.get("resourceVersion") or "")
-            # Not held while the next page is read.
-            del items
-            if not cont:
-                return
-            query["continue"] = str(cont)
+        ahead = self._fetch(query)
+        try:
+            while True:
+                page = await ahead
+                cont = page.continue_token
+                if cont:
+                    query["continue"] = cont
+                    ahead = self._fetch(query)
+                yield page.items(), page.resource_version
+                # Not held while the next page is read.
+                del page
+                if not cont:
+                    return
+        finally:
+            if not ahead.done():
+                ahead.cancel()
+            # Its outcome is nobody's now (a failure of its own is not to be logged as lost).
+            await asyncio.gather(ahead, return_exceptions=True)
 
     async def _list(self) -> None:
         keep = self.keep
         fresh: dict[str, JsonObj] = {}
         rv = ""
-        async for items, page_rv in self._pages():
-            for o in items:
-                kept = keep(o)
-                fresh[self._new_key(fresh, kept, object_key(o))] = kept
-            # Drop the page's whole objects before the next one is read.
-            del items
-            rv = page_rv
+        # Closed as soon as the list stops, so that a page asked for ahead does not outlive it.
+        async with contextlib.aclosing(self._pages()) as pages:
+            async for items, page_rv in pages:
+                for n, o in enumerate(items, 1):
+                    kept = keep(o)
+                    fresh[self._new_key(fresh, kept, object_key(o))] = kept
+                    if n % DIGEST_TURN == 0:
+                        del o, kept
+                        await asyncio.sleep(0)
+                rv = page_rv
         changed = not self._same(fresh) or not self.synced.is_set()
         self.cache = fresh
         self.resource_version = rv

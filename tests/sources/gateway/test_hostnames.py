@@ -121,6 +121,9 @@ def test_case_insensitive() -> None:
     # Only ASCII folds: the Kelvin sign must not become a valid "k".
     assert normalize("\u212a.example.com") == "\u212a.example.com"
     assert not is_valid("\u212a.example.com")
+    # Beside a non-ASCII character, the ASCII letters still fold, and nothing else.
+    assert normalize("\u212aB.\u0130X.Example.COM") == "\u212ab.\u0130x.example.com"
+    assert normalize("Www.Example.COM") == "www.example.com"
 
 
 @pytest.mark.parametrize(("pattern", "host", "expected"), [

@@ -44,7 +44,9 @@ _LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz
 def normalize(value: str) -> str:
     """``value`` as compared: lower case. Only ASCII is folded so that no non-ASCII character
     ever turns into a valid one."""
-    return value.translate(_LOWER)
+    # On ASCII text ``lower`` folds exactly A-Z, and is many times faster than ``translate``
+    # (every route's hostnames are compared with every listener's on a first pass).
+    return value.lower() if value.isascii() else value.translate(_LOWER)
 
 
 def problem(value: object) -> str | None:
