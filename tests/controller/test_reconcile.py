@@ -248,6 +248,28 @@ def test_concurrent_editor_and_controller_both_keep_their_edits(cluster: FakeApi
     wait_until(lambda: ctl.metric("hairpin_controller_conflicts_total") >= 1, what="metric")
 
 
+def test_the_ingresses_of_the_first_list_are_each_read_once(cluster: FakeApiServer,
+                                                            start: Start) -> None:
+    """The Ingresses present at start are read through the host policy as their list comes
+    in or by the first pass (whichever finds the IngressClasses and the Corefile known): each
+    once, all of them in the first write, and one changed later is read again."""
+    cluster.create(ingress_class("nginx", default=True))
+    hosts = [f"app{i}.example.com" for i in range(40)]
+    for i, host in enumerate(hosts):
+        cluster.create(ingress(f"ns{i % 3}", f"app{i}", tls_hosts=[host]))
+    ctl = start()
+    ctl.wait_ready()
+    wait_until(lambda: managed(cluster) == tuple(sorted(hosts)), what="the first write")
+    evaluations = "hairpin_controller_ingress_evaluations_total"
+    assert ctl.metric(evaluations) == 40
+    obj = cluster.get("Ingress", "ns0", "app0")
+    assert obj is not None
+    obj["spec"]["tls"][0]["hosts"] = ["moved.example.com"]
+    cluster.update(obj)
+    wait_until(lambda: "moved.example.com" in managed(cluster), what="the change written")
+    assert ctl.metric(evaluations) == 41
+
+
 def test_reverted_configmap_is_repaired(cluster: FakeApiServer, start: Start) -> None:
     cluster.create(ingress("a", "a", tls_hosts=["a.example.com"]))
     # Repairs back off (tests/controller/test_node_local_dns.py); short here, and no

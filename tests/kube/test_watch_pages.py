@@ -272,3 +272,32 @@ def test_a_page_that_is_no_list_is_a_bad_response() -> None:
         with pytest.raises(ApiError, match=words) as got:
             _list_page(body, "GET /x")
         assert got.value.reason == "BadResponse"
+
+
+def test_a_reader_is_told_of_each_listed_object_before_the_cache_holds_them(
+        fake_api: FakeApiServer, kubeconfig: Path) -> None:
+    """``on_listed`` hears of every object of a list as it is read, a few at a time, while
+    the cache still holds the last whole list; then of a relist's objects too."""
+    want = create(fake_api, *(f"cm{i}" for i in range(7)))
+    told: list[tuple[frozenset[str], frozenset[str]]] = []
+
+    async def body(seen: Seen) -> None:
+        def listed(objs: list[JsonObj]) -> None:
+            told.append((names({f"default/{o['metadata']['name']}": o for o in objs}),
+                         names(seen.refl.cache)))
+
+        seen.refl.on_listed = listed
+        await until(seen.refl.synced.is_set, what="the first list")
+        assert frozenset().union(*(got for got, _ in told)) == want
+        assert all(cache == frozenset() for _, cache in told)
+        assert all(len(got) <= PAGE for got, _ in told)
+        told.clear()
+        await asyncio.to_thread(fake_api.stall_watches)
+        await asyncio.to_thread(create, fake_api, "late")
+        await relist(fake_api)
+        await asyncio.to_thread(fake_api.unstall_watches)
+        await until(lambda: "default/late" in seen.refl.cache, what="the relist")
+        assert frozenset().union(*(got for got, _ in told)) == want | {"late"}
+        assert all(cache == want for _, cache in told)
+
+    run_seen(kubeconfig, body)

@@ -108,6 +108,7 @@ class Controller:
         self.dirty = asyncio.Event()
         self._wakeup: asyncio.TimerHandle | None = None
         self._heavy_at: tuple[int, int] | None = None
+        self._read_ahead_failed = False
         self._planned: PlanSettings | None = None
         self.synced_once = False
         self.collector = heap.Collector()
@@ -193,6 +194,8 @@ class Controller:
                                registered=[x for x in self.sources
                                            if isinstance(x, RegisteredSource)])
         self.target_map = parse_target_flags(s.target, KEY_KIND_SPECS)
+        for listing in self.source.ingresses:
+            listing.on_listed = self._read_ahead
 
     def _wire_watches(self) -> None:
         """The single objects read and written; readiness's caches."""
@@ -658,6 +661,26 @@ class Controller:
             # Once this pass's own objects are gone (the loop's next turn).
             asyncio.get_running_loop().call_soon(self._after_pass)
         return True
+
+    def _read_ahead(self, ingresses: list[JsonObj]) -> None:
+        """Ingresses of the first list through the host policy as they come in, while the
+        list waits for its next page: the first pass takes what they made (Planner.prime).
+        Once the IngressClasses and the Corefile are known (the zones it serves are part of
+        the policy); a failure leaves them to the pass."""
+        classes, s = self.source.classes, self.settings
+        if not (classes.synced.is_set() and self.coredns.synced.is_set()) \
+                or self._read_ahead_failed:
+            return
+        try:
+            self.facts.learn(self.tracker.current(self.coredns, s.configmap_namespace,
+                                                  s.configmap_name))
+            planner = self.routing.planner
+            read = planner.ingresses_read
+            planner.prime(self._plan_settings(), list(classes.cache.values()), ingresses)
+            self.source.metrics.evaluations.inc(planner.ingresses_read - read)
+        except Exception as exc:  # the pass reads them, and says what fails
+            self._read_ahead_failed = True
+            log.debug("reading Ingresses ahead stopped", extra={"error": str(exc)})
 
     def _after_pass(self) -> None:
         """What a written pass leaves to do, off the way from an event to its write: free

@@ -118,6 +118,9 @@ class Reflector:
         self.generation = 0
         self._by_name = False
         self._name_of: Callable[[JsonObj], object] = _name
+        # Told of the objects of a list as they are read, a few at a time, before the list
+        # is whole (the cache holds them only then): a reader may work ahead on them.
+        self.on_listed: Callable[[list[JsonObj]], None] | None = None
         # For ``values_list``: the objects added after all others since it was last asked,
         # and the cache they were added to (None: not asked yet, or something else changed).
         self._added: list[JsonObj] | None = None
@@ -276,19 +279,31 @@ class Reflector:
             # Its outcome is nobody's now (a failure of its own is not to be logged as lost).
             await asyncio.gather(ahead, return_exceptions=True)
 
+    def _tell_listed(self, read: list[JsonObj]) -> list[JsonObj]:
+        """``read`` to ``on_listed`` (if any, and if not empty); the list for the next ones."""
+        if read and self.on_listed is not None:
+            self.on_listed(read)
+            return []
+        read.clear()
+        return read
+
     async def _list(self) -> None:
         keep = self.keep
         fresh: dict[str, JsonObj] = {}
         rv = ""
         # Closed as soon as the list stops, so that a page asked for ahead does not outlive it.
+        read: list[JsonObj] = []
         async with contextlib.aclosing(self._pages()) as pages:
             async for items, page_rv in pages:
                 for n, o in enumerate(items, 1):
                     kept = keep(o)
                     fresh[self._new_key(fresh, kept, object_key(o))] = kept
+                    read.append(kept)
                     if n % DIGEST_TURN == 0:
                         del o, kept
+                        read = self._tell_listed(read)
                         await asyncio.sleep(0)
+                read = self._tell_listed(read)
                 rv = page_rv
         changed = not self._same(fresh) or not self.synced.is_set()
         self.cache = fresh
