@@ -461,39 +461,36 @@ def test_a_plan_cut_short_leaves_the_next_one_whole(monkeypatch: Any) -> None:
 
 
 def test_ingresses_read_ahead_are_not_read_again_by_the_first_pass() -> None:
-    """Ingresses read ahead of the first pass (``prime``, as their list comes in) are taken
-    by it where the object and its IngressClasses are the same, and the plan is the plain
-    one; an Ingress changed since, or read against other classes, is read anew; after the
-    first pass nothing is read ahead."""
+    """Ingresses read ahead of the first pass (``prime``, as their list comes in, in its
+    order) are taken by it where the very object is at its place and its IngressClasses are
+    the same, and the plan is the plain one; an Ingress changed since, or one read against
+    other classes, is read anew; after the first pass nothing is read ahead."""
     s = PlanSettings(HostPolicy(), settle=0.0)
     base = base_objects()
-    classes = snapshot(base, {}, s, None).ingress_classes
     state: dict[Key, dict[str, Any]] = {
         ("Ingress", "a", f"x{i}"): ingress("a", f"x{i}", [f"h{i}.example.com"], None,
                                            created=TIMES[0], uid=i) for i in range(10)}
-    for key, obj in state.items():
-        obj["metadata"]["resourceVersion"] = f"1-{key[2]}"
+    listed = snapshot(base, state, s, None)
     planner = Planner()
-    planner.prime(s, classes, list(state.values())[:6])
-    planner.prime(s, classes, list(state.values())[4:8])
-    assert planner.ingresses_read == 8
-    changed = copy.deepcopy(state[("Ingress", "a", "x1")])
-    changed["metadata"]["resourceVersion"] = "2"
+    planner.prime(s, listed.ingress_classes, listed.ingresses[:6])
+    planner.prime(s, listed.ingress_classes, listed.ingresses[6:])
+    assert planner.ingresses_read == 10
+    changed = copy.deepcopy(listed.ingresses[1])
     changed["spec"]["tls"][0]["hosts"] = ["other.example.com"]
-    state[("Ingress", "a", "x1")] = changed
-    snap = snapshot(base, state, s, None)
+    now = [*listed.ingresses[:1], changed, *listed.ingresses[2:]]
+    snap = dataclasses.replace(listed, ingresses=now)
     same(planner.plan(snap), plan(snap))
-    # x1 changed since, x8 and x9 were not read ahead.
-    assert planner.ingresses_read == 8 + 3
-    planner.prime(s, classes, [ingress("a", "late", ["late.example.com"], None,
-                                       created=TIMES[0], uid=99)])
+    # x1 changed since: read again; the others taken.
+    assert planner.ingresses_read == 10 + 1
+    planner.prime(s, listed.ingress_classes, [ingress("a", "late", ["late.example.com"], None,
+                                                      created=TIMES[0], uid=99)])
     assert planner.ingresses_read == 11
 
     other = Planner()
-    other.prime(s, [ingress_class(True)], list(state.values()))
-    snap = snapshot(base, state, s, None)
-    same(other.plan(snap), plan(snap))
+    other.prime(s, [ingress_class(True)], listed.ingresses)
+    same(other.plan(listed), plan(listed))
     assert other.ingresses_read == 20
+
 
 
 def test_a_replaced_state_is_freed_when_the_caller_lets_it_go() -> None:

@@ -284,21 +284,22 @@ class _PerObject:
         # The list last given (a caller's), and how long it was.
         self.given: list[Any] | None = None
         self.given_len = 0
-        # Made ahead of the next pass (``prime``): the context, and by (uid, resourceVersion).
-        self.primed: tuple[tuple[Any, ...], dict[tuple[str, str], Made]] | None = None
+        # Made ahead of the next pass (``prime``): the context, the objects in the order
+        # given, and what each made (two lists: a map of 50,000 keys weighs megabytes).
+        self.primed: tuple[tuple[Any, ...], list[Obj], list[Made]] | None = None
 
     def prime(self, context: tuple[Any, ...], objs: Iterable[Obj],
               make: Callable[[Obj], Made]) -> None:
-        """What ``make`` makes of each of ``objs`` that has a resourceVersion, kept for the
-        next ``update`` in the same ``context`` (made for another, it is dropped first)."""
+        """What ``make`` makes of each of ``objs``, kept for the next ``update`` in the same
+        ``context`` (made for another, it is dropped first): taken for the very object at
+        the same place, in the order the objects come (a list's order is its cache's)."""
         if self.primed is None or self.primed[0] != context:
-            self.primed = (context, {})
-        made = self.primed[1]
+            self.primed = (context, [], [])
+        _, given, made = self.primed
         for obj in objs:
-            version = version_of(obj)
-            if version is not None and version not in made:
-                made[version] = make(obj)
-                self.count += 1
+            given.append(obj)
+            made.append(make(obj))
+            self.count += 1
 
     def update(self, context: tuple[Any, ...], objs: Iterable[Any], key: Any, *, make: Any,
                added: list[Claim], removed: list[Claim]) -> None:
@@ -339,11 +340,11 @@ class _PerObject:
         if gone or new:
             self._apply(was, [(i, items[i]) for i in new], key or (lambda o: o), make=make,
                         added=added, removed=removed,
-                        primed=primed[1] if primed and primed[0] == context else {})
+                        primed=primed[1:] if primed and primed[0] == context else ([], []))
 
     def _apply(self, gone: list[tuple[Any, Claim | tuple[Claim, ...], tuple[Rejection, ...]]],
                new: list[tuple[int, Any]], of: Any, *, make: Any, added: list[Claim],
-               removed: list[Claim], primed: dict[tuple[str, str], Made]) -> None:
+               removed: list[Claim], primed: tuple[list[Obj], list[Made]]) -> None:
         made, flagged = self.made, self.flagged
         recycled: dict[tuple[str, str], Made] = {}
         for obj, claims, refused in gone:
@@ -353,12 +354,13 @@ class _PerObject:
                 removed.extend(was[0])
             else:
                 recycled[version] = was
+        ahead, ahead_made = primed
         for at, item in new:
             obj = of(item)
             version = version_of(obj)
             got: Made | None = recycled.pop(version) if version in recycled else None
             if got is None:
-                got = primed.pop(version, None) if version is not None else None
+                got = ahead_made[at] if at < len(ahead) and ahead[at] is obj else None
                 if got is None:
                     got = make(item)
                     self.count += 1
@@ -691,10 +693,11 @@ class Planner:
     def prime(self, settings: PlanSettings, ingress_classes: Sequence[Obj] | None,
               ingresses: Iterable[Obj]) -> None:
         """Read ``ingresses`` through the host policy ahead of the pass that plans them (the
-        controller does as their list comes in, page by page): that pass takes what each
-        made where the object (its uid and resourceVersion) and what it is read against are
-        the same then, and reads the others anew; the rest is dropped with the pass. Only
-        before the first pass: after it, a relist's objects are mostly those it holds."""
+        controller does as their list comes in, page by page, in the order its snapshot
+        lists them): that pass takes what each made where the very object is at its place
+        and what it is read against is the same then, and reads the others anew; the rest
+        is dropped with the pass. Only before the first pass: after it, a relist's objects
+        are mostly those it holds."""
         if self._last is not None:
             return
         context, make = _ingress_reader(settings.policy, ingress_classes)
