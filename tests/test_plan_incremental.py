@@ -186,6 +186,13 @@ def snapshot(base: list[dict[str, Any]], state: dict[Key, dict[str, Any]], s: Pl
     return Snapshot(**{**snap.__dict__, "rooms": Rooms(budget, "kube-system/coredns")})
 
 
+def numbered(stop: int, start: int = 0, created: str = TIMES[0]) -> dict[Key, dict[str, Any]]:
+    """Ingresses ``x<i>`` in namespace ``a``, each asking for ``h<i>.example.com``."""
+    return {("Ingress", "a", f"x{i}"): ingress("a", f"x{i}", [f"h{i}.example.com"], None,
+                                               created=created, uid=i)
+            for i in range(start, stop)}
+
+
 def same(inc: DesiredState, full: DesiredState) -> None:
     assert inc.routed == full.routed
     # The incremental plan's per-host maps are views read from its claims: each host asked
@@ -402,9 +409,7 @@ def test_new_objects_after_the_last_are_read_alone_and_no_snapshot_changes() -> 
     object still leaves the planner holding the new objects, not the old ones."""
     s = PlanSettings(HostPolicy(), settle=0.0)
     base = base_objects()
-    state: dict[Key, dict[str, Any]] = {
-        ("Ingress", "a", f"x{i}"): ingress("a", f"x{i}", [f"h{i}.example.com"], None,
-                                           created=TIMES[0], uid=i) for i in range(30)}
+    state: dict[Key, dict[str, Any]] = numbered(30)
     planner = Planner()
     first = snapshot(base, state, s, None)
     given = list(first.ingresses)
@@ -467,9 +472,7 @@ def test_ingresses_read_ahead_are_not_read_again_by_the_first_pass() -> None:
     other classes, is read anew; after the first pass nothing is read ahead."""
     s = PlanSettings(HostPolicy(), settle=0.0)
     base = base_objects()
-    state: dict[Key, dict[str, Any]] = {
-        ("Ingress", "a", f"x{i}"): ingress("a", f"x{i}", [f"h{i}.example.com"], None,
-                                           created=TIMES[0], uid=i) for i in range(10)}
+    state: dict[Key, dict[str, Any]] = numbered(10)
     listed = snapshot(base, state, s, None)
     planner = Planner()
     planner.prime(s, listed.ingress_classes, listed.ingresses[:6])
@@ -517,9 +520,7 @@ def test_the_very_list_of_the_last_pass_extended_or_not() -> None:
     cache grows): the new objects alone are read; handed again as long, nothing is."""
     s = PlanSettings(HostPolicy(), settle=0.0)
     base = base_objects()
-    state: dict[Key, dict[str, Any]] = {
-        ("Ingress", "a", f"x{i}"): ingress("a", f"x{i}", [f"h{i}.example.com"], None,
-                                           created=TIMES[0], uid=i) for i in range(5)}
+    state: dict[Key, dict[str, Any]] = numbered(5)
     snap = snapshot(base, state, s, None)
     kept = list(snap.ingresses)
     snap = dataclasses.replace(snap, ingresses=kept)

@@ -34,6 +34,18 @@ def with_reflector(kubeconfig: Path, body: Callable[[Reflector], Awaitable[None]
     return changes
 
 
+async def relisted_after(fake_api: FakeApiServer, *, deleted: str, created: str) -> None:
+    """ConfigMap ``deleted`` gone and ``created`` made where the open watch never tells,
+    then history forgotten: resuming from the reflector's resourceVersion gets 410, and only
+    a relist tells."""
+    await asyncio.to_thread(fake_api.stall_watches)
+    await asyncio.to_thread(fake_api.delete, "ConfigMap", "default", deleted)
+    await asyncio.to_thread(fake_api.create, configmap("default", created))
+    await asyncio.to_thread(fake_api.compact)
+    await asyncio.to_thread(fake_api.drop_watches)
+    await asyncio.to_thread(fake_api.unstall_watches)
+
+
 def names(refl: Reflector) -> set[str]:
     return {k.split("/", 1)[1] for k in refl.cache}
 
@@ -83,14 +95,7 @@ def test_relist_after_gone_forgets_deleted_objects(fake_api: FakeApiServer,
 
     async def body(refl: Reflector) -> None:
         assert names(refl) == {"doomed"}
-        # Changes the open watch never delivers, then history forgotten: resuming from our
-        # resourceVersion gets 410 and only a relist can tell that "doomed" is gone.
-        await asyncio.to_thread(fake_api.stall_watches)
-        await asyncio.to_thread(fake_api.delete, "ConfigMap", "default", "doomed")
-        await asyncio.to_thread(fake_api.create, configmap("default", "born"))
-        await asyncio.to_thread(fake_api.compact)
-        await asyncio.to_thread(fake_api.drop_watches)
-        await asyncio.to_thread(fake_api.unstall_watches)
+        await relisted_after(fake_api, deleted="doomed", created="born")
         await until(lambda: names(refl) == {"born"})
 
     with_reflector(kubeconfig, body)
@@ -220,12 +225,7 @@ def test_the_values_list_grows_in_place_only_when_objects_were_only_added(
         after_delete = refl.values_list(replaced)
         assert after_delete is not replaced and is_cache(after_delete, refl)
         # A relist (the watch's history gone) brings every object anew: as many as before.
-        await asyncio.to_thread(fake_api.stall_watches)
-        await asyncio.to_thread(fake_api.delete, "ConfigMap", "default", "c6")
-        await asyncio.to_thread(fake_api.create, configmap("default", "c7"))
-        await asyncio.to_thread(fake_api.compact)
-        await asyncio.to_thread(fake_api.drop_watches)
-        await asyncio.to_thread(fake_api.unstall_watches)
+        await relisted_after(fake_api, deleted="c6", created="c7")
         await until(lambda: "default/c7" in refl.cache and len(refl.cache) == 6)
         relisted = refl.values_list(after_delete)
         assert relisted is not after_delete and is_cache(relisted, refl)
