@@ -668,8 +668,9 @@ class Controller:
         Once the IngressClasses and the Corefile are known (the zones it serves are part of
         the policy); a failure leaves them to the pass."""
         classes, s = self.source.classes, self.settings
-        if not (classes.synced.is_set() and self.coredns.synced.is_set()) \
-                or self._read_ahead_failed:
+        # A relist's Ingresses are mostly those the plan holds: only the first list's.
+        if self.synced_once or self._read_ahead_failed \
+                or not (classes.synced.is_set() and self.coredns.synced.is_set()):
             return
         try:
             self.facts.learn(self.tracker.current(self.coredns, s.configmap_namespace,

@@ -170,8 +170,9 @@ class Routing:
         tells a changed object by its identity)."""
         reflectors = self.ingress.ingresses
         if len(reflectors) == 1:
-            # The last pass's list, with the Ingresses added since where only such came:
-            # the plan keeps none of a snapshot's lists, and a pass reads it within itself.
+            # The last pass's list, with the Ingresses added since where only such came: the
+            # plan keeps lists of its own (of this one only how long it was), and a pass
+            # reads it within itself.
             ingresses = self._ingresses = reflectors[0].values_list(self._ingresses)
         else:
             ingresses = [o for r in reflectors for o in r.cache.values()]

@@ -109,9 +109,7 @@ class CorednsEdit:
         idempotent). Groups without an address to answer with get no rules: a name is never
         sent nowhere. ``every``: the sorted hosts ``groups`` were made from, where the caller
         has them (kept as what the rules hold when the groups hold each of them)."""
-        kept = tuple((hosts, answers) for hosts, answers in groups if answers and hosts)
-        # The very groups where none is left out: they may say how they were made (Stepped).
-        groups = groups if len(kept) == len(groups) else kept
+        groups = answered(groups)
         last = self._memo.get("last")
         if last is not None and groups == last.groups and (
                 text == last.edited.text or last.started_from(text)):
@@ -141,6 +139,13 @@ class CorednsEdit:
 
     def _rewrite(self, edit: Callable[[str], str]) -> Mutate:
         return rewrite_key(self.key, self.text, edit)
+
+
+def answered(groups: Groups) -> Groups:
+    """The groups that get rules: those with hosts and an address to answer with. The very
+    groups where none is left out: they may say how they were made (``corefile.Stepped``)."""
+    kept = tuple((hosts, answers) for hosts, answers in groups if answers and hosts)
+    return groups if len(kept) == len(groups) else kept
 
 
 def _hosts_of(groups: Groups) -> tuple[str, ...]:

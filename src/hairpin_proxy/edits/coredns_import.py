@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from hairpin_proxy import corefile
 from hairpin_proxy.edits.configmap import MANAGED_BY
-from hairpin_proxy.edits.coredns import Groups
+from hairpin_proxy.edits.coredns import Groups, answered
 from hairpin_proxy.jsonobj import JsonObj, Mutate
 
 
@@ -30,15 +30,13 @@ class ImportEdit:
     @staticmethod
     def snippet(groups: Groups) -> str:
         """The key's text for ``groups`` (also what ``render --import-snippet`` prints)."""
-        groups = tuple((hosts, answers) for hosts, answers in groups if answers and hosts)
+        groups = answered(groups)
         return (corefile.import_snippet(groups[0][0], answers=groups[0][1])
                 if len(groups) == 1 else corefile.import_snippet(groups))
 
     def kept_snippet(self, groups: Groups) -> str:
         """``snippet(groups)``, from the last one where the change allows."""
-        kept = tuple((hosts, answers) for hosts, answers in groups if answers and hosts)
-        # The very groups where none is left out: they may say how they were made (Stepped).
-        groups = groups if len(kept) == len(groups) else kept
+        groups = answered(groups)
         edited = corefile.snippet_kept(groups, last=self._memo.get("last"),
                                        single=len(groups) == 1)
         self._memo["last"] = edited

@@ -280,12 +280,11 @@ class Reflector:
             await asyncio.gather(ahead, return_exceptions=True)
 
     def _tell_listed(self, read: list[JsonObj]) -> list[JsonObj]:
-        """``read`` to ``on_listed`` (if any, and if not empty); the list for the next ones."""
-        if read and self.on_listed is not None:
-            self.on_listed(read)
-            return []
-        read.clear()
-        return read
+        """``read`` (gathered only for an ``on_listed``) to it; the list for the next ones."""
+        if not read or self.on_listed is None:
+            return read
+        self.on_listed(read)
+        return []
 
     async def _list(self) -> None:
         keep = self.keep
@@ -298,7 +297,8 @@ class Reflector:
                 for n, o in enumerate(items, 1):
                     kept = keep(o)
                     fresh[self._new_key(fresh, kept, object_key(o))] = kept
-                    read.append(kept)
+                    if self.on_listed is not None:
+                        read.append(kept)
                     if n % DIGEST_TURN == 0:
                         del o, kept
                         read = self._tell_listed(read)

@@ -119,8 +119,8 @@ def _same_answers(last: tuple[Routed, Collection[str]], settled: Mapping[str, co
     is the same, and no host whose route may have changed is routed to another target than
     the default, now or then."""
     before, changed = last
-    return (before.settled == settled and not before.waiting
-            and not any(h in routes or h in before.answers for h in changed))
+    return before.settled == settled and not any(
+        h in routes or h in before.answers for h in changed)
 
 
 def _settled(key: str, p: Plan, slot_addresses: Mapping[int, Sequence[str]], *,
