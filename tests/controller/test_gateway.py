@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import re
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -104,12 +103,6 @@ def proxy_with_selector(api: FakeApiServer) -> None:
     api.update(svc)
 
 
-def next_second() -> None:
-    """Return in the clock's next second: creationTimestamp has whole seconds."""
-    now = int(time.time())
-    wait_until(lambda: int(time.time()) > now, what="the clock's next second")
-
-
 def test_routes_of_crds_installed_later_reach_their_gateway_target(
         cluster: FakeApiServer, start: Start) -> None:
     proxy_with_selector(cluster)
@@ -192,7 +185,7 @@ def test_oldest_claim_wins_and_no_proxy_data_planes_are_left_alone(
     # The Ingress is older than the route (creationTimestamp has whole seconds): it keeps the
     # host on the default target.
     cluster.create(ingress("team", "site", tls_hosts=[HOST]))
-    next_second()
+    cluster.next_second()
     envoy_gateway(cluster)
     cluster.create(accepted(route("HTTPRoute", "shop", "web", hostnames=[HOST],
                                   parent="public", parent_namespace="web")))
@@ -338,7 +331,7 @@ def test_a_gateway_wildcard_redirects_every_depth_and_conflicts_as_written(
     # An older Ingress holds "*.example.com" (one label, the Ingress meaning): the route's
     # "*.example.com" listener is the same name and loses it, told as the route wrote it.
     cluster.create(ingress("team", "wild", tls_hosts=["*.example.com"]))
-    next_second()
+    cluster.next_second()
     envoy_gateway(cluster)
     cluster.create(accepted(route("HTTPRoute", "shop", "web", parent="public",
                                   parent_namespace="web")))

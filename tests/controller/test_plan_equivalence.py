@@ -16,7 +16,6 @@ import contextlib
 import dataclasses
 import io
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -88,18 +87,10 @@ def setup(api: FakeApiServer, case: dict[str, Any]) -> None:
         meta = obj["metadata"]
         where = f"{obj['kind']}/{meta.get('namespace', '')}/{meta['name']}"
         if where in later:
-            next_second()
+            api.next_second()
             later.discard(where)
         api.create(obj)
     assert not later, f"created_later names no object of the case: {sorted(later)}"
-
-
-def next_second() -> None:
-    """Wait for a later whole second: creationTimestamp has whole seconds, and an object
-    created in the same second as another is no younger (the claims' tie-break decides)."""
-    before = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    wait_until(lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) > before, 5,
-               "the next second")
 
 
 def _data(api: FakeApiServer, namespace: str, name: str) -> dict[str, str]:

@@ -43,7 +43,6 @@ from tests.fakeapi.fixtures import (
 from tests.fakeapi.server import FakeApiServer
 from tests.peers.nginx import Nginx
 from tests.relay.helpers import Relay
-from tests.waiting import wait_until
 
 HOST = "shop.example.test"
 ENVOY = "gateway.envoyproxy.io/gatewayclass-controller"
@@ -53,14 +52,6 @@ OWNER_LABELS = {"gateway.envoyproxy.io/owning-gateway-name": "public",
                 "gateway.envoyproxy.io/owning-gateway-namespace": "web"}
 # The main proxy Service's address when the host's own target Service is another one.
 MAIN_PROXY_IP = "127.0.0.5"
-
-
-
-def next_second() -> None:
-    """Wait for the clock's second to change: creationTimestamps have second resolution, and
-    the conflict tests need two objects of different ages."""
-    start = int(time.time())
-    wait_until(lambda: int(time.time()) != start, 3, "the clock's second to change")
 
 
 def accepted(obj: dict[str, Any], parent: str = "public",
@@ -262,7 +253,7 @@ def test_conflict_between_an_ingress_and_a_route_goes_to_the_oldest(
 
     first, second = (add_ingress, add_route) if ingress_first else (add_route, add_ingress)
     first()
-    next_second()
+    fake_api.next_second()
     second()
     rc, report, _ = doctor("--resolve", f"{HOST}:{LB_IP}", *ports(pp_nginx),
                            kubeconfig=kubeconfig)

@@ -419,6 +419,13 @@ class FakeApiServer:
 
     # --- direct store access (another writer on the cluster) ----------------------------------
 
+    def next_second(self) -> None:
+        """Objects created from now on are a second younger than every earlier one
+        (creationTimestamp has whole seconds): for tests of which object is older, with no
+        wait on the machine's clock."""
+        assert self._store is not None
+        self._store.clock.next_second()
+
     def create(self, obj: Obj, *, manager: str | None = None) -> Obj:
         """Create `obj` (a dict with apiVersion/kind) as-is, status included; missing namespaces
         are created first. Returns the stored object. With `manager`, it is that field

@@ -15,6 +15,8 @@ import ipaddress
 import itertools
 import json
 import random
+import threading
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable
@@ -36,8 +38,29 @@ Match = Callable[[Obj], bool]
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
-def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+class Clock:
+    """The server's time in whole seconds, as its timestamps carry it. It never gives a time
+    earlier than one it gave (a machine's clock may be stepped back while a test runs, and two
+    objects made in order must not swap ages), and ``next_second`` makes the next time it gives
+    a second later than every earlier one, with no wait."""
+
+    def __init__(self, wall: Callable[[], float] = time.time) -> None:
+        self._wall = wall
+        self._floor = 0  # the earliest second it may give next
+        self._lock = threading.Lock()
+
+    def now(self) -> int:
+        with self._lock:
+            second = max(int(self._wall()), self._floor)
+            self._floor = second
+            return second
+
+    def next_second(self) -> None:
+        with self._lock:
+            self._floor = max(int(self._wall()), self._floor) + 1
+
+    def rfc3339(self) -> str:
+        return datetime.fromtimestamp(self.now(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def key_of(obj: Obj) -> Key:
@@ -157,6 +180,7 @@ class Store:
             raise ValueError("service_cidrs: one network, or one IPv4 and one IPv6 network")
         self._allocated: set[str] = set()
         self._next_ip = {n.version: 10 for n in self.service_cidrs}
+        self.clock = Clock()
 
     # --- storages of custom resources ----------------------------------------------------------
 
@@ -606,12 +630,12 @@ class Store:
         if key_of(obj) in self._objects[rt.storage_id]:
             raise st.already_exists(rt, md["name"])
         if writer is not None:
-            md["managedFields"] = _managed(rt, None, obj, writer, None)
+            md["managedFields"] = _managed(rt, None, obj, writer, None, clock=self.clock)
         for server_owned in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp",
                              "deletionGracePeriodSeconds", "generation", "selfLink"):
             md.pop(server_owned, None)
         md["uid"] = str(uuid.uuid4())
-        md["creationTimestamp"] = now_rfc3339()
+        md["creationTimestamp"] = self.clock.rfc3339()
         if rt.has_generation:
             md["generation"] = 1
         if from_api and rt.has_status:
@@ -723,7 +747,7 @@ class Store:
         if rt.plural == "services" and not rt.group and subresource is None:
             taken = self._service_ips(new, old, from_api)
         if writer is not None:
-            nmd["managedFields"] = _managed(rt, old, new, writer, subresource)
+            nmd["managedFields"] = _managed(rt, old, new, writer, subresource, clock=self.clock)
         nmd["resourceVersion"] = old["metadata"]["resourceVersion"]
         if _strip_volatile(new) == _strip_volatile(old):
             # The real server skips a write that changes nothing: no new version, no event.
@@ -781,7 +805,7 @@ class Store:
             if old["metadata"].get("deletionTimestamp"):
                 return self._out(rt, old), False
             new = copy.deepcopy(old)
-            new["metadata"]["deletionTimestamp"] = now_rfc3339()
+            new["metadata"]["deletionTimestamp"] = self.clock.rfc3339()
             new.setdefault("status", {})["phase"] = "Terminating"
             new["metadata"]["resourceVersion"] = str(self._bump())
             self._objects[sid][(ns, name)] = new
@@ -791,7 +815,7 @@ class Store:
             if old["metadata"].get("deletionTimestamp"):
                 return self._out(rt, old), False
             new = copy.deepcopy(old)
-            new["metadata"]["deletionTimestamp"] = now_rfc3339()
+            new["metadata"]["deletionTimestamp"] = self.clock.rfc3339()
             new["metadata"]["deletionGracePeriodSeconds"] = 0
             new["metadata"]["resourceVersion"] = str(self._bump())
             self._objects[sid][(ns, name)] = new
@@ -810,11 +834,11 @@ _NAMESPACES = resolve("namespaces").storage_id
 
 
 def _managed(rt: ResourceType, live: Obj | None, new: Obj, writer: mf.Writer,
-             subresource: str | None) -> list[Obj]:
+             subresource: str | None, *, clock: Clock) -> list[Obj]:
     try:
         return mf.record(live, new, manager=writer.manager, operation=writer.operation,
                          api_version=rt.api_version, has_status=rt.has_status,
-                         subresource=subresource, now=now_rfc3339(), force=writer.force,
+                         subresource=subresource, now=clock.rfc3339(), force=writer.force,
                          applied=writer.applied)
     except mf.ApplyConflict as exc:
         raise st.ApiError(st.status(409, "Conflict", str(exc), {

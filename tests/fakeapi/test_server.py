@@ -8,6 +8,7 @@ import random
 import threading
 import time
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx2 as httpx
@@ -15,6 +16,7 @@ import pytest
 
 from tests.fakeapi.fixtures import configmap, deployment, ingress, service
 from tests.fakeapi.server import FakeApiServer
+from tests.fakeapi.store import Clock
 
 Obj = dict[str, Any]
 CM = "/api/v1/namespaces/default/configmaps"
@@ -45,6 +47,25 @@ def test_create_sets_server_fields_and_answers_201(http: httpx.Client) -> None:
     cm = http.post(CM, json=configmap("default", "c", {"k": "v"})).json()
     assert "generation" not in cm["metadata"]
     assert int(cm["metadata"]["resourceVersion"]) > int(md["resourceVersion"])
+
+
+def test_the_clock_never_goes_back_and_next_second_makes_objects_younger(
+        fake_api: FakeApiServer, http: httpx.Client) -> None:
+    wall = [1_800_000_000.9]
+    clock = Clock(lambda: wall[0])
+    assert clock.now() == 1_800_000_000
+    wall[0] -= 5  # the machine's clock stepped back
+    assert clock.now() == 1_800_000_000
+    clock.next_second()
+    assert clock.now() == 1_800_000_001
+    wall[0] = 1_800_000_010.2
+    assert clock.rfc3339() == "2027-01-15T08:00:10Z"
+    # Through the API: an object created after next_second() is a second younger.
+    first = http.post(ING, json=ingress("default", "a")).json()["metadata"]
+    fake_api.next_second()
+    second = http.post(ING, json=ingress("default", "b")).json()["metadata"]
+    older = datetime.fromisoformat(first["creationTimestamp"])
+    assert datetime.fromisoformat(second["creationTimestamp"]) - older >= timedelta(seconds=1)
 
 
 def test_create_fills_missing_kind_and_generates_names(http: httpx.Client) -> None:
