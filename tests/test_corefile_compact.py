@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from hairpin_proxy.corefile import (
     Answers,
     apply,
+    compact,
     managed_groups,
     managed_hosts,
     match_regexes,
@@ -125,3 +126,17 @@ def test_regexes_not_in_either_spelling_are_not_read() -> None:
                  r"a\.example\.com(?:|\.)",  # a name with a trailing dot
                  r"(?:a|b|c)(?:a|b|c)(?:a|b|c)\.x"):  # more names than alternatives
         assert rules.hosts_of_regex(rules._OPEN + body + rules._CLOSE) is None, body
+
+
+def test_bodies_are_remembered_by_their_names_and_the_memory_is_bounded() -> None:
+    names = ["customer-1.shop.example.com", "customer-2.shop.example.com", "www.example.org"]
+    body = encode(names)
+    # The same names again, in another container: the very body, not a second encoding.
+    assert encode(tuple(names)) is body
+    assert decode(body) is not None and sorted(decode(body) or ()) == sorted(names)
+    bodies = compact._Bodies(most_chars=10)
+    bodies.keep(("a",), "x" * 6)
+    assert bodies.get(("a",)) == "x" * 6
+    # A body that would take it past its bound starts it afresh.
+    bodies.keep(("b",), "y" * 6)
+    assert bodies.get(("a",)) is None and bodies.get(("b",)) == "y" * 6

@@ -136,7 +136,7 @@ def test_one_edit_finds_exactly_one_name_in_or_out(old: list[str], new: list[str
         assert set(old) ^ set(new) == {longer[i]} and longer[:i] + longer[i + 1:] == shorter
 
 
-def test_edited_from_tells_our_edit_of_a_text_without_keeping_it() -> None:
+def test_edited_from_tells_our_edit_of_a_text() -> None:
     edit = CorednsEdit("kube-system", "coredns", "Corefile", corefile.DEFAULT_PROXY_FQDN)
     groups = ((("a.example.com", "b.example.com"), A1),)
     edited = edit.edit(KUBEADM, groups)
@@ -155,3 +155,15 @@ def test_edited_from_tells_our_edit_of_a_text_without_keeping_it() -> None:
     assert edit.edited_from(edited, KUBEADM)
     # Other groups from that text: a new edit.
     assert edit.edit(source, ((("c.example.com",), A1),)) != edited
+
+
+def test_an_edit_from_our_own_echoed_result_keeps_no_second_copy_of_it() -> None:
+    edit = CorednsEdit("kube-system", "coredns", "Corefile", corefile.DEFAULT_PROXY_FQDN)
+    first = edit.edit(KUBEADM, ((("a.example.com",), A1),))
+    echo = "".join(list(first))  # the watch's copy: equal, another object
+    second = edit.edit(echo, ((("a.example.com", "b.example.com"), A1),))
+    assert edit.edited_from(second, echo) and edit.edited_from(second, first)
+    assert edit._memo["last"].source is first
+    # A text that is not our last result is kept as given.
+    third = edit.edit(KUBEADM, ((("c.example.com",), A1),))
+    assert edit._memo["last"].source is KUBEADM and edit.edited_from(third, KUBEADM)

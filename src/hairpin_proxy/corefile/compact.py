@@ -25,6 +25,7 @@ from __future__ import annotations
 import itertools
 import operator
 import re
+import threading
 from collections.abc import Sequence
 from itertools import groupby
 
@@ -35,7 +36,41 @@ _DOT = "\\."
 
 def encode(names: Sequence[str]) -> str:
     """The compact body matching exactly ``names`` (distinct, non-empty, any order)."""
-    return "|".join(_suffixes(sorted(names)))
+    key = tuple(names)
+    body = _bodies.get(key)
+    if body is None:
+        body = "|".join(_suffixes(sorted(key)))
+        _bodies.keep(key, body)
+    return body
+
+
+class _Bodies:
+    """The bodies encoded last, by their names: a pass's size measure, the Corefile edit
+    after it and the edit's read-back each encode the same regexes (one or two for a host
+    that came or went; every one on a first pass). A cache, bounded by the characters it
+    holds; shared by the threads that edit and plan, hence the lock."""
+
+    def __init__(self, most_chars: int) -> None:
+        self.most_chars = most_chars
+        self._held: dict[tuple[str, ...], str] = {}
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, ...]) -> str | None:
+        return self._held.get(key)
+
+    def keep(self, key: tuple[str, ...], body: str) -> None:
+        with self._lock:
+            if self._chars + len(body) > self.most_chars:
+                self._held.clear()
+                self._chars = 0
+            if key not in self._held:
+                self._held[key] = body
+                self._chars += len(body)
+
+
+# Every regex of 55,000 hosts of 20 to 45 characters: about 150 KB of bodies.
+_bodies = _Bodies(1 << 20)
 
 
 def _factored(alts: list[str], before: str, after: str) -> list[str]:

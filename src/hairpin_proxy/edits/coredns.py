@@ -24,21 +24,20 @@ class EditError(RuntimeError):
 class _Last:
     """The last edit: the groups asked for, the hosts they hold and the result (the watch
     echoes our own write back, and most passes change nothing, so neither needs a fresh
-    parse). Of the text it started from only the length and hash are kept (at 10,000 hosts
-    the text is half a megabyte): enough to know that text again, when the write asks for
-    the same edit and when the Corefile facts ask whether a text is our edit of it."""
+    parse). The text it started from is kept to know it again, when the write asks for the
+    same edit and when the Corefile facts ask whether a text is our edit of it: as the
+    result before, where it is that (most edits start from our own last write, echoed
+    back), so no second copy of a text of hundreds of kilobytes is held (hashing it instead
+    would read it whole on every edit)."""
 
-    source_len: int
-    source_hash: int
+    source: str
     groups: Groups
     hosts: tuple[str, ...]
     edited: corefile.Edited
 
     def started_from(self, text: str) -> bool:
-        """Whether ``text`` is the one this edit started from (the hash is the string's own,
-        keyed per process: equal hashes of equal lengths are equal texts short of a
-        deliberate collision, which needs the process's key)."""
-        return len(text) == self.source_len and hash(text) == self.source_hash
+        """Whether ``text`` is the one this edit started from."""
+        return text is self.source or text == self.source
 
 
 @dataclass(frozen=True)
@@ -126,9 +125,11 @@ class CorednsEdit:
             len(hs) for hs, _ in groups) else None
         if hosts is None and last is not None:
             hosts = _hosts_after(last.hosts, edited)
-        self._memo["last"] = _Last(len(text), hash(text), groups,
+        source = last.edited.text if last is not None and text == last.edited.text else text
+        self._memo["last"] = _Last(source, groups,
                                    _hosts_of(groups) if hosts is None else hosts, edited)
         return edited.text
+
     def mutate(self, groups: Groups) -> Mutate:
         return self._rewrite(lambda text: self.edit(text, groups))
 
