@@ -134,9 +134,9 @@ def test_bodies_are_remembered_by_their_names_and_the_memory_is_bounded() -> Non
     # The same names again, in another container: the very body, not a second encoding.
     assert encode(tuple(names)) is body
     assert decode(body) is not None and sorted(decode(body) or ()) == sorted(names)
-    bodies = compact._Bodies(most_chars=10)
-    bodies.keep(("a",), "x" * 6)
+    bodies = compact._Bodies(most_bytes=30)
+    bodies.keep(("a",), "x" * 6)  # 6 characters and one name: 14 bytes
     assert bodies.get(("a",)) == "x" * 6
     # A body that would take it past its bound starts it afresh.
-    bodies.keep(("b",), "y" * 6)
-    assert bodies.get(("a",)) is None and bodies.get(("b",)) == "y" * 6
+    bodies.keep(("b", "c"), "y" * 6)  # 22 bytes
+    assert bodies.get(("a",)) is None and bodies.get(("b", "c")) == "y" * 6

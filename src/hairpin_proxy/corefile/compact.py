@@ -47,29 +47,32 @@ def encode(names: Sequence[str]) -> str:
 class _Bodies:
     """The bodies encoded last, by their names: a pass's size measure, the Corefile edit
     after it and the edit's read-back each encode the same regexes (one or two for a host
-    that came or went; every one on a first pass). A cache, bounded by the characters it
-    holds; shared by the threads that edit and plan, hence the lock."""
+    that came or went; every one on a first pass). A cache, bounded by the bytes it holds
+    (a body's characters and a reference per name); shared by the threads that edit and
+    plan, hence the lock."""
 
-    def __init__(self, most_chars: int) -> None:
-        self.most_chars = most_chars
+    def __init__(self, most_bytes: int) -> None:
+        self.most_bytes = most_bytes
         self._held: dict[tuple[str, ...], str] = {}
-        self._chars = 0
+        self._bytes = 0
         self._lock = threading.Lock()
 
     def get(self, key: tuple[str, ...]) -> str | None:
         return self._held.get(key)
 
     def keep(self, key: tuple[str, ...], body: str) -> None:
+        cost = len(body) + 8 * len(key)
         with self._lock:
-            if self._chars + len(body) > self.most_chars:
+            if self._bytes + cost > self.most_bytes:
                 self._held.clear()
-                self._chars = 0
+                self._bytes = 0
             if key not in self._held:
                 self._held[key] = body
-                self._chars += len(body)
+                self._bytes += cost
 
 
-# Every regex of 55,000 hosts of 20 to 45 characters: about 150 KB of bodies.
+# Every regex of 55,000 hosts of 20 to 45 characters: about 150 KB of bodies and 55,000
+# references.
 _bodies = _Bodies(1 << 20)
 
 
