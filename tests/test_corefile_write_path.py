@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from hairpin_proxy import corefile
 from hairpin_proxy.corefile import Answers, CorefileError, editor, names, rules
-from hairpin_proxy.edits.coredns import CorednsEdit, _hosts_of
+from hairpin_proxy.edits.coredns import CorednsEdit, _hosts_of, same_groups
 from tests.corefiles import BY_NAME
 
 A1 = Answers.of(["10.96.0.20"])
@@ -167,3 +167,17 @@ def test_an_edit_from_our_own_echoed_result_keeps_no_second_copy_of_it() -> None
     # A text that is not our last result is kept as given.
     third = edit.edit(KUBEADM, ((("c.example.com",), A1),))
     assert edit._memo["last"].source is KUBEADM and edit.edited_from(third, KUBEADM)
+
+
+@settings(max_examples=300, deadline=None)
+@given(a=GROUPS, b=GROUPS, share=st.booleans())
+def test_same_groups_is_equality_of_groups(a: list[tuple[list[str], Answers]],
+                                           b: list[tuple[list[str], Answers]],
+                                           share: bool) -> None:
+    left = tuple((tuple(hosts), answers) for hosts, answers in a)
+    right = tuple((tuple(hosts), answers) for hosts, answers in b)
+    if share and left:
+        # The very hosts tuple with other answers: not the same groups.
+        right = ((left[0][0], next(x for x in POOL if x != left[0][1])), *right[1:])
+    assert same_groups(left, right) == (left == right)
+    assert same_groups(left, tuple((tuple(h), x) for h, x in left))

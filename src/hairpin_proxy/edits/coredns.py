@@ -110,7 +110,7 @@ class CorednsEdit:
         has them (kept as what the rules hold when the groups hold each of them)."""
         groups = answered(groups)
         last = self._memo.get("last")
-        if last is not None and groups == last.groups and (
+        if last is not None and same_groups(groups, last.groups) and (
                 text == last.edited.text or last.started_from(text)):
             # Our last result again, or the text it came from: the write asks for the edit
             # that CorefileRules.write made off the event loop just before (apply would
@@ -147,6 +147,14 @@ def answered(groups: Groups) -> Groups:
     groups where none is left out: they may say how they were made (``corefile.Stepped``)."""
     kept = tuple((hosts, answers) for hosts, answers in groups if answers and hosts)
     return groups if len(kept) == len(groups) else kept
+
+
+def same_groups(a: Groups, b: Groups) -> bool:
+    """``a == b``, telling groups of other sizes apart at once: tuples compare item by item
+    up to the first difference, every host before a new one, on every pass."""
+    return len(a) == len(b) and all(
+        (ha is hb or (len(ha) == len(hb) and ha == hb)) and xa == xb
+        for (ha, xa), (hb, xb) in zip(a, b, strict=True))
 
 
 def _hosts_of(groups: Groups) -> tuple[str, ...]:
