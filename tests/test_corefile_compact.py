@@ -134,9 +134,18 @@ def test_bodies_are_remembered_by_their_names_and_the_memory_is_bounded() -> Non
     # The same names again, in another container: the very body, not a second encoding.
     assert encode(tuple(names)) is body
     assert decode(body) is not None and sorted(decode(body) or ()) == sorted(names)
-    bodies = compact._Bodies(most_bytes=30)
-    bodies.keep(("a",), "x" * 6)  # 6 characters and one name: 14 bytes
-    assert bodies.get(("a",)) == "x" * 6
-    # A body that would take it past its bound starts it afresh.
-    bodies.keep(("b", "c"), "y" * 6)  # 22 bytes
-    assert bodies.get(("a",)) is None and bodies.get(("b", "c")) == "y" * 6
+    one = 49 + 6 + 40 + 57 + 1  # the body and the key, each name counted whole
+    bodies = compact._Bodies(most_bytes=2 * one)
+    bodies.keep(("a",), "x" * 6)
+    bodies.keep(("b",), "y" * 6)
+    assert bodies.get(("a",)) == "x" * 6 and bodies.get(("b",)) == "y" * 6
+    # A body that would take it past its bound starts it afresh; one alone past it is not kept.
+    bodies.keep(("c",), "z" * 6)
+    assert bodies.get(("a",)) is None and bodies.get(("c",)) == "z" * 6
+    bodies.keep(("d",), "w" * (2 * one))
+    assert bodies.get(("d",)) is None and bodies.get(("c",)) == "z" * 6
+    # Full, and a body it holds kept again (two threads that missed it at once): nothing
+    # dropped.
+    bodies.keep(("e",), "v" * 6)
+    bodies.keep(("c",), "z" * 6)
+    assert bodies.get(("c",)) == "z" * 6 and bodies.get(("e",)) == "v" * 6

@@ -180,4 +180,11 @@ def test_same_groups_is_equality_of_groups(a: list[tuple[list[str], Answers]],
         # The very hosts tuple with other answers: not the same groups.
         right = ((left[0][0], next(x for x in POOL if x != left[0][1])), *right[1:])
     assert same_groups(left, right) == (left == right)
-    assert same_groups(left, tuple((tuple(h), x) for h, x in left))
+    # Equal hosts in other tuples are the same groups; one host changed is not.
+    copied = tuple((tuple(list(h)), x) for h, x in left)
+    assert all(c[0] is not g[0] or not g[0] for c, g in zip(copied, left, strict=True))
+    assert same_groups(left, copied)
+    if left and left[0][0]:
+        (hosts, x), *rest = left
+        changed = ((*hosts[:-1], hosts[-1] + "x"), x)
+        assert not same_groups(left, (changed, *rest))

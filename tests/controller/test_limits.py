@@ -6,7 +6,6 @@ itself (the right kind: an HTTPRoute and an Ingress may share a namespace and na
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -51,9 +50,7 @@ def events(api: FakeApiServer, namespace: str, reason: str = "HostRejected"
 def created(api: FakeApiServer, obj: dict[str, Any]) -> dict[str, Any]:
     """Create ``obj`` in a later second than every object before it (creationTimestamp has
     whole seconds, and the order of age is what the test is about)."""
-    before = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    wait_until(lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) > before,
-               what="the next second")
+    api.next_second()
     return api.create(obj)
 
 

@@ -483,8 +483,11 @@ class FakeApiServer:
     @property
     def authz(self) -> Authz:
         if self._authz is None:
+            # The server's clock: a token's leeway counts from the deletionTimestamp it gave.
+            clock = self.store.clock
             self._authz = Authz(self.store.find,
-                                lambda rt: builtins.list(self.store.snapshot(rt).values()))
+                                lambda rt: builtins.list(self.store.snapshot(rt).values()),
+                                clock=lambda: float(clock.now()))
         return self._authz
 
     def service_account_token(self, namespace: str, name: str) -> str:

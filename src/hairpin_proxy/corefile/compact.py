@@ -46,10 +46,9 @@ def encode(names: Sequence[str]) -> str:
 
 class _Bodies:
     """The bodies encoded last, by their names: a pass's size measure, the Corefile edit
-    after it and the edit's read-back each encode the same regexes (one or two for a host
-    that came or went; every one on a first pass). A cache, bounded by the bytes it holds
-    (a body's characters and a reference per name); shared by the threads that edit and
-    plan, hence the lock."""
+    after it and the edit's read-back each encode the regex a host came into or left. A
+    cache, bounded by the bytes it may keep alive, counted as if no one else held its names;
+    shared by the threads that edit and plan, hence the lock."""
 
     def __init__(self, most_bytes: int) -> None:
         self.most_bytes = most_bytes
@@ -61,18 +60,19 @@ class _Bodies:
         return self._held.get(key)
 
     def keep(self, key: tuple[str, ...], body: str) -> None:
-        cost = len(body) + 8 * len(key)
+        # A str's header is 49 bytes (an ASCII one: a byte a character), a tuple's slot 8.
+        cost = 49 + len(body) + 40 + sum(57 + len(name) for name in key)
         with self._lock:
+            if key in self._held or cost > self.most_bytes:
+                return
             if self._bytes + cost > self.most_bytes:
                 self._held.clear()
                 self._bytes = 0
-            if key not in self._held:
-                self._held[key] = body
-                self._bytes += cost
+            self._held[key] = body
+            self._bytes += cost
 
 
-# Every regex of 55,000 hosts of 20 to 45 characters: about 150 KB of bodies and 55,000
-# references.
+# A regex holds a few hundred names: a pass's few of them, with room to spare.
 _bodies = _Bodies(1 << 20)
 
 

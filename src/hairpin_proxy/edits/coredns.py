@@ -25,10 +25,10 @@ class _Last:
     """The last edit: the groups asked for, the hosts they hold and the result (the watch
     echoes our own write back, and most passes change nothing, so neither needs a fresh
     parse). The text it started from is kept to know it again, when the write asks for the
-    same edit and when the Corefile facts ask whether a text is our edit of it: as the
-    result before, where it is that (most edits start from our own last write, echoed
-    back), so no second copy of a text of hundreds of kilobytes is held (hashing it instead
-    would read it whole on every edit)."""
+    same edit and when the Corefile facts ask whether a text is our edit of it. Most edits
+    start from our own last write, echoed back: then the result before is kept, not the
+    watch's equal copy of it. That is one more Corefile held (300 KB at 55,000 hosts) where
+    its hash was kept before; hashing read the whole text on every edit."""
 
     source: str
     groups: Groups
@@ -48,7 +48,8 @@ class CorednsEdit:
     proxy_fqdn: str
     dns_port: int = 53
     # The last edit: the next one starts from its result (our own write, echoed back) and
-    # renders only what changed; nothing else is kept of a Corefile.
+    # renders only what changed; of a Corefile, only its result and the text it started
+    # from are kept.
     _memo: dict[str, _Last] = field(default_factory=dict, compare=False, repr=False)
 
     @property
