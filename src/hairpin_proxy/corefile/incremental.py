@@ -58,6 +58,7 @@ from hairpin_proxy.corefile.rules import (
     starts_regex,
 )
 from hairpin_proxy.corefile.syntax import SPACE_CHARS, Corefile
+from hairpin_proxy.ordered import same
 
 # (hosts, answers) as the caller gives them.
 Group = tuple[Sequence[str], Answers]
@@ -237,7 +238,7 @@ def _next_sets(last: Edited, groups: Sequence[Group]) -> _Sets | None:
         hosts = given.get(old.answers)
         if not isinstance(hosts, tuple) or not hosts:
             return None
-        if hosts is not old.hosts and hosts != old.hosts:
+        if not same(hosts, old.hosts):
             i = known.get((id(old.hosts), id(hosts))) if known else None
             i = one_edit(old.hosts, hosts) if i is None or not _seam(old.hosts, hosts, i) \
                 else i
@@ -307,7 +308,7 @@ def _stanza_edits(text: str, pos: int, stop: int, last: Edited, pairs: tuple[Rul
                 and text.startswith(tail_aaaa, at + b - a)
                 and text.startswith(text[a:b], at)):
             return None
-        if new.hosts is not old.hosts and new.hosts != old.hosts:
+        if not same(new.hosts, old.hosts):
             edit = _new_matches(text, lines, old.hosts, new.hosts, inner=inner, nl=last.nl,
                                 i=at_set.get((id(old.hosts), id(new.hosts))),
                                 known=last.chunks)

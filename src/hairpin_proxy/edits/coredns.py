@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from hairpin_proxy import corefile
 from hairpin_proxy.edits.configmap import rewrite_key
 from hairpin_proxy.jsonobj import JsonObj, Mutate
+from hairpin_proxy.ordered import same
 
 # (hosts, what they resolve to): one per target that has hosts.
 Groups = tuple[tuple[tuple[str, ...], corefile.Answers], ...]
@@ -151,11 +152,9 @@ def answered(groups: Groups) -> Groups:
 
 
 def same_groups(a: Groups, b: Groups) -> bool:
-    """``a == b``, telling groups of other sizes apart at once: tuples compare item by item
-    up to the first difference, every host before a new one, on every pass."""
+    """``a == b``, each group's hosts compared as ``ordered.same`` does."""
     return len(a) == len(b) and all(
-        (ha is hb or (len(ha) == len(hb) and ha == hb)) and xa == xb
-        for (ha, xa), (hb, xb) in zip(a, b, strict=True))
+        same(ha, hb) and xa == xb for (ha, xa), (hb, xb) in zip(a, b, strict=True))
 
 
 def _hosts_of(groups: Groups) -> tuple[str, ...]:

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hairpin_proxy import corefile
-from hairpin_proxy.ordered import has
+from hairpin_proxy.ordered import has, same
 
 
 @dataclass(frozen=True, eq=False)
@@ -36,7 +36,7 @@ class Since:
         ten thousand names read back from the rules, once)."""
         if hosts is self.hosts or any(hosts is known for known in self.equal):
             return True
-        if isinstance(hosts, tuple) and hosts == self.hosts:
+        if isinstance(hosts, tuple) and same(hosts, self.hosts):
             self.equal.append(hosts)
             return True
         return False
