@@ -15,6 +15,7 @@ import builtins
 import collections
 import contextlib
 import copy
+import gzip
 import json
 import logging
 import posixpath
@@ -58,6 +59,10 @@ SERVER_VERSION: Obj = {
 }
 ANONYMOUS_PATHS = ("/healthz", "/livez", "/readyz", "/version")
 MAX_BODY = 3 * 1024 * 1024  # the real server's request body limit
+# The real server gzips, at level 1, an answer whose body passes 128 KiB when the request offers
+# the token "gzip" (responsewriters: defaultGzipThresholdBytes, defaultGzipContentEncodingLevel;
+# APIResponseCompression, on by default since 1.16). Watch streams are never compressed.
+GZIP_THRESHOLD = 128 * 1024
 
 
 @dataclass
@@ -70,6 +75,8 @@ class RequestRecord:
     time: float
     watch: bool
     status: int | None = None
+    # The answer's Content-Encoding ("gzip"), or None when it went out as it was.
+    encoding: str | None = None
 
 
 RECORD: web.RequestKey[RequestRecord] = web.RequestKey("fakeapi_record", RequestRecord)
@@ -104,6 +111,28 @@ def _json(body: Obj, code: int = 200, headers: dict[str, str] | None = None) -> 
     # Exactly "application/json", without a charset: some clients compare the header verbatim.
     return web.Response(body=dumps(body), status=code, headers={"Content-Type": JSON,
                                                                  **(headers or {})})
+
+
+def _offers_gzip(request: web.Request) -> bool:
+    """negotiateContentEncoding: a comma-separated token that is exactly "gzip" once trimmed
+    (so "gzip;q=0.5" is not one)."""
+    tokens = request.headers.get("Accept-Encoding", "").split(",")
+    return any(token.strip() == "gzip" for token in tokens)
+
+
+def _negotiated(request: web.Request, resp: web.StreamResponse) -> web.StreamResponse:
+    """The answer as the real server sends it: a large JSON body gzipped if the client offers
+    gzip. A streamed answer (a watch) has gone out already and is left as it is."""
+    if type(resp) is not web.Response or resp.prepared or resp.content_type != JSON:
+        return resp
+    body = resp.body
+    if not isinstance(body, bytes) or len(body) <= GZIP_THRESHOLD or not _offers_gzip(request):
+        return resp
+    resp.body = gzip.compress(body, compresslevel=1, mtime=0)
+    resp.headers["Content-Encoding"] = "gzip"
+    resp.headers.add("Vary", "Accept-Encoding")
+    request[RECORD].encoding = "gzip"
+    return resp
 
 
 def _target(path: str, query: dict[str, str]) -> str:
@@ -796,7 +825,7 @@ class FakeApiServer:
             resp = _json(st.status(500, "InternalError", f"Internal error occurred: {e}"), 500)
         if record.status is None:
             record.status = resp.status
-        return resp
+        return _negotiated(request, resp)
 
     async def _guarded(
         self, request: web.Request,

@@ -671,3 +671,39 @@ def test_oversized_bodies_are_413(http: httpx.Client) -> None:
     r = http.post(CM, content=body, headers={"Content-Type": "application/json"})
     assert r.status_code == 413
     assert r.json()["reason"] == "RequestEntityTooLarge"
+
+
+# --- compression -------------------------------------------------------------------------
+
+BIG = "x" * (128 * 1024)  # one value past the real server's 128 KiB threshold, with its object
+
+
+@pytest.mark.parametrize(("offered", "gzipped"), [
+    ("gzip, deflate", True), ("deflate , gzip", True), ("identity", False),
+    ("gzip;q=0.5", False), ("", False)])
+def test_a_large_answer_is_gzipped_when_the_client_offers_exactly_gzip(
+        http: httpx.Client, fake_api: FakeApiServer, offered: str, gzipped: bool) -> None:
+    fake_api.create(configmap("default", "big", {"v": BIG}))
+    for path in (CM, f"{CM}/big"):
+        r = http.get(path, headers={"Accept-Encoding": offered})
+        assert r.headers.get("content-encoding") == ("gzip" if gzipped else None)
+        assert ("Accept-Encoding" in r.headers.get("vary", "")) is gzipped
+        # What the client reads is the same either way.
+        body = r.json()
+        assert (body["items"][0] if "items" in body else body)["data"]["v"] == BIG
+    records = fake_api.requests("GET", r"/configmaps")
+    assert [rec.encoding for rec in records] == [("gzip" if gzipped else None)] * 2
+
+
+def test_a_small_answer_and_a_watch_go_out_as_they_are(http: httpx.Client,
+                                                        fake_api: FakeApiServer) -> None:
+    fake_api.create(configmap("default", "small"))
+    r = http.get(CM, headers={"Accept-Encoding": "gzip"})
+    assert "content-encoding" not in r.headers and r.json()["items"]
+    rv = r.json()["metadata"]["resourceVersion"]
+    params = {"watch": "1", "resourceVersion": rv}
+    with http.stream("GET", CM, params=params, headers={"Accept-Encoding": "gzip"}) as w:
+        assert "content-encoding" not in w.headers
+        fake_api.create(configmap("default", "big", {"v": BIG}))
+        got = events(w.iter_lines(), 1)
+    assert got[0]["object"]["data"]["v"] == BIG

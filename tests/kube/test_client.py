@@ -88,6 +88,27 @@ def test_list_follows_continue(fake_api: FakeApiServer, kubeconfig: Path) -> Non
     assert fake_api.count("GET", r"/configmaps", watch=False) >= 3
 
 
+def test_a_gzipped_answer_reads_as_the_plain_one(fake_api: FakeApiServer,
+                                                 kubeconfig: Path) -> None:
+    # Past 128 KiB the real server gzips what the client offers to take: lists and the
+    # Corefile's ConfigMap in a large cluster come that way.
+    big = "a\u00e9\n" * 50_000
+    fake_api.create(configmap("default", "big", {"Corefile": big}))
+
+    async def main() -> None:
+        client = KubeClient.from_cluster(kconfig.load(kubeconfig))
+        try:
+            items, _ = await client.list(resource_path("v1", "configmaps", "default"))
+            got = await client.get(resource_path("v1", "configmaps", "default", "big"))
+        finally:
+            await client.close()
+        assert [i["data"]["Corefile"] for i in items] == [big]
+        assert got is not None and got["data"]["Corefile"] == big
+
+    asyncio.run(main())
+    assert [r.encoding for r in fake_api.requests("GET", r"/configmaps")] == ["gzip", "gzip"]
+
+
 def test_unreachable_server_is_status_zero(tmp_path: Path, fake_api: FakeApiServer) -> None:
     path = fake_api.write_kubeconfig(tmp_path / "kc")
     fake_api.go_down()
