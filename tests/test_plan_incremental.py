@@ -16,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -475,8 +476,8 @@ def test_ingresses_read_ahead_are_not_read_again_by_the_first_pass() -> None:
     state: dict[Key, dict[str, Any]] = numbered(10)
     listed = snapshot(base, state, s, None)
     planner = Planner()
-    planner.prime(s, listed.ingress_classes, listed.ingresses[:6])
-    planner.prime(s, listed.ingress_classes, listed.ingresses[6:])
+    planner.prime(s, listed.ingress_classes, listed.ingresses[:6], 0)
+    planner.prime(s, listed.ingress_classes, listed.ingresses[6:], 6)
     assert planner.ingresses_read == 10
     changed = copy.deepcopy(listed.ingresses[1])
     changed["spec"]["tls"][0]["hosts"] = ["other.example.com"]
@@ -486,13 +487,36 @@ def test_ingresses_read_ahead_are_not_read_again_by_the_first_pass() -> None:
     # x1 changed since: read again; the others taken.
     assert planner.ingresses_read == 10 + 1
     planner.prime(s, listed.ingress_classes, [ingress("a", "late", ["late.example.com"], None,
-                                                      created=TIMES[0], uid=99)])
+                                                      created=TIMES[0], uid=99)], 0)
     assert planner.ingresses_read == 11
 
     other = Planner()
-    other.prime(s, [ingress_class(True)], listed.ingresses)
+    other.prime(s, [ingress_class(True)], listed.ingresses, 0)
     same(other.plan(listed), plan(listed))
     assert other.ingresses_read == 20
+
+
+@pytest.mark.parametrize("parts", [
+    # (from, to) of each prime, in the order given: a gap, a part read again, a late start.
+    [(3, 10)], [(0, 4), (6, 10)], [(0, 6), (2, 10)], [(0, 10), (0, 3)], [(5, 8), (0, 2)]])
+def test_what_is_read_ahead_is_taken_at_its_place_in_the_list(
+        parts: list[tuple[int, int]]) -> None:
+    """Each part read ahead says where in the list its first object is: the first pass takes
+    what was made for the objects at those places, reads the others (the places skipped, or
+    cut off by a part that starts earlier), and its plan is the plain one."""
+    s = PlanSettings(HostPolicy(), settle=0.0)
+    listed = snapshot(base_objects(), numbered(10), s, None)
+    planner = Planner()
+    held: list[int | None] = []
+    for start, end in parts:
+        planner.prime(s, listed.ingress_classes, listed.ingresses[start:end], start)
+        del held[start:]
+        held.extend([None] * (start - len(held)))
+        held.extend(range(start, end))
+    read_ahead = planner.ingresses_read
+    same(planner.plan(listed), plan(listed))
+    taken = sum(1 for at, i in enumerate(held) if i == at)
+    assert planner.ingresses_read == read_ahead + 10 - taken
 
 
 

@@ -270,6 +270,30 @@ def test_the_ingresses_of_the_first_list_are_each_read_once(cluster: FakeApiServ
     assert ctl.metric(evaluations) == 41
 
 
+def test_ingresses_listed_before_the_classes_are_known_are_read_once(cluster: FakeApiServer,
+                                                                     start: Start) -> None:
+    """The Ingresses' first page comes before the IngressClasses are known: they are read
+    ahead with the next page, each at its place in the list, and the first pass reads none
+    of them again."""
+    cluster.create(ingress_class("nginx", default=True))
+    hosts = [f"app{i}.example.com" for i in range(600)]  # two pages of the list
+    for i, host in enumerate(hosts):
+        cluster.create(ingress(f"ns{i % 3}", f"app{i}", tls_hosts=[host]))
+    next_page = r"/ingresses\?.*continue="
+    classes = cluster.hold_requests("GET", r"/ingressclasses\?(?!.*watch=)")
+    second_page = cluster.hold_requests("GET", next_page)
+    ctl = start()
+    wait_until(lambda: cluster.count("GET", next_page) == 1, what="the second page asked for")
+    classes()
+    # The IngressClasses' watch starts once their list is in.
+    wait_until(lambda: cluster.count("GET", r"/ingressclasses", watch=True) >= 1,
+               what="the IngressClasses known")
+    second_page()
+    ctl.wait_ready()
+    wait_until(lambda: managed(cluster) == tuple(sorted(hosts)), what="the first write")
+    assert ctl.metric("hairpin_controller_ingress_evaluations_total") == 600
+
+
 def test_reverted_configmap_is_repaired(cluster: FakeApiServer, start: Start) -> None:
     cluster.create(ingress("a", "a", tls_hosts=["a.example.com"]))
     # Repairs back off (tests/controller/test_node_local_dns.py); short here, and no

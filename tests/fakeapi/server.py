@@ -100,6 +100,13 @@ class _Hook:
 
 
 @dataclass
+class _Hold:
+    released: asyncio.Event
+    method: str | None
+    path_re: re.Pattern[str] | None
+
+
+@dataclass
 class _Route:
     rt: ResourceType
     namespace: str | None
@@ -277,6 +284,7 @@ class FakeApiServer:
         self._log: list[RequestRecord] = []
         self._fail_rules: list[_FailRule] = []
         self._hooks: list[_Hook] = []
+        self._holds: list[_Hold] = []
         self._concurrent_edits = 0
         self._authz: Authz | None = None
         self._controllers: asyncio.Task[None] | None = None
@@ -762,6 +770,29 @@ class FakeApiServer:
         if self._listener is None:
             asyncio.run_coroutine_threadsafe(self._listen(), self._loop).result(30)
 
+    def hold_requests(self, method: str | None = None,
+                      path_re: str | None = None) -> Callable[[], None]:
+        """Keep every matching request waiting, unanswered, while the server goes on with the
+        others, until the function returned is called: then they are handled as they come."""
+        pattern = re.compile(path_re) if path_re else None
+
+        def add() -> _Hold:
+            hold = _Hold(asyncio.Event(), method, pattern)
+            self._holds.append(hold)
+            return hold
+
+        hold = self._call(add)
+
+        def release() -> None:
+            def run() -> None:
+                hold.released.set()
+                if hold in self._holds:
+                    self._holds.remove(hold)
+
+            self._call(run)
+
+        return release
+
     def before_next_request(self, fn: Callable[[], object], method: str | None = None,
                             path_re: str | None = None) -> None:
         """Run `fn` (on the server's thread; it may use the direct store methods) just before
@@ -831,6 +862,9 @@ class FakeApiServer:
         self, request: web.Request,
         handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
     ) -> web.StreamResponse:
+        for hold in list(self._holds):
+            if _matches(hold.method, hold.path_re, request):
+                await hold.released.wait()
         for rule in self._fail_rules:
             if rule.remaining > 0 and _matches(rule.method, rule.path_re, request):
                 rule.remaining -= 1

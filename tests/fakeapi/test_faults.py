@@ -151,6 +151,26 @@ def test_before_next_request_runs_a_concurrent_edit(http: httpx.Client,
     assert http.get(f"{CM}/c").json()["data"] == {"k": "edited"}
 
 
+def test_held_requests_wait_while_others_are_answered(http: httpx.Client,
+                                                      fake_api: FakeApiServer) -> None:
+    fake_api.create(configmap("default", "c", {"k": "v"}))
+    release = fake_api.hold_requests("GET", r"/configmaps/c$")
+    got: list[httpx.Response] = []
+    held = threading.Thread(target=lambda: got.append(http.get(f"{CM}/c")))
+    held.start()
+    fake_api.wait_for(lambda: fake_api.count("GET", r"/configmaps/c$") == 1)
+    # Arrived and waiting; the server answers others meanwhile, and writes go through.
+    with httpx.Client(base_url=fake_api.url) as other:
+        assert other.get(CM).status_code == 200
+    fake_api.patch("configmaps", "default", "c", {"data": {"k": "edited"}})
+    assert not got
+    release()
+    held.join(PATIENCE)
+    # Handled once let go: what the store holds then.
+    assert [r.json()["data"] for r in got] == [{"k": "edited"}]
+    assert http.get(f"{CM}/c").status_code == 200
+
+
 def test_tokens_are_checked(fake_api: FakeApiServer, http: httpx.Client) -> None:
     fake_api.set_tokens({"t1"})
     r = http.get(CM)

@@ -282,9 +282,10 @@ def test_a_reader_is_told_of_each_listed_object_before_the_cache_holds_them(
     told: list[tuple[frozenset[str], frozenset[str]]] = []
 
     async def body(seen: Seen) -> None:
-        def listed(objs: list[JsonObj]) -> None:
+        def listed(objs: list[JsonObj], at: int) -> bool:
             told.append((names({f"default/{o['metadata']['name']}": o for o in objs}),
                          names(seen.refl.cache)))
+            return True
 
         seen.refl.on_listed = listed
         await until(seen.refl.synced.is_set, what="the first list")
@@ -301,3 +302,36 @@ def test_a_reader_is_told_of_each_listed_object_before_the_cache_holds_them(
         assert all(cache == want for _, cache in told)
 
     run_seen(kubeconfig, body)
+
+
+def test_a_reader_that_cannot_take_objects_yet_is_given_them_again_with_their_places(
+        fake_api: FakeApiServer, kubeconfig: Path) -> None:
+    """A reader that answers False is given the same objects again with the next ones; each
+    time it is told the place of the first in the list, so what it takes lines up with the
+    cache's order whenever it starts taking."""
+    create(fake_api, *(f"cm{i}" for i in range(7)))
+    calls: list[tuple[list[str], int]] = []
+    taken: list[str] = []
+
+    async def body(seen: Seen) -> None:
+        def listed(objs: list[JsonObj], at: int) -> bool:
+            calls.append(([str(o["metadata"]["name"]) for o in objs], at))
+            # Not taken on the first three calls (with DIGEST_TURN 1: past the first page).
+            if len(calls) < 4:
+                return False
+            assert len(taken) == at
+            taken.extend(str(o["metadata"]["name"]) for o in objs)
+            return True
+
+        seen.refl.on_listed = listed
+        await until(seen.refl.synced.is_set, what="the first list")
+        assert taken == [str(o["metadata"]["name"]) for o in seen.refl.cache.values()]
+
+    run_seen(kubeconfig, body)
+    listed_names = [f"cm{i}" for i in range(7)]
+    # Each call: the objects from its place on, in the list's order; the ones not taken
+    # come again from the start, so the first taken begin there too.
+    assert all(got == listed_names[at:at + len(got)] for got, at in calls)
+    assert [at for _, at in calls[:4]] == [0, 0, 0, 0]
+    assert len(calls[3][0]) > PAGE
+    assert taken == listed_names

@@ -194,8 +194,9 @@ class Controller:
                                registered=[x for x in self.sources
                                            if isinstance(x, RegisteredSource)])
         self.target_map = parse_target_flags(s.target, KEY_KIND_SPECS)
-        for listing in self.source.ingresses:
-            listing.on_listed = self._read_ahead
+        listings = self.source.ingresses
+        for i, listing in enumerate(listings):
+            listing.on_listed = functools.partial(self._read_ahead, listings[:i])
 
     def _wire_watches(self) -> None:
         """The single objects read and written; readiness's caches."""
@@ -662,26 +663,32 @@ class Controller:
             asyncio.get_running_loop().call_soon(self._after_pass)
         return True
 
-    def _read_ahead(self, ingresses: list[JsonObj]) -> None:
-        """Ingresses of the first list through the host policy as they come in, while the
+    def _read_ahead(self, before: list[Reflector], ingresses: list[JsonObj], at: int) -> bool:
+        """Ingresses of the first list (the first at place ``at`` of a listing that comes
+        after the listings ``before``) through the host policy as they come in, while the
         list waits for its next page: the first pass takes what they made (Planner.prime).
-        Once the IngressClasses and the Corefile are known (the zones it serves are part of
-        the policy); a failure leaves them to the pass."""
+        Not yet (False: they come again with the next ones) while the IngressClasses, the
+        Corefile (the zones it serves are part of the policy) or the listings before are
+        not known; a failure leaves them to the pass."""
         classes, s = self.source.classes, self.settings
         # A relist's Ingresses are mostly those the plan holds: only the first list's.
-        if self.synced_once or self._read_ahead_failed \
-                or not (classes.synced.is_set() and self.coredns.synced.is_set()):
-            return
+        if self.synced_once or self._read_ahead_failed:
+            return True
+        if not (classes.synced.is_set() and self.coredns.synced.is_set()
+                and all(r.synced.is_set() for r in before)):
+            return False
         try:
             self.facts.learn(self.tracker.current(self.coredns, s.configmap_namespace,
                                                   s.configmap_name))
             planner = self.routing.planner
             read = planner.ingresses_read
-            planner.prime(self._plan_settings(), list(classes.cache.values()), ingresses)
+            planner.prime(self._plan_settings(), list(classes.cache.values()), ingresses,
+                          at + sum(len(r.cache) for r in before))
             self.source.metrics.evaluations.inc(planner.ingresses_read - read)
         except Exception as exc:  # the pass reads them, and says what fails
             self._read_ahead_failed = True
             log.debug("reading Ingresses ahead stopped", extra={"error": str(exc)})
+        return True
 
     def _after_pass(self) -> None:
         """What a written pass leaves to do, off the way from an event to its write: free

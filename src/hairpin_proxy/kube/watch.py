@@ -119,8 +119,10 @@ class Reflector:
         self._by_name = False
         self._name_of: Callable[[JsonObj], object] = _name
         # Told of the objects of a list as they are read, a few at a time, before the list
-        # is whole (the cache holds them only then): a reader may work ahead on them.
-        self.on_listed: Callable[[list[JsonObj]], None] | None = None
+        # is whole (the cache holds them only then): a reader may work ahead on them. It is
+        # given the objects and the place of the first in the list; it answers False when it
+        # cannot take them yet, and is given them again with the next ones.
+        self.on_listed: Callable[[list[JsonObj], int], bool] | None = None
         # For ``values_list``: the objects added after all others since it was last asked,
         # and the cache they were added to (None: not asked yet, or something else changed).
         self._added: list[JsonObj] | None = None
@@ -279,12 +281,12 @@ class Reflector:
             # Its outcome is nobody's now (a failure of its own is not to be logged as lost).
             await asyncio.gather(ahead, return_exceptions=True)
 
-    def _tell_listed(self, read: list[JsonObj]) -> list[JsonObj]:
-        """``read`` (gathered only for an ``on_listed``) to it; the list for the next ones."""
-        if not read or self.on_listed is None:
-            return read
-        self.on_listed(read)
-        return []
+    def _tell_listed(self, read: list[JsonObj], at: int) -> tuple[list[JsonObj], int]:
+        """``read`` (gathered only for an ``on_listed``; the first at place ``at`` of the
+        list) to it; what to gather the next ones into, and the place of the first of them."""
+        if not read or self.on_listed is None or not self.on_listed(read, at):
+            return read, at
+        return [], at + len(read)
 
     async def _list(self) -> None:
         keep = self.keep
@@ -292,6 +294,7 @@ class Reflector:
         rv = ""
         # Closed as soon as the list stops, so that a page asked for ahead does not outlive it.
         read: list[JsonObj] = []
+        read_at = 0
         async with contextlib.aclosing(self._pages()) as pages:
             async for items, page_rv in pages:
                 for n, o in enumerate(items, 1):
@@ -301,9 +304,9 @@ class Reflector:
                         read.append(kept)
                     if n % DIGEST_TURN == 0:
                         del o, kept
-                        read = self._tell_listed(read)
+                        read, read_at = self._tell_listed(read, read_at)
                         await asyncio.sleep(0)
-                read = self._tell_listed(read)
+                read, read_at = self._tell_listed(read, read_at)
                 rv = page_rv
         changed = not self._same(fresh) or not self.synced.is_set()
         self.cache = fresh

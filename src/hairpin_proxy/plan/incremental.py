@@ -286,16 +286,22 @@ class _PerObject:
         self.given_len = 0
         # Made ahead of the next pass (``prime``): the context, the objects in the order
         # given, and what each made (two lists: a map of 50,000 keys weighs megabytes).
-        self.primed: tuple[tuple[Any, ...], list[Obj], list[Made]] | None = None
+        # None at a place nothing was made ahead for.
+        self.primed: tuple[tuple[Any, ...], list[Obj | None], list[Made | None]] | None = None
 
     def prime(self, context: tuple[Any, ...], objs: Iterable[Obj],
-              make: Callable[[Obj], Made]) -> None:
-        """What ``make`` makes of each of ``objs``, kept for the next ``update`` in the same
-        ``context`` (made for another, it is dropped first): taken for the very object at
-        the same place, in the order the objects come (a list's order is its cache's)."""
+              make: Callable[[Obj], Made], at: int) -> None:
+        """What ``make`` makes of each of ``objs`` (the first at place ``at`` of the list the
+        next ``update`` is given), kept for that update in the same ``context`` (made for
+        another, it is dropped first): taken for the very object at the same place."""
         if self.primed is None or self.primed[0] != context:
             self.primed = (context, [], [])
         _, given, made = self.primed
+        if at != len(given):
+            # Places skipped (or made again from an earlier one): nothing taken there.
+            del given[at:], made[at:]
+            given.extend([None] * (at - len(given)))
+            made.extend([None] * (at - len(made)))
         for obj in objs:
             given.append(obj)
             made.append(make(obj))
@@ -344,7 +350,8 @@ class _PerObject:
 
     def _apply(self, gone: list[tuple[Any, Claim | tuple[Claim, ...], tuple[Rejection, ...]]],
                new: list[tuple[int, Any]], of: Any, *, make: Any, added: list[Claim],
-               removed: list[Claim], primed: tuple[list[Obj], list[Made]]) -> None:
+               removed: list[Claim],
+               primed: tuple[list[Obj | None], list[Made | None]]) -> None:
         made, flagged = self.made, self.flagged
         recycled: dict[tuple[str, str], Made] = {}
         for obj, claims, refused in gone:
@@ -691,17 +698,17 @@ class Planner:
         self._spent = []
 
     def prime(self, settings: PlanSettings, ingress_classes: Sequence[Obj] | None,
-              ingresses: Iterable[Obj]) -> None:
-        """Read ``ingresses`` through the host policy ahead of the pass that plans them (the
-        controller does as their list comes in, page by page, in the order its snapshot
-        lists them): that pass takes what each made where the very object is at its place
-        and what it is read against is the same then, and reads the others anew; the rest
-        is dropped with the pass. Only before the first pass: after it, a relist's objects
-        are mostly those it holds."""
+              ingresses: Iterable[Obj], at: int) -> None:
+        """Read ``ingresses`` (the first at place ``at`` of the snapshot's Ingresses) through
+        the host policy ahead of the pass that plans them (the controller does as their list
+        comes in, page by page): that pass takes what each made where the very object is at
+        its place and what it is read against is the same then, and reads the others anew;
+        the rest is dropped with the pass. Only before the first pass: after it, a relist's
+        objects are mostly those it holds."""
         if self._last is not None:
             return
         context, make = _ingress_reader(settings.policy, ingress_classes)
-        self._ingresses.prime(context, ingresses, make)
+        self._ingresses.prime(context, ingresses, make, at)
 
     def _claim(self, snap: Snapshot, added: list[Claim], removed: list[Claim]) -> None:
         s = snap.settings
