@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from bench.controller_bench import rows
 from bench.run import sections, with_sections
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
@@ -48,3 +49,16 @@ def test_the_controller_report_keeps_its_sections_too() -> None:
     assert {"memory", "latency-profile"} <= found.keys()
     out = with_sections("# Controller benchmark\n", doc.read_text())
     assert all(text in out for text in found.values())
+
+
+@pytest.mark.parametrize(("ingresses", "first_write", "rss"), [
+    (10_000, "<= 1 s", "<= 60 MiB"), (50_000, "<= 3 s", "<= 100 MiB"), (2_000, "", "")])
+def test_the_controller_table_gives_the_targets_of_its_size(ingresses: int, first_write: str,
+                                                            rss: str) -> None:
+    run = {"ingresses": ingresses, "events": 10, "steady_seconds": 2,
+           "steady_no_lease_seconds": 1}
+    targets = {measure: target for measure, _, target in rows(run)}
+    assert targets[f"List of {ingresses:,} Ingresses to first Corefile write"] == first_write
+    assert targets[f"Controller RSS with {ingresses:,} Ingresses cached (after the first "
+                   "write)"] == rss
+    assert targets["Event-to-write latency p99"] == "<= 20 ms"

@@ -21,7 +21,7 @@ from tests.controller.conftest import (
     wait_until,
 )
 from tests.fakeapi.fixtures import corefile_configmap, ingress, ingress_class, service
-from tests.fakeapi.server import FakeApiServer
+from tests.fakeapi.server import GZIP_THRESHOLD, FakeApiServer
 from tests.waiting import PATIENCE
 
 Start = Callable[..., Controller]
@@ -292,6 +292,21 @@ def test_ingresses_listed_before_the_classes_are_known_are_read_once(cluster: Fa
     ctl.wait_ready()
     wait_until(lambda: managed(cluster) == tuple(sorted(hosts)), what="the first write")
     assert ctl.metric("hairpin_controller_ingress_evaluations_total") == 600
+
+
+def test_the_controller_is_sent_large_lists_as_they_are(cluster: FakeApiServer,
+                                                       start: Start) -> None:
+    """As kube-controller-manager does next to its API server, the controller offers no gzip:
+    a list page past the real server's 128 KiB threshold comes as it is."""
+    hosts = [f"service-{i}.customers.example.com" for i in range(600)]
+    for i, host in enumerate(hosts):
+        cluster.create(ingress(f"ns{i % 3}", f"app{i}", tls_hosts=[host]))
+    ctl = start()
+    ctl.wait_ready()
+    wait_until(lambda: managed(cluster) == tuple(sorted(hosts)), what="the first write")
+    answers = cluster.requests(None, None, watch=False)
+    assert max(r.size or 0 for r in answers) > GZIP_THRESHOLD
+    assert {r.encoding for r in answers} == {None}
 
 
 def test_reverted_configmap_is_repaired(cluster: FakeApiServer, start: Start) -> None:

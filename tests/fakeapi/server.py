@@ -77,6 +77,8 @@ class RequestRecord:
     status: int | None = None
     # The answer's Content-Encoding ("gzip"), or None when it went out as it was.
     encoding: str | None = None
+    # The answer's JSON body in bytes before any encoding; None for a stream (a watch).
+    size: int | None = None
 
 
 RECORD: web.RequestKey[RequestRecord] = web.RequestKey("fakeapi_record", RequestRecord)
@@ -133,6 +135,8 @@ def _negotiated(request: web.Request, resp: web.StreamResponse) -> web.StreamRes
     if type(resp) is not web.Response or resp.prepared or resp.content_type != JSON:
         return resp
     body = resp.body
+    if isinstance(body, bytes):
+        request[RECORD].size = len(body)
     if not isinstance(body, bytes) or len(body) <= GZIP_THRESHOLD or not _offers_gzip(request):
         return resp
     resp.body = gzip.compress(body, compresslevel=1, mtime=0)

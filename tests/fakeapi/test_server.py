@@ -693,6 +693,8 @@ def test_a_large_answer_is_gzipped_when_the_client_offers_exactly_gzip(
         assert (body["items"][0] if "items" in body else body)["data"]["v"] == BIG
     records = fake_api.requests("GET", r"/configmaps")
     assert [rec.encoding for rec in records] == [("gzip" if gzipped else None)] * 2
+    # The size is the plain body's, whichever way it went out.
+    assert all(rec.size is not None and rec.size > len(BIG) for rec in records)
 
 
 def test_a_small_answer_and_a_watch_go_out_as_they_are(http: httpx.Client,
@@ -707,3 +709,4 @@ def test_a_small_answer_and_a_watch_go_out_as_they_are(http: httpx.Client,
         fake_api.create(configmap("default", "big", {"v": BIG}))
         got = events(w.iter_lines(), 1)
     assert got[0]["object"]["data"]["v"] == BIG
+    assert [rec.size for rec in fake_api.requests("GET", r"/configmaps", watch=True)] == [None]
