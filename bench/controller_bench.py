@@ -506,7 +506,10 @@ def run(count: int, events: int, steady: float, debounce: float | None,
             proc = controller("--no-leader-elect")
             wait_until(lambda: api.open_watches == out["open_watches"], 60,
                        "the second controller's watches open")
-            time.sleep(2.0)
+            # Its first pass (the holds' requests, say) is start-up, not steady state: at
+            # 50,000 Ingresses it ends seconds after the watches open.
+            wait_until(lambda: passes(admin) >= 1, 120, "the second controller's first pass")
+            settle(admin, quiet)
             out["steady_no_lease_seconds"] = steady / 2
             out["requests_per_minute_no_lease"], out["requests_breakdown_no_lease"] = \
                 steady_state(api, steady / 2)
@@ -549,12 +552,17 @@ def _pair(x: dict[str, Any], a: str, b: str, unit: str) -> str:
     return f"{x[a]:.1f} {unit}, {x[b]:.1f} {unit}"
 
 
+# The targets each size was given (the first write, the RSS); other sizes have none.
+TARGETS = {10_000: ("<= 1 s", "<= 60 MiB"), 50_000: ("<= 3 s", "<= 100 MiB")}
+
+
 def rows(r: dict[str, Any]) -> list[Row]:
     """(measure, its value in a result, target) for each line of the table."""
     n = r["ingresses"]
+    first_write, rss = TARGETS.get(n, ("", ""))
     return [
         (f"List of {n:,} Ingresses to first Corefile write",
-         lambda x: f"{x['first_write_s']:.2f} s", "<= 1 s"),
+         lambda x: f"{x['first_write_s']:.2f} s", first_write),
         ("of which from the request for the list's last page",
          lambda x: f"{x['last_page_to_write_s']:.2f} s" if "last_page_to_write_s" in x
          else "n/a", ""),
@@ -575,7 +583,7 @@ def rows(r: dict[str, Any]) -> list[Row]:
         ("the whole plan of every object: a first `Planner.plan`, then `plan.plan` (median of 5)",
          lambda x: _pair(x, "plan_first_ms", "plan_full_ms", "ms"), ""),
         (f"Controller RSS with {n:,} Ingresses cached (after the first write)",
-         lambda x: f"{x['rss_mib']:.1f} MiB", "<= 60 MiB"),
+         lambda x: f"{x['rss_mib']:.1f} MiB", rss),
         ("the same after the events",
          lambda x: f"{x['rss_end_mib']:.1f} MiB" if "rss_end_mib" in x else "n/a", ""),
         ("Corefile bytes: before the controller / after its first write / after the events",
