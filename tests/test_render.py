@@ -380,6 +380,8 @@ def test_an_unparsable_corefile_beside_another_mode_is_an_error(
      "broken/bad.yaml: invalid YAML at line 6, column 1"),
     (["--import-snippet", "--ingress", FIXTURES / "broken" / "unsafe.yaml"],
      "unsafe.yaml: invalid YAML at line 1, column 1: could not determine a constructor"),
+    (["--import-snippet", "--ingress", FIXTURES / "mistyped"],
+     "ingress.yaml: invalid YAML at line 7, column 22: 'yesterday' is no timestamp"),
 ])
 def test_errors_exit_2_and_print_nothing(capsys: pytest.CaptureFixture[str],
                                          args: list[str | Path], message: str) -> None:

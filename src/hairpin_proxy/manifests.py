@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import yaml
+from yaml.constructor import ConstructorError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 SUFFIXES = (".yaml", ".yml", ".json")
@@ -101,6 +102,8 @@ class _Loader(_SafeLoader):
     def construct_document(self, node: Node) -> Any:
         try:
             return self._build(node, set())
+        except yaml.YAMLError:
+            raise
         except Exception:  # the safe constructor decides, and words any error
             return super().construct_document(node)
 
@@ -110,7 +113,7 @@ class _Loader(_SafeLoader):
             if tag == _STR:
                 return node.value
             if tag in _SCALARS:
-                return self.yaml_constructors[tag](self, node)
+                return self._scalar(tag, node)
             raise _Other
         if id(node) in seen:
             raise _Other  # an alias: the safe constructor shares the object
@@ -128,6 +131,16 @@ class _Loader(_SafeLoader):
         if cls is SequenceNode and tag == _SEQ:
             return [self._build(item, seen) for item in node.value]
         raise _Other
+
+
+    def _scalar(self, tag: str, node: Node) -> Any:
+        # PyYAML's constructors fail on a value that is not what its tag says in their own
+        # ways ("!!timestamp soon": an AttributeError): told here, where the node is known.
+        try:
+            return self.yaml_constructors[tag](self, node)
+        except (ValueError, TypeError, AttributeError, OverflowError):
+            raise ConstructorError(None, None, f"{node.value!r} is no {tag[len(_TAG):]}",
+                                   node.start_mark) from None
 
 
 _LOADER = _Loader
@@ -165,6 +178,10 @@ def _documents(text: str, where: str, as_json: bool) -> list[Any]:
         raise ManifestError(f"{where}: invalid YAML{at}: {what}") from None
     except yaml.YAMLError as exc:
         raise ManifestError(f"{where}: invalid YAML: {exc}") from None
+    except (ValueError, TypeError, AttributeError, OverflowError):
+        # The safe constructor's own failures on such a value, in a document it builds.
+        raise ManifestError(f"{where}: invalid YAML: a value is not what its tag says "
+                            "(!!timestamp, !!int, !!float, ...)") from None
 
 
 def _flatten(obj: Any, where: str) -> Iterator[dict[str, Any]]:
