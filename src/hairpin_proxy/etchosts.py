@@ -374,8 +374,7 @@ async def _serve(settings: EtchostsSettings, stop: asyncio.Event | None = None) 
     def count(verb: str, status: int) -> None:
         metrics.requests.labels(verb, str(status)).inc()
 
-    # On every node, next to the API server: as the controller, no gzip.
-    client = KubeClient.from_cluster(cluster, compression=False, on_response=count)
+    client = KubeClient.from_cluster(cluster, on_response=count)
     key = f"{namespace}/{settings.publish_configmap}"
     reflector: Reflector
 

@@ -294,19 +294,19 @@ def test_ingresses_listed_before_the_classes_are_known_are_read_once(cluster: Fa
     assert ctl.metric("hairpin_controller_ingress_evaluations_total") == 600
 
 
-def test_the_controller_is_sent_large_lists_as_they_are(cluster: FakeApiServer,
-                                                       start: Start) -> None:
-    """As kube-controller-manager does next to its API server, the controller offers no gzip:
-    a list page past the real server's 128 KiB threshold comes as it is."""
+def test_large_lists_come_gzipped_and_read_whole(cluster: FakeApiServer, start: Start) -> None:
+    """A pod of the cluster, often far from a managed control plane: the controller offers
+    gzip, and a list page past the real server's 128 KiB threshold comes compressed (a relist
+    of 50,000 Ingresses, 100 MB of JSON, comes as about 15), read as the plain one."""
     hosts = [f"service-{i}.customers.example.com" for i in range(600)]
     for i, host in enumerate(hosts):
         cluster.create(ingress(f"ns{i % 3}", f"app{i}", tls_hosts=[host]))
     ctl = start()
     ctl.wait_ready()
     wait_until(lambda: managed(cluster) == tuple(sorted(hosts)), what="the first write")
-    answers = cluster.requests(None, None, watch=False)
-    assert max(r.size or 0 for r in answers) > GZIP_THRESHOLD
-    assert {r.encoding for r in answers} == {None}
+    large = [r for r in cluster.requests(None, None, watch=False)
+             if (r.size or 0) > GZIP_THRESHOLD]
+    assert large and {r.encoding for r in large} == {"gzip"}
 
 
 def test_reverted_configmap_is_repaired(cluster: FakeApiServer, start: Start) -> None:

@@ -109,24 +109,6 @@ def test_a_gzipped_answer_reads_as_the_plain_one(fake_api: FakeApiServer,
     assert [r.encoding for r in fake_api.requests("GET", r"/configmaps")] == ["gzip", "gzip"]
 
 
-def test_a_client_without_compression_is_sent_answers_as_they_are(
-        fake_api: FakeApiServer, kubeconfig: Path) -> None:
-    big = "b" * 200_000
-    fake_api.create(configmap("default", "big", {"v": big}))
-
-    async def main() -> None:
-        client = KubeClient.from_cluster(kconfig.load(kubeconfig), compression=False)
-        try:
-            items, _ = await client.list(resource_path("v1", "configmaps", "default"))
-        finally:
-            await client.close()
-        assert [i["data"]["v"] for i in items] == [big]
-
-    asyncio.run(main())
-    [record] = fake_api.requests("GET", r"/configmaps")
-    assert record.encoding is None and record.size is not None and record.size > len(big)
-
-
 def test_unreachable_server_is_status_zero(tmp_path: Path, fake_api: FakeApiServer) -> None:
     path = fake_api.write_kubeconfig(tmp_path / "kc")
     fake_api.go_down()

@@ -95,9 +95,7 @@ def _client(cluster: kconfig.ClusterConfig, metrics: ControllerMetrics | None) -
     def count(verb: str, status: int) -> None:
         if metrics is not None:
             metrics.requests.labels(verb, str(status)).inc()
-    # Like kube-controller-manager and the scheduler: next to the API server, gzipping every
-    # large list costs both sides more CPU than the bytes it saves take to send.
-    return KubeClient.from_cluster(cluster, compression=False, on_response=count)
+    return KubeClient.from_cluster(cluster, on_response=count)
 
 
 async def _serve(settings: ControllerSettings, cluster: kconfig.ClusterConfig,

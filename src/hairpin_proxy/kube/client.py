@@ -208,15 +208,9 @@ class KubeClient:
 
     @classmethod
     def from_cluster(cls, cluster: ClusterConfig, *, timeout: float = 30.0,
-                     compression: bool = True,
                      on_response: Callable[[str, int], None] | None = None) -> KubeClient:
-        """``compression=False`` offers no encoding, so the server sends answers as they are
-        (client-go's DisableCompression)."""
         params = ConnectionParams(timeout=httpx.Timeout(timeout))
-        http = _adapter_client(cluster.config, params)
-        if not compression:
-            del http.headers["Accept-Encoding"]
-        return cls(http, on_response=on_response)
+        return cls(_adapter_client(cluster.config, params), on_response=on_response)
 
     async def close(self) -> None:
         await self.http.aclose()
