@@ -573,6 +573,13 @@ class DoctorSettings(CorednsSettings, TargetSettings, PolicySettings, KubeSettin
     targets_configmap: str = opt("hairpin-proxy-targets", "As the controller's "
                                                           "--targets-configmap (read from its "
                                                           "Deployment when that can be read).")
+    rules_budget: int = opt(0, "As the controller's --rules-budget (read from its Deployment "
+                               "when that can be read): a host it refuses over that cap, or "
+                               "over the room its ConfigMap leaves, is said so.")
+    namespace_share_hosts: int = opt(0, "As the controller's --namespace-share-hosts (read "
+                                        "from its Deployment when that can be read).")
+    namespace_share_bytes: int = opt(0, "As the controller's --namespace-share-bytes (read "
+                                        "from its Deployment when that can be read).")
     controller_deployment: str = opt("hairpin-proxy-controller", "The controller's Deployment "
                                                                  "in our namespace, whose args "
                                                                  "and env are its settings; "

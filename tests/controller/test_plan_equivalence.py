@@ -26,6 +26,7 @@ import yaml
 from hairpin_proxy import corefile, hostsfile
 from hairpin_proxy.cli import build_parser, main
 from hairpin_proxy.doctor.cluster import gather, policy_for
+from hairpin_proxy.doctor.facts import HostTarget
 from hairpin_proxy.kube.client import KubeClient
 from hairpin_proxy.kube.config import load as load_kubeconfig
 from hairpin_proxy.plan import plan
@@ -191,13 +192,13 @@ def plan_verdicts(case: dict[str, Any], objects: list[dict[str, Any]]
             **{h: (why.key, why.problem) for h, why in p.excluded.items()}}
 
 
-def doctor_verdicts(kubeconfig: Path, case: dict[str, Any]) -> dict[str, tuple[str, str]]:
-    """Host → (target key, verdict) as doctor's cluster facts read them."""
+def doctor_targets(kubeconfig: Path, case: dict[str, Any]) -> dict[str, HostTarget]:
+    """Host → its target as doctor's cluster facts read them."""
     s = _settings(DoctorSettings, "doctor", ["--namespace", NAMESPACE, *case.get("args", ())],
                   known=True)
     cfg = load_kubeconfig(kubeconfig)
 
-    async def ask() -> dict[str, tuple[str, str]]:
+    async def ask() -> dict[str, HostTarget]:
         client = KubeClient.from_cluster(cfg, timeout=10)
         try:
             view = await gather(client, s, NAMESPACE, policy_for(s, NAMESPACE),
@@ -205,8 +206,21 @@ def doctor_verdicts(kubeconfig: Path, case: dict[str, Any]) -> dict[str, tuple[s
         finally:
             await client.close()
         assert view.facts.host_targets is not None, view.facts.problems
-        return {h: (t.key, t.verdict) for h, t in view.facts.host_targets.items()}
+        return dict(view.facts.host_targets)
     return asyncio.run(ask())
+
+
+def doctor_verdicts(kubeconfig: Path, case: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """Host → (target key, verdict) as doctor's cluster facts read them."""
+    return {h: (t.key, t.verdict) for h, t in doctor_targets(kubeconfig, case).items()}
+
+
+def ruled(wrote: Outputs, mode: str) -> set[str]:
+    """The hosts the controller's written rules redirect."""
+    text = wrote["rules"]
+    if mode == "coredns-import":
+        text = ".:53 {\n" + text + "\n}\n"
+    return set(corefile.managed_groups(text, proxy_fqdn=proxy_service_fqdn("cluster.local")))
 
 
 def controller_flags(case: dict[str, Any], mode: str) -> list[str]:
@@ -245,9 +259,16 @@ def test_render_prints_what_the_controller_writes(cluster: FakeApiServer, start:
         wrote, got = last[0]
         assert wrote == got
         raise
-    # doctor, asking the same cluster, reads each host as the plan decides it.
+    # doctor, asking the same cluster, reads each host as the plan decides it, and says
+    # which hosts a size limit keeps without a rule: those the controller wrote none for.
     verdicts = plan_verdicts(case, inputs(cluster, case))
-    assert doctor_verdicts(kubeconfig, case) == verdicts
+    targets = doctor_targets(kubeconfig, case)
+    assert {h: (t.key, t.verdict) for h, t in targets.items()} == verdicts
+    refused = {h for h, t in targets.items() if t.refused}
+    redirected = {h for h, (_, v) in verdicts.items() if v == "redirected"}
+    assert refused == redirected - ruled(last[0][0], mode)
+    # The one case whose budget the compact rules still pass refuses hosts; no other does.
+    assert bool(refused) == path.stem.startswith("25-over-budget"), refused
     # Until the controller writes a slot's rule, render, reading the same cluster, prints
     # none either (the slot's Service or its table entry is not there yet): a case with a
     # host on a slot must wait for its rule, or it compares the state before it.

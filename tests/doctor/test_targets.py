@@ -33,6 +33,7 @@ from tests.doctor.test_cli import setup_cluster as base_cluster
 from tests.fakeapi.crds import ENVOY_CLIENT_TRAFFIC_POLICY
 from tests.fakeapi.fixtures import (
     configmap,
+    deployment,
     gateway,
     gateway_class,
     ingress,
@@ -127,6 +128,35 @@ def test_without_the_gateway_api_ingress_hosts_go_to_the_default_target(
     assert not any("Gateway" in p or "targets" in p for p in cluster["problems"])
     # The routes were never asked for: the group is not served.
     assert fake_api.count("GET", path_re=r"/apis/gateway\.networking\.k8s\.io/") == 0
+
+
+def test_a_host_a_size_limit_refuses_is_over_limit_with_the_limit_named(
+        fake_api: FakeApiServer, kubeconfig: Path, pp_nginx: Nginx) -> None:
+    """The controller's Deployment gives a namespace a share of one host: its newer Ingress
+    is refused, and the doctor says so, where without the limit it said rule-missing."""
+    base_cluster(fake_api, proxy=True)
+    fake_api.create(ingress_class("nginx", default=True))
+    fake_api.create(ingress("shop", "web", tls_hosts=[HOST]))
+    fake_api.next_second()
+    other = "blog.example.test"
+    fake_api.create(ingress("shop", "blog", tls_hosts=[other]))
+    ask = ("--resolve", f"*:{LB_IP}", *ports(pp_nginx))
+    rc, report, _ = doctor(HOST, other, *ask, kubeconfig=kubeconfig)
+    assert rc == 1 and [h["verdict"] for h in report["hosts"]] == ["rule-missing"] * 2
+    controller = deployment(NS, "hairpin-proxy-controller")
+    controller["spec"]["template"]["spec"]["containers"] = [
+        {"name": "controller", "image": "hairpin-proxy",
+         "args": ["controller", "--namespace-share-hosts", "1"]}]
+    fake_api.create(controller)
+    rc, report, _ = doctor(HOST, other, *ask, kubeconfig=kubeconfig)
+    older, newer = report["hosts"]
+    why = ("Ingress shop/blog: its 1 host(s) would take namespace shop past its share "
+           "(1 hosts); newer objects in it are refused first")
+    assert rc == 1 and (older["verdict"], newer["verdict"]) == ("rule-missing", "over-limit")
+    assert older["target"]["refused"] is None and newer["target"]["refused"] == why
+    assert why in newer["advice"]
+    rc, text = doctor_text(kubeconfig, other, *ask)
+    assert rc == 1 and f"routed → default, but no rule: {why}" in text
 
 
 # --------------------------------------------------------------------------- Gateway API

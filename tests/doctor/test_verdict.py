@@ -34,6 +34,7 @@ FIELD_VALUES: dict[str, tuple[Any, ...]] = {
     "dns": v.DNS_STATES, "http": v.PORT_STATES, "tls": v.PORT_STATES,
     **{name: TRI for name in TRI_FIELDS},
     "target": (None, *v.TARGET_STATES),
+    "refused": ("", "Ingress a/b: would take the rules past the room"),
 }
 
 
@@ -90,7 +91,8 @@ def explore(assigned: dict[str, Any]) -> Iterator[tuple[dict[str, Any], list[str
 
 
 def test_every_combination_matches_exactly_one_rule() -> None:
-    """All 5 x 4 x 4 x 3^11 x 5 situations: the conditions are exclusive and exhaustive."""
+    """All 5 x 4 x 4 x 3^11 x 5 x 2 situations: the conditions are exclusive and
+    exhaustive."""
     seen: set[str] = set()
     count = 0
     assert len(TRI_FIELDS) == 11
@@ -99,7 +101,7 @@ def test_every_combination_matches_exactly_one_rule() -> None:
         seen.add(hits[0])
         count += math.prod(len(values) for name, values in FIELD_VALUES.items()
                            if name not in assigned)
-    assert count == 5 * 4 * 4 * 3 ** 11 * 5
+    assert count == 5 * 4 * 4 * 3 ** 11 * 5 * 2
     assert seen == set(v.CODES), set(v.CODES) - seen
 
 
@@ -178,6 +180,8 @@ EXAMPLES: dict[str, v.Situation] = {
         verify_reason="shop.example.com resolves to 198.51.100.7, not to this cluster's load "
                       "balancer 203.0.113.7"),
     "rule-missing": v.Situation("lb", H, H, rule=False, proxy_installed=True),
+    "over-limit": v.Situation("lb", H, H, rule=False, proxy_installed=True,
+                              refused="Ingress shop/web: would take the rules past the room"),
     "hairpin-confirmed": v.Situation("lb", H, F),
     "target-proxy-mismatch": v.Situation("lb", H, H, target="no-proxy",
                                          target_key="gateway/web/public"),

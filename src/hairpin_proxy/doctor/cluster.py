@@ -25,9 +25,10 @@ from hairpin_proxy.edits.revert_policy import reverter
 from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.kube.client import ApiError, KubeClient, resource_path
 from hairpin_proxy.plan import Snapshot, plan
+from hairpin_proxy.plan.budget import rooms_of
 from hairpin_proxy.plan.core import target_facts
 from hairpin_proxy.plan.objects import registered_of, snapshot_of
-from hairpin_proxy.plan.snapshot import plan_settings_of
+from hairpin_proxy.plan.snapshot import Rooms, plan_settings_of
 from hairpin_proxy.policy import HostPolicy, proxy_service_fqdn
 from hairpin_proxy.settings import DoctorSettings
 from hairpin_proxy.sources.registry import (
@@ -369,7 +370,8 @@ def _snapshot(said: _Said, s: DoctorSettings, namespace: str, policy: HostPolicy
     policy = dataclasses.replace(policy, served_zones=_served_zones(said, s))
     plan_settings = dataclasses.replace(
         plan_settings_of(s, policy, target_map, namespace), settle=s.target_settle,
-        sources_on=turned_on(s))
+        sources_on=turned_on(s), rules_budget=s.rules_budget,
+        share_hosts=s.namespace_share_hosts, share_bytes=s.namespace_share_bytes)
     registered, extra = registered_of(said.registered.objects, plan_settings)
     for name, group in said.registered.served:
         registered.setdefault(name, {}).setdefault(group, [])
@@ -378,7 +380,8 @@ def _snapshot(said: _Said, s: DoctorSettings, namespace: str, policy: HostPolicy
                            targets_configmap=s.targets_configmap)
     gw = said.gateway.objects
     return Snapshot(
-        plan_settings, ingresses=said.ingresses or [], ingress_classes=said.classes or [],
+        plan_settings, rooms=_rooms(said, s), ingresses=said.ingresses or [],
+        ingress_classes=said.classes or [],
         gateway_classes=gw.classes, gateways=gw.gateways, routes=gw.routes,
         listener_sets=gw.listener_sets, namespace_labels=gw.namespace_labels or {},
         registered=registered, extra_facts=extra, services=said.services or [],
@@ -387,6 +390,20 @@ def _snapshot(said: _Said, s: DoctorSettings, namespace: str, policy: HostPolicy
         client_traffic_policies=settings.client_traffic_policies,
         nginx_proxies=settings.nginx_proxies, targets_configmap=said.table_cm, now=now,
         held=_held(said, s, policy))
+
+
+def _rooms(said: _Said, s: DoctorSettings) -> Rooms | None:
+    """The room the rules' ConfigMap leaves, as the controller measures it (None when that
+    ConfigMap could not be read: then no size limit is judged). The published hosts' and
+    node-local-dns's rooms are not read here."""
+    if s.mode == "coredns":
+        cm, name, key = said.cm, s.configmap_name, s.configmap_key
+    else:
+        cm, name, key = said.import_cm, s.import_configmap_name, s.import_key
+    if cm is None:
+        return None
+    return rooms_of("coredns" if s.mode == "coredns" else "import", cm, rules_key=key,
+                    rules_where=f"{s.configmap_namespace}/{name}[{key}]")
 
 
 def _served_zones(said: _Said, s: DoctorSettings) -> tuple[str, ...]:

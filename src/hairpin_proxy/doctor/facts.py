@@ -202,6 +202,9 @@ class HostTarget:
     rules_at: str = ""
     origins: tuple[str, ...] = ()
     losers: tuple[LostClaim, ...] = ()
+    # Why the controller writes no rule for a host it routes: a size limit (the room, the
+    # --rules-budget, a namespace's share) refused the objects asking for it ("": none did).
+    refused: str = ""
 
 
 # The forged-PROXY-header check's verdicts (doctor/forged.py).

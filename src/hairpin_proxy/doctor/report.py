@@ -116,7 +116,7 @@ def _target_json(t: HostTarget | None) -> dict[str, Any] | None:
         "slot": t.slot, "proxy_service": t.proxy_service or None,
         "proxy_service_found": t.proxy_service_found,
         "proxy_addresses": list(t.proxy_addresses), "published": t.published,
-        "rules_at": t.rules_at or None,
+        "rules_at": t.rules_at or None, "refused": t.refused or None,
         "origins": list(t.origins),
         "claims_lost": [{"origin": x.origin, "target": x.target, "asked": x.asked or None,
                          "verdict": "host-claimed-elsewhere", "winner": x.winner,
@@ -214,6 +214,8 @@ def _target_line(t: HostTarget) -> str:
     if t.verdict != "redirected":
         where = f" (Service {t.service}, found by {t.found_by})" if t.service else ""
         return f"not redirected: {t.verdict} → {t.key}{where}: {t.message}"
+    if t.refused:
+        return f"routed → {t.key}, but no rule: {t.refused}"
     if t.key == "default":
         text = f"redirected → default, {_DEFAULT}, through Service {t.proxy_service}"
         return text + (f" ({t.message})" if t.message else "")

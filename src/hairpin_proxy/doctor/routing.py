@@ -139,6 +139,20 @@ class Settling:
         return f"{clock(at)} UTC" if at > self.now else ""
 
 
+def refused_by_limits(state: DesiredState) -> dict[str, str]:
+    """host -> why it gets no rule though it is routed: the first refusal by a size limit of
+    an object asking for it (such a refusal names the object's hosts). A host another
+    object keeps is not refused."""
+    kept = set(state.hosts)
+    out: dict[str, str] = {}
+    for rejection in state.refusals:
+        for host in rejection.hosts:
+            if host not in kept and host not in out:
+                who = rejection.origin or f"Ingress {rejection.namespace}/{rejection.name}"
+                out[host] = f"{who}: {rejection.reason}"
+    return out
+
+
 def host_targets(state: DesiredState, facts: TargetFacts,
                  target_map: Mapping[str, MapEntry], table: Mapping[str, int] | None,
                  ours: ProxyServices, *, settling: Settling | None = None
@@ -157,6 +171,7 @@ def host_targets(state: DesiredState, facts: TargetFacts,
                       lost.target if lost.target != lost_key else ""))
     out: dict[str, HostTarget] = {}
     by_host = _claims_by_host(claims)
+    refused = refused_by_limits(state)
     for host, key in decided.routes.items():
         origins = decided.origins.get(host, ())
         lost_here = tuple(losers.get(host, ()))
@@ -177,7 +192,8 @@ def host_targets(state: DesiredState, facts: TargetFacts,
                 key=key, verdict="redirected", message=message, asked=asked, slot=0,
                 proxy_service=f"{ours.namespace}/{ours.main}",
                 proxy_service_found=ours.main_found, proxy_addresses=ours.main_addresses,
-                origins=tuple(map(str, origins)), losers=lost_here)
+                origins=tuple(map(str, origins)), losers=lost_here,
+                refused=refused.get(host, ""))
             continue
         target = decided.targets[key]
         slot = decided.slots[key]
@@ -192,7 +208,7 @@ def host_targets(state: DesiredState, facts: TargetFacts,
             published=None if table is None else table.get(key) == slot,
             rules_at="" if settling is None else settling.rules_at(
                 key, table is not None and table.get(key) == slot),
-            origins=tuple(map(str, origins)), losers=lost_here)
+            origins=tuple(map(str, origins)), losers=lost_here, refused=refused.get(host, ""))
     for host, u in decided.excluded.items():
         verdict: TargetVerdict = u.problem
         found = _plane(u.key, facts, target_map) if verdict != "target-not-found" else None

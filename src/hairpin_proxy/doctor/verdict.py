@@ -135,6 +135,8 @@ class Situation:
     target: TargetState | None = None
     target_key: str = ""  # only for the advice text
     target_message: str = ""
+    # Why a size limit keeps the controller from writing a rule for the host ("": none).
+    refused: str = ""
 
     @cached_property
     def probed(self) -> tuple[Port, ...]:
@@ -352,8 +354,13 @@ RULES: tuple[Rule, ...] = (
          lambda s: _target_leaves_it(s) and s.target == "not-found",
          _target_advice("the controller leaves the host alone because it found no data-plane "
                         "Service for")),
+    Rule("over-limit", False,
+         lambda s: _redirect_expected(s) and s.proxy_installed is True and bool(s.refused),
+         lambda s: f"hairpin confirmed: the controller writes no DNS rule for this host, a "
+                   f"size limit refused what asks for it ({s.refused}); raise that limit, or "
+                   "make room (see docs/runbooks.md, HairpinControllerHostsRejected)"),
     Rule("rule-missing", False,
-         lambda s: _redirect_expected(s) and s.proxy_installed is True,
+         lambda s: _redirect_expected(s) and s.proxy_installed is True and not s.refused,
          _rule_missing_advice),
     Rule("hairpin-confirmed", False,
          lambda s: _redirect_expected(s) and s.proxy_installed is not True,
@@ -484,6 +491,7 @@ def summarize(facts: HostFacts) -> Situation:
         target=None if facts.target is None else _TARGET_STATE[facts.target.verdict],
         target_key="" if facts.target is None else facts.target.key,
         target_message="" if facts.target is None else facts.target.message,
+        refused="" if facts.target is None else facts.target.refused,
     )
 
 
