@@ -248,6 +248,17 @@ def test_concurrent_editor_and_controller_both_keep_their_edits(cluster: FakeApi
     wait_until(lambda: ctl.metric("hairpin_controller_conflicts_total") >= 1, what="metric")
 
 
+def written_first(cluster: FakeApiServer, start: Start, hosts: list[str]) -> Controller:
+    """A controller started over one Ingress per host (three namespaces), once its first
+    write holds them all."""
+    for i, host in enumerate(hosts):
+        cluster.create(ingress(f"ns{i % 3}", f"app{i}", tls_hosts=[host]))
+    ctl = start()
+    ctl.wait_ready()
+    wait_until(lambda: managed(cluster) == tuple(sorted(hosts)), what="the first write")
+    return ctl
+
+
 def test_the_ingresses_of_the_first_list_are_each_read_once(cluster: FakeApiServer,
                                                             start: Start) -> None:
     """The Ingresses present at start are read through the host policy as their list comes
@@ -255,11 +266,7 @@ def test_the_ingresses_of_the_first_list_are_each_read_once(cluster: FakeApiServ
     once, all of them in the first write, and one changed later is read again."""
     cluster.create(ingress_class("nginx", default=True))
     hosts = [f"app{i}.example.com" for i in range(40)]
-    for i, host in enumerate(hosts):
-        cluster.create(ingress(f"ns{i % 3}", f"app{i}", tls_hosts=[host]))
-    ctl = start()
-    ctl.wait_ready()
-    wait_until(lambda: managed(cluster) == tuple(sorted(hosts)), what="the first write")
+    ctl = written_first(cluster, start, hosts)
     evaluations = "hairpin_controller_ingress_evaluations_total"
     assert ctl.metric(evaluations) == 40
     obj = cluster.get("Ingress", "ns0", "app0")
@@ -298,12 +305,7 @@ def test_large_lists_come_gzipped_and_read_whole(cluster: FakeApiServer, start: 
     """A pod of the cluster, often far from a managed control plane: the controller offers
     gzip, and a list page past the real server's 128 KiB threshold comes compressed (a relist
     of 50,000 Ingresses, 100 MB of JSON, comes as about 15), read as the plain one."""
-    hosts = [f"service-{i}.customers.example.com" for i in range(600)]
-    for i, host in enumerate(hosts):
-        cluster.create(ingress(f"ns{i % 3}", f"app{i}", tls_hosts=[host]))
-    ctl = start()
-    ctl.wait_ready()
-    wait_until(lambda: managed(cluster) == tuple(sorted(hosts)), what="the first write")
+    written_first(cluster, start, [f"service-{i}.customers.example.com" for i in range(600)])
     large = [r for r in cluster.requests(None, None, watch=False)
              if (r.size or 0) > GZIP_THRESHOLD]
     assert large and {r.encoding for r in large} == {"gzip"}
