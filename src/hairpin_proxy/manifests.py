@@ -132,7 +132,6 @@ class _Loader(_SafeLoader):
             return [self._build(item, seen) for item in node.value]
         raise _Other
 
-
     def _scalar(self, tag: str, node: Node) -> Any:
         # PyYAML's constructors fail on a value that is not what its tag says in their own
         # ways ("!!timestamp soon": an AttributeError): told here, where the node is known.

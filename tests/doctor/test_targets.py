@@ -156,7 +156,7 @@ def test_a_host_a_size_limit_refuses_is_over_limit_with_the_limit_named(
     assert older["target"]["refused"] is None and newer["target"]["refused"] == why
     assert why in newer["advice"]
     rc, text = doctor_text(kubeconfig, other, *ask)
-    assert rc == 1 and f"routed → default, but no rule: {why}" in text
+    assert rc == 1 and f"routed → default, refused by a size limit: {why}" in text
 
 
 # --------------------------------------------------------------------------- Gateway API

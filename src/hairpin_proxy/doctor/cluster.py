@@ -402,7 +402,7 @@ def _rooms(said: _Said, s: DoctorSettings) -> Rooms | None:
         cm, name, key = said.import_cm, s.import_configmap_name, s.import_key
     if cm is None:
         return None
-    return rooms_of("coredns" if s.mode == "coredns" else "import", cm, rules_key=key,
+    return rooms_of(s.mode, cm, rules_key=key,
                     rules_where=f"{s.configmap_namespace}/{name}[{key}]")
 
 

@@ -202,8 +202,9 @@ class HostTarget:
     rules_at: str = ""
     origins: tuple[str, ...] = ()
     losers: tuple[LostClaim, ...] = ()
-    # Why the controller writes no rule for a host it routes: a size limit (the room, the
-    # --rules-budget, a namespace's share) refused the objects asking for it ("": none did).
+    # The plan's refusal of every object asking for a host it routes, by a size limit (the
+    # room, the --rules-budget, a namespace's share): object and reason ("": none). Whether a
+    # rule is in effect is the verdict's to read from the Corefile.
     refused: str = ""
 
 

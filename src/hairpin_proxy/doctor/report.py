@@ -215,7 +215,7 @@ def _target_line(t: HostTarget) -> str:
         where = f" (Service {t.service}, found by {t.found_by})" if t.service else ""
         return f"not redirected: {t.verdict} → {t.key}{where}: {t.message}"
     if t.refused:
-        return f"routed → {t.key}, but no rule: {t.refused}"
+        return f"routed → {t.key}, refused by a size limit: {t.refused}"
     if t.key == "default":
         text = f"redirected → default, {_DEFAULT}, through Service {t.proxy_service}"
         return text + (f" ({t.message})" if t.message else "")
