@@ -14,9 +14,9 @@ from hairpin_proxy.plan import DesiredState, PlanSettings, Snapshot, plan
 from hairpin_proxy.plan.claims import ingress_claims
 from hairpin_proxy.plan.core import desired
 from hairpin_proxy.policy import HostPolicy, PolicyResult
+from hairpin_proxy.sources.ingress.policy import ingress_target
 from hairpin_proxy.sources.registry import KEY_KIND_SPECS
 from hairpin_proxy.targets.mapping import MapEntry, parse_target_flags
-from hairpin_proxy.targets.model import ingress_target
 from hairpin_proxy.targets.resolve import TargetFacts
 from hairpin_proxy.targets.routing_plan import plan as plan_targets
 from tests.fakeapi.fixtures import gateway, gateway_class, ingress, ingress_class, route, service

@@ -9,22 +9,25 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.kube import config as kconfig
 from hairpin_proxy.kube.client import KubeClient, resource_path
-from hairpin_proxy.kube.watch import Backoff, Reflector
-from hairpin_proxy.sources.ingress.slim import own_name, slim_ingress
+from hairpin_proxy.kube.watch import Backoff, Reflector, Trim
+from hairpin_proxy.sources.ingress.record import IngressRecord
+from hairpin_proxy.sources.ingress.slim import own_name, quick_ingress, slim_ingress
 from tests.fakeapi.fixtures import configmap, ingress
 from tests.fakeapi.server import FakeApiServer
 from tests.kube.reflecting import synced_for
 from tests.waiting import until
 
 
-def with_ingresses(kubeconfig: Path, body: Callable[[Reflector], Awaitable[None]]) -> None:
+def with_ingresses(kubeconfig: Path, body: Callable[[Reflector], Awaitable[None]],
+                   transform: Callable[[JsonObj], JsonObj] = slim_ingress) -> None:
     async def main() -> None:
         client = KubeClient.from_cluster(kconfig.load(kubeconfig))
         refl = Reflector(client, resource_path("networking.k8s.io/v1", "ingresses"),
                          kind="ingresses", on_change=lambda: None, silence_timeout=10.0,
-                         backoff=Backoff(0.05, 0.2), transform=slim_ingress)
+                         backoff=Backoff(0.05, 0.2), transform=transform)
         refl.key_by_name(own_name)
         await synced_for(client, refl, body)
 
@@ -60,6 +63,40 @@ async def relist(fake_api: FakeApiServer, refl: Reflector, change: Callable[[], 
     # Listed again, and the list taken in (its resourceVersion is the reflector's).
     await until(lambda: fake_api.count("GET", r"/ingresses", watch=False) > lists
                 and refl.resource_version == now)
+
+
+def test_listed_ingresses_are_kept_straight_from_their_json_or_else_decoded_whole(
+        fake_api: FakeApiServer, kubeconfig: Path) -> None:
+    """As the controller lists Ingresses: a well-formed one kept straight from its JSON, one
+    of another shape (a host that is a number) decoded whole and trimmed; each as slim keeps
+    the object the API holds, and a change by the watch kept as slim keeps it."""
+    fake_api.create(ingress("shop", "web", rule_hosts=["web.example.com"],
+                            tls_hosts=["web.example.com"]))
+    odd = ingress("shop", "odd", rule_hosts=["odd.example.com"])
+    odd["spec"]["rules"][0]["host"] = 7
+    fake_api.create(odd)
+
+    def slimmed(name: str) -> JsonObj:
+        stored = fake_api.get("Ingress", "shop", name)
+        assert stored is not None
+        # As list items come: no apiVersion or kind.
+        return slim_ingress({k: v for k, v in stored.items() if k not in ("apiVersion", "kind")})
+
+    async def body(refl: Reflector) -> None:
+        web, kept_odd = refl.get("shop/web"), refl.get("shop/odd")
+        assert type(web) is IngressRecord and web == slimmed("web")
+        assert web.fields() == slimmed("web").fields()  # type: ignore[attr-defined]
+        assert type(kept_odd) is IngressRecord and kept_odd == slimmed("odd")
+        assert kept_odd.fields() == slimmed("odd").fields()  # type: ignore[attr-defined]
+        # The policy sees the odd host as it is, and refuses it.
+        assert kept_odd["spec"] == {"rules": [{"host": 7}]}
+        obj = fake_api.get("Ingress", "shop", "web")
+        assert obj is not None
+        obj["spec"]["rules"][0]["host"] = "changed.example.com"
+        await asyncio.to_thread(fake_api.update, obj)
+        await until(lambda: host(refl, "shop/web") == "changed.example.com")
+
+    with_ingresses(kubeconfig, body, Trim(slim_ingress, quick_ingress))
 
 
 def test_objects_are_found_by_namespace_and_name_whatever_their_key(

@@ -177,6 +177,22 @@ class ListPage:
         for item in raw:
             yield self._decoded(item) if isinstance(item, msgspec.Raw) else item
 
+    def kept(self, keep: Callable[[Any], Any],
+             quick: Callable[[bytes], Any] | None = None) -> Iterator[tuple[Any, Any]]:
+        """(each item, what ``keep`` keeps of it), decoded as it is reached; where ``quick``
+        keeps an item straight from its JSON (not None), (that, that)."""
+        raw, self._items = self._items, []
+        for item in raw:
+            if not isinstance(item, msgspec.Raw):
+                yield item, keep(item)
+                continue
+            got = None if quick is None else quick(item)
+            if got is None:
+                whole = self._decoded(item)
+                yield whole, keep(whole)
+            else:
+                yield got, got
+
     def _decoded(self, item: msgspec.Raw) -> Any:
         try:
             return _decode(item)

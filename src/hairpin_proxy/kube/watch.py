@@ -13,6 +13,7 @@ import contextlib
 import logging
 import random
 from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
+from dataclasses import dataclass
 
 from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.kube.client import ApiError, KubeClient, ListPage
@@ -79,6 +80,20 @@ def _strip(obj: JsonObj) -> JsonObj:
     return obj
 
 
+@dataclass(frozen=True)
+class Trim:
+    """What a Reflector keeps of each object: ``keep`` of the object decoded whole, or
+    ``quick`` of a listed object's JSON, which decodes only what it keeps (None: not for this
+    one, which is then decoded whole). A list of tens of thousands of objects spends most of
+    its time decoding what is then dropped."""
+
+    keep: Callable[[JsonObj], JsonObj]
+    quick: Callable[[bytes], JsonObj | None]
+
+    def __call__(self, obj: JsonObj) -> JsonObj:
+        return self.keep(obj)
+
+
 class _Gone(Exception):
     pass
 
@@ -109,6 +124,7 @@ class Reflector:
         # What is kept of each object: by default all but managedFields; a caller that reads
         # only a few fields keeps only those (tens of thousands of Ingresses).
         self.keep = transform or _strip
+        self._quick = transform.quick if isinstance(transform, Trim) else None
         self.cache: dict[str, JsonObj] = {}
         self.resource_version = ""
         self.synced = asyncio.Event()
@@ -253,8 +269,10 @@ class Reflector:
     def _fetch(self, query: Mapping[str, str]) -> asyncio.Future[ListPage]:
         return asyncio.ensure_future(self.client.list_page(self.path, dict(query)))
 
-    async def _pages(self) -> AsyncGenerator[tuple[Iterator[JsonObj], str], None]:
-        """(items, the list's resourceVersion so far) for each page of one consistent list.
+    async def _pages(self) -> AsyncGenerator[tuple[Iterator[tuple[JsonObj, JsonObj]], str],
+                                             None]:
+        """((each item, what is kept of it), the list's resourceVersion so far) for each page
+        of one consistent list.
 
         The next page is asked for as soon as this one's continue token is known, before its
         items are decoded: the server prepares it while this one is digested. A failed next
@@ -270,7 +288,7 @@ class Reflector:
                 if cont:
                     query["continue"] = cont
                     ahead = self._fetch(query)
-                yield page.items(), page.resource_version
+                yield page.kept(self.keep, self._quick), page.resource_version
                 # Not held while the next page is read.
                 del page
                 if not cont:
@@ -289,7 +307,6 @@ class Reflector:
         return [], at + len(read)
 
     async def _list(self) -> None:
-        keep = self.keep
         fresh: dict[str, JsonObj] = {}
         rv = ""
         # Closed as soon as the list stops, so that a page asked for ahead does not outlive it.
@@ -297,8 +314,7 @@ class Reflector:
         read_at = 0
         async with contextlib.aclosing(self._pages()) as pages:
             async for items, page_rv in pages:
-                for n, o in enumerate(items, 1):
-                    kept = keep(o)
+                for n, (o, kept) in enumerate(items, 1):
                     fresh[self._new_key(fresh, kept, object_key(o))] = kept
                     if self.on_listed is not None:
                         read.append(kept)

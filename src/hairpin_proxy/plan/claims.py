@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from hairpin_proxy.apis import INGRESS_GROUP
 from hairpin_proxy.claims import Claim, ObjectRef
@@ -15,10 +16,11 @@ from hairpin_proxy.sources.ingress.policy import (
     default_ingress_classes,
     evaluate,
     evaluate_ingress,
+    ingress_target,
     merge,
 )
+from hairpin_proxy.sources.ingress.record import ABSENT, RECORDS
 from hairpin_proxy.sources.registry import by_name
-from hairpin_proxy.targets.model import ingress_target
 
 
 class IngressClaim(Claim):
@@ -40,6 +42,18 @@ class IngressClaim(Claim):
         _set(self, "_name", ref.name)
         _set(self, "_uid", ref.uid)
 
+    @classmethod
+    def of(cls, host: str, origin: IngressOrigin) -> IngressClaim:
+        """The claim of the Ingress ``origin`` names: no reference made for it."""
+        claim = cls.__new__(cls)
+        _set(claim, "host", host)
+        _set(claim, "target", origin.target)
+        _set(claim, "created", origin.created)
+        _set(claim, "_origin", origin.namespace)
+        _set(claim, "_name", origin.name)
+        _set(claim, "_uid", origin.uid)
+        return claim
+
     @property
     def origin(self) -> ObjectRef:
         kept = self._origin
@@ -53,14 +67,47 @@ class IngressClaim(Claim):
 _set = object.__setattr__
 
 
+class IngressOrigin(NamedTuple):
+    """An Ingress as the origin of its claims, as an IngressClaim keeps it."""
+
+    namespace: str
+    name: str
+    uid: str
+    # The target key its class asks for.
+    target: str
+    # Its creation time (the rules budget's order).
+    created: str
+
+
 def ingress_origin(obj: Mapping[str, Any], defaults: frozenset[str]
                    ) -> tuple[ObjectRef, str, str]:
     """An Ingress as the origin of its claims: (its reference, the target key its class asks
     for, its creation time)."""
+    got = ingress_origin_fields(obj, defaults)
+    return (ObjectRef("Ingress", got.namespace, got.name, got.uid, INGRESS_GROUP), got.target,
+            got.created)
+
+
+def ingress_origin_fields(obj: Mapping[str, Any], defaults: frozenset[str]) -> IngressOrigin:
+    """``ingress_origin`` with no reference made: what an IngressClaim keeps. One string per
+    target key for every Ingress of it, not one each."""
+    target = sys.intern(ingress_target(obj, defaults))
+    if type(obj) in RECORDS:
+        # A cached record, read from its slots: this runs for every Ingress of a list.
+        rec: Any = obj
+        name = rec.name
+        return IngressOrigin(_given(rec.namespace, "default"),
+                             str(None if name is ABSENT else name), _given(rec.uid, ""),
+                             target, _given(rec.creationTimestamp, ""))
     meta = obj.get("metadata") or {}
-    ref = ObjectRef("Ingress", str(meta.get("namespace") or "default"), str(meta.get("name")),
-                    str(meta.get("uid") or ""), INGRESS_GROUP)
-    return ref, ingress_target(obj, defaults), str(meta.get("creationTimestamp") or "")
+    return IngressOrigin(str(meta.get("namespace") or "default"), str(meta.get("name")),
+                         str(meta.get("uid") or ""), target,
+                         str(meta.get("creationTimestamp") or ""))
+
+
+def _given(value: Any, default: str) -> str:
+    """A record's field as ``str(meta.get(key) or default)`` reads it."""
+    return default if value is ABSENT or not value else str(value)
 
 
 def ingress_result(snap: Snapshot) -> PolicyResult:

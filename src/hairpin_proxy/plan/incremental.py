@@ -28,7 +28,6 @@ from __future__ import annotations
 import bisect
 import itertools
 import operator
-import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
@@ -38,7 +37,7 @@ from hairpin_proxy.claims import Claim, Decision, ObjectRef, decide, renamer, re
 from hairpin_proxy.jsonobj import Obj
 from hairpin_proxy.plan.answers import Regrouper
 from hairpin_proxy.plan.budget import Measure
-from hairpin_proxy.plan.claims import IngressClaim, ingress_origin, registered_claims
+from hairpin_proxy.plan.claims import IngressClaim, ingress_origin_fields, registered_claims
 from hairpin_proxy.plan.core import (
     DesiredState,
     desired,
@@ -78,16 +77,14 @@ def ingress_made(obj: Obj, index: ClassIndex, defaults: frozenset[str], policy: 
                  ) -> Made:
     """One Ingress's claims and refusals, as ``plan.claims`` makes them for it."""
     result = evaluate_ingress(obj, policy, index)
-    ref, target, created = ingress_origin(obj, defaults)
-    # One string per target for every Ingress of it, not one each.
-    target = sys.intern(target)
-    if not result.hosts or result.origin != f"{ref.namespace}/{ref.name}":
+    origin = ingress_origin_fields(obj, defaults)
+    if not result.hosts or result.origin != f"{origin.namespace}/{origin.name}":
         # A name shortened for display names no Ingress: it claims nothing (as plan.claims).
         return (), result.rejections
     if len(result.hosts) == 1:
         # Nearly every Ingress: no generator, no de-duplication to do.
-        return (IngressClaim(result.hosts[0], target, ref, created),), result.rejections
-    return (tuple(IngressClaim(h, target, ref, created) for h in dict.fromkeys(result.hosts)),
+        return (IngressClaim.of(result.hosts[0], origin),), result.rejections
+    return (tuple(IngressClaim.of(h, origin) for h in dict.fromkeys(result.hosts)),
             result.rejections)
 
 

@@ -22,9 +22,7 @@ import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal, NamedTuple, get_args
-
-from hairpin_proxy.apis import CLASS_ANNOTATION
+from typing import Final, Literal, NamedTuple, get_args
 
 ProxyMode = Literal["v1", "v2", "none", "unknown"]
 PROXY_MODES: Final[tuple[ProxyMode, ...]] = get_args(ProxyMode)
@@ -221,23 +219,17 @@ class Target:
         return self.proxy in REDIRECTED_MODES
 
 
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _text(value: object) -> str:
-    return value if isinstance(value, str) else ""
-
-
-def ingress_target(ingress: Mapping[str, Any], defaults: frozenset[str]) -> str:
-    """The target key an Ingress's hosts claim: its class (``spec.ingressClassName``, else
-    the legacy annotation), else the cluster's one default IngressClass, else ``default``."""
-    meta, spec = _mapping(ingress.get("metadata")), _mapping(ingress.get("spec"))
-    name = _text(spec.get("ingressClassName")) or _text(
-        _mapping(meta.get("annotations")).get(CLASS_ANNOTATION))
+def class_target(name: str, defaults: frozenset[str]) -> str:
+    """The target key an Ingress's hosts claim when it names the class ``name`` ("" for
+    none): that class, else the cluster's one default IngressClass, else ``default``."""
     if not name and len(defaults) == 1:
         (name,) = defaults
     if not name:
+        return DEFAULT_KEY
+    try:
+        return ingressclass_key(name)
+    except ValueError:
+        # Not a name an IngressClass can have: no data plane to find, so the default.
         return DEFAULT_KEY
     try:
         return ingressclass_key(name)

@@ -14,10 +14,14 @@ from hairpin_proxy.claims import ObjectRef
 from hairpin_proxy.controller.sources import same_object
 from hairpin_proxy.plan.claims import ingress_origin
 from hairpin_proxy.plan.incremental import version_of
-from hairpin_proxy.sources.ingress.policy import evaluate, evaluate_ingress, ingress_matches
+from hairpin_proxy.sources.ingress.policy import (
+    evaluate,
+    evaluate_ingress,
+    ingress_matches,
+    ingress_target,
+)
 from hairpin_proxy.sources.ingress.record import IngressRecord, MetaView
-from hairpin_proxy.sources.ingress.slim import slim_ingress, trimmed
-from hairpin_proxy.targets.model import ingress_target
+from hairpin_proxy.sources.ingress.slim import quick_ingress, slim_ingress, trimmed
 from hairpin_proxy.verify.lb import lb_addresses
 from tests.sources.ingress.test_slim import ANNOTATIONS, POLICIES, SCALAR, SPEC
 
@@ -151,3 +155,113 @@ def test_the_records_are_mappings_without_the_abc_slow_path() -> None:
     finally:
         type(Mapping).__subclasscheck__ = original  # type: ignore[method-assign]
     assert calls == []
+
+
+def _str_or_none(value: object) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def _quick_spec_shape(spec: object) -> bool:
+    """Whether ``spec`` has the types a well-formed Ingress spec has, in what slim keeps."""
+    if spec is None:
+        return True
+    if not isinstance(spec, dict) or not _str_or_none(spec.get("ingressClassName")):
+        return False
+    tls, rules = spec.get("tls", []), spec.get("rules", [])
+    return (isinstance(tls, list) and isinstance(rules, list)
+            and all(isinstance(t, dict) and isinstance(t.get("hosts", []), list)
+                    and all(isinstance(h, str) for h in t.get("hosts", [])) for t in tls)
+            and all(isinstance(r, dict) and isinstance(r.get("host", ""), str) for r in rules))
+
+
+def quick_shape(obj: dict[str, Any]) -> bool:
+    """Whether an Ingress has the types a well-formed one has, in what slim keeps: the ones
+    ``quick_ingress`` must keep."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or not all(
+            _str_or_none(meta.get(k)) for k in ("name", "namespace", "uid", "resourceVersion",
+                                               "creationTimestamp")):
+        return False
+    notes = meta.get("annotations")
+    if notes is not None and not (isinstance(notes, dict) and isinstance(
+            notes.get("kubernetes.io/ingress.class", ""), str)):
+        return False
+    head = (obj.get("apiVersion", "absent"), obj.get("kind", "absent"))
+    return head in (("absent", "absent"), ("networking.k8s.io/v1", "Ingress")) \
+        and _quick_spec_shape(obj.get("spec"))
+
+
+@settings(max_examples=1000, deadline=None)
+@given(ingresses())
+def test_an_ingress_kept_straight_from_its_json_is_what_slim_keeps(obj: dict[str, Any]
+                                                                   ) -> None:
+    """A listed Ingress of a well-formed shape is kept straight from its JSON, as the very
+    record slim keeps of it decoded whole; any other is left to be decoded whole."""
+    got, want = quick_ingress(json.dumps(obj).encode()), slim_ingress(obj)
+    assert (got is not None) == quick_shape(obj)
+    if got is not None:
+        assert type(got) is type(want)
+        assert isinstance(got, IngressRecord) and isinstance(want, IngressRecord)
+        assert got.fields() == want.fields()
+        assert json.dumps(got, default=dict) == json.dumps(want, default=dict)
+
+
+# Where one value of a well-formed Ingress may be replaced, and with what.
+FIELDS = st.sampled_from([
+    ("apiVersion",), ("kind",), ("metadata",), ("metadata", "name"), ("metadata", "namespace"),
+    ("metadata", "uid"), ("metadata", "resourceVersion"), ("metadata", "creationTimestamp"),
+    ("metadata", "annotations"), ("metadata", "annotations", "kubernetes.io/ingress.class"),
+    ("spec",), ("spec", "ingressClassName"), ("spec", "tls"), ("spec", "tls", 0),
+    ("spec", "tls", 0, "hosts"), ("spec", "tls", 0, "hosts", 0), ("spec", "rules"),
+    ("spec", "rules", 0), ("spec", "rules", 0, "host"), ("status",)])
+VALUES = st.one_of(SCALAR, st.just([]), st.just({}), st.just(["x"]), st.just([{}]))
+
+
+@settings(max_examples=1000, deadline=None)
+@given(FIELDS, VALUES, st.booleans())
+def test_one_odd_value_in_a_well_formed_ingress_is_kept_as_slim_keeps_it(
+        path: tuple[str | int, ...], value: object, head: bool) -> None:
+    """Every field of a well-formed Ingress given a value of another type (null, a number, a
+    string, a list or an object): kept straight from the JSON as slim keeps it, or left to be
+    decoded whole."""
+    obj: dict[str, Any] = {
+        "metadata": {"name": "web", "namespace": "shop", "uid": "u1", "resourceVersion": "7",
+                     "creationTimestamp": "2026-01-01T00:00:00Z",
+                     "annotations": {"kubernetes.io/ingress.class": "nginx", "other": "x"}},
+        "spec": {"ingressClassName": "nginx", "tls": [{"hosts": ["a.example.com"]}],
+                 "rules": [{"host": "a.example.com"}]},
+        "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}}
+    if head:
+        obj = {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", **obj}
+    *parents, last = path
+    at: Any = obj
+    for key in parents:
+        at = at[key]
+    at[last] = value
+    got, want = quick_ingress(json.dumps(obj).encode()), slim_ingress(obj)
+    assert (got is not None) == quick_shape(obj)
+    if got is not None:
+        assert type(got) is type(want)
+        assert isinstance(got, IngressRecord) and isinstance(want, IngressRecord)
+        assert got.fields() == want.fields()
+
+
+def test_an_ingress_as_kubectl_apply_leaves_it_is_kept_straight_from_its_json() -> None:
+    """The usual Ingress: fields slim drops (labels, other annotations and the last applied
+    copy, managedFields, paths and backends, TLS secrets) are skipped, not refused."""
+    obj = {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": {
+        "name": "web", "namespace": "shop", "uid": "u1", "resourceVersion": "7",
+        "creationTimestamp": "2026-01-01T00:00:00Z", "generation": 2, "labels": {"app": "web"},
+        "annotations": {"kubernetes.io/ingress.class": "nginx",
+                        "kubectl.kubernetes.io/last-applied-configuration": '{"a": "\\"b\\""}'},
+        "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}]},
+        "spec": {"rules": [{"host": "shop.example.com", "http": {"paths": [{
+            "path": "/", "pathType": "Prefix", "backend": {"service": {
+                "name": "web", "port": {"number": 80}}}}]}}],
+            "tls": [{"hosts": ["shop.example.com"], "secretName": "web-tls"}]},
+        "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}}
+    got = quick_ingress(json.dumps(obj).encode())
+    want = slim_ingress(obj)
+    assert isinstance(got, IngressRecord) and isinstance(want, IngressRecord)
+    assert got.fields() == want.fields() and got == want
+    assert got["spec"]["rules"] == [{"host": "shop.example.com"}]

@@ -13,11 +13,12 @@ from hairpin_proxy.controller.metrics import ControllerMetrics
 from hairpin_proxy.controller.sources import MakeReflector, ObjectRef, Source, same_object
 from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.kube.client import resource_path
-from hairpin_proxy.kube.watch import Reflector
+from hairpin_proxy.kube.watch import Reflector, Trim
 from hairpin_proxy.policy import HostPolicy
-from hairpin_proxy.sources.ingress.slim import own_name, slim_ingress
+from hairpin_proxy.sources.ingress.slim import own_name, quick_ingress, slim_ingress
 
 INGRESS_API = INGRESS_API_VERSION
+_KEEP = Trim(slim_ingress, quick_ingress)
 
 class IngressSource:
     def __init__(self, reflector: MakeReflector, include_namespaces: Sequence[str],
@@ -26,11 +27,11 @@ class IngressSource:
         if include_namespaces:
             # dict.fromkeys: a namespace given twice is watched once.
             self.ingresses = [reflector(resource_path(INGRESS_API, "ingresses", ns),
-                                        f"ingresses/{ns}", transform=slim_ingress)
+                                        f"ingresses/{ns}", transform=_KEEP)
                               for ns in dict.fromkeys(include_namespaces)]
         else:
             self.ingresses = [reflector(resource_path(INGRESS_API, "ingresses"), "ingresses",
-                                        transform=slim_ingress)]
+                                        transform=_KEEP)]
         for r in self.ingresses:
             # Nothing reads these caches' keys (``find`` goes through ``get``).
             r.key_by_name(own_name)

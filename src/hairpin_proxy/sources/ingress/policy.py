@@ -24,7 +24,8 @@ from hairpin_proxy.policy import (
     verdict,
     verdict_of_str,
 )
-from hairpin_proxy.sources.ingress.record import IngressRecord, MetaView
+from hairpin_proxy.sources.ingress.record import RECORDS, IngressRecord, MetaView
+from hairpin_proxy.targets.model import class_target
 
 # CompactSpec's TLS entries when there is one naming exactly its one rule's host.
 _SAME: Final = object()
@@ -192,6 +193,35 @@ def _spec_class(spec: object) -> str | None:
         if isinstance(cls, str) and cls:
             return cls
     return None
+
+
+def _mapping(value: object) -> Mapping[Any, Any]:
+    return value if isinstance(value, _MAPS) else {}
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def named_class(ingress: Mapping[str, Any]) -> str:
+    """The IngressClass an Ingress names (``spec.ingressClassName``, else the legacy
+    annotation), or ""."""
+    if type(ingress) in RECORDS:
+        # A cached record, read from its slots: this runs for every Ingress of a list.
+        rec: Any = ingress
+        spec, annotations = rec.spec, rec.annotations
+        if type(spec) is CompactSpec:
+            return spec.class_name or (_text(annotations.get(CLASS_ANNOTATION))
+                                       if type(annotations) is dict else "")
+    meta, spec = _mapping(ingress.get("metadata")), _mapping(ingress.get("spec"))
+    return _text(spec.get("ingressClassName")) or _text(
+        _mapping(meta.get("annotations")).get(CLASS_ANNOTATION))
+
+
+def ingress_target(ingress: Mapping[str, Any], defaults: frozenset[str]) -> str:
+    """The target key an Ingress's hosts claim: its class (``named_class``), else the
+    cluster's one default IngressClass, else ``default``."""
+    return class_target(named_class(ingress), defaults)
 
 
 def _missing_class(spec: object, classes: ClassIndex) -> str | None:

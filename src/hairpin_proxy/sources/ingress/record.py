@@ -149,6 +149,10 @@ class WithHead(IngressRecord):
     _HEAD = ("apiVersion", "kind")
 
 
+# The record classes, for a reader's fast path: ``type(x) in RECORDS`` is an exact test.
+RECORDS: Final[frozenset[type]] = frozenset({IngressRecord, WithHead})
+
+
 class MetaView(_ReadOnlyMapping):
     """``metadata`` of an IngressRecord, read from the record (made on each read: a view is
     cheaper to make than to keep for every Ingress)."""

@@ -20,6 +20,9 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+import msgspec
+from msgspec import UNSET, UnsetType
+
 from hairpin_proxy.apis import CLASS_ANNOTATION
 from hairpin_proxy.jsonobj import JsonObj
 from hairpin_proxy.sources.ingress.policy import CompactSpec
@@ -65,12 +68,7 @@ def _annotations(meta: dict[str, Any]) -> Any:
         value = annotations[CLASS_ANNOTATION]
         if type(value) is not str:
             return {CLASS_ANNOTATION: value}
-        shared = _ANNOTATIONS.get(value)
-        if shared is None:
-            if len(_ANNOTATIONS) >= _STATUSES_MAX:
-                _ANNOTATIONS.clear()
-            shared = _ANNOTATIONS[value] = {CLASS_ANNOTATION: sys.intern(value)}
-        return shared
+        return _shared_annotations(value)
     return ABSENT if annotations is None else annotations
 
 
@@ -143,6 +141,11 @@ def _compact_spec(spec: dict[str, Any]) -> CompactSpec | None:
     rules = _rule_hosts(spec["rules"], seen) if "rules" in spec else None
     if tls is _BAD or rules is _BAD:
         return None
+    return _compact(cls, tls, rules)
+
+
+def _compact(cls: str | None, tls: tuple[Any, ...] | None,
+             rules: tuple[str | None, ...] | None) -> CompactSpec:
     if tls is not None and rules is not None:
         # The usual Ingress names the same hosts in its rules and its TLS entry: one tuple.
         tls = tuple([rules if hosts == rules else hosts for hosts in tls])
@@ -179,6 +182,15 @@ def _status(lb: dict[str, Any]) -> JsonObj:
         if len(_STATUSES) >= _STATUSES_MAX:
             _STATUSES.clear()
         shared = _STATUSES[key] = {"loadBalancer": lb}
+    return shared
+
+
+def _shared_annotations(value: str) -> JsonObj:
+    shared = _ANNOTATIONS.get(value)
+    if shared is None:
+        if len(_ANNOTATIONS) >= _STATUSES_MAX:
+            _ANNOTATIONS.clear()
+        shared = _ANNOTATIONS[value] = {CLASS_ANNOTATION: sys.intern(value)}
     return shared
 
 
@@ -255,3 +267,95 @@ def trimmed(obj: JsonObj) -> JsonObj:
         out["status"] = status
     return out
 
+
+
+# An Ingress read straight from its JSON as slim_ingress keeps it: only the fields kept are
+# decoded, the rest (other annotations and their last-applied copy of the object, labels,
+# managedFields, backends, paths) skipped unread. Each field is typed as a well-formed Ingress
+# has it; anything else fails the decode, and the Ingress is decoded whole and trimmed as it is
+# (the policy reports its defects).
+
+
+class _Annotations(msgspec.Struct):
+    cls: str | UnsetType = msgspec.field(default=UNSET, name=CLASS_ANNOTATION)
+
+
+class _QuickMeta(msgspec.Struct):
+    name: str | UnsetType | None = UNSET
+    namespace: str | UnsetType | None = UNSET
+    uid: str | UnsetType | None = UNSET
+    resourceVersion: str | UnsetType | None = UNSET
+    creationTimestamp: str | UnsetType | None = UNSET
+    annotations: _Annotations | UnsetType | None = UNSET
+
+
+class _QuickTls(msgspec.Struct):
+    hosts: list[str] | UnsetType = UNSET
+
+
+class _QuickRule(msgspec.Struct):
+    host: str | UnsetType = UNSET
+
+
+class _QuickSpec(msgspec.Struct):
+    ingressClassName: str | UnsetType | None = UNSET
+    tls: list[_QuickTls] | UnsetType = UNSET
+    rules: list[_QuickRule] | UnsetType = UNSET
+
+
+class _Quick(msgspec.Struct):
+    metadata: _QuickMeta
+    apiVersion: str | UnsetType = UNSET
+    kind: str | UnsetType = UNSET
+    spec: _QuickSpec | UnsetType | None = UNSET
+    status: Any = UNSET
+
+
+_decode_quick = msgspec.json.Decoder(_Quick).decode
+_QUICK_FAILS = (msgspec.ValidationError, msgspec.DecodeError)
+
+
+def quick_ingress(raw: bytes) -> JsonObj | None:
+    """``slim_ingress`` of the Ingress that is the JSON ``raw``, decoding only what it keeps;
+    None when the Ingress is not well-formed enough for that (decode it whole, and trim it)."""
+    try:
+        got = _decode_quick(raw)
+    except _QUICK_FAILS:
+        return None
+    api, kind = got.apiVersion, got.kind
+    if api is UNSET and kind is UNSET:
+        out = IngressRecord()
+    elif api == API_VERSION and kind == KIND:
+        out = WithHead()
+    else:
+        return None
+    meta = got.metadata
+    out.name = _given(meta.name)
+    out.namespace = _str(_given(meta.namespace))
+    out.uid = _given(meta.uid)
+    out.resourceVersion = _given(meta.resourceVersion)
+    out.creationTimestamp = _str(_given(meta.creationTimestamp))
+    notes = meta.annotations
+    out.annotations = ABSENT if notes is UNSET or notes is None or notes.cls is UNSET \
+        else _shared_annotations(notes.cls)
+    spec = got.spec
+    out.spec = ABSENT if spec is UNSET else None if spec is None else _quick_spec(spec)
+    out.status = _kept_status(None if got.status is UNSET else got.status)
+    # Typed as the dict it reads as: cached objects are only read.
+    return out  # type: ignore[return-value]
+
+
+def _given(value: Any) -> Any:
+    return ABSENT if value is UNSET else value
+
+
+def _quick_spec(spec: _QuickSpec) -> CompactSpec:
+    seen: dict[str, str] = {}  # a host named in tls and in a rule: one string
+    tls = None if spec.tls is UNSET else tuple([
+        None if entry.hosts is UNSET else tuple([seen.setdefault(h, h) for h in entry.hosts])
+        for entry in spec.tls])
+    rules = None if spec.rules is UNSET else tuple([
+        None if rule.host is UNSET else seen.setdefault(rule.host, rule.host)
+        for rule in spec.rules])
+    cls = spec.ingressClassName
+    return _compact(None if cls is UNSET else cls, tls, rules)
