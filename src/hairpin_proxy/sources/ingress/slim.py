@@ -350,12 +350,18 @@ def _given(value: Any) -> Any:
 
 
 def _quick_spec(spec: _QuickSpec) -> CompactSpec:
+    cls = None if spec.ingressClassName is UNSET else spec.ingressClassName
+    tls, rules = spec.tls, spec.rules
+    if tls is not UNSET and rules is not UNSET and len(tls) == 1 and len(rules) == 1:
+        # Nearly every Ingress: one rule, and one TLS entry naming its host.
+        hosts, host = tls[0].hosts, rules[0].host
+        if host is not UNSET and hosts is not UNSET and hosts == [host]:
+            return _compact(cls, ((host,),), (host,))
     seen: dict[str, str] = {}  # a host named in tls and in a rule: one string
-    tls = None if spec.tls is UNSET else tuple([
+    kept_tls = None if tls is UNSET else tuple([
         None if entry.hosts is UNSET else tuple([seen.setdefault(h, h) for h in entry.hosts])
-        for entry in spec.tls])
-    rules = None if spec.rules is UNSET else tuple([
+        for entry in tls])
+    kept_rules = None if rules is UNSET else tuple([
         None if rule.host is UNSET else seen.setdefault(rule.host, rule.host)
-        for rule in spec.rules])
-    cls = spec.ingressClassName
-    return _compact(None if cls is UNSET else cls, tls, rules)
+        for rule in rules])
+    return _compact(cls, kept_tls, kept_rules)
