@@ -195,6 +195,21 @@ def test_the_size_limits_measure_only_what_verification_lets_through() -> None:
     assert some.metrics["verdicts"]["verified"] == 32.0
 
 
+def test_the_plan_tells_the_removal_guard_what_the_size_limits_refused() -> None:
+    """What the removal guard asks of a plan: the hosts a size limit refused (not those
+    verification kept out), and whether hosts fit the limits its own were fitted to."""
+    hosts, every = over_budget()
+    assert every.limited() == {h for h in hosts if h.split(".")[1] in
+                               ("team2", "team3", "team4", "team5")}
+    assert every.fits(every.hosts) and not every.fits(hosts)
+    _, some = over_budget(team0=Code.NOT_THIS_CLUSTER, team1=Code.UNRESOLVED)
+    assert {h.split(".")[1] for h in some.limited()} == {"team4", "team5"}
+    # A snapshot without rooms has no limit to fit.
+    bare = snapshot_of(with_ips(corpus("25-over-budget")["objects"], PLANES), SETTINGS,
+                       targets_configmap="hairpin-proxy-targets")
+    assert plan(bare).fits(hosts) and not plan(bare).limited()
+
+
 def test_held_hosts_keep_their_rule_until_their_first_verdict_whatever_their_answers() -> None:
     """The controller reads the hosts its rules hold apart from their answers (an import
     snippet's hosts without published answers): those, not the answers' keys, are what a

@@ -226,11 +226,11 @@ def ruled(wrote: Outputs, mode: str) -> set[str]:
 
 
 def controller_flags(case: dict[str, Any], mode: str) -> list[str]:
-    # Published too: the hosts file the etchosts agents write from them is compared.
-    # --allow-mass-removal: render prints the steady state, which the removal guard would
-    # hold back for --mass-removal-grace where a size limit takes most of the first write
-    # away (a slot's hosts, older, come with its Service after it and take the room).
-    flags = ["--target-settle", "0", "--allow-mass-removal", *PUBLISH, *case.get("args", ())]
+    # Published too: the hosts file the etchosts agents write from them is compared. The
+    # removal guard is on, as installed: hosts a size limit takes away from the first write
+    # (a slot's hosts, older, come with its Service after it and take the room) are no drop
+    # it holds back.
+    flags = ["--target-settle", "0", *PUBLISH, *case.get("args", ())]
     if mode == "coredns-import":
         flags += ["--mode", "coredns-import"]
     if not case.get("gateway_api"):

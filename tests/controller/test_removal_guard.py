@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -11,8 +12,10 @@ from hypothesis import strategies as st
 
 from hairpin_proxy import corefile
 from hairpin_proxy.controller.removal_guard import RemovalGuard
+from hairpin_proxy.corefile.written import written
 from hairpin_proxy.plan.change import Since
-from tests.controller.conftest import PUBLISH, Controller, corefile_text, wait_until
+from tests.controller import test_plan_equivalence as corpus
+from tests.controller.conftest import PROXY_IP, PUBLISH, Controller, corefile_text, wait_until
 from tests.fakeapi.fixtures import ingress
 from tests.fakeapi.server import FakeApiServer
 
@@ -230,6 +233,105 @@ def test_decisions_from_the_plans_change_are_those_of_the_plain_algorithm(
         last_plan, written = want, got[0]
 
 
+class Limits:
+    """A plan's size limits: ``refused`` the hosts a limit refused, and at most ``room``
+    hosts fit."""
+
+    def __init__(self, refused: Iterable[str] = (), room: int = 1000) -> None:
+        self.refused, self.room = frozenset(refused), room
+        self.measured: list[tuple[str, ...]] = []
+
+    def limited(self) -> frozenset[str]:
+        return self.refused
+
+    def fits(self, hosts: Sequence[str]) -> bool:
+        self.measured.append(tuple(hosts))
+        return len(hosts) <= self.room
+
+
+def test_hosts_a_size_limit_refused_are_no_drop() -> None:
+    """Three of four hosts go, but a size limit refused them (an older object took the
+    room): written at once, nothing held."""
+    guard = RemovalGuard(0.5, 60, False, Clock())
+    limits = Limits(refused={"b", "c", "d"})
+    assert guard.decide(("a", "x"), ("a", "b", "c", "d"), None, limits) == (("a", "x"), False)
+    assert guard.held_since is None
+    # Whatever the previous hosts come as: the plan's change, or a list.
+    since = Since(("a", "b", "c", "d"), {}, corefile.Answers(), ("a", "b", "c", "d"),
+                  ("b", "c", "d", "x"))
+    assert guard.decide(("a", "x"), ("a", "b", "c", "d"), since, limits) == (("a", "x"),
+                                                                            False)
+    assert guard.decide(["x", "a"], ["d", "c", "b", "a"], None, limits) == (("a", "x"), False)
+
+
+def test_a_genuine_drop_beside_refused_hosts_is_held_without_them() -> None:
+    """Judged on what the limits left: two of a, c, d go (more than half), so they are held;
+    b, refused by a limit, goes at once."""
+    guard = RemovalGuard(0.5, 60, False, Clock())
+    got = guard.decide(("a",), ("a", "b", "c", "d"), None, Limits(refused={"b"}))
+    assert got == (("a", "c", "d"), True)
+
+
+def test_an_empty_list_is_held_with_the_limits_in_place() -> None:
+    """The API answering with no object at all, a class gone: held as ever."""
+    clock = Clock()
+    guard = RemovalGuard(0.5, 60, False, clock)
+    assert guard.decide((), ("a", "b"), None, Limits()) == (("a", "b"), True)
+    assert guard.decide(("c",), ("a", "b"), None, Limits()) == (("a", "b", "c"), True)
+    clock.now += 60
+    assert guard.decide(("c",), ("a", "b"), None, Limits()) == (("c",), False)
+
+
+def test_new_hosts_wait_where_they_do_not_fit_beside_the_held_ones() -> None:
+    """a, b and c go; x, refused before, now fits the plan's room. With the held hosts it
+    would not: the old rules stay and x waits for the hold to end."""
+    clock = Clock()
+    guard = RemovalGuard(0.5, 60, False, clock)
+    limits = Limits(room=3)
+    assert guard.decide(("x",), ("a", "b", "c"), None, limits) == (("a", "b", "c"), True)
+    assert guard.waiting == 1
+    assert limits.measured == [("a", "b", "c", "x"), ("a", "b", "c")]
+    clock.now += 60
+    assert guard.decide(("x",), ("a", "b", "c"), None, limits) == (("x",), False)
+    assert guard.waiting == 0
+
+
+def test_old_rules_past_a_limit_cannot_be_held() -> None:
+    """The limits shrank below what the rules hold now: only the plan's hosts fit, and the
+    drop goes through (said in the log)."""
+    guard = RemovalGuard(0.5, 60, False, Clock())
+    assert guard.decide(("x",), ("a", "b", "c"), None, Limits(room=2)) == (("x",), False)
+    assert guard.too_big and guard.held_since is None
+
+
+def test_limits_are_measured_only_for_a_drop_to_hold() -> None:
+    guard = RemovalGuard(0.5, 60, False, Clock())
+    limits = Limits(refused={"b"})
+    assert guard.decide(("a", "b", "c"), ("a", "b"), None, limits) == (("a", "b", "c"), False)
+    assert guard.decide(("a", "c"), ("a", "b", "c"), None, limits) == (("a", "c"), False)
+    assert limits.measured == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(fraction=st.sampled_from([0.0, 0.5, 1.0]), room=st.integers(0, 8),
+       steps=st.lists(st.tuples(NAMES, NAMES, NAMES, st.integers(0, 40)), max_size=12))
+def test_what_is_written_never_goes_past_a_limit(
+        fraction: float, room: int, steps: list[tuple[list[str], list[str], list[str], int]]
+        ) -> None:
+    """Whatever the plan wants (within its limits) and refused, and whatever the rules hold:
+    what is written fits wherever the plan's hosts do, and holds no host a limit refused."""
+    clock = Clock()
+    guard = RemovalGuard(fraction, 30, False, clock)
+    for desired, refused, previous, wait in steps:
+        clock.now += wait
+        want = tuple(sorted(set(desired)))[:room]
+        limits = Limits(set(refused).difference(want), room)
+        got, held = guard.decide(want, tuple(sorted(set(previous))), None, limits)
+        assert len(got) <= room
+        assert not limits.refused.intersection(got)
+        assert set(want) <= set(got) or held
+
+
 def test_guard_holds_then_releases_end_to_end(cluster: FakeApiServer, start: Start) -> None:
     for name in ("a", "b", "c", "d"):
         cluster.create(ingress(name, name, tls_hosts=[f"{name}.example.com"]))
@@ -294,3 +396,78 @@ def test_in_import_mode_the_guard_starts_from_what_the_key_holds(
     wait_until(lambda: ctl.metric("hairpin_controller_mass_removal_held") == 1,
                what="drop held at start")
     assert import_hosts(cluster) == ("a.example.com", "b.example.com")
+
+
+def rules_written(api: FakeApiServer) -> list[tuple[tuple[str, ...], int]]:
+    """Every Corefile the fake API was given, oldest first: the hosts our rules hold, and
+    their bytes as the rules' limit measures them (as written)."""
+    out = []
+    for _, cm in api.changes("ConfigMap", "kube-system"):
+        if cm["metadata"]["name"] != "coredns":
+            continue
+        groups: dict[corefile.Answers, list[str]] = {}
+        for host, answers in corefile.managed_groups(cm["data"]["Corefile"]).items():
+            groups.setdefault(answers, []).append(host)
+        out.append((tuple(sorted(h for hs in groups.values() for h in hs)),
+                    written({a: sorted(hs) for a, hs in groups.items()}).size))
+    return out
+
+
+def test_hosts_a_size_limit_takes_away_are_no_drop_to_hold(
+        cluster: FakeApiServer, start: Start, tmp_path: Path) -> None:
+    """Corpus case 26 at --rules-budget 700, the guard on: the first write holds the main
+    Service's hosts (team1, 3, 5) while the slot's Service is made; once it has its address,
+    the older team0 on the slot takes the room and the budget refuses team3 and team5. The
+    budget took them away, not an accident: they go at once, the rules never go past the
+    budget, and they end as render prints them."""
+    case = {**corpus.load(corpus.CORPUS / "26-over-budget-two-targets.yaml"),
+            "args": ["--rules-budget", "700"]}
+    corpus.setup(cluster, case)
+    ctl = start("--target-settle", "0", "--gateway-api", "off", *PUBLISH, *case["args"])
+    ctl.wait_ready()
+    want = tuple(sorted(f"host{i}.team{t}.example.com" for t in (0, 1) for i in range(8)))
+
+    def settled() -> bool:
+        wrote = corpus.written(cluster, "coredns")
+        return (corefile.managed_hosts(wrote["rules"]) == want and wrote == corpus.rendered(
+            tmp_path, case, corpus.inputs(cluster, case), "coredns"))
+
+    wait_until(settled, 60, "the 16 hosts render prints", interval=0.2)
+    history = rules_written(cluster)
+    # The case is what it says: hosts written first were taken away by the budget.
+    assert any("host0.team3.example.com" in hosts for hosts, _ in history), history
+    assert max(size for _, size in history) <= 700, history
+    assert ctl.metric("hairpin_controller_mass_removal_held") == 0
+    assert not any(str(r.get("msg")).startswith("large drop") for r in ctl.records())
+
+
+def test_a_held_drop_never_takes_the_rules_past_a_limit(cluster: FakeApiServer,
+                                                        start: Start) -> None:
+    """A genuine drop at the budget: the two older Ingresses go, which makes room for the
+    newer one the budget refused. The old rules are held back, and the new hosts wait for
+    the hold to end rather than take the rules past the budget with them."""
+    def hosts(*names: str) -> list[str]:
+        return sorted(f"host{i}.{n}.example.com" for n in names for i in range(4))
+
+    answers = corefile.Answers.of((PROXY_IP,), 10)
+    two, three = (written({answers: hosts(*ns)}).size for ns in (("a", "b"), ("a", "b", "c")))
+    budget = (two + three) // 2
+    for name in ("a", "b", "c"):
+        if name == "c":
+            cluster.next_second()  # newer: the one the budget refuses
+        cluster.create(ingress(name, name, tls_hosts=hosts(name)))
+    ctl = start("--mass-removal-grace", "4", "--rules-budget", str(budget))
+    ctl.wait_ready()
+    older = tuple(hosts("a", "b"))
+    wait_until(lambda: ctl.metric("hairpin_controller_ingresses_over_budget") == 1
+               and corefile.managed_hosts(corefile_text(cluster)) == older,
+               what="a and b written, c refused")
+    for name in ("a", "b"):
+        cluster.delete("Ingress", name, name)
+    wait_until(lambda: ctl.metric("hairpin_controller_mass_removal_held") == 1,
+               what="drop held")
+    assert corefile.managed_hosts(corefile_text(cluster)) == older
+    wait_until(lambda: corefile.managed_hosts(corefile_text(cluster)) == tuple(hosts("c")),
+               timeout=30, what="drop released, c written")
+    assert max(size for _, size in rules_written(cluster)) <= budget
+    assert ctl.metric("hairpin_controller_mass_removal_held") == 0

@@ -595,7 +595,7 @@ class Controller:
         self.withdrawal.set_reason(withdrawn)
         wanted = state.hosts if state is not None else ()
         since = state.since if state is not None else None
-        hosts = () if withdrawn else self.held.hosts(wanted, held.hosts, since)
+        hosts = () if withdrawn else self.held.hosts(wanted, held.hosts, since, state)
         desired = Desired(hosts, answers, held,
                           routed=state.routed.answers if state is not None else {},
                           plan=state.plan if state is not None else None,

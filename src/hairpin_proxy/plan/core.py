@@ -19,6 +19,7 @@ from hairpin_proxy.claims import Claim
 from hairpin_proxy.plan.answers import Groups, Regrouper, Routed, answer_groups, route_answers
 from hairpin_proxy.plan.budget import (
     AnswerSets,
+    Limit,
     Measure,
     NodeLocalMeasure,
     PublishedMeasure,
@@ -27,6 +28,7 @@ from hairpin_proxy.plan.budget import (
     Touched,
     Within,
     limits_of,
+    measure,
     within,
     within_shares,
 )
@@ -72,6 +74,9 @@ class DesiredState:
     candidates: tuple[str, ...] = ()
     # What the size limits kept and refused (None: the snapshot has no rooms).
     fitted: Within | None = None
+    # The limits the hosts were fitted to (``fits``): the rooms (None: none) and the budget.
+    rooms: Rooms | None = field(default=None, compare=False)
+    rules_budget: int = field(default=0, compare=False)
     # How ``hosts`` differ from the last pass's (None: not known; see plan/change.py).
     since: Since | None = field(default=None, compare=False)
     # The hosts the size limits were given (the verified candidates), and verification's
@@ -104,6 +109,23 @@ class DesiredState:
 
     def target_of(self, host: str) -> str | None:
         return self.plan.routes.get(host)
+
+    def limited(self) -> frozenset[str]:
+        """The hosts a size limit refused (a namespace's share, the rules budget, a
+        ConfigMap's room): verification let them through, and they get no rule."""
+        before = self.judged.hosts if self.judged is not None else self.candidates
+        # The limits only take hosts away: as many before as after is none taken.
+        if len(before) == len(self.hosts):
+            return frozenset()
+        return frozenset(before).difference(self.hosts)
+
+    def fits(self, hosts: Sequence[str]) -> bool:
+        """Whether the distinct ``hosts`` fit the limits this plan's hosts were fitted to,
+        each answering as it is written with (a host not routed: as the default target's)."""
+        if self.rooms is None:
+            return True
+        return fits_rooms(self.rooms, self.rules_budget, hosts, routed=self.routed,
+                          default=self.default_answers)
 
 
 def _named(objs: Iterable[Mapping[str, Any]], namespaced: bool) -> dict[str, Mapping[str, Any]]:
@@ -228,7 +250,8 @@ def desired(snap: Snapshot, claims: Sequence[Claim], refusals: Sequence[Rejectio
     # A list may change after the pass: a copy. A tuple or a view is kept as it is.
     kept = tuple(claims) if isinstance(claims, list) else claims
     return DesiredState(routed, hosts, default, kept, tuple(refusals), unverified,
-                        tuple(missing), metrics, candidates=candidates, fitted=got, since=since,
+                        tuple(missing), metrics, candidates=candidates, fitted=got,
+                        rooms=snap.rooms, rules_budget=s.rules_budget, since=since,
                         measured=measured, judged=judged, grouper=grouper)
 
 
@@ -267,6 +290,12 @@ def new_measures() -> dict[str, Measure]:
             "node-local": NodeLocalMeasure()}
 
 
+def _limits(rooms: Rooms, budget: int, measures: Mapping[str, Measure]) -> list[Limit]:
+    return limits_of(budget, measures["rules"], rooms.rules, rooms.rules_where,
+                     [(what, measures[kind], room, where)
+                      for what, kind, room, where in rooms.others])
+
+
 def fit_rooms(rooms: Rooms, budget: int, hosts: Sequence[str], *, routed: Routed,
               claims: Sequence[Claim], default: corefile.Answers,
               measures: Mapping[str, Measure] | None = None,
@@ -274,9 +303,7 @@ def fit_rooms(rooms: Rooms, budget: int, hosts: Sequence[str], *, routed: Routed
     """The hosts that fit the rules budget and every ConfigMap's room, measured in the
     answer sets they are written with; the newest objects that do not are refused."""
     measures = measures or new_measures()
-    limits = limits_of(budget, measures["rules"], rooms.rules, rooms.rules_where,
-                       [(what, measures[kind], room, where)
-                        for what, kind, room, where in rooms.others])
+    limits = _limits(rooms, budget, measures)
     used = {id(limit.measure) for limit in limits}
     for unused in measures.values():
         if id(unused) not in used:
@@ -284,6 +311,18 @@ def fit_rooms(rooms: Rooms, budget: int, hosts: Sequence[str], *, routed: Routed
             unused.forget()
     return within(hosts, routed.plan.origins, claims, AnswerSets(default, routed.answers),
                   limits, since=since)
+
+
+def fits_rooms(rooms: Rooms, budget: int, hosts: Sequence[str], *, routed: Routed,
+               default: corefile.Answers) -> bool:
+    """Whether the distinct ``hosts`` fit the rules budget and every ConfigMap's room, as
+    ``fit_rooms`` measures them (its measures' running sums stay the plan's own)."""
+    sets = AnswerSets(default, routed.answers)
+    limits = _limits(rooms, budget, new_measures())
+    # The rules' limit is over the bytes as written, as in ``within``.
+    return all((size if limit.written is None else limit.written.size(hosts, sets))
+               <= limit.limit
+               for size, limit in zip(measure(hosts, sets, limits), limits, strict=True))
 
 
 def slot_table(cm: Mapping[str, Any] | None) -> tuple[dict[str, int], str]:
