@@ -220,7 +220,8 @@ FIELDS = st.sampled_from([
     ("spec",), ("spec", "ingressClassName"), ("spec", "tls"), ("spec", "tls", 0),
     ("spec", "tls", 0, "hosts"), ("spec", "tls", 0, "hosts", 0), ("spec", "rules"),
     ("spec", "rules", 0), ("spec", "rules", 0, "host"), ("status",)])
-VALUES = st.one_of(SCALAR, st.just([]), st.just({}), st.just(["x"]), st.just([{}]))
+VALUES: st.SearchStrategy[object] = st.one_of(SCALAR, st.just([]), st.just({}), st.just(["x"]),
+                                              st.just([{}]))
 
 
 @settings(max_examples=1000, deadline=None)
