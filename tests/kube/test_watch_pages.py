@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -263,10 +263,12 @@ def test_a_page_that_is_no_list_is_a_bad_response() -> None:
     page = _list_page(b'{"metadata":{"continue":"c","resourceVersion":"9"},'
                       b'"items":[{"a":1},null]}', "GET /x")
     assert (page.continue_token, page.resource_version) == ("c", "9")
-    items: Iterator[object] = page.items()
-    assert list(items) == [{"a": 1}, None]
-    assert list(page.items()) == []  # read once
-    assert list(_list_page(b"", "GET /x").items()) == []
+    def items(listed: ListPage) -> list[object]:
+        return [item for item, _ in listed.kept(lambda o: o)]
+
+    assert items(page) == [{"a": 1}, None]
+    assert items(page) == []  # read once
+    assert items(_list_page(b"", "GET /x")) == []
     for body, words in ((b"[1]", "not a list"), (b'{"items":{}}', "not a list"),
                         (b'{"metadata":[]}', "not a list"), (b'{"items":[{]}', "not JSON")):
         with pytest.raises(ApiError, match=words) as got:

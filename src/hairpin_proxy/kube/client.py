@@ -171,16 +171,10 @@ class ListPage:
     def resource_version(self) -> str:
         return str(self.metadata.get("resourceVersion") or "")
 
-    def items(self) -> Iterator[Any]:
-        """Each item, decoded as it is reached (a page is read once)."""
-        raw, self._items = self._items, []
-        for item in raw:
-            yield self._decoded(item) if isinstance(item, msgspec.Raw) else item
-
     def kept(self, keep: Callable[[Any], Any],
              quick: Callable[[bytes], Any] | None = None) -> Iterator[tuple[Any, Any]]:
-        """(each item, what ``keep`` keeps of it), decoded as it is reached; where ``quick``
-        keeps an item straight from its JSON (not None), (that, that)."""
+        """(each item, what ``keep`` keeps of it), decoded as it is reached (a page is read
+        once); where ``quick`` keeps an item straight from its JSON (not None), (that, that)."""
         raw, self._items = self._items, []
         for item in raw:
             if not isinstance(item, msgspec.Raw):
