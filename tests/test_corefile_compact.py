@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -135,17 +136,39 @@ def test_bodies_are_remembered_by_their_names_and_the_memory_is_bounded() -> Non
     assert encode(tuple(names)) is body
     assert decode(body) is not None and sorted(decode(body) or ()) == sorted(names)
     one = 49 + 6 + 40 + 57 + 1  # the body and the key, each name counted whole
-    bodies = compact._Bodies(most_bytes=2 * one)
-    bodies.keep(("a",), "x" * 6)
-    bodies.keep(("b",), "y" * 6)
+    bodies = compact._Memo[str](most_bytes=2 * one)
+    bodies.keep(("a",), "x" * 6, 6)
+    bodies.keep(("b",), "y" * 6, 6)
     assert bodies.get(("a",)) == "x" * 6 and bodies.get(("b",)) == "y" * 6
     # A body that would take it past its bound starts it afresh; one alone past it is not kept.
-    bodies.keep(("c",), "z" * 6)
+    bodies.keep(("c",), "z" * 6, 6)
     assert bodies.get(("a",)) is None and bodies.get(("c",)) == "z" * 6
-    bodies.keep(("d",), "w" * (2 * one))
+    bodies.keep(("d",), "w" * (2 * one), 2 * one)
     assert bodies.get(("d",)) is None and bodies.get(("c",)) == "z" * 6
     # Full, and a body it holds kept again (two threads that missed it at once): nothing
     # dropped.
-    bodies.keep(("e",), "v" * 6)
-    bodies.keep(("c",), "z" * 6)
+    bodies.keep(("e",), "v" * 6, 6)
+    bodies.keep(("c",), "z" * 6, 6)
     assert bodies.get(("c",)) == "z" * 6 and bodies.get(("e",)) == "v" * 6
+
+
+@settings(max_examples=200, deadline=None)
+@given(pool=st.lists(NAME, min_size=1, max_size=60, unique=True),
+       toggles=st.lists(st.integers(0, 59), min_size=1, max_size=12))
+def test_a_group_encoded_before_is_encoded_as_afresh(pool: list[str],
+                                                     toggles: list[int]) -> None:
+    """Regexes with a name more or less than the one before, encoded one after another (the
+    size limits' fit tries, an edit's steps): each body is the one encoded with nothing
+    remembered."""
+    names = set(pool)
+    sets = [sorted(names)]
+    for k in toggles:
+        names ^= {pool[k % len(pool)]}
+        if names:
+            sets.append(sorted(names))
+    remembered = [encode(names) for names in sets]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(compact, "_SHARED_AT", 10**9)
+        mp.setattr(compact, "_bodies", compact._Memo[str](0))
+        afresh = [encode(names) for names in sets]
+    assert remembered == afresh

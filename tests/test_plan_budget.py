@@ -25,6 +25,7 @@ from hairpin_proxy.plan.budget import (
     corefile_room,
     data_bytes,
     fit,
+    limits_of,
     measure,
     within,
 )
@@ -370,3 +371,52 @@ def test_the_change_since_the_last_pass_measures_what_fresh_measures_measure(
             assert all(m.present is None and m.hosts_of is hosts for m in measures)
         assert all(m.last_set() == set(hosts) for m in measures)
         last, last_sets = hosts, sets
+
+
+# --- a fit that goes on from the last ------------------------------------------------------
+
+OBJECT_HOSTS = st.lists(GOOD_HOST, min_size=1, max_size=5, unique=True)
+
+
+def _fitted(objects: Sequence[tuple[ObjectRef, list[str]]], created: dict[ObjectRef, str],
+            rules: RulesMeasure, limit: int) -> tuple[object, ...]:
+    origins: dict[str, list[ObjectRef]] = {}
+    for ref_, hosts in objects:
+        for h in hosts:
+            origins.setdefault(h, []).append(ref_)
+    limits = limits_of(limit, rules, 10**9, "kube-system/coredns[Corefile]", ())
+    got = fit(sorted(origins), origins, created, AnswerSets(DEFAULT), limits)
+    return got.hosts, [(r, asked, over.words) for r, asked, over in got.refused], got.sizes
+
+
+@settings(max_examples=200, deadline=None)
+@given(old=st.lists(OBJECT_HOSTS, min_size=1, max_size=8),
+       new=st.lists(OBJECT_HOSTS, min_size=1, max_size=4), fraction=st.floats(0.1, 1.0),
+       changed=st.integers(0, 20), same_second=st.booleans())
+def test_a_fit_that_goes_on_from_the_last_fits_as_a_fit_from_nothing(
+        old: list[list[str]], new: list[list[str]], fraction: float, changed: int,
+        same_second: bool) -> None:
+    """Passes as the controller makes them: newer objects come, one of the older changes its
+    hosts. The measure that fitted the last pass (its ``fitted``) gives what a fresh one
+    gives, and goes on from the last fit where the older objects are as they were."""
+    objects = [(ref(f"o{i}"), hosts) for i, hosts in enumerate(old + new)]
+    created = {r: f"2026-01-01T00:{0 if same_second else i // 60:02d}:{i % 60:02d}Z"
+               for i, (r, _) in enumerate(objects)}
+    whole = size(sorted({h for _, hs in objects for h in hs}), one_set())
+    limit = max(1, int(whole * fraction))
+    kept = RulesMeasure()
+    first = _fitted(objects[:len(old)], created, kept, limit)
+    assert first == _fitted(objects[:len(old)], created, RulesMeasure(), limit)
+    point = kept.fitted
+    assert point is not None and len(point.entries) == len(old)
+    # Newer objects come: the same as from nothing.
+    assert _fitted(objects, created, kept, limit) == _fitted(objects, created,
+                                                             RulesMeasure(), limit)
+    assert kept.fitted is not None and len(kept.fitted.entries) == len(objects)
+    # An older object's hosts change, then the limit: each the same as from nothing.
+    k = changed % len(objects)
+    objects[k] = (objects[k][0], [*objects[k][1], f"changed{k}.example.com"])
+    assert _fitted(objects, created, kept, limit) == _fitted(objects, created,
+                                                             RulesMeasure(), limit)
+    assert _fitted(objects, created, kept, limit + 40) == _fitted(objects, created,
+                                                                  RulesMeasure(), limit + 40)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import threading
 import time
@@ -24,7 +25,7 @@ from hairpin_proxy.settings import ControllerSettings
 from tests.controller.conftest import NAMESPACE, Controller, corefile_text, wait_until
 from tests.fakeapi.fixtures import ingress
 from tests.fakeapi.server import RECORD, FakeApiServer, RequestRecord
-from tests.waiting import PATIENCE
+from tests.waiting import PATIENCE, until
 
 Start = Callable[..., Controller]
 LEASE = "hairpin-proxy-controller"
@@ -156,17 +157,19 @@ def test_a_leader_that_cannot_renew_stops_writing(cluster: FakeApiServer,
     assert a.get("/readyz")[0] == 200
 
 
-def test_overdue_renewal_defers_the_write_instead_of_dropping_it(cluster: FakeApiServer,
-                                                                 kubeconfig: Path) -> None:
+def test_overdue_renewal_defers_the_write_instead_of_dropping_it(
+        cluster: FakeApiServer, kubeconfig: Path, caplog: pytest.LogCaptureFixture) -> None:
     """A leader whose renewal is late (busy loop) must retry, not forget, pending work."""
     settings = ControllerSettings(kubeconfig=kubeconfig, namespace=NAMESPACE,
                                   admin_listen="", lease_duration=3, renew_deadline=2,
                                   retry_period=0.5, verify_hosts="off")
 
+    metrics = ControllerMetrics(Registry())
+
     async def main() -> tuple[bool, bool]:
         client = KubeClient.from_cluster(kconfig.load(kubeconfig))
         try:
-            ctl = Reconciler(settings, client, NAMESPACE, ControllerMetrics(Registry()))
+            ctl = Reconciler(settings, client, NAMESPACE, metrics)
             for r in ctl.reflectors:
                 r.synced.set()
             assert ctl.gateway is not None
@@ -182,9 +185,14 @@ def test_overdue_renewal_defers_the_write_instead_of_dropping_it(cluster: FakeAp
         finally:
             await client.close()
 
-    overdue, standby = asyncio.run(main())
+    with caplog.at_level(logging.WARNING, "hairpin_proxy.controller"):
+        overdue, standby = asyncio.run(main())
     assert overdue is False  # retried after a backoff
     assert standby is True  # nothing to do for a standby
+    # Told and counted once: the leader whose renewal is overdue, not the standby.
+    assert metrics.reconciles.value("lease_overdue") == 1
+    assert [r.getMessage() for r in caplog.records] == [
+        "pass not written: the Lease's renewal is overdue; will retry"]
     assert cluster.count("PUT", r"/configmaps/coredns$") == 0
 
 
@@ -325,3 +333,52 @@ def test_a_write_refused_after_the_lease_is_lost_is_not_retried(cluster: FakeApi
     asyncio.run(main())
     statuses = [r.status for r in cluster.requests("PUT", COREDNS_PUT)]
     assert statuses == [409], statuses
+
+
+def test_the_lease_is_renewed_while_a_pass_plans(cluster: FakeApiServer,
+                                                 kubeconfig: Path) -> None:
+    """A plan may take longer than the renew deadline (the first over 50,000 Ingresses, one
+    that fits thousands of hosts to a size limit on a starved node). It must not keep the
+    Lease from being renewed meanwhile: a pass planned on the event loop would find its
+    renewal overdue at the write, not write, and start over for ever. Here the plan lasts
+    until the Lease has been renewed twice and past the renew deadline, by the clock the
+    elector reads; the pass still writes."""
+    cluster.create(ingress("a", "a", tls_hosts=["a.example.com"]))
+    settings = ControllerSettings(kubeconfig=kubeconfig, namespace=NAMESPACE,
+                                  admin_listen="", lease_duration=3, renew_deadline=2,
+                                  retry_period=0.5, verify_hosts="off")
+
+    async def main() -> bool:
+        client = KubeClient.from_cluster(kconfig.load(kubeconfig))
+        ctl = Reconciler(settings, client, NAMESPACE, ControllerMetrics(Registry()))
+        tasks = [asyncio.create_task(r.run()) for r in ctl.reflectors]
+        assert ctl.gateway is not None and ctl.elector is not None
+        elector = ctl.elector
+        tasks.append(asyncio.create_task(ctl.gateway.watches.run()))
+        tasks.append(asyncio.create_task(elector.run()))
+        planner = ctl.routing.planner
+        plan = planner.plan
+
+        def slow_plan(snap: Any) -> Any:
+            since = time.time()
+            began = elector.clock()
+            wait_until(lambda: cluster.count("PUT", rf"/leases/{LEASE}$", since=since) >= 2
+                       and elector.clock() - began > settings.renew_deadline,
+                       what="the Lease renewed during the plan")
+            return plan(snap)
+
+        try:
+            await until(lambda: all(r.synced.is_set() for r in ctl.reflectors)
+                        and ctl.gateway is not None and ctl.gateway.watches.discovered.is_set()
+                        and ctl.is_leader(), what="synced and leading")
+            planner.plan = slow_plan  # type: ignore[method-assign]
+            return await ctl.reconcile()
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await client.close()
+
+    assert asyncio.run(main()) is True
+    assert cluster.count("PUT", COREDNS_PUT) == 1
+    assert corefile.managed_hosts(corefile_text(cluster)) == ("a.example.com",)

@@ -102,12 +102,8 @@ class Controller:
         self.proxy_fqdn = s.legacy_target or proxy_service_fqdn(s.cluster_domain, s.proxy_service,
                                                                 namespace)
         self.policy = HostPolicy.from_settings(s, self.proxy_fqdn)
-        # Grows whenever the policy changes (the Corefile's served zones), so that the
-        # source knows when its last result no longer holds.
-        self._policy_gen = 0
         self.dirty = asyncio.Event()
         self._wakeup: asyncio.TimerHandle | None = None
-        self._heavy_at: tuple[int, int] | None = None
         self._read_ahead_failed = False
         self._planned: PlanSettings | None = None
         self.synced_once = False
@@ -395,7 +391,6 @@ class Controller:
         """Zones the Corefile serves itself are refused as hosts: a policy change."""
         if zones != self.policy.served_zones:
             self.policy = dataclasses.replace(self.policy, served_zones=zones)
-            self._policy_gen += 1
             log.info("zones the Corefile serves itself are never redirected",
                      extra={"zones": ",".join(zones)})
 
@@ -517,7 +512,7 @@ class Controller:
             state = await self._route(coredns_cm, held)
             hosts = await self._write(held, state)
         except NotLeading:
-            return self._not_leading()
+            return self._not_leading(started)
         except corefile.CorefileError as exc:
             return await self._corefile_refused(exc, coredns_cm)
         except EditError as exc:
@@ -542,11 +537,7 @@ class Controller:
             self.routing.snapshot(self._plan_settings(), self.targets_writer.current(),
                                   lambda: rules.held_answers(coredns_cm), time.time()),
             held_hosts=held.hosts, verdicts=verdicts, rooms=rooms)
-        # The first pass, and one after the IngressClasses or the policy changed, reads
-        # every Ingress: in a thread, so that the Lease and the watches go on meanwhile.
-        heavy = (self.source.classes.generation, self._policy_gen)
-        state = await self.routing.plan(snap, in_thread=heavy != self._heavy_at)
-        self._heavy_at = heavy
+        state = await self.routing.plan(snap)
         self._report_routing(state)
         if verification is not None:
             verification.planned(state, verdicts)
@@ -755,7 +746,15 @@ class Controller:
                            + (f" and {len(refused) - 10} more" if len(refused) > 10 else "")})
         self._over = refused
 
-    def _not_leading(self) -> bool:
+    def _not_leading(self, started: float | None = None) -> bool:
+        """The pass ends unwritten for want of a fresh Lease (``started``: it was under
+        way); False when it should be retried."""
         # A standby is done. A leader whose renewal is merely overdue must try again soon:
         # it will not hear "became leader" again when the renewal goes through.
-        return self.elector is None or not self.elector.holds_lease
+        if self.elector is None or not self.elector.holds_lease:
+            return True
+        self.metrics.reconciles.labels("lease_overdue").inc()
+        log.warning("pass not written: the Lease's renewal is overdue; will retry", extra={
+            "seconds": round(time.perf_counter() - started, 3) if started is not None else 0,
+            "renew_deadline": self.settings.renew_deadline})
+        return False

@@ -190,12 +190,13 @@ class Routing:
             targets_configmap=table_cm, held=_Held(held), now=now,
             **self._gateway_fields())
 
-    async def plan(self, snap: Snapshot, *, in_thread: bool) -> DesiredState:
-        """The plan of ``snap`` (in a thread when much has changed: the first pass over
-        10,000 Ingresses takes a few hundred milliseconds), and what it tells."""
+    async def plan(self, snap: Snapshot) -> DesiredState:
+        """The plan of ``snap``, and what it tells. Always in a thread: a plan may take
+        seconds (the first over 50,000 Ingresses, or one that fits many hosts to a size
+        limit), and the Lease must be renewed meanwhile, or the pass is not written and the
+        next one starts over, for ever."""
         read = self.planner.ingresses_read
-        state = await asyncio.to_thread(self.planner.plan, snap) if in_thread \
-            else self.planner.plan(snap)
+        state = await asyncio.to_thread(self.planner.plan, snap)
         self.ingress.metrics.evaluations.inc(self.planner.ingresses_read - read)
         if self.gateway is not None:
             for note in self.planner.notes:

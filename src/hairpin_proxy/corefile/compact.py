@@ -26,12 +26,14 @@ import itertools
 import operator
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import groupby
+from typing import Generic, TypeVar
 
 from hairpin_proxy.corefile.names import regex_escape
 
 _DOT = "\\."
+V = TypeVar("V")
 
 
 def encode(names: Sequence[str]) -> str:
@@ -39,41 +41,49 @@ def encode(names: Sequence[str]) -> str:
     key = tuple(names)
     body = _bodies.get(key)
     if body is None:
-        body = "|".join(_suffixes(sorted(key)))
-        _bodies.keep(key, body)
+        made = "|".join(_suffixes(sorted(key)))
+        body = _bodies.keep(key, made, len(made))
     return body
 
 
-class _Bodies:
-    """The bodies encoded last, by their names: a pass's size measure, the Corefile edit
-    after it and the edit's read-back each encode the regex a host came into or left. A
+class _Memo(Generic[V]):
+    """What was encoded last, by the names it was encoded from: a pass's size measure, the
+    Corefile edit after it and the edit's read-back each encode the regex a host came into or
+    left, and the size limits' fit tries one object after another on the same regexes. A
     cache, bounded by the bytes it may keep alive, counted as if no one else held its names;
     shared by the threads that edit and plan, hence the lock."""
 
     def __init__(self, most_bytes: int) -> None:
         self.most_bytes = most_bytes
-        self._held: dict[tuple[str, ...], str] = {}
+        self._held: dict[tuple[str, ...], V] = {}
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def get(self, key: tuple[str, ...]) -> str | None:
+    def get(self, key: tuple[str, ...]) -> V | None:
         return self._held.get(key)
 
-    def keep(self, key: tuple[str, ...], body: str) -> None:
+    def keep(self, key: tuple[str, ...], value: V, chars: int) -> V:
+        """``value`` (of ``chars`` characters) kept for ``key``; returned."""
         # A str's header is 49 bytes (an ASCII one: a byte a character), a tuple's slot 8.
-        cost = 49 + len(body) + 40 + sum(57 + len(name) for name in key)
+        cost = 49 + chars + 40 + 57 * len(key) + sum(map(len, key))
         with self._lock:
             if key in self._held or cost > self.most_bytes:
-                return
+                return value
             if self._bytes + cost > self.most_bytes:
                 self._held.clear()
                 self._bytes = 0
-            self._held[key] = body
+            self._held[key] = value
             self._bytes += cost
+        return value
 
 
 # A regex holds a few hundred names: a pass's few of them, with room to spare.
-_bodies = _Bodies(1 << 20)
+_bodies: _Memo[str] = _Memo(1 << 20)
+# The alternatives of the names under one label or prefix (``_shared``): a regex with one
+# name more or less than one encoded before is encoded again along that name's path alone (its
+# other groups hold the same names, so the same alternatives). Only for groups of at least
+# this many names: below, encoding them again costs less than the key.
+_SHARED_AT = 8
 
 
 def _factored(alts: list[str], before: str, after: str) -> list[str]:
@@ -85,7 +95,22 @@ def _factored(alts: list[str], before: str, after: str) -> list[str]:
     return [group] if len(group) < sum(map(len, spread)) + len(spread) - 1 else spread
 
 
-def _suffixes(names: list[str]) -> list[str]:
+def _shared(memo: _Memo[tuple[str, ...]], made_of: Callable[[list[str]], list[str]]
+            ) -> Callable[[list[str]], list[str]]:
+    """``made_of`` kept in ``memo`` for groups of at least ``_SHARED_AT`` names."""
+    def made(names: list[str]) -> list[str]:
+        if len(names) < _SHARED_AT:
+            return made_of(names)
+        key = tuple(names)
+        got = memo.get(key)
+        if got is None:
+            out = tuple(made_of(names))
+            got = memo.keep(key, out, sum(map(len, out)) + 8 * len(out))
+        return list(got)
+    return made
+
+
+def _suffixes_of(names: list[str]) -> list[str]:
     """Alternatives matching exactly the sorted, distinct ``names``: grouped by last label."""
     by_last: dict[str, list[str]] = {}
     bare: list[str] = []
@@ -101,7 +126,7 @@ def _suffixes(names: list[str]) -> list[str]:
     return _prefixes(bare) + out
 
 
-def _prefixes(words: list[str]) -> list[str]:
+def _prefixes_of(words: list[str]) -> list[str]:
     """Alternatives matching exactly the sorted, distinct ``words`` (labels or their ends,
     maybe one empty): grouped by their common prefixes."""
     out: list[str] = []
@@ -113,6 +138,10 @@ def _prefixes(words: list[str]) -> list[str]:
         shared = _common(same[0], same[-1])  # sorted: what the first and last share
         out += _factored(_prefixes([w[len(shared):] for w in same]), regex_escape(shared), "")
     return out
+
+
+_suffixes = _shared(_Memo(2 << 20), _suffixes_of)
+_prefixes = _shared(_Memo(2 << 20), _prefixes_of)
 
 
 def _common(a: str, b: str) -> str:

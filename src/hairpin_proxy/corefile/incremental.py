@@ -68,7 +68,7 @@ FORMS = ((_OPEN, _CLOSE, ""), (_WILD_OPEN, _WILD_CLOSE, "*."), (_DEEP_OPEN, _WIL
 # What a bare-word line may not hold besides its line ending.
 _NOT_BARE = re.compile(f"[{SPACE_CHARS}{re.escape(SPECIAL)}]")
 # Names escaped at a time as the regexes reach them (a regex holds a few hundred).
-_WINDOW = 1024
+_WINDOW = 256
 
 
 @dataclass(frozen=True)

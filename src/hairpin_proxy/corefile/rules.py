@@ -29,6 +29,7 @@ are converted in one write whether or not their marker comments are still there.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import itertools
 import operator
@@ -156,6 +157,9 @@ def _chunked(opening: str, names: Sequence[str], closing: str) -> list[str]:
 CUT_EVERY = 256
 
 
+# The names of the regexes a pass's steps re-encode come again and again (the size limits'
+# fit tries one object after another on the same regexes): their hashes are kept.
+@functools.lru_cache(maxsize=1 << 14)
 def starts_regex(name: str) -> bool:
     """Whether ``name`` (as a regex holds it: a wildcard without its prefix) starts a regex.
 

@@ -75,11 +75,14 @@ class Measure:
         # answer set among them as last counted (``AnswerSets.count_present``).
         self.hosts_of: tuple[str, ...] | None = None
         self.counted: Counts | None = None
+        # Where the last fit to a limit of this measure (the first of its limits) stood.
+        self.fitted: FitPoint | None = None
 
     def forget(self) -> None:
         """Drop the running sums (the next measure starts from nothing)."""
         self.present, self._sums, self.hosts_of = frozenset(), (0, 0, 0), None
         self.counted = None
+        self.fitted = None
 
     def last_set(self) -> HostSet:
         """The set of the hosts last measured (made again where it was not kept)."""
@@ -594,6 +597,54 @@ def _sizes(limits: Sequence[Limit], sums: list[tuple[int, int, int]], counts: Co
     return tuple(sizes)
 
 
+Entry = tuple[ObjectRef, tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class FitPoint:
+    """Where a fit stood once it had tried every object (before the hosts no object asks
+    for). A later fit whose objects start with these, in the same order with the same hosts,
+    under the same limits and answer sets, goes on from here: the newest objects come last,
+    so a pass for a new one tries that one alone, not again every object the limit refuses
+    (each try re-encodes a regex)."""
+
+    entries: tuple[Entry, ...]
+    limits: tuple[tuple[int, str, bool], ...]
+    sets: AnswerSets
+    kept: frozenset[str]
+    sizes: tuple[int, ...]
+    shapes: Mapping[corefile.Answers, Shape]
+    written: Mapping[int, Written]
+    # (object, its hosts, the index of the limit they would overflow).
+    refused: tuple[tuple[ObjectRef, tuple[str, ...], int], ...]
+
+
+def _limits_key(limits: Sequence[Limit]) -> tuple[tuple[int, str, bool], ...]:
+    return tuple((limit.limit, limit.words, limit.written is not None) for limit in limits)
+
+
+def _resumed(point: FitPoint | None, entries: tuple[Entry, ...], tally: _Tally,
+             refused: list[tuple[ObjectRef, tuple[str, ...], Limit]]) -> int:
+    """How many of ``entries`` ``point`` has tried (0: none, or it does not apply), with
+    ``tally`` and ``refused`` as it left them."""
+    n = len(point.entries) if point is not None else 0
+    if point is None or n > len(entries) or point.limits != _limits_key(tally.limits) \
+            or point.sets != tally.sets or entries[:n] != point.entries:
+        return 0
+    tally.kept, tally.sizes = set(point.kept), list(point.sizes)
+    tally.shapes, tally.written = dict(point.shapes), dict(point.written)
+    refused += [(ref, asked, tally.limits[k]) for ref, asked, k in point.refused]
+    return n
+
+
+def _point(entries: tuple[Entry, ...], tally: _Tally,
+           refused: list[tuple[ObjectRef, tuple[str, ...], Limit]]) -> FitPoint:
+    index = {id(limit): k for k, limit in enumerate(tally.limits)}
+    return FitPoint(entries, _limits_key(tally.limits), tally.sets, frozenset(tally.kept),
+                    tuple(tally.sizes), dict(tally.shapes), dict(tally.written),
+                    tuple((ref, asked, index[id(over)]) for ref, asked, over in refused))
+
+
 def fit(hosts: Sequence[str], origins: Mapping[str, Collection[ObjectRef]],
         created: Mapping[ObjectRef, str], sets: AnswerSets, limits: Sequence[Limit]
         ) -> Fitted:
@@ -601,7 +652,8 @@ def fit(hosts: Sequence[str], origins: Mapping[str, Collection[ObjectRef]],
     that ask for it) are kept whole or not at all, oldest object first (``created``: its
     creationTimestamp); an object that does not fit is refused and the next tried, so a
     smaller, newer one may still fit. Hosts no object asks for come last and are never told
-    on (there is no object to tell). Pure."""
+    on (there is no object to tell). Pure but for the first limit's measure's ``fitted``, a
+    cache which changes no answer: the same result as from nothing."""
     by_origin: dict[ObjectRef, list[str]] = {}
     orphans: list[str] = []
     for host in hosts:
@@ -613,7 +665,10 @@ def fit(hosts: Sequence[str], origins: Mapping[str, Collection[ObjectRef]],
     tally = _Tally(limits, sets)
     refused: list[tuple[ObjectRef, tuple[str, ...], Limit]] = []
     order = sorted(by_origin, key=lambda o: origin_key(o, created.get(o, "")))
-    at, step = 0, 1
+    entries = tuple((o, tuple(by_origin[o])) for o in order)
+    holder = limits[0].measure if limits else None
+    at = _resumed(holder.fitted if holder is not None else None, entries, tally, refused)
+    step = 1
     while at < len(order):
         # Runs of objects that all fit are taken together, in growing batches (a batch fits
         # only when each of its objects would have, one after the other): the same result
@@ -629,6 +684,8 @@ def fit(hosts: Sequence[str], origins: Mapping[str, Collection[ObjectRef]],
             refused.append((origin, tuple(by_origin[origin]), over))
         at += 1
         step = 2 if over is None else 1
+    if holder is not None:
+        holder.fitted = _point(entries, tally, refused)
     for host in orphans:
         tally.add((host,))
     return Fitted(tuple(sorted(tally.kept)), tuple(refused), tuple(tally.exact_sizes()))
