@@ -159,7 +159,7 @@ CUT_EVERY = 256
 
 # The names of the regexes a pass's steps re-encode come again and again (the size limits'
 # fit tries one object after another on the same regexes): their hashes are kept.
-@functools.lru_cache(maxsize=1 << 14)
+@functools.lru_cache(maxsize=1 << 12)
 def starts_regex(name: str) -> bool:
     """Whether ``name`` (as a regex holds it: a wildcard without its prefix) starts a regex.
 
