@@ -382,3 +382,36 @@ def test_the_lease_is_renewed_while_a_pass_plans(cluster: FakeApiServer,
     assert asyncio.run(main()) is True
     assert cluster.count("PUT", COREDNS_PUT) == 1
     assert corefile.managed_hosts(corefile_text(cluster)) == ("a.example.com",)
+
+
+@pytest.mark.parametrize("task", ["reconcile", "leader election"])
+def test_a_controller_whose_loop_or_lease_task_ends_stops(cluster: FakeApiServer,
+                                                          kubeconfig: Path, task: str) -> None:
+    """Cancelled by something stray, the reconcile loop or the Lease's renewal is gone for
+    good: the controller must stop (and be restarted), not go on answering ready and writing
+    nothing."""
+    settings = ControllerSettings(kubeconfig=kubeconfig, namespace=NAMESPACE,
+                                  admin_listen="", lease_duration=3, renew_deadline=2,
+                                  retry_period=0.5, verify_hosts="off")
+
+    async def main() -> BaseException | None:
+        client = KubeClient.from_cluster(kconfig.load(kubeconfig))
+        ctl = Reconciler(settings, client, NAMESPACE, ControllerMetrics(Registry()))
+        running = asyncio.create_task(ctl.run())
+        try:
+            victim = await until(lambda: next((t for t in asyncio.all_tasks()
+                                               if t.get_name() == task), None),
+                                 what=f"the task {task!r}")
+            await until(ctl.is_leader, what="leading")
+            assert victim is not None
+            victim.cancel()
+            done, _ = await asyncio.wait([running], timeout=PATIENCE)
+            return running.exception() if done else None
+        finally:
+            running.cancel()
+            await asyncio.gather(running, return_exceptions=True)
+            await client.close()
+
+    error = asyncio.run(main())
+    assert isinstance(error, RuntimeError), error
+    assert str(error) == f"the task {task!r} was cancelled; the controller stops"

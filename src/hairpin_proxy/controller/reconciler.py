@@ -421,16 +421,16 @@ class Controller:
         if self.elector is not None:
             tasks.append(asyncio.create_task(self.elector.run(), name="leader election"))
         tasks.append(asyncio.create_task(self._loop(), name="reconcile"))
-        tasks += [asyncio.create_task(job) for src in self.sources for job in src.background()]
+        tasks += [asyncio.create_task(job, name=f"{type(src).__name__} background")
+                  for src in self.sources for job in src.background()]
         if self.verification is not None:
             tasks.append(self.verification.checker.start())
-        tasks.append(asyncio.create_task(self.preflight.run(), name="warnings"))
+        # The start-up checks end when done; every other task runs as long as we do.
+        checks = asyncio.create_task(self.preflight.run(), name="warnings")
         try:
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-            for task in done:
-                if not task.cancelled() and task.exception() is not None:
-                    raise task.exception()  # type: ignore[misc]
+            await _until_one_ends(tasks)
         finally:
+            tasks.append(checks)
             if self.verification is not None:
                 await self.verification.checker.stop()
             background = self.background.tasks
@@ -758,3 +758,15 @@ class Controller:
             "seconds": round(time.perf_counter() - started, 3) if started is not None else 0,
             "renew_deadline": self.settings.renew_deadline})
         return False
+
+
+async def _until_one_ends(tasks: list[asyncio.Task[None]]) -> None:
+    """Wait while every task runs; raise when one ends, however it ends (its exception, or
+    a RuntimeError naming it): a controller that has lost its reconcile loop, its Lease or a
+    watch would go on answering ready and write nothing, where a restart recovers it."""
+    done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    task = next(iter(done))
+    if not task.cancelled() and task.exception() is not None:
+        raise task.exception()  # type: ignore[misc]
+    how = "was cancelled" if task.cancelled() else "returned"
+    raise RuntimeError(f"the task {task.get_name()!r} {how}; the controller stops")
