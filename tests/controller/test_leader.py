@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -157,12 +158,39 @@ def test_a_leader_that_cannot_renew_stops_writing(cluster: FakeApiServer,
     assert a.get("/readyz")[0] == 200
 
 
+def quick_lease(kubeconfig: Path) -> ControllerSettings:
+    """An in-process controller's settings: a Lease of seconds, no verification."""
+    return ControllerSettings(kubeconfig=kubeconfig, namespace=NAMESPACE, admin_listen="",
+                              lease_duration=3, renew_deadline=2, retry_period=0.5,
+                              verify_hosts="off")
+
+
+@contextlib.asynccontextmanager
+async def watching(settings: ControllerSettings, *, renewing: bool = False
+                   ) -> AsyncIterator[Reconciler]:
+    """An in-process controller whose caches are synced (its watches running, and its
+    Lease's renewals when ``renewing``), with no reconcile loop: the test runs its passes."""
+    client = KubeClient.from_cluster(kconfig.load(settings.kubeconfig))
+    ctl = Reconciler(settings, client, NAMESPACE, ControllerMetrics(Registry()))
+    assert ctl.gateway is not None and ctl.elector is not None
+    jobs = [*(r.run() for r in ctl.reflectors), ctl.gateway.watches.run(),
+            *([ctl.elector.run()] if renewing else [])]
+    tasks = [asyncio.create_task(job) for job in jobs]
+    try:
+        await asyncio.wait_for(asyncio.gather(*(r.synced.wait() for r in ctl.reflectors),
+                                              ctl.gateway.watches.discovered.wait()), PATIENCE)
+        yield ctl
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await client.close()
+
+
 def test_overdue_renewal_defers_the_write_instead_of_dropping_it(
         cluster: FakeApiServer, kubeconfig: Path, caplog: pytest.LogCaptureFixture) -> None:
     """A leader whose renewal is late (busy loop) must retry, not forget, pending work."""
-    settings = ControllerSettings(kubeconfig=kubeconfig, namespace=NAMESPACE,
-                                  admin_listen="", lease_duration=3, renew_deadline=2,
-                                  retry_period=0.5, verify_hosts="off")
+    settings = quick_lease(kubeconfig)
 
     metrics = ControllerMetrics(Registry())
 
@@ -299,19 +327,10 @@ def test_a_write_refused_after_the_lease_is_lost_is_not_retried(cluster: FakeApi
     """The leader checks is_leader(), sends its PUT; while it is in flight the new leader
     writes the ConfigMap (our PUT: 409) and our Lease is lost. The retry must not happen."""
     cluster.create(ingress("a", "a", tls_hosts=["a.example.com"]))
-    settings = ControllerSettings(kubeconfig=kubeconfig, namespace=NAMESPACE,
-                                  admin_listen="", lease_duration=3, renew_deadline=2,
-                                  retry_period=0.5, verify_hosts="off")
+    settings = quick_lease(kubeconfig)
 
     async def main() -> None:
-        client = KubeClient.from_cluster(kconfig.load(kubeconfig))
-        ctl = Reconciler(settings, client, NAMESPACE, ControllerMetrics(Registry()))
-        tasks = [asyncio.create_task(r.run()) for r in ctl.reflectors]
-        assert ctl.gateway is not None
-        tasks.append(asyncio.create_task(ctl.gateway.watches.run()))
-        try:
-            await asyncio.wait_for(asyncio.gather(*(r.synced.wait() for r in ctl.reflectors),
-                                                  ctl.gateway.watches.discovered.wait()), 10)
+        async with watching(settings) as ctl:
             elector = ctl.elector
             assert elector is not None
             elector._leading = True
@@ -324,11 +343,6 @@ def test_a_write_refused_after_the_lease_is_lost_is_not_retried(cluster: FakeApi
 
             await asyncio.to_thread(cluster.before_next_request, lose, "PUT", COREDNS_PUT)
             await ctl.reconcile()
-        finally:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            await client.close()
 
     asyncio.run(main())
     statuses = [r.status for r in cluster.requests("PUT", COREDNS_PUT)]
@@ -344,40 +358,25 @@ def test_the_lease_is_renewed_while_a_pass_plans(cluster: FakeApiServer,
     until the Lease has been renewed twice and past the renew deadline, by the clock the
     elector reads; the pass still writes."""
     cluster.create(ingress("a", "a", tls_hosts=["a.example.com"]))
-    settings = ControllerSettings(kubeconfig=kubeconfig, namespace=NAMESPACE,
-                                  admin_listen="", lease_duration=3, renew_deadline=2,
-                                  retry_period=0.5, verify_hosts="off")
+    settings = quick_lease(kubeconfig)
 
     async def main() -> bool:
-        client = KubeClient.from_cluster(kconfig.load(kubeconfig))
-        ctl = Reconciler(settings, client, NAMESPACE, ControllerMetrics(Registry()))
-        tasks = [asyncio.create_task(r.run()) for r in ctl.reflectors]
-        assert ctl.gateway is not None and ctl.elector is not None
-        elector = ctl.elector
-        tasks.append(asyncio.create_task(ctl.gateway.watches.run()))
-        tasks.append(asyncio.create_task(elector.run()))
-        planner = ctl.routing.planner
-        plan = planner.plan
+        async with watching(settings, renewing=True) as ctl:
+            elector, planner = ctl.elector, ctl.routing.planner
+            assert elector is not None
+            plan = planner.plan
 
-        def slow_plan(snap: Any) -> Any:
-            since = time.time()
-            began = elector.clock()
-            wait_until(lambda: cluster.count("PUT", rf"/leases/{LEASE}$", since=since) >= 2
-                       and elector.clock() - began > settings.renew_deadline,
-                       what="the Lease renewed during the plan")
-            return plan(snap)
+            def slow_plan(snap: Any) -> Any:
+                since = time.time()
+                began = elector.clock()
+                wait_until(lambda: cluster.count("PUT", rf"/leases/{LEASE}$", since=since) >= 2
+                           and elector.clock() - began > settings.renew_deadline,
+                           what="the Lease renewed during the plan")
+                return plan(snap)
 
-        try:
-            await until(lambda: all(r.synced.is_set() for r in ctl.reflectors)
-                        and ctl.gateway is not None and ctl.gateway.watches.discovered.is_set()
-                        and ctl.is_leader(), what="synced and leading")
+            await until(ctl.is_leader, what="leading")
             planner.plan = slow_plan  # type: ignore[method-assign]
             return await ctl.reconcile()
-        finally:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            await client.close()
 
     assert asyncio.run(main()) is True
     assert cluster.count("PUT", COREDNS_PUT) == 1
@@ -390,9 +389,7 @@ def test_a_controller_whose_loop_or_lease_task_ends_stops(cluster: FakeApiServer
     """Cancelled by something stray, the reconcile loop or the Lease's renewal is gone for
     good: the controller must stop (and be restarted), not go on answering ready and writing
     nothing."""
-    settings = ControllerSettings(kubeconfig=kubeconfig, namespace=NAMESPACE,
-                                  admin_listen="", lease_duration=3, renew_deadline=2,
-                                  retry_period=0.5, verify_hosts="off")
+    settings = quick_lease(kubeconfig)
 
     async def main() -> BaseException | None:
         client = KubeClient.from_cluster(kconfig.load(kubeconfig))
