@@ -754,9 +754,9 @@ class Controller:
         if self.elector is None or not self.elector.holds_lease:
             return True
         self.metrics.reconciles.labels("lease_overdue").inc()
-        log.warning("pass not written: the Lease's renewal is overdue; will retry", extra={
-            "seconds": round(time.perf_counter() - started, 3) if started is not None else 0,
-            "renew_deadline": self.settings.renew_deadline})
+        took = {"seconds": round(time.perf_counter() - started, 3)} if started is not None else {}
+        log.warning("pass not written: the Lease's renewal is overdue; will retry",
+                    extra={**took, "renew_deadline": self.settings.renew_deadline})
         return False
 
 
