@@ -81,6 +81,19 @@ class RequestRecord:
     size: int | None = None
 
 
+@dataclass(frozen=True)
+class SentEvent:
+    """One watch event as it left the server: written to the stream of the watch that
+    ``request`` (its record) opened, at ``time``."""
+
+    type: str
+    kind: str
+    namespace: str
+    name: str
+    time: float
+    request: RequestRecord
+
+
 RECORD: web.RequestKey[RequestRecord] = web.RequestKey("fakeapi_record", RequestRecord)
 SA_USER: web.RequestKey[ServiceAccountUser] = web.RequestKey("fakeapi_sa_user",
                                                              ServiceAccountUser)
@@ -286,6 +299,7 @@ class FakeApiServer:
         self._listener: asyncio.AbstractServer | None = None
         self._unstalled: asyncio.Event | None = None
         self._log: list[RequestRecord] = []
+        self._sent: list[SentEvent] = []
         self._fail_rules: list[_FailRule] = []
         self._hooks: list[_Hook] = []
         self._holds: list[_Hold] = []
@@ -729,7 +743,17 @@ class FakeApiServer:
         return len(self.requests(method, path_re, watch, since))
 
     def clear_requests(self) -> None:
+        """Forgets the requests recorded, and the watch events sent."""
         self._log.clear()
+        self._sent.clear()
+
+    def sent_events(self, kind: str | None = None, name: str | None = None
+                    ) -> builtins.list[SentEvent]:
+        """Watch events (not bookmarks) written to the streams since the log was last cleared,
+        oldest first: when a watcher was told of a change, as the request log tells when a
+        client acted."""
+        return [e for e in list(self._sent)
+                if (kind is None or e.kind == kind) and (name is None or e.name == name)]
 
     # --- fault injection ---------------------------------------------------------------------
 
@@ -1158,6 +1182,12 @@ class FakeApiServer:
             if pending:
                 type_, obj = pending.popleft()
                 await resp.write(dumps({"type": type_, "object": obj}) + b"\n")
+                if type_ != "BOOKMARK":
+                    md = obj.get("metadata") or {}
+                    self._sent.append(SentEvent(type_, str(obj.get("kind") or w.rt.kind),
+                                                str(md.get("namespace") or ""),
+                                                str(md.get("name") or ""), time.time(),
+                                                request[RECORD]))
                 continue
             if w.ended and w.queue.empty():
                 # The storage went away: what was queued is sent, then the stream ends cleanly.

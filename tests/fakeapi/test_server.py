@@ -445,6 +445,27 @@ def test_watch_sees_every_change_once_in_order(http: httpx.Client,
     assert all(e["object"]["kind"] == "ConfigMap" for e in got)
 
 
+def test_the_server_tells_when_each_watch_event_left_for_which_watch(
+        http: httpx.Client, fake_api: FakeApiServer) -> None:
+    rv = http.get(CM).json()["metadata"]["resourceVersion"]
+    params = {"watch": "true", "resourceVersion": rv, "allowWatchBookmarks": "true"}
+    fake_api.clear_requests()
+    with http.stream("GET", CM, params=params) as r:
+        before = time.time()
+        fake_api.create(configmap("default", "x", {"n": "0"}))
+        fake_api.delete("configmaps", "default", "x")
+        events(r.iter_lines(), 2)
+    sent = fake_api.sent_events("ConfigMap", "x")
+    assert [(e.type, e.namespace, e.name) for e in sent] == [
+        ("ADDED", "default", "x"), ("DELETED", "default", "x")]
+    assert before <= sent[0].time <= sent[1].time <= time.time()
+    # Each names the watch it went out on, as the request log holds it.
+    assert all(e.request is fake_api.requests("GET", "configmaps", watch=True)[0] for e in sent)
+    assert fake_api.sent_events("ConfigMap", "y") == []
+    fake_api.clear_requests()
+    assert fake_api.sent_events() == []
+
+
 def test_watch_without_version_starts_with_synthetic_adds(http: httpx.Client,
                                                           fake_api: FakeApiServer) -> None:
     fake_api.create(configmap("default", "a"))
