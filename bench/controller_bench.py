@@ -466,7 +466,7 @@ def run(count: int, events: int, steady: float, debounce: float | None,
             latencies: list[float] = []
             # From the moment the API server wrote the event to the controller's watch: the
             # controller's own share of each latency (the rest is the fake API server's
-            # create and fan-out, in Python, which a real one does in well under that).
+            # create and its fan-out to the watches).
             own: list[float] = []
             settle(admin, quiet)
             spy = start_profiler(proc.pid, profile)
