@@ -208,12 +208,9 @@ def wait_until(predicate: object, limit: float, what: str) -> None:
 
 
 def watched(api: FakeApiServer, kind: str, name: str) -> float | None:
-    """When the API server first wrote the event of ``name``'s creation to a watch; None
-    for a server that does not tell."""
-    sent_events = getattr(api, "sent_events", None)
-    if sent_events is None:
-        return None
-    times = [e.time for e in sent_events(kind, name) if e.type == "ADDED"]
+    """When the API server first wrote the event of ``name``'s creation to a watch (None:
+    not written yet)."""
+    times = [e.time for e in api.sent_events(kind, name) if e.type == "ADDED"]
     return min(times) if times else None
 
 
