@@ -496,6 +496,42 @@ def test_ingresses_read_ahead_are_not_read_again_by_the_first_pass() -> None:
     assert other.ingresses_read == 20
 
 
+def test_routes_read_ahead_are_taken_by_the_first_pass_where_nothing_changed() -> None:
+    """Routes read ahead of the first pass (``prime_routes``, from a snapshot of the Gateway
+    API objects alone) are taken by it where the very route is at its place and its Gateways
+    are the same, and the plan is the plain one; a route changed since is read anew, and
+    routes read against another Gateway are all read again; after the first pass nothing is
+    read ahead."""
+    s = PlanSettings(HostPolicy(), settle=0.0)
+    state: dict[Key, dict[str, Any]] = {
+        ("HTTPRoute", "a", f"r{i}"): route("a", f"r{i}", [f"h{i}.example.com"], TIMES[0], i)
+        for i in range(4)}
+    state[("Gateway", "web", "public")] = gateway(None)
+    state[("ClientTrafficPolicy", "web", "proxy")] = corpus_object("ClientTrafficPolicy")
+    base = base_objects()
+    listed = snapshot(base, state, s, None)
+    gateway_api = {f: getattr(listed, f) for f in (
+        "gateway_classes", "gateways", "routes", "listener_sets", "namespace_labels")}
+    planner = Planner()
+    assert planner.prime_routes(Snapshot(s, **gateway_api)) == []
+    assert planner.routes_read == 4
+    changed = copy.deepcopy(listed.routes[1][1])
+    changed["spec"]["hostnames"] = ["moved.example.com"]
+    now = [*listed.routes[:1], (listed.routes[1][0], changed), *listed.routes[2:]]
+    snap = dataclasses.replace(listed, routes=now)
+    first = planner.plan(snap)
+    same(first, plan(snap))
+    assert "moved.example.com" in first.hosts and len(first.hosts) == 4
+    assert planner.routes_read == 4 + 1
+    planner.prime_routes(Snapshot(s, **gateway_api))
+    assert planner.routes_read == 5
+
+    other = Planner()
+    other.prime_routes(Snapshot(s, **{**gateway_api, "gateways": [gateway(None, selector=True)]}))
+    same(other.plan(listed), plan(listed))
+    assert other.routes_read == 4 + 4
+
+
 @pytest.mark.parametrize("parts", [
     # (from, to) of each prime, in the order given: a gap, a part read again, a late start.
     [(3, 10)], [(0, 4), (6, 10)], [(0, 6), (2, 10)], [(0, 10), (0, 3)], [(5, 8), (0, 2)]])

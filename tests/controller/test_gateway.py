@@ -216,6 +216,36 @@ def test_oldest_claim_wins_and_no_proxy_data_planes_are_left_alone(
     assert ctl.metric('hairpin_controller_targets{state="no-proxy"}') == 1
 
 
+def test_routes_listed_before_the_ingresses_are_read_ahead_once(cluster: FakeApiServer,
+                                                               start: Start) -> None:
+    """The routes' list ends while the Ingresses' goes on: they are read then, ahead of the
+    first pass, which reads again only the one that changed since; the first write holds
+    them all."""
+    proxy_with_selector(cluster)
+    envoy_gateway(cluster)
+    hosts = [f"r{i}.example.com" for i in range(3)]
+    for i, host in enumerate(hosts):
+        cluster.create(accepted(route("HTTPRoute", "web", f"r{i}", hostnames=[host],
+                                      parent="public", parent_namespace="web")))
+    cluster.create(ingress("team", "site", tls_hosts=["site.example.org"]))
+    listing = cluster.hold_requests("GET", r"/ingresses\?(?!.*watch=)")
+    ctl = start(*QUICK)
+    evaluations = "hairpin_controller_route_evaluations_total"
+    wait_until(lambda: ctl.metric(evaluations) == 3, what="the routes read ahead")
+    assert cluster.count("PUT", r"/configmaps/coredns") == 0
+    changed = cluster.get("HTTPRoute", "web", "r0")
+    assert changed is not None
+    changed["spec"]["hostnames"] = ["moved.example.com"]
+    cluster.update(changed)
+    listing()
+    ctl.wait_ready()
+    wanted = {"moved.example.com", *hosts[1:]}
+    wait_until(lambda: wanted <= set(answers(cluster)), what="the routes' hosts written")
+    assert "site.example.org" in answers(cluster)
+    # The changed route read again, by the first pass or the one after; no other.
+    assert ctl.metric(evaluations) == 4
+
+
 def test_a_new_target_waits_for_the_proxies_to_mount_it(cluster: FakeApiServer,
                                                        start: Start) -> None:
     proxy_with_selector(cluster)

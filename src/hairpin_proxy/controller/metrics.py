@@ -106,6 +106,10 @@ class ControllerMetrics:
                                             "Ingresses run through the host policy (new or "
                                             "changed ones; all of them after an IngressClass "
                                             "default change).")
+        self.route_evaluations = registry.counter(
+            p + "route_evaluations_total",
+            "Gateway API routes read for their hosts (new or changed ones; all of them after "
+            "a change to what they are read against: Gateways, classes, namespaces).")
 
     def _routing(self, registry: Registry, p: str) -> None:
         """Targets and the hosts they leave out."""

@@ -105,6 +105,7 @@ class Controller:
         self.dirty = asyncio.Event()
         self._wakeup: asyncio.TimerHandle | None = None
         self._read_ahead_failed = False
+        self._routes_read_ahead = False
         self._planned: PlanSettings | None = None
         self.synced_once = False
         self.collector = heap.Collector()
@@ -490,6 +491,7 @@ class Controller:
         """One pass; False when it should be retried after a backoff."""
         self.tracker.new_pass()
         if not self.caches_synced():
+            self._read_routes_ahead()
             return True
         self.withdrawal.check_uninstall()
         if not self.is_leader() and not self.withdrawal.uninstalling:
@@ -680,6 +682,23 @@ class Controller:
             self._read_ahead_failed = True
             log.debug("reading Ingresses ahead stopped", extra={"error": str(exc)})
         return True
+
+    def _read_routes_ahead(self) -> None:
+        """The Gateway API routes of the first list through their reading once they and
+        what they are read against are listed, while the Ingresses' list goes on: the first
+        pass takes what they made (``Routing.read_routes_ahead``). Once; a failure leaves
+        them to the pass."""
+        gateway, s = self.routing.gateway, self.settings
+        if (gateway is None or self.synced_once or self._routes_read_ahead
+                or not (gateway.synced() and self.coredns.synced.is_set())):
+            return
+        self._routes_read_ahead = True
+        try:
+            self.facts.learn(self.tracker.current(self.coredns, s.configmap_namespace,
+                                                  s.configmap_name))
+            self.routing.read_routes_ahead(self._plan_settings())
+        except Exception as exc:  # the pass reads them, and says what fails
+            log.debug("reading routes ahead stopped", extra={"error": str(exc)})
 
     def _after_pass(self) -> None:
         """What a written pass leaves to do, off the way from an event to its write: free

@@ -190,14 +190,27 @@ class Routing:
             targets_configmap=table_cm, held=_Held(held), now=now,
             **self._gateway_fields())
 
+    def read_routes_ahead(self, settings: PlanSettings) -> None:
+        """The Gateway API routes as cached now through their reading, ahead of the first
+        pass (``Planner.prime_routes``): their list ends long before 50,000 Ingresses' does,
+        and the first pass then takes what they made. What the reading leaves out is told
+        now."""
+        if self.gateway is None:
+            return
+        read = self.planner.routes_read
+        for note in self.planner.prime_routes(Snapshot(settings, **self._gateway_fields())):
+            self.gateway.note(note)
+        self.ingress.metrics.route_evaluations.inc(self.planner.routes_read - read)
+
     async def plan(self, snap: Snapshot) -> DesiredState:
         """The plan of ``snap``, and what it tells. Always in a thread: a plan may take
         seconds (the first over 50,000 Ingresses, or one that fits many hosts to a size
         limit), and the Lease must be renewed meanwhile, or the pass is not written and the
         next one starts over, for ever."""
-        read = self.planner.ingresses_read
+        read, routes = self.planner.ingresses_read, self.planner.routes_read
         state = await asyncio.to_thread(self.planner.plan, snap)
         self.ingress.metrics.evaluations.inc(self.planner.ingresses_read - read)
+        self.ingress.metrics.route_evaluations.inc(self.planner.routes_read - routes)
         if self.gateway is not None:
             for note in self.planner.notes:
                 self.gateway.note(note)

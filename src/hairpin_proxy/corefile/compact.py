@@ -77,8 +77,11 @@ class _Memo(Generic[V]):
         return value
 
 
-# A regex holds a few hundred names: a pass's few of them, with room to spare.
-_bodies: _Memo[str] = _Memo(1 << 20)
+# Room for every regex of a first pass at 55,000 hosts (about 4.5 MB counted so, 300
+# regexes of a few hundred names), so that its Corefile edit finds each body its size measure
+# encoded; later passes add a regex or two each. The names are mostly the plan's own hosts,
+# so what it really keeps alive is the bodies and the keys' slots, about a fifth of that.
+_bodies: _Memo[str] = _Memo(8 << 20)
 # The alternatives of the names under one label or prefix (``_shared``): a regex with one
 # name more or less than one encoded before is encoded again along that name's path alone (its
 # other groups hold the same names, so the same alternatives). Only for groups of at least

@@ -286,11 +286,12 @@ class _PerObject:
         # None at a place nothing was made ahead for.
         self.primed: tuple[tuple[Any, ...], list[Obj | None], list[Made | None]] | None = None
 
-    def prime(self, context: tuple[Any, ...], objs: Iterable[Obj],
-              make: Callable[[Obj], Made], at: int) -> None:
+    def prime(self, context: tuple[Any, ...], objs: Iterable[Any],
+              make: Callable[[Any], Made], at: int, *, key: Any = None) -> None:
         """What ``make`` makes of each of ``objs`` (the first at place ``at`` of the list the
-        next ``update`` is given), kept for that update in the same ``context`` (made for
-        another, it is dropped first): taken for the very object at the same place."""
+        next ``update`` is given; ``key`` as there), kept for that update in the same
+        ``context`` (made for another, it is dropped first): taken for the very object at the
+        same place."""
         if self.primed is None or self.primed[0] != context:
             self.primed = (context, [], [])
         _, given, made = self.primed
@@ -299,9 +300,9 @@ class _PerObject:
             del given[at:], made[at:]
             given.extend([None] * (at - len(given)))
             made.extend([None] * (at - len(made)))
-        for obj in objs:
-            given.append(obj)
-            made.append(make(obj))
+        for item in objs:
+            given.append(item if key is None else key(item))
+            made.append(make(item))
             self.count += 1
 
     def update(self, context: tuple[Any, ...], objs: Iterable[Any], key: Any, *, make: Any,
@@ -361,8 +362,11 @@ class _PerObject:
         ahead, ahead_made = primed
         for at, item in new:
             obj = of(item)
-            version = version_of(obj)
-            got: Made | None = recycled.pop(version) if version in recycled else None
+            got: Made | None = None
+            # Nothing recycled (a first list, or objects only added): no version to look up.
+            if recycled:
+                version = version_of(obj)
+                got = recycled.pop(version) if version in recycled else None
             if got is None:
                 got = ahead_made[at] if at < len(ahead) and ahead[at] is obj else None
                 if got is None:
@@ -707,17 +711,25 @@ class Planner:
         context, make = _ingress_reader(settings.policy, ingress_classes)
         self._ingresses.prime(context, ingresses, make, at)
 
+    def prime_routes(self, snap: Snapshot) -> list[str]:
+        """Read the Gateway API routes of ``snap`` (whose other fields this reading does not
+        look at) ahead of the first pass, as ``prime`` does the Ingresses: that pass takes
+        what each made where the very route is at its place and what it is read against is
+        the same then. What the reading leaves out, in words (the pass tells only what it
+        reads itself)."""
+        notes: list[str] = []
+        if self._last is None:
+            context, routes, make = _route_reader(snap, notes)
+            self._routes.prime(context, routes, make, 0, key=operator.itemgetter(1))
+        return notes
+
     def _claim(self, snap: Snapshot, added: list[Claim], removed: list[Claim]) -> None:
         s = snap.settings
         context, make = _ingress_reader(s.policy, snap.ingress_classes)
         self._ingresses.update(context, snap.ingresses, None, make=make,
                                added=added, removed=removed)
-        parents = (*snap.gateways, *snap.listener_sets)
-        context = (s.gateway_api, s.policy, s.gateway_classes, tuple(snap.gateway_classes),
-                   parents, _Frozen(snap.namespace_labels) if _reads_labels(parents) else None)
-        self._routes.update(context, snap.routes if s.gateway_api else (),
-                            operator.itemgetter(1),
-                            make=route_reader_of(snap, self.notes),
+        context, routes, made = _route_reader(snap, self.notes)
+        self._routes.update(context, routes, operator.itemgetter(1), make=made,
                             added=added, removed=removed)
         registered = (s.policy, _Frozen(snap.registered))
         if registered != self._registered:
@@ -772,6 +784,17 @@ def _ingress_reader(policy: HostPolicy, classes: Sequence[Obj] | None
     index = ClassIndex(frozenset(), None) if classes is None else class_index(classes)
     defaults = default_ingress_classes(classes or ())
     return (policy, index, defaults), lambda o: ingress_made(o, index, defaults, policy)
+
+
+def _route_reader(snap: Snapshot, notes: list[str]
+                  ) -> tuple[tuple[Any, ...], Sequence[tuple[str, Obj]], Callable[..., Made]]:
+    """What the routes are read against, the routes, and their reader (telling ``notes``):
+    the same for a pass and ahead of it."""
+    s = snap.settings
+    parents = (*snap.gateways, *snap.listener_sets)
+    context = (s.gateway_api, s.policy, s.gateway_classes, tuple(snap.gateway_classes),
+               parents, _Frozen(snap.namespace_labels) if _reads_labels(parents) else None)
+    return context, snap.routes if s.gateway_api else (), route_reader_of(snap, notes)
 
 
 class _Frozen:
