@@ -121,3 +121,34 @@ def test_after_a_pass_its_cycles_are_collected_and_the_rest_frozen() -> None:
     finally:
         gc.unfreeze()
         gc.enable()
+
+
+def test_the_first_list_is_frozen_as_it_comes_its_cycles_collected_first() -> None:
+    collector = heap.Collector()
+    before = gc.get_threshold()
+    gc.disable()
+    try:
+        dead = weakref.ref(_Cycle())
+        kept = _Cycle()
+        frozen = gc.get_freeze_count()
+        collector.listed(heap.FREEZE_LISTED - 1)
+        # Raised from the first objects on; nothing frozen before FREEZE_LISTED of them.
+        assert gc.get_threshold() == (heap.FIRST_LIST_YOUNG, *before[1:])
+        assert gc.get_freeze_count() == frozen and dead() is not None
+        collector.listed(1)
+        assert dead() is None  # collected, not frozen
+        assert gc.get_freeze_count() > frozen
+        assert kept.me is kept
+        again = gc.get_freeze_count()
+        collector.listed(heap.FREEZE_LISTED - 1)
+        assert gc.get_freeze_count() == again
+        later = _Cycle()
+        collector.first_sync()
+        assert gc.get_threshold() == before
+        # Whatever came since the last freeze is frozen too.
+        assert gc.get_freeze_count() > again
+        assert later.me is later
+    finally:
+        gc.set_threshold(*before)
+        gc.unfreeze()
+        gc.enable()

@@ -80,6 +80,12 @@ def give_back() -> bool:
 # Seconds between two collections of everything, the frozen objects too: cycles among objects
 # that were alive when frozen and died since are found only then.
 THAW_EVERY = 600.0
+# Objects of the first list kept between two freezes (``Collector.listed``): a collection of
+# what is new since the last one walks some thousands of objects, a millisecond or two.
+FREEZE_LISTED = 2500
+# The youngest generation's threshold meanwhile (Python's is 700 new containers): the
+# freezes do the collecting, and what a list leaves in between is still collected.
+FIRST_LIST_YOUNG = 20_000
 
 
 class Collector:
@@ -95,6 +101,33 @@ class Collector:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self.thawed_at = clock()
+        self.unfrozen_listed = 0
+        # The collector's thresholds before the first list (None: not raised).
+        self.thresholds: tuple[int, int, int] | None = None
+
+    def listed(self, count: int) -> None:
+        """``count`` more objects of the first list kept. The list's objects live as long
+        as the caches, yet each collection on the way to the first write walks them again
+        (150 ms in all at 50,000 Ingresses): every FREEZE_LISTED objects, what came since is
+        collected (its cycles are found now, not frozen) and frozen, and until the first
+        sync the automatic collections come FIRST_LIST_YOUNG new containers apart."""
+        if self.thresholds is None:
+            self.thresholds = gc.get_threshold()
+            gc.set_threshold(max(FIRST_LIST_YOUNG, self.thresholds[0]), *self.thresholds[1:])
+        self.unfrozen_listed += count
+        if self.unfrozen_listed >= FREEZE_LISTED:
+            self.unfrozen_listed = 0
+            gc.collect()
+            gc.freeze()
+
+    def first_sync(self) -> None:
+        """The caches now hold most of what this process will keep (tens of thousands of
+        objects): out of the collector's sight, so that its full collections no longer walk
+        them in the middle of later passes; its thresholds as before the first list."""
+        gc.freeze()
+        if self.thresholds is not None:
+            gc.set_threshold(*self.thresholds)
+            self.thresholds = None
 
     def after_pass(self) -> None:
         now = self.clock()

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-import gc
 import logging
 import os
 import secrets
@@ -641,10 +640,7 @@ class Controller:
             return await self._uninstall_end(withdrawn=True)
         if not self.synced_once:
             self.synced_once = True
-            # The caches now hold most of what this process will keep (tens of thousands of
-            # dicts with 10,000 Ingresses): out of the cyclic GC's sight, so its full
-            # collections no longer walk them in the middle of later reconciles.
-            gc.freeze()
+            self.collector.first_sync()
             # Once this pass's own objects are gone too (the loop's next turn).
             asyncio.get_running_loop().call_soon(heap.give_back)
             log.info("first sync done", extra={
@@ -681,6 +677,7 @@ class Controller:
         except Exception as exc:  # the pass reads them, and says what fails
             self._read_ahead_failed = True
             log.debug("reading Ingresses ahead stopped", extra={"error": str(exc)})
+        self.collector.listed(len(ingresses))
         return True
 
     def _read_routes_ahead(self) -> None:
