@@ -506,3 +506,24 @@ def test_rules_bytes_counts_each_escaped_host_twice_with_its_separator(hosts: li
     from hairpin_proxy.corefile.names import regex_escape
     expected = sum(2 * (len(regex_escape(h.removeprefix("*.")).encode()) + 1) for h in hosts)
     assert rules_bytes(hosts) == expected
+
+
+def test_long_name_lists_are_counted_once_and_never_for_another_list() -> None:
+    # The counts of long lists are kept (a first pass measures, then writes, the same names):
+    # the same names give the same counts, and a list that differs by one name or in its
+    # regex's frame is counted afresh.
+    names = sorted(f"app{i}.example.com" for i in range(3000))
+    other = sorted([*names[:1500], "zzz.example.com", *names[1501:]])
+    opening, closing = "(?i)^(?P<hairpin_proxy>", r")\.$"
+    fresh = rules._counts(opening, names, closing)
+    assert len(fresh) > 1 and sum(fresh) == len(names)
+    for _ in range(2):
+        assert rules.chunk_counts(opening, names, closing) == fresh
+        assert rules.chunk_counts(opening, other, closing) == \
+            rules._counts(opening, other, closing)
+        assert rules.chunk_counts(opening + "x", names, closing) == \
+            rules._counts(opening + "x", names, closing)
+    # A count of two long regexes' worth that the room splits where the frame is longer.
+    long_names = [f"{'a' * 60}{i}.example.com" for i in range(3000)]
+    assert rules.chunk_counts(opening, long_names, closing) != \
+        rules.chunk_counts(opening + "x" * 20_000, long_names, closing)

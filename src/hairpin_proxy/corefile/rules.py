@@ -177,11 +177,34 @@ def cuts(names: Sequence[str]) -> list[int]:
     return [k for k, name in enumerate(names) if starts_regex(name)]
 
 
+# Name lists at least this long have their counts kept (``chunk_counts``), the last few.
+_COUNTED_AT = 1024
+_COUNTED_MOST = 4
+# A first pass measures every regex's size, then its Corefile edit writes the same names:
+# two microseconds a name each time, for each answer set's names of each form.
+_counted: list[tuple[tuple[str, str, tuple[str, ...]], tuple[int, ...]]] = []
+
+
 def chunk_counts(opening: str, names: Sequence[str], closing: str) -> list[int]:
     """How many of ``names`` each regex of ``_chunked`` holds: up to the next name that
     starts a regex of its own (``starts_regex``), and no more than their plain spelling fits
     MAX_REGEX bytes (the compact body is never longer); at least one (a name longer than the
     room alone)."""
+    global _counted
+    if len(names) < _COUNTED_AT:
+        return _counts(opening, names, closing)
+    key = (opening, closing, tuple(names))
+    kept = _counted
+    for known, counts in kept:
+        if known == key:
+            return list(counts)
+    got = _counts(opening, names, closing)
+    # A new list, not an edit of the one other threads may be reading.
+    _counted = [*kept[-(_COUNTED_MOST - 1):], (key, tuple(got))]
+    return got
+
+
+def _counts(opening: str, names: Sequence[str], closing: str) -> list[int]:
     parts = _escaped(names)
     out: list[int] = []
     room = MAX_REGEX - _utf8_len(opening) - _utf8_len(closing)

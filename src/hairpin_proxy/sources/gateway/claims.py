@@ -82,8 +82,8 @@ def route_reader(classes: Iterable[Any], gateways: Iterable[Any], *,
                  namespace_labels: Mapping[str, Mapping[str, str]],
                  listener_sets: Iterable[Any] = ()
                  ) -> Callable[[Iterable[tuple[str, Any]]], RouteClaims]:
-    """``claims_of_objects`` with the classes, Gateways and ListenerSets parsed once, for
-    routes read a few at a time."""
+    """``claims_of_objects`` with the classes, Gateways and ListenerSets parsed and indexed
+    once, for routes read a few at a time (one by one, ahead of a pass)."""
     notes: list[str] = []
     parsed_classes = _parse_all(classes, parse_gateway_class, notes)
     parsed_gateways: list[Gateway] = []
@@ -93,16 +93,34 @@ def route_reader(classes: Iterable[Any], gateways: Iterable[Any], *,
                      for note in gateway.notes)
     set_notes: list[str] = []
     parsed_sets = _parse_all(listener_sets, parse_listener_set, set_notes)
-    served = served_classes(parsed_classes, wanted_classes)
+    parents = _Parents.of(parsed_gateways, served_classes(parsed_classes, wanted_classes),
+                          parsed_sets)
 
     def read(routes: Iterable[tuple[str, Any]]) -> RouteClaims:
         mine: list[str] = []
         parsed_routes = _parse_all(routes, lambda pair: parse_route(pair[1], pair[0]), mine)
-        got = route_claims(parsed_routes, parsed_gateways, served, policy, namespace_labels,
-                           listener_sets=parsed_sets)
+        got = _claims(parsed_routes, parents, policy, namespace_labels)
         return RouteClaims(got.claims, got.rejections,
                            (*notes, *mine, *set_notes, *got.notes))
     return read
+
+
+@dataclass(frozen=True)
+class _Parents:
+    """What routes attach to: the Gateways of the served classes by (namespace, name), the
+    ListenerSets likewise, the served classes and their controllers."""
+
+    gateways: dict[tuple[str, str], Gateway]
+    listener_sets: dict[tuple[str, str], ListenerSet]
+    classes: Mapping[str, GatewayClass]
+    controllers: frozenset[str]
+
+    @classmethod
+    def of(cls, gateways: Iterable[Gateway], classes: Mapping[str, GatewayClass],
+           listener_sets: Iterable[ListenerSet]) -> _Parents:
+        return cls(index_gateways([g for g in gateways if g.class_name in classes]),
+                   {(ls.meta.namespace, ls.meta.name): ls for ls in listener_sets},
+                   classes, frozenset(c.controller_name for c in classes.values()))
 
 
 def route_claims(routes: Iterable[Route], gateways: Iterable[Gateway],
@@ -111,9 +129,12 @@ def route_claims(routes: Iterable[Route], gateways: Iterable[Gateway],
                  listener_sets: Iterable[ListenerSet] = ()) -> RouteClaims:
     """Claims of every route on the Gateways of ``classes`` (the served ones), directly or
     through the ``listener_sets`` attached to them."""
-    index = index_gateways([g for g in gateways if g.class_name in classes])
-    sets = {(ls.meta.namespace, ls.meta.name): ls for ls in listener_sets}
-    controllers = {c.controller_name for c in classes.values()}
+    return _claims(routes, _Parents.of(gateways, classes, listener_sets), policy,
+                   namespace_labels)
+
+
+def _claims(routes: Iterable[Route], parents: _Parents, policy: HostPolicy,
+            namespace_labels: Mapping[str, Mapping[str, str]]) -> RouteClaims:
     claims: list[Claim] = []
     rejections: list[RouteRejection] = []
     notes: list[str] = []
@@ -122,8 +143,9 @@ def route_claims(routes: Iterable[Route], gateways: Iterable[Gateway],
         if (policy.include_namespaces and meta.namespace not in policy.include_namespaces) \
                 or meta.namespace in policy.exclude_namespaces:
             continue
-        by_gateway, route_notes = route_hosts(route, index, classes, controllers,
-                                              namespace_labels, listener_sets=sets)
+        by_gateway, route_notes = route_hosts(route, parents.gateways, parents.classes,
+                                              parents.controllers, namespace_labels,
+                                              listener_sets=parents.listener_sets)
         notes += route_notes
         origin = ObjectRef(route.kind, meta.namespace, meta.name, meta.uid, GATEWAY_GROUP)
         for target, hosts in by_gateway.items():

@@ -16,6 +16,8 @@ import sys
 from collections.abc import Callable, Hashable
 from typing import Any
 
+import msgspec
+
 from hairpin_proxy.jsonobj import JsonObj
 
 # One object per distinct shared part, keyed by its content; bounded, as what is in it comes
@@ -39,19 +41,19 @@ def _each(src: Any, fn: Callable[[Any], Any]) -> Any:
     return [fn(item) for item in src] if isinstance(src, list) else src
 
 
+_encode = msgspec.msgpack.Encoder().encode
+
+
 def _content(value: Any) -> Hashable | None:
-    """A hashable stand-in for a JSON value, equal for equal values (None: not plain JSON)."""
-    kind = type(value)
-    if kind is dict:
-        parts = tuple((k, _content(v)) for k, v in value.items())
-        return None if any(p[1] is None for p in parts) else ("{", parts)
-    if kind is list:
-        items = tuple(_content(v) for v in value)
-        return None if any(i is None for i in items) else ("[", items)
-    if kind in (str, int, bool, float) or value is None:
-        # The type is part of the key: 1, 1.0 and True are equal in Python, not in JSON.
-        return (kind.__name__, value)
-    return None
+    """A hashable stand-in for a value read from JSON, equal for equal values written in the
+    same order (None: not plain JSON). MessagePack keeps apart what Python's equality would
+    not (1, 1.0 and true; the key "1" and the key 1), in C."""
+    if type(value) not in (dict, list):
+        return None
+    try:
+        return _encode(value)
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        return None
 
 
 def _shared(value: Any) -> Any:
