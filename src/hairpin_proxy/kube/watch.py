@@ -29,10 +29,11 @@ LIST_PAGE = 500
 # Objects added between two reads of ``Reflector.values_list`` that it still notes one by one
 # (a reader that stopped asking, a standby's, must not make it keep a list of all of them).
 _MOST_ADDED = 4096
-# Objects digested between two turns of the event loop during a list: the next page's request
-# goes out, and its answer is read, while this one is digested; and the Lease is renewed on
-# time during a list of tens of thousands of objects.
-DIGEST_TURN = 50
+# Objects digested between two turns of the event loop during a list (a few milliseconds of
+# work; each turn costs the turn and a read-ahead's setup): the Lease is renewed on time
+# during a list of tens of thousands of objects, and the next page's answer, asked for as
+# this page starts, is read while this one is digested.
+DIGEST_TURN = 250
 
 
 class Backoff:
@@ -314,6 +315,8 @@ class Reflector:
         read_at = 0
         async with contextlib.aclosing(self._pages()) as pages:
             async for items, page_rv in pages:
+                # The next page's request leaves before this one is digested.
+                await asyncio.sleep(0)
                 for n, (o, kept) in enumerate(items, 1):
                     fresh[self._new_key(fresh, kept, object_key(o))] = kept
                     if self.on_listed is not None:
