@@ -24,7 +24,7 @@ from hairpin_proxy.policy import (
     verdict,
     verdict_of_str,
 )
-from hairpin_proxy.sources.ingress.record import RECORDS, IngressRecord, MetaView
+from hairpin_proxy.sources.ingress.record import ABSENT, RECORDS, IngressRecord, MetaView
 from hairpin_proxy.targets.model import class_target
 
 # CompactSpec's TLS entries when there is one naming exactly its one rule's host.
@@ -178,9 +178,29 @@ def _as_index(classes: ClassIndex | frozenset[str]) -> ClassIndex:
     return classes if isinstance(classes, ClassIndex) else ClassIndex(frozenset(classes), None)
 
 
-def _namespace(meta: Mapping[Any, Any]) -> str | None:
-    """The Ingress's namespace, or None when the field is malformed."""
-    ns = meta.get("namespace")
+def _fields(ingress: object) -> tuple[Any, Any, Any, Any] | IngressResult:
+    """(metadata, its name, its namespace, spec) of an Ingress, as ``get`` reads them; the
+    result of one whose object or metadata is no object."""
+    if not isinstance(ingress, _MAPS):
+        return IngressResult(rejections=(Rejection("", "", "", "malformed Ingress: not an "
+                                                               "object"),))
+    meta = ingress.get("metadata")
+    if not isinstance(meta, _MAPS):
+        return IngressResult(rejections=(
+            Rejection("", "", "", "malformed Ingress: metadata is not an object"),))
+    return meta, meta.get("name"), meta.get("namespace"), ingress.get("spec")
+
+
+def _record_fields(ingress: Any) -> tuple[Any, Any, Any, Any]:
+    """``_fields`` of a cached record, read from its slots (the record stands for its
+    metadata): this runs for every Ingress of a list."""
+    name, ns, spec = ingress.name, ingress.namespace, ingress.spec
+    return (ingress, None if name is ABSENT else name, None if ns is ABSENT else ns,
+            None if spec is ABSENT else spec)
+
+
+def _namespace(ns: object) -> str | None:
+    """The Ingress's namespace (the field's value), or None when the field is malformed."""
     if ns is None or ns == "":
         # Manifests without a namespace land in "default" when applied without -n.
         return "default"
@@ -266,7 +286,7 @@ def ingress_matches(ingress: Mapping[Any, Any], policy: HostPolicy,
     meta = ingress.get("metadata")
     if not isinstance(meta, _MAPS):
         return False
-    ns = _namespace(meta)
+    ns = _namespace(meta.get("namespace"))
     if ns is None or not _namespace_selected(ns, policy):
         return False
     index = _as_index(classes)
@@ -361,21 +381,16 @@ def _evaluate_one(ingress: object, policy: HostPolicy, classes: ClassIndex,
                   checked: _Checked, shown: dict[str, str]) -> IngressResult:
     # ``checked`` and ``shown`` memoise host checks and namespace renderings across the
     # Ingresses of one evaluate(): hosts repeat, namespaces are few.
-    if not isinstance(ingress, _MAPS):
-        return IngressResult(rejections=(Rejection("", "", "", "malformed Ingress: not an "
-                                                               "object"),))
-    meta = ingress.get("metadata")
-    if not isinstance(meta, _MAPS):
-        return IngressResult(rejections=(
-            Rejection("", "", "", "malformed Ingress: metadata is not an object"),))
-    raw_name = meta.get("name")
+    read = _record_fields(ingress) if type(ingress) in RECORDS else _fields(ingress)
+    if type(read) is IngressResult:
+        return read
+    meta, raw_name, raw_ns_field, spec = cast("tuple[Any, Any, Any, Any]", read)
     name = show(raw_name) if isinstance(raw_name, str) else ""
-    raw_ns = _namespace(meta)
+    raw_ns = _namespace(raw_ns_field)
     if raw_ns is None:
         return IngressResult(rejections=(Rejection(
-            show(meta.get("namespace")), name, "",
+            show(raw_ns_field), name, "",
             "malformed Ingress: metadata.namespace is not a string"),))
-    spec = ingress.get("spec")
     if (policy.included_namespaces or policy.excluded_namespaces) \
             and not _namespace_selected(raw_ns, policy):
         return _NOTHING
@@ -390,7 +405,9 @@ def _evaluate_one(ingress: object, policy: HostPolicy, classes: ClassIndex,
         if isinstance(cls, str) and cls and cls not in names:
             return IngressResult(rejections=(
                 Rejection(ns, name, "", f"IngressClass {quoted(cls)} does not exist"),))
-    if policy.selected_classes and not _class_selected(meta, spec, policy, classes.defaults):
+    if policy.selected_classes and not _class_selected(
+            cast("Mapping[Any, Any]", MetaView(meta)) if type(meta) in RECORDS else meta, spec,
+            policy, classes.defaults):
         return _NOTHING
     if not isinstance(spec, _MAPS):
         return IngressResult(rejections=(
