@@ -120,14 +120,19 @@ class Collector:
             gc.collect()
             gc.freeze()
 
-    def first_sync(self) -> None:
-        """The caches now hold most of what this process will keep (tens of thousands of
-        objects): out of the collector's sight, so that its full collections no longer walk
-        them in the middle of later passes; its thresholds as before the first list."""
-        gc.freeze()
+    def first_list_done(self) -> None:
+        """The collector's thresholds as before the first list, once every cache is filled
+        (a standby's too, which never writes)."""
         if self.thresholds is not None:
             gc.set_threshold(*self.thresholds)
             self.thresholds = None
+
+    def first_sync(self) -> None:
+        """The caches now hold most of what this process will keep (tens of thousands of
+        objects): out of the collector's sight, so that its full collections no longer walk
+        them in the middle of later passes."""
+        gc.freeze()
+        self.first_list_done()
 
     def after_pass(self) -> None:
         now = self.clock()

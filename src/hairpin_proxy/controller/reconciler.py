@@ -492,6 +492,7 @@ class Controller:
         if not self.caches_synced():
             self._read_routes_ahead()
             return True
+        self.collector.first_list_done()
         self.withdrawal.check_uninstall()
         if not self.is_leader() and not self.withdrawal.uninstalling:
             return self._not_leading()
