@@ -107,10 +107,10 @@ class Collector:
 
     def listed(self, count: int) -> None:
         """``count`` more objects of the first list kept. The list's objects live as long
-        as the caches, yet each collection on the way to the first write walks them again
-        (150 ms in all at 50,000 Ingresses): every FREEZE_LISTED objects, what came since is
-        collected (its cycles are found now, not frozen) and frozen, and until the first
-        sync the automatic collections come FIRST_LIST_YOUNG new containers apart."""
+        as the caches, yet each collection on the way to the first write walks them again:
+        every FREEZE_LISTED objects, what came since is collected (its cycles are found now,
+        not frozen) and frozen, and until every cache is filled (``first_list_done``) the
+        automatic collections come FIRST_LIST_YOUNG new containers apart."""
         if self.thresholds is None:
             self.thresholds = gc.get_threshold()
             gc.set_threshold(max(FIRST_LIST_YOUNG, self.thresholds[0]), *self.thresholds[1:])
